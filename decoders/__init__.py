@@ -1,0 +1,30 @@
+"""Media decoding for vision-language models: frames sampled by presentation time,
+right whatever the container claims. Knows FFmpeg and numpy, nothing of HTTP."""
+
+from .errors import (
+    CorruptMediaError,
+    DecodeTimeoutError,
+    InvalidSamplingError,
+    MediaError,
+    MediaNotFoundError,
+    MediaTooLargeError,
+    NoVideoStreamError,
+    UnsupportedCodecError,
+)
+from .metadata import VideoMetadata
+from .video import DecodedVideo, decode_video, probe_video
+
+__all__ = [
+    "CorruptMediaError",
+    "DecodeTimeoutError",
+    "DecodedVideo",
+    "InvalidSamplingError",
+    "MediaError",
+    "MediaNotFoundError",
+    "MediaTooLargeError",
+    "NoVideoStreamError",
+    "UnsupportedCodecError",
+    "VideoMetadata",
+    "decode_video",
+    "probe_video",
+]

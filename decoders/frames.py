@@ -1,0 +1,75 @@
+"""Turn decoded frames into the upright RGB tensor the workers get."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from av.video.reformatter import Interpolation, VideoReformatter
+
+
+def scaled_size(width: int, height: int, max_pixels: int | None) -> tuple[int, int]:
+    """The largest size of the same aspect ratio with at most `max_pixels` pixels."""
+    if max_pixels is None or width * height <= max_pixels:
+        return width, height
+    scale = math.sqrt(max_pixels / (width * height))
+    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+
+
+def quarter_turns(rotation: float) -> int:
+    """Counter-clockwise quarter turns for a display rotation in degrees.
+
+    Like the ffmpeg command line, only angles within a degree of a quarter turn are
+    applied; anything else is left as stored.
+    """
+    turns = round(rotation / 90)
+    return turns % 4 if abs(rotation - 90 * turns) < 1 else 0
+
+
+class FrameConverter:
+    """Converts frames to RGB of one fixed size (set by the first frame) in one
+    swscale call each, with the scaler reused, then turns them upright.
+
+    Colour follows each frame's own matrix and range: swscale reads them from the frame.
+    """
+
+    def __init__(self, max_pixels: int | None = None, threads: int = 0):
+        self._max_pixels = max_pixels
+        self._threads = threads
+        self._scaler = VideoReformatter()
+        self.size: tuple[int, int] | None = None  # (width, height) before turning
+        self.turns = 0
+
+    def __call__(self, frame) -> np.ndarray:
+        if self.size is None:
+            self.size = scaled_size(frame.width, frame.height, self._max_pixels)
+            self.turns = quarter_turns(frame.rotation)
+        width, height = self.size
+        rgb = self._scaler.reformat(
+            frame, width, height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
+        ).to_ndarray()
+        return np.rot90(rgb, self.turns) if self.turns else rgb
+
+
+class FrameStack:
+    """Collects the chosen frames straight into one preallocated (T, H, W, 3) array,
+    so peak memory is the returned frames, not twice them."""
+
+    def __init__(self, capacity: int):
+        self._capacity = capacity
+        self._frames: np.ndarray | None = None
+        self._times: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    def add(self, rgb: np.ndarray, time: float) -> None:
+        if self._frames is None:
+            self._frames = np.empty((self._capacity, *rgb.shape), dtype=np.uint8)
+        self._frames[len(self._times)] = rgb
+        self._times.append(time)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        count = len(self._times)
+        frames = self._frames[:count] if self._frames is not None else np.zeros((0, 0, 0, 3), np.uint8)
+        return frames, np.asarray(self._times, dtype=np.float64)

@@ -1,0 +1,99 @@
+"""The frame index: every video frame's presentation time and every keyframe, from
+demuxing alone (no decoding).
+
+Demuxing reads each packet's header, which costs a small fraction of decoding it.
+The index is what lets the decoder trust nothing the container claims: durations and
+frame counts are checked against it, and it tells where to seek and which frames
+may be skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FrameIndex:
+    time_base: Fraction
+    pts: np.ndarray  # int64, every shown frame's presentation time, sorted
+    keyframes: np.ndarray  # int64, sorted presentation times of the keyframes
+    keyframe_seek_ts: np.ndarray  # int64, the timestamp to seek by to land on each keyframe
+    end: int | None  # just past the last frame: its pts plus its duration
+    packets: int  # packets with a payload, timestamps or not
+    complete: bool  # every packet had a presentation time
+
+    @property
+    def has_times(self) -> bool:
+        return len(self.pts) > 0
+
+    def span_seconds(self) -> float | None:
+        """Seconds from the first frame's start to the last frame's end."""
+        if not self.has_times or self.end is None:
+            return None
+        return float((self.end - self.pts[0]) * self.time_base)
+
+    def median_interval(self) -> float | None:
+        """Typical seconds between frames, or None with fewer than two frames."""
+        if len(self.pts) < 2:
+            return None
+        return float(np.median(np.diff(self.pts)) * self.time_base)
+
+    def keyframe_at_or_before(self, pts: int) -> int | None:
+        """Position in `keyframes` of the last keyframe shown at or before `pts`."""
+        i = int(np.searchsorted(self.keyframes, pts, side="right")) - 1
+        return i if i >= 0 else None
+
+    def frames_between(self, after: float, before: int) -> int:
+        """How many frames have presentation times in (after, before)."""
+        lo = np.searchsorted(self.pts, after, side="right")
+        hi = np.searchsorted(self.pts, before, side="left")
+        return max(0, int(hi - lo))
+
+
+def read_index(container, stream) -> FrameIndex:
+    """Demux `stream` from the start of `container` and index its packets."""
+    pts, durations, keys, key_seek = [], [], [], []
+    packets = missing = 0
+    for packet in container.demux(stream):
+        # Empty packets are PyAV's end-of-stream markers (and AVI's "drop frames"):
+        # they carry no picture.
+        if packet.size == 0 or packet.is_discard:
+            continue
+        packets += 1
+        if packet.pts is None:
+            missing += 1
+            continue
+        pts.append(packet.pts)
+        durations.append(packet.duration or 0)
+        if packet.is_keyframe:
+            keys.append(packet.pts)
+            # MP4 and AVI index samples by decode time, which for a keyframe is at
+            # or before its presentation time: seeking by it never overshoots.
+            key_seek.append(packet.pts if packet.dts is None else min(packet.dts, packet.pts))
+    return _build(stream.time_base or Fraction(1, 1), pts, durations, keys, key_seek, packets, missing)
+
+
+def _build(time_base, pts, durations, keys, key_seek, packets, missing) -> FrameIndex:
+    order = np.argsort(pts, kind="stable")
+    sorted_pts = np.asarray(pts, dtype=np.int64)[order]
+    end = None
+    if len(sorted_pts):
+        ends = sorted_pts + np.asarray(durations, dtype=np.int64)[order]
+        end = int(ends.max())
+        if durations[order[-1]] == 0:
+            # No duration on the last packet: assume it lasts as long as a typical frame.
+            step = int(np.median(np.diff(sorted_pts))) if len(sorted_pts) > 1 else 0
+            end = max(end, int(sorted_pts[-1]) + step)
+    key_order = np.argsort(keys, kind="stable")
+    return FrameIndex(
+        time_base=time_base,
+        pts=sorted_pts,
+        keyframes=np.asarray(keys, dtype=np.int64)[key_order],
+        keyframe_seek_ts=np.asarray(key_seek, dtype=np.int64)[key_order],
+        end=end,
+        packets=packets,
+        complete=missing == 0 and packets > 0,
+    )

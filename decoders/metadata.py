@@ -1,0 +1,73 @@
+"""What a video is, as far as the decoder trusts it: the VideoMetadata the decoder
+reports and the duration fallback this project exists for.
+
+FFmpeg reports no stream duration and no frame count for VP9/WebM, and wrong ones for
+AVI files with stale headers and edited MP4s. So every duration the container offers
+is checked against the frame index (packet timestamps) and used only if they agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .index import FrameIndex
+
+
+@dataclass(frozen=True)
+class VideoMetadata:
+    width: int  # as displayed: after rotation
+    height: int
+    fps: float  # average frame rate
+    duration: float  # seconds of the video stream, first frame to end of last
+    num_frames: int
+    codec: str
+    container: str
+    rotation: int  # degrees counter-clockwise the stored picture is turned for display
+    duration_source: str  # "stream", "container", "packets" or "decoded"
+    start_time: float  # the first frame's presentation time in the container, seconds
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stream_duration(stream) -> float | None:
+    if stream.duration and stream.duration > 0 and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    return None
+
+
+def container_duration(container) -> float | None:
+    """The container's duration minus its start time (its clock may not start at 0)."""
+    if not container.duration or container.duration <= 0:
+        return None
+    start = container.start_time or 0
+    seconds = (container.duration - start) / 1_000_000
+    return seconds if seconds > 0 else None
+
+
+def resolve_duration(stream, container, index: FrameIndex) -> tuple[float | None, str]:
+    """The video's duration and where it came from: stream, container or packets.
+
+    A claimed duration is believed when it matches the packets' span within about a
+    frame and a half; audio that outlasts the video, a header that claims 1000 frames
+    for 20, or a trimmed MP4 fail that test and fall through to the packets.
+    Returns (None, "decoded") when the packets carry no timestamps at all.
+    """
+    span = index.span_seconds()
+    interval = index.median_interval() or 0.0
+    for source, claimed in (("stream", stream_duration(stream)), ("container", container_duration(container))):
+        if claimed is None:
+            continue
+        if span is None or abs(claimed - span) <= 1.5 * interval + 0.002:
+            return claimed, source
+    if span is not None and span > 0:
+        return span, "packets"
+    return None, "decoded"
+
+
+def stream_fps(stream) -> float | None:
+    """FFmpeg's average frame rate for the stream, or its best guess, if it has either."""
+    for rate in (stream.average_rate, stream.guessed_rate):
+        if rate and rate > 0:
+            return float(rate)
+    return None

@@ -1,0 +1,74 @@
+"""Open what a caller hands us (bytes, a path or a file object) as an FFmpeg container."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO, Union
+
+import av
+
+from .errors import CorruptMediaError, MediaNotFoundError
+
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, BinaryIO]
+
+# What PyAV raises on input FFmpeg cannot make sense of. Anything else is our bug.
+FFMPEG_ERRORS = (av.FFmpegError, EOFError, UnicodeDecodeError)
+
+
+class ReopenableSource:
+    """A source that can be opened more than once (the decoder may need a second pass)."""
+
+    def __init__(self, source: Source):
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self._data, self._path, self._file = bytes(source), None, None
+            if not self._data:
+                raise CorruptMediaError("the input is empty (0 bytes)")
+        elif isinstance(source, (str, os.PathLike)):
+            self._data, self._path, self._file = None, os.fspath(source), None
+            self._check_path()
+        elif hasattr(source, "read"):
+            self._data, self._path, self._file = None, None, source
+            if not _seekable(source):
+                self._data, self._file = source.read(), None
+                if not self._data:
+                    raise CorruptMediaError("the input is empty (0 bytes)")
+            else:
+                self._start = source.tell()
+        else:
+            raise TypeError(f"source must be bytes, a path or a binary file, not {type(source).__name__}")
+
+    def _check_path(self) -> None:
+        try:
+            size = os.path.getsize(self._path)
+        except OSError as error:
+            raise MediaNotFoundError(f"cannot read {self._path!r}: {error.strerror}") from error
+        if size == 0:
+            raise CorruptMediaError(f"{self._path!r} is empty (0 bytes)")
+
+    @contextmanager
+    def open(self) -> Iterator[av.container.InputContainer]:
+        if self._path is not None:
+            target = self._path
+        elif self._file is not None:
+            self._file.seek(self._start)
+            target = self._file
+        else:
+            target = io.BytesIO(self._data)
+        try:
+            container = av.open(target, mode="r", metadata_errors="replace")
+        except FFMPEG_ERRORS as error:
+            raise CorruptMediaError(f"FFmpeg cannot read this input as media: {error}") from error
+        try:
+            yield container
+        finally:
+            container.close()
+
+
+def _seekable(file) -> bool:
+    try:
+        return bool(file.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False

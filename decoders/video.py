@@ -1,0 +1,438 @@
+"""decode_video and probe_video: the frames a model should see, exactly, and no more work
+than that takes.
+
+One call makes up to three passes over the input:
+1. demux only: the frame index (every frame's time, every keyframe), from which the
+   duration, frame count and the exact frames to return are worked out;
+2. (only for streams without timestamps) decode everything once to count frames;
+3. decode: seek to the keyframe before each wanted frame when a keyframe lies between
+   here and there, let the decoder drop non-reference frames nobody asked for, and
+   convert to RGB only the frames returned.
+The wanted frames are then checked against what the decoder really emits (the frame on
+screen at each wanted time), so a lying index costs speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import av
+import numpy as np
+
+from .errors import (
+    CorruptMediaError,
+    DecodeTimeoutError,
+    NoVideoStreamError,
+    UnsupportedCodecError,
+)
+from .frames import FrameConverter, FrameStack
+from .index import FrameIndex, read_index
+from .metadata import VideoMetadata, resolve_duration, stream_fps
+from .sampling import ON_SCREEN_TOLERANCE, check_sampling, pick_frames, target_times
+from .source import FFMPEG_ERRORS, ReopenableSource, Source
+
+# Codecs whose decoders honour skip_frame=NONREF packet by packet (VP8/VP9 ignore it).
+SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263", "av1"}
+# Seeking flushes the decoder's pipeline; below this many frames, decoding through is cheaper.
+MIN_FRAMES_TO_SEEK = 3
+
+
+@dataclass(frozen=True)
+class DecodedVideo:
+    frames: np.ndarray  # uint8 (T, H, W, 3), RGB, C-contiguous
+    timestamps: np.ndarray  # float64 (T,), seconds from the first frame
+    indices: np.ndarray  # int64 (T,), round(timestamp * metadata.fps)
+    metadata: VideoMetadata
+
+    def to_hf_metadata(self) -> dict:
+        """Fields of transformers' VideoMetadata, for a HF video processor as is."""
+        meta = self.metadata
+        return {
+            "total_num_frames": meta.num_frames,
+            "fps": meta.fps,
+            "width": meta.width,
+            "height": meta.height,
+            "duration": meta.duration,
+            "video_backend": "pyav",
+            "frames_indices": self.indices.tolist(),
+            "do_sample_frames": False,
+        }
+
+
+def decode_video(
+    source: Source,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    max_frames: int | None = None,
+    max_pixels: int | None = None,
+    *,
+    threads: int = 0,
+    timeout: float | None = None,
+) -> DecodedVideo:
+    """Decode the frames a model should see from `source` (bytes, a path or a binary file).
+
+    fps: frames per second of video to sample; num_frames: that many frames evenly
+    spread; neither: every frame. max_frames caps the count, max_pixels the frame size.
+    threads: FFmpeg threads, 0 for one per core. timeout: seconds before DecodeTimeoutError.
+    Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
+    """
+    check_sampling(fps, num_frames, max_frames, max_pixels)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    reader = _VideoReader(ReopenableSource(source), threads, deadline)
+    survey = reader.survey()
+    times = survey.frame_times()
+    targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
+    wanted = pick_frames(times, targets)
+    frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels)
+    metadata = survey.metadata(rotation)
+    indices = np.rint(timestamps * metadata.fps).astype(np.int64)
+    return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, metadata)
+
+
+def probe_video(source: Source, *, timeout: float | None = None) -> VideoMetadata:
+    """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    reader = _VideoReader(ReopenableSource(source), threads=1, deadline=deadline)
+    survey = reader.survey()
+    return survey.metadata(reader.first_frame_rotation())
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What demuxing found: the index and everything derived from it."""
+
+    index: FrameIndex
+    duration: float
+    duration_source: str
+    fps: float
+    num_frames: int
+    codec: str
+    container: str
+    coded_size: tuple[int, int]
+    decoded_times: np.ndarray | None  # only for streams without timestamps
+
+    def frame_times(self) -> np.ndarray:
+        if self.decoded_times is not None:
+            return self.decoded_times
+        return (self.index.pts - self.index.pts[0]) * float(self.index.time_base)
+
+    def start_time(self) -> float:
+        return float(self.index.pts[0] * self.index.time_base) if self.index.has_times else 0.0
+
+    def metadata(self, rotation: int) -> VideoMetadata:
+        width, height = self.coded_size
+        if rotation % 180 == 90:
+            width, height = height, width
+        return VideoMetadata(
+            width=width,
+            height=height,
+            fps=self.fps,
+            duration=self.duration,
+            num_frames=self.num_frames,
+            codec=self.codec,
+            container=self.container,
+            rotation=rotation,
+            duration_source=self.duration_source,
+            start_time=self.start_time(),
+        )
+
+
+class _SeekMissed(Exception):
+    """A seek landed somewhere the index did not promise: decode from the start instead."""
+
+
+class _VideoReader:
+    def __init__(self, source: ReopenableSource, threads: int, deadline: float | None):
+        self._source = source
+        self._threads = threads
+        self._deadline = deadline
+
+    # -- pass 1 (and 2): what is in the file ------------------------------------------
+
+    def survey(self) -> _Survey:
+        with self._open() as (container, stream):
+            index = read_index(container, stream)
+            duration, source = resolve_duration(stream, container, index)
+            codec, fmt = _codec_name(stream), container.format.name
+            coded_size = (stream.codec_context.width, stream.codec_context.height)
+            claimed_fps = stream_fps(stream)
+        decoded_times = None
+        num_frames = len(index.pts)
+        if source == "decoded":
+            # No timestamps anywhere: count what decodes, at the claimed rate (or FFmpeg's 25).
+            claimed_fps = claimed_fps or 25.0
+            decoded_times = self._count_frames(claimed_fps)
+            num_frames = len(decoded_times)
+            duration = num_frames / claimed_fps
+        if num_frames == 0:
+            raise CorruptMediaError("the video stream holds no frames")
+        fps = claimed_fps or num_frames / duration
+        return _Survey(index, duration, source, fps, num_frames, codec, fmt, coded_size, decoded_times)
+
+    def _count_frames(self, fps: float) -> np.ndarray:
+        """Decode everything once, for streams whose packets carry no timestamps."""
+        times: list[float] = []
+        with self._open() as (container, stream):
+            clock = _Clock(None, stream.time_base, fps)
+            for frame in self._decode_all(container, stream):
+                times.append(clock(frame))
+        return np.asarray(times, dtype=np.float64)
+
+    def first_frame_rotation(self) -> int:
+        """PyAV shows the display matrix only on decoded frames, so decode one."""
+        with self._open() as (container, stream):
+            for frame in self._decode_all(container, stream):
+                return round(frame.rotation) % 360
+        return 0
+
+    # -- pass 3: the frames -------------------------------------------------------
+
+    def decode(self, survey: _Survey, wanted: np.ndarray, max_pixels: int | None):
+        """Decode the frames at positions `wanted` of the survey's frame times.
+
+        Returns (frames, timestamps, rotation).
+        """
+        index = survey.index
+        seekable = index.complete and len(index.keyframes) > 1
+        try:
+            return self._decode_pass(survey, wanted, max_pixels, allow_seek=seekable)
+        except _SeekMissed:
+            return self._decode_pass(survey, wanted, max_pixels, allow_seek=False)
+
+    def _decode_pass(self, survey, wanted, max_pixels, allow_seek):
+        index = survey.index
+        wanted_times = survey.frame_times()[wanted]
+        stack = FrameStack(len(wanted))
+        convert = FrameConverter(max_pixels, self._threads)
+        picker = _FramePicker(wanted_times, lambda frame, t: stack.add(convert(frame), t))
+        with self._open() as (container, stream):
+            ctx = stream.codec_context
+            origin = int(index.pts[0]) if index.has_times else None
+            clock = _Clock(origin, stream.time_base, survey.fps)
+            wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
+            seeker = _Seeker(index, wanted_pts) if allow_seek else None
+            protected = set(wanted_pts.tolist()) if wanted_pts is not None and index.complete else None
+            may_skip = protected is not None and survey.codec in SKIPPABLE_CODECS
+
+            packets = container.demux(stream)
+            floor = None  # after a seek, frames shown before the keyframe are leftovers
+            expect_key = None
+            fed_max = -math.inf
+            while not picker.done:
+                self._check_deadline()
+                if seeker is not None:
+                    jump = seeker.jump(picker.pending, fed_max)
+                    if jump is not None:
+                        key_pts, seek_ts = jump
+                        container.seek(seek_ts, stream=stream, backward=True)  # flushes the decoder
+                        packets = container.demux(stream)
+                        picker.after_seek()
+                        floor, expect_key, fed_max = key_pts, key_pts, -math.inf
+                packet = next(packets, None)
+                if packet is None:
+                    break
+                if packet.size == 0:
+                    continue
+                if expect_key is not None:
+                    _check_landing(packet, expect_key)
+                    expect_key = None
+                if may_skip:
+                    ctx.skip_frame = "DEFAULT" if packet.pts in protected else "NONREF"
+                if packet.pts is not None:
+                    fed_max = max(fed_max, packet.pts)
+                for frame in _decode(ctx, packet):
+                    if floor is None or frame.pts is None or frame.pts >= floor:
+                        picker.offer(frame, clock(frame))
+            if not picker.done:
+                for frame in _decode(ctx, None):
+                    if floor is None or frame.pts is None or frame.pts >= floor:
+                        picker.offer(frame, clock(frame))
+                picker.finish()
+        if len(stack) == 0:
+            raise CorruptMediaError("no frame of the video could be decoded")
+        frames, timestamps = stack.result()
+        return frames, timestamps, 90 * convert.turns
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _open(self):
+        return _OpenVideo(self._source, self._threads)
+
+    def _decode_all(self, container, stream):
+        ctx = stream.codec_context
+        for packet in container.demux(stream):
+            self._check_deadline()
+            if packet.size:
+                yield from _decode(ctx, packet)
+        yield from _decode(ctx, None)
+
+    def _check_deadline(self) -> None:
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise DecodeTimeoutError("decoding took longer than the time allowed")
+
+
+class _OpenVideo:
+    """Context manager: the container and its video stream, set up for decoding.
+
+    Maps FFmpeg's exceptions to MediaError on the way out.
+    """
+
+    def __init__(self, source: ReopenableSource, threads: int):
+        self._source, self._threads = source, threads
+
+    def __enter__(self):
+        self._opened = self._source.open()
+        container = self._opened.__enter__()
+        try:
+            stream = _select_video_stream(container)
+            stream.codec_context.thread_type = "AUTO"  # frame and slice threads
+            stream.codec_context.thread_count = self._threads
+        except BaseException:
+            self._opened.__exit__(None, None, None)
+            raise
+        return container, stream
+
+    def __exit__(self, kind, error, traceback):
+        self._opened.__exit__(None, None, None)
+        if isinstance(error, FFMPEG_ERRORS):
+            raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
+        return False
+
+
+def _select_video_stream(container):
+    candidates = [
+        s for s in container.streams.video
+        if not (s.disposition & av.stream.Disposition.attached_pic)
+    ]
+    if not candidates:
+        kinds = sorted({s.type for s in container.streams}) or ["nothing"]
+        raise NoVideoStreamError(f"the input has no video stream (it holds: {', '.join(kinds)})")
+    if container.format.name.endswith("_pipe") or container.format.name == "image2":
+        raise NoVideoStreamError(
+            f"the input is a still image ({container.format.name.removesuffix('_pipe')}), not a video"
+        )
+    stream = candidates[0]
+    if stream.codec_context is None:
+        raise UnsupportedCodecError("the video's codec is not one FFmpeg can decode")
+    if not stream.codec_context.width or not stream.codec_context.height:
+        raise CorruptMediaError("the video stream does not say its frame size")
+    return stream
+
+
+def _codec_name(stream) -> str:
+    """The codec's own name ("av1"), not the decoder's ("libdav1d")."""
+    return stream.codec_context.codec.canonical_name
+
+
+def _decode(ctx, packet):
+    """Decode one packet; a packet the decoder rejects is skipped like a lost packet,
+    as players do (the frames after it may still decode)."""
+    try:
+        return ctx.decode(packet)
+    except av.InvalidDataError:
+        return ()
+
+
+def _check_landing(packet, key_pts: int) -> None:
+    """After a seek to the keyframe at key_pts, the first packet must be that keyframe
+    or an earlier one (a coarser container index); anything else is a missed seek."""
+    if packet.pts is None or not packet.is_keyframe or packet.pts > key_pts:
+        raise _SeekMissed()
+
+
+class _Clock:
+    """Seconds from the first frame for each decoded frame; frames with no timestamp
+    (raw elementary streams) are spaced at the average frame rate."""
+
+    def __init__(self, origin: int | None, time_base, fps: float):
+        self._origin = origin
+        self._tb = float(time_base) if time_base else 0.0
+        self._step = 1.0 / fps if fps else 0.04
+        self._last: float | None = None
+
+    def __call__(self, frame) -> float:
+        ts = frame.pts if frame.pts is not None else frame.dts
+        if ts is None or self._tb == 0.0:
+            t = 0.0 if self._last is None else self._last + self._step
+        else:
+            if self._origin is None:
+                self._origin = ts
+            t = (ts - self._origin) * self._tb
+        self._last = t
+        return t
+
+
+class _Seeker:
+    """Decides when to seek: when the keyframe before the next wanted frame lies ahead
+    of everything fed to the decoder by more than a few frames."""
+
+    def __init__(self, index: FrameIndex, wanted_pts: np.ndarray):
+        self._index, self._wanted_pts = index, wanted_pts
+        self._decided_for = -1
+
+    def jump(self, pending: int, fed_max: float) -> tuple[int, int] | None:
+        if pending == self._decided_for or pending >= len(self._wanted_pts):
+            return None
+        self._decided_for = pending  # one decision per wanted frame
+        k = self._index.keyframe_at_or_before(int(self._wanted_pts[pending]))
+        if k is None:
+            return None
+        key_pts = int(self._index.keyframes[k])
+        if key_pts <= fed_max or self._index.frames_between(fed_max, key_pts) < MIN_FRAMES_TO_SEEK:
+            return None
+        return key_pts, int(self._index.keyframe_seek_ts[k])
+
+
+class _FramePicker:
+    """The on-screen rule, applied to frames as the decoder emits them (in presentation
+    order): for each wanted time, the last frame shown at or before it.
+
+    Wanted times are normally exact frame times from the index, so the frame arriving
+    at a wanted time is taken at once, which lets the decoder seek away right after.
+    """
+
+    def __init__(self, wanted: np.ndarray, take):
+        self._wanted = wanted
+        self._take = take
+        self.pending = 0
+        self._previous = None  # (frame, time) of the last frame offered since a seek
+        self._taken_time: float | None = None
+        self._seeked = False
+
+    @property
+    def done(self) -> bool:
+        return self.pending >= len(self._wanted)
+
+    def after_seek(self) -> None:
+        self._previous, self._seeked = None, True
+
+    def offer(self, frame, t: float) -> None:
+        wanted, tolerance = self._wanted, ON_SCREEN_TOLERANCE
+        while self.pending < len(wanted) and t > wanted[self.pending] + tolerance:
+            if self._previous is None:
+                if self._seeked:
+                    raise _SeekMissed()  # the wanted frame never came out after the seek
+                self._choose(frame, t)  # the very first frame stands in for earlier times
+            else:
+                self._choose(*self._previous)
+            self.pending += 1
+        if self.pending < len(wanted) and t >= wanted[self.pending] - tolerance:
+            self._choose(frame, t)
+            while self.pending < len(wanted) and wanted[self.pending] <= t + tolerance:
+                self.pending += 1
+        self._previous = (frame, t)
+
+    def finish(self) -> None:
+        """End of stream: the last frame is on screen for every later time."""
+        if self._previous is not None:
+            while not self.done:
+                self._choose(*self._previous)
+                self.pending += 1
+
+    def _choose(self, frame, t: float) -> None:
+        if self._taken_time is not None and t <= self._taken_time:
+            return  # already returned (a frame wanted twice) or earlier than one returned
+        self._take(frame, t)
+        self._taken_time = t

@@ -1,0 +1,370 @@
+"""Generate the video fixtures in this folder with PyAV's bundled encoders.
+
+    python tests/data/media/make_fixtures.py
+
+Every frame paints its own index into its pixels (see `paint`), so a test can read
+back which frame the decoder returned (see `read_painted_index`). Each fixture is
+named after the real-world trouble it reproduces. The files are checked in: the
+encoders are not bit-exact across FFmpeg builds, and a regression test must keep
+feeding the decoder the very bytes that once broke something.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+BITS = 8  # indices 0..255: plenty for fixtures
+
+
+def paint(index: int, width: int, height: int, corner: bool = False) -> np.ndarray:
+    """An RGB frame that shows `index` as 8 black/white cells across its top quarter.
+
+    The rest is mid grey; `corner` adds a red square in the top-left of the bottom
+    half so a test can tell which way up a frame came out.
+    """
+    img = np.full((height, width, 3), 128, np.uint8)
+    band = height // 4
+    for bit in range(BITS):
+        x0, x1 = bit * width // BITS, (bit + 1) * width // BITS
+        img[:band, x0:x1] = 255 if (index >> bit) & 1 else 0
+    if corner:
+        side = min(width, height) // 4
+        img[band * 2 : band * 2 + side, :side] = (220, 20, 20)
+    return img
+
+
+def read_painted_index(rgb: np.ndarray) -> int:
+    """The index `paint` drew into `rgb` (H, W, 3), read from the cell centres."""
+    height, width = rgb.shape[:2]
+    band = rgb[: height // 4]
+    index = 0
+    for bit in range(BITS):
+        x0, x1 = bit * width // BITS, (bit + 1) * width // BITS
+        pad = max(1, (x1 - x0) // 4)
+        cell = band[band.shape[0] // 4 : -band.shape[0] // 4 or None, x0 + pad : x1 - pad]
+        if cell.mean() > 128:
+            index |= 1 << bit
+    return index
+
+
+def _video_stream(container, codec, rate, width, height, pix_fmt="yuv420p", options=None):
+    stream = container.add_stream(codec, rate=rate, options=options or {})
+    stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+    stream.codec_context.thread_count = 1  # deterministic output
+    return stream
+
+
+def _encode(container, stream, frames):
+    """Encode (pts, rgb) pairs into `stream`, pts in the stream's codec time base."""
+    for pts, rgb in frames:
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        frame.pts = pts
+        container.mux(stream.encode(frame))
+    container.mux(stream.encode(None))
+
+
+def _write(name, fmt, build, container_options=None):
+    path = HERE / name
+    with av.open(str(path), "w", format=fmt, options=container_options or {}) as container:
+        build(container)
+    print(f"{name}: {path.stat().st_size} bytes")
+    return path
+
+
+def _painted(count, width, height, start=0, corner=False):
+    return [(start + i, paint(i, width, height, corner)) for i in range(count)]
+
+
+def write_painted_clip(path, fmt, codec, rate, count, width, height, options=None, codec_tag=None):
+    """Encode `count` painted frames at `rate` fps into `path`: for tests that need
+    longer clips than are worth checking in."""
+    with av.open(str(path), "w", format=fmt) as container:
+        stream = _video_stream(container, codec, rate, width, height, options=options)
+        if codec_tag:
+            stream.codec_context.codec_tag = codec_tag
+        _encode(container, stream, _painted(count, width, height))
+    return path
+
+
+# -- the fixtures --------------------------------------------------------------------
+
+
+def vp9_webm_224p_6():
+    """VP9 in WebM: no stream duration and no frame count; container says 3.0 s."""
+
+    def build(c):
+        s = _video_stream(c, "libvpx-vp9", 2, 224, 224, options={"crf": "20", "b": "0"})
+        _encode(c, s, _painted(6, 224, 224))
+
+    _write("224p_6_vp9.webm", "webm", build)
+
+
+def vp9_webm_start_offset():
+    """WebM whose first frame is shown at 1.5 s, not 0 (a cut from a longer recording)."""
+
+    def build(c):
+        s = _video_stream(c, "libvpx-vp9", 2, 128, 96, options={"crf": "20", "b": "0"})
+        _encode(c, s, _painted(6, 128, 96, start=3))  # pts 3 at 1/2 s = 1.5 s
+
+    _write("start_offset_1500ms_vp9.webm", "webm", build)
+
+
+def vp9_webm_audio_outlasts_video():
+    """2 s of video, 4 s of Opus audio: the container's 4 s must not stretch the video."""
+
+    def build(c):
+        v = _video_stream(c, "libvpx-vp9", 2, 128, 96, options={"crf": "20", "b": "0"})
+        a = c.add_stream("libopus", rate=48000)
+        a.layout, a.bit_rate = "mono", 6000
+        packets = []
+        for pts, rgb in _painted(4, 128, 96):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts = pts
+            packets += v.encode(frame)
+        packets += v.encode(None)
+        samples = 960
+        for k in range(4 * 48000 // samples):
+            tone = (0.1 * np.sin(np.arange(samples) * 0.05)).astype(np.float32)[None, :]
+            frame = av.AudioFrame.from_ndarray(tone, format="flt", layout="mono")
+            frame.sample_rate, frame.pts = 48000, k * samples
+            packets += a.encode(frame)
+        packets += a.encode(None)
+        # Interleave by time as a real muxer input would be.
+        packets.sort(key=lambda p: float(p.pts * p.time_base))
+        c.mux(packets)
+
+    _write("audio_outlasts_video_vp9.webm", "webm", build)
+
+
+# Presentation times (ms) of the variable-frame-rate clip: bursts, gaps and a pause.
+VFR_TIMES_MS = [0, 40, 80, 120, 500, 540, 1000, 1900, 1940, 1980, 2400, 2800]
+
+
+def h264_vfr_mkv():
+    """Variable frame rate (a screen recording): frames only when something moved."""
+
+    def build(c):
+        s = _video_stream(c, "libx264", 25, 128, 96, options={"crf": "18", "bf": "0"})
+        s.codec_context.time_base = Fraction(1, 1000)
+        s.time_base = Fraction(1, 1000)
+        _encode(c, s, [(t, paint(i, 128, 96)) for i, t in enumerate(VFR_TIMES_MS)])
+
+    _write("vfr_h264.mkv", "matroska", build)
+
+
+def h264_bframes_mp4():
+    """H.264 with B-frames (pyramid) in MP4, 48 frames at 24 fps, a keyframe every 12."""
+
+    def build(c):
+        opts = {"crf": "18", "bf": "3", "g": "12", "keyint_min": "12", "sc_threshold": "0",
+                "x264-params": "b-pyramid=normal:open-gop=0"}
+        s = _video_stream(c, "libx264", 24, 192, 128, options=opts)
+        _encode(c, s, _painted(48, 192, 128))
+
+    _write("bframes_h264.mp4", "mp4", build)
+
+
+def hevc_mp4():
+    """HEVC (x265) with B-frames in MP4, 24 frames at 12 fps."""
+
+    def build(c):
+        opts = {"crf": "18", "x265-params": "keyint=8:min-keyint=8:bframes=2:log-level=error"}
+        s = _video_stream(c, "libx265", 12, 192, 128, options=opts)
+        s.codec_context.codec_tag = "hvc1"
+        _encode(c, s, _painted(24, 192, 128))
+
+    _write("hevc.mp4", "mp4", build)
+
+
+def av1_webm():
+    """AV1 (SVT-AV1) in WebM, 16 frames at 8 fps."""
+
+    def build(c):
+        s = _video_stream(c, "libsvtav1", 8, 192, 128, options={"crf": "20", "g": "8", "preset": "12"})
+        _encode(c, s, _painted(16, 192, 128))
+
+    _write("av1.webm", "webm", build)
+
+
+def vp8_webm():
+    """VP8 in WebM, 12 frames at 6 fps, a keyframe every 4."""
+
+    def build(c):
+        s = _video_stream(c, "libvpx", 6, 128, 96, options={"crf": "8", "b": "1M", "g": "4"})
+        _encode(c, s, _painted(12, 128, 96))
+
+    _write("vp8.webm", "webm", build)
+
+
+def mpeg4_avi():
+    """MPEG-4 Part 2 with B-frames in AVI (a DivX-era file): AVI stores no pts."""
+
+    def build(c):
+        s = _video_stream(c, "mpeg4", 10, 128, 96, options={"qscale": "2", "bf": "2", "g": "10"})
+        s.codec_context.codec_tag = "XVID"
+        _encode(c, s, _painted(20, 128, 96))
+
+    _write("bframes_mpeg4.avi", "avi", build)
+
+
+def mpeg4_avi_lying_header():
+    """The AVI above with headers that claim 1000 frames: the stream duration lies."""
+    data = bytearray((HERE / "bframes_mpeg4.avi").read_bytes())
+    avih = data.index(b"avih") + 8
+    struct.pack_into("<I", data, avih + 16, 1000)  # avih.dwTotalFrames
+    strh = data.index(b"strh") + 8
+    struct.pack_into("<I", data, strh + 32, 1000)  # strh.dwLength
+    (HERE / "lying_header_mpeg4.avi").write_bytes(bytes(data))
+    print(f"lying_header_mpeg4.avi: {len(data)} bytes")
+
+
+def mpeg4_avi_unknown_codec():
+    """The AVI above with its codec FourCC replaced by one no decoder knows."""
+    data = (HERE / "bframes_mpeg4.avi").read_bytes().replace(b"XVID", b"ZQZQ").replace(b"FMP4", b"ZQZQ")
+    (HERE / "unknown_codec.avi").write_bytes(data)
+    print(f"unknown_codec.avi: {len(data)} bytes")
+
+
+def h264_rotated_mp4(degrees):
+    """A phone video: pixels stored sideways, a display matrix says how to turn them."""
+    upright_w, upright_h = 96, 160  # portrait, as the viewer should see it
+    k = {90: -1, 180: 2, 270: 1}[degrees]  # inverse of the turn the player applies
+
+    def build(c):
+        stored = [(i, np.ascontiguousarray(np.rot90(paint(i, upright_w, upright_h, True), k)))
+                  for i in range(6)]
+        h, w = stored[0][1].shape[:2]
+        s = _video_stream(c, "libx264", 6, w, h, options={"crf": "18"})
+        s.set_display_rotation(degrees)  # counter-clockwise, as FFmpeg's display matrix
+        _encode(c, s, stored)
+
+    _write(f"rotated_{degrees}_h264.mp4", "mp4", build)
+
+
+def vp9_size_change_webm():
+    """The frame size changes mid-stream (an adaptive-bitrate recording): 192x128 then 96x64."""
+
+    def build(c):
+        s = _video_stream(c, "libvpx-vp9", 4, 192, 128, options={"crf": "20", "b": "0"})
+        _encode_parts(c, s, Fraction(1, 4), [(192, 128, range(0, 4)), (96, 64, range(4, 8))])
+
+    _write("size_change_vp9.webm", "webm", build)
+
+
+def _encode_parts(container, stream, time_base, parts):
+    """Encode runs of frames at different sizes into one stream (new encoder per run)."""
+    for width, height, indices in parts:
+        ctx = av.CodecContext.create(stream.codec_context.name, "w")
+        ctx.width, ctx.height, ctx.pix_fmt = width, height, "yuv420p"
+        ctx.time_base, ctx.framerate = time_base, 1 / time_base
+        ctx.options = {"crf": "20", "b": "0"}
+        ctx.thread_count = 1
+        for i in [*indices, None]:
+            frame = None
+            if i is not None:
+                frame = av.VideoFrame.from_ndarray(paint(i, width, height), format="rgb24")
+                frame.pts = i
+            for packet in ctx.encode(frame):
+                packet.stream, packet.time_base = stream, time_base
+                container.mux(packet)
+
+
+# Colours whose RGB differs by > 10 levels when BT.709 video is read as BT.601.
+COLOUR_SWATCHES = [(200, 40, 40), (40, 180, 60), (50, 60, 210)]
+
+
+# FFmpeg's AVColorSpace and AVColorRange numbers, as the H.264 VUI carries them.
+AVCOL_SPC = {"ITU709": 1, "ITU601": 6}
+AVCOL_RANGE = {"MPEG": 1, "JPEG": 2}
+
+
+def h264_colour_mp4(name, width, height, colorspace, color_range):
+    """Flat colour frames, the YUV matrix and range tagged in the H.264 stream."""
+
+    def build(c):
+        s = _video_stream(c, "libx264", 3, width, height, options={"crf": "10"})
+        s.codec_context.colorspace = AVCOL_SPC[colorspace]
+        s.codec_context.color_range = AVCOL_RANGE[color_range]
+        for i, rgb in enumerate(COLOUR_SWATCHES):
+            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), rgb, np.uint8), "rgb24")
+            frame = frame.reformat(format="yuv420p", dst_colorspace=colorspace,
+                                   dst_color_range=color_range)
+            frame.colorspace, frame.color_range = AVCOL_SPC[colorspace], AVCOL_RANGE[color_range]
+            frame.pts = i
+            c.mux(s.encode(frame))
+        c.mux(s.encode(None))
+
+    _write(name, "mp4", build)
+
+
+def h264_edit_list_mp4():
+    """An iPhone-style trim: 4 frames before the edit point are stored but never shown.
+
+    The MP4 holds 16 samples (its frame count says 16); the edit list starts the
+    presentation at the 5th, so a player shows 12 frames, painted 4..15.
+    """
+
+    def build(c):
+        s = _video_stream(c, "libx264", 8, 128, 96, options={"crf": "18", "bf": "0", "g": "16"})
+        _encode(c, s, [(i - 4, paint(i, 128, 96)) for i in range(16)])
+
+    _write("edit_list_h264.mp4", "mp4", build, {"use_editlist": "1"})
+
+
+def vp9_live_webm():
+    """A browser MediaRecorder-style WebM: no duration, no cues, nothing to seek by."""
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="webm", options={"live": "1"}) as c:
+        s = _video_stream(c, "libvpx-vp9", 5, 128, 96, options={"crf": "20", "b": "0", "g": "5"})
+        _encode(c, s, _painted(20, 128, 96))
+    (HERE / "live_no_duration_vp9.webm").write_bytes(buf.getvalue())
+    print(f"live_no_duration_vp9.webm: {len(buf.getvalue())} bytes")
+
+
+def opus_audio_only_webm():
+    """Audio and nothing else: a video decoder must refuse it by name."""
+
+    def build(c):
+        a = c.add_stream("libopus", rate=48000)
+        a.layout = "mono"
+        for k in range(10):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 960), np.float32), format="flt", layout="mono")
+            frame.sample_rate, frame.pts = 48000, k * 960
+            c.mux(a.encode(frame))
+        c.mux(a.encode(None))
+
+    _write("audio_only_opus.webm", "webm", build)
+
+
+def main():
+    vp9_webm_224p_6()
+    vp9_webm_start_offset()
+    vp9_webm_audio_outlasts_video()
+    h264_vfr_mkv()
+    h264_bframes_mp4()
+    hevc_mp4()
+    av1_webm()
+    vp8_webm()
+    mpeg4_avi()
+    mpeg4_avi_lying_header()
+    mpeg4_avi_unknown_codec()
+    for degrees in (90, 180, 270):
+        h264_rotated_mp4(degrees)
+    vp9_size_change_webm()
+    h264_colour_mp4("bt709_720p_h264.mp4", 1280, 720, "ITU709", "MPEG")
+    h264_colour_mp4("full_range_bt601_h264.mp4", 160, 96, "ITU601", "JPEG")
+    h264_edit_list_mp4()
+    vp9_live_webm()
+    opus_audio_only_webm()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""decode_video on real files: which frames, at which times, how many, what shape."""
+
+import io
+
+import numpy as np
+import pytest
+from conftest import MEDIA, on_screen, painted, reference_decode
+
+from decoders import decode_video, probe_video
+from decoders.sampling import target_times
+
+VP9_224P = MEDIA / "224p_6_vp9.webm"
+
+
+# -- the regression this project exists for: VP9/WebM without duration or frame count --
+
+
+def test_vp9_webm_without_stream_duration_returns_every_frame():
+    video = decode_video(VP9_224P)
+    assert video.frames.shape == (6, 224, 224, 3)
+    assert painted(video.frames) == [0, 1, 2, 3, 4, 5]
+    assert video.timestamps.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+
+
+def test_vp9_webm_metadata_falls_back_to_the_container():
+    meta = decode_video(VP9_224P).metadata
+    assert (meta.duration, meta.duration_source, meta.num_frames, meta.fps) == (3.0, "container", 6, 2.0)
+    assert (meta.width, meta.height, meta.codec, meta.rotation) == (224, 224, "vp9", 0)
+    assert "webm" in meta.container
+
+
+def test_vp9_webm_at_one_fps_gives_three_frames():
+    video = decode_video(VP9_224P, fps=1)
+    assert painted(video.frames) == [0, 2, 4]
+    assert video.timestamps.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_vp9_webm_two_frames_are_the_first_and_the_last():
+    video = decode_video(VP9_224P, num_frames=2)
+    assert video.timestamps.tolist() == [0.0, 2.5]
+    assert painted(video.frames) == [0, 5]
+
+
+def test_probe_agrees_with_decode():
+    assert probe_video(VP9_224P) == decode_video(VP9_224P, num_frames=1).metadata
+
+
+# -- the duration fallback, step by step ------------------------------------------------
+
+
+def test_a_late_first_frame_counts_as_time_zero():
+    video = decode_video(MEDIA / "start_offset_1500ms_vp9.webm", fps=1)
+    assert video.timestamps.tolist() == [0.0, 1.0, 2.0]
+    assert painted(video.frames) == [0, 2, 4]
+    meta = video.metadata
+    assert (meta.start_time, meta.duration, meta.duration_source) == (1.5, 3.0, "container")
+
+
+def test_audio_that_outlasts_the_video_does_not_stretch_it():
+    video = decode_video(MEDIA / "audio_outlasts_video_vp9.webm", num_frames=2)
+    assert (video.metadata.duration, video.metadata.duration_source) == (2.0, "packets")
+    assert painted(video.frames) == [0, 3]
+
+
+def test_a_webm_with_no_duration_anywhere_uses_packet_timestamps():
+    video = decode_video(MEDIA / "live_no_duration_vp9.webm", fps=1)
+    meta = video.metadata
+    assert (meta.duration, meta.duration_source, meta.num_frames) == (4.0, "packets", 20)
+    assert painted(video.frames) == [0, 5, 10, 15]
+
+
+def test_an_avi_header_claiming_1000_frames_is_not_believed():
+    video = decode_video(MEDIA / "lying_header_mpeg4.avi", num_frames=3)
+    meta = video.metadata
+    assert (meta.duration, meta.duration_source, meta.num_frames) == (2.0, "packets", 20)
+    assert painted(video.frames) == [0, 9, 19]  # targets 0, 0.95 and 1.9 s
+
+
+def test_an_honest_avi_keeps_its_stream_duration():
+    meta = probe_video(MEDIA / "bframes_mpeg4.avi")
+    assert (meta.duration, meta.duration_source, meta.num_frames, meta.fps) == (2.0, "stream", 20, 10.0)
+
+
+def test_an_edit_list_trim_hides_the_frames_before_it():
+    video = decode_video(MEDIA / "edit_list_h264.mp4")
+    assert painted(video.frames) == list(range(4, 16))  # 16 stored, 12 shown
+    assert video.metadata.num_frames == 12
+    assert video.metadata.duration == 1.5
+    assert video.timestamps[0] == 0.0
+
+
+def test_variable_frame_rate_samples_by_presentation_time():
+    video = decode_video(MEDIA / "vfr_h264.mkv", fps=2)
+    # Targets 0, .5, 1, 1.5, 2 s: the frame at 1.0 s is still on screen at 1.5 s (once),
+    # and at 2.0 s the frame shown is the one that started at 1.98 s.
+    assert painted(video.frames) == [0, 4, 6, 9]
+    assert video.timestamps.tolist() == pytest.approx([0.0, 0.5, 1.0, 1.98])
+
+
+# -- codecs and containers, against an independent reference --------------------------
+
+FIXTURES = [
+    "224p_6_vp9.webm", "start_offset_1500ms_vp9.webm", "audio_outlasts_video_vp9.webm",
+    "vfr_h264.mkv", "bframes_h264.mp4", "hevc.mp4", "av1.webm", "vp8.webm", "bframes_mpeg4.avi",
+    "lying_header_mpeg4.avi", "edit_list_h264.mp4", "live_no_duration_vp9.webm",
+    "rotated_90_h264.mp4", "size_change_vp9.webm",
+]
+REQUESTS = [
+    {}, {"fps": 1.0}, {"fps": 3.0}, {"fps": 30.0}, {"num_frames": 1}, {"num_frames": 3},
+    {"num_frames": 7}, {"num_frames": 1000}, {"fps": 4.0, "max_frames": 3}, {"max_frames": 5},
+]
+
+
+def assert_matches_reference(path, request):
+    video = decode_video(path, **request)
+    times, indices = reference_decode(path)
+    meta = video.metadata
+    wanted = on_screen(times, target_times(meta.duration, meta.fps, times, **request))
+    assert painted(video.frames) == [indices[i] for i in wanted]
+    assert video.timestamps == pytest.approx(times[wanted], abs=1e-6)
+    assert video.indices.tolist() == np.rint(times[wanted] * meta.fps).astype(int).tolist()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("request_", REQUESTS, ids=repr)
+def test_fixture_frames_match_the_reference(name, request_):
+    assert_matches_reference(MEDIA / name, request_)
+
+
+LONG_REQUESTS = [{"num_frames": 4}, {"num_frames": 9}, {"fps": 0.5}, {"fps": 1.7}, {"num_frames": 32}, {}]
+
+
+@pytest.mark.parametrize("clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "mpeg4.avi"])
+@pytest.mark.parametrize("request_", LONG_REQUESTS, ids=repr)
+def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, request_):
+    assert_matches_reference(long_clips[clip], request_)
+
+
+# -- pictures: upright, right colours, right size --------------------------------------
+
+
+@pytest.mark.parametrize("degrees", [90, 180, 270])
+def test_phone_video_comes_out_upright(degrees):
+    video = decode_video(MEDIA / f"rotated_{degrees}_h264.mp4")
+    assert video.frames.shape == (6, 160, 96, 3)  # portrait, as the phone showed it
+    assert painted(video.frames) == [0, 1, 2, 3, 4, 5]  # the index band is on top
+    corner = video.frames[0, 80:100, 0:20].mean(axis=(0, 1))  # red square, left side
+    assert corner[0] > 180 and corner[1] < 60
+    meta = video.metadata
+    assert (meta.width, meta.height, meta.rotation) == (96, 160, degrees)
+
+
+def test_a_mid_stream_size_change_is_scaled_to_the_first_frame_size():
+    video = decode_video(MEDIA / "size_change_vp9.webm")
+    assert video.frames.shape == (8, 128, 192, 3)
+    assert painted(video.frames) == list(range(8))
+
+
+SWATCHES = [(200, 40, 40), (40, 180, 60), (50, 60, 210)]
+
+
+@pytest.mark.parametrize("name", ["bt709_720p_h264.mp4", "full_range_bt601_h264.mp4"])
+def test_colours_follow_the_frame_matrix_and_range(name):
+    video = decode_video(MEDIA / name)
+    centres = video.frames[:, video.frames.shape[1] // 2, video.frames.shape[2] // 2].astype(int)
+    # Read with the wrong matrix (BT.601 for BT.709) these are 12 to 23 levels off.
+    assert np.abs(centres - np.array(SWATCHES)).max() <= 4
+
+
+def test_max_pixels_scales_down_keeping_the_aspect_ratio():
+    video = decode_video(MEDIA / "bframes_h264.mp4", num_frames=4, max_pixels=5000)
+    assert video.frames.shape == (4, 57, 86, 3)  # 192x128 scaled by sqrt(5000 / 24576)
+    assert 57 * 86 <= 5000
+
+
+def test_max_pixels_applies_to_rotated_video_upright():
+    video = decode_video(MEDIA / "rotated_90_h264.mp4", max_pixels=96 * 160 // 4)
+    assert video.frames.shape == (6, 80, 48, 3)
+    assert painted(video.frames) == list(range(6))
+
+
+def test_small_frames_are_never_scaled_up():
+    assert decode_video(VP9_224P, max_pixels=10**6).frames.shape == (6, 224, 224, 3)
+
+
+# -- the returned object -----------------------------------------------------------------
+
+
+def test_frames_are_c_contiguous_uint8_rgb():
+    video = decode_video(MEDIA / "hevc.mp4", num_frames=5)
+    assert video.frames.dtype == np.uint8 and video.frames.flags.c_contiguous
+    assert video.timestamps.dtype == np.float64 and video.indices.dtype == np.int64
+
+
+def test_indices_are_timestamps_times_fps():
+    video = decode_video(MEDIA / "bframes_h264.mp4", fps=3)
+    assert video.indices.tolist() == [0, 8, 16, 24, 32, 40]
+
+
+def test_hf_metadata_has_transformers_fields_and_no_resampling():
+    video = decode_video(VP9_224P, num_frames=2)
+    assert video.to_hf_metadata() == {
+        "total_num_frames": 6,
+        "fps": 2.0,
+        "width": 224,
+        "height": 224,
+        "duration": 3.0,
+        "video_backend": "pyav",
+        "frames_indices": [0, 5],
+        "do_sample_frames": False,
+    }
+
+
+def test_asking_for_more_frames_than_exist_returns_them_all():
+    assert len(decode_video(VP9_224P, num_frames=50).frames) == 6
+    assert len(decode_video(VP9_224P, fps=60).frames) == 6
+
+
+def test_max_frames_caps_fps_sampling_over_the_whole_video():
+    video = decode_video(VP9_224P, fps=2, max_frames=3)
+    assert painted(video.frames) == [0, 2, 4]
+
+
+# -- sources ---------------------------------------------------------------------------
+
+
+class PipeLike(io.RawIOBase):
+    """A binary stream that cannot seek, like a socket or a pipe."""
+
+    def __init__(self, data: bytes):
+        self._inner = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        return self._inner.readinto(buffer)
+
+
+@pytest.mark.parametrize(
+    "make_source",
+    [
+        lambda p: p.read_bytes(),
+        lambda p: bytearray(p.read_bytes()),
+        lambda p: memoryview(p.read_bytes()),
+        lambda p: str(p),
+        lambda p: p,
+        lambda p: open(p, "rb"),
+        lambda p: io.BytesIO(p.read_bytes()),
+        lambda p: PipeLike(p.read_bytes()),
+    ],
+    ids=["bytes", "bytearray", "memoryview", "str", "Path", "file", "BytesIO", "pipe"],
+)
+def test_every_kind_of_source_gives_the_same_frames(make_source):
+    source = make_source(MEDIA / "bframes_h264.mp4")
+    video = decode_video(source, num_frames=3)
+    assert painted(video.frames) == [0, 23, 47]
+    if hasattr(source, "close"):
+        source.close()

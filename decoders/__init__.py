@@ -11,13 +11,16 @@ from .errors import (
     NoVideoStreamError,
     UnsupportedCodecError,
 )
+from .image import DecodedImage, ImageMetadata, decode_image
 from .metadata import VideoMetadata
 from .video import DecodedVideo, decode_video, probe_video
 
 __all__ = [
     "CorruptMediaError",
     "DecodeTimeoutError",
+    "DecodedImage",
     "DecodedVideo",
+    "ImageMetadata",
     "InvalidSamplingError",
     "MediaError",
     "MediaNotFoundError",
@@ -25,6 +28,7 @@ __all__ = [
     "NoVideoStreamError",
     "UnsupportedCodecError",
     "VideoMetadata",
+    "decode_image",
     "decode_video",
     "probe_video",
 ]

@@ -20,7 +20,7 @@ class FrameIndex:
     time_base: Fraction
     pts: np.ndarray  # int64, every shown frame's presentation time, sorted
     keyframes: np.ndarray  # int64, sorted presentation times of the keyframes
-    keyframe_seek_ts: np.ndarray  # int64, the timestamp to seek by to land on each keyframe
+    keyframe_dts: np.ndarray  # int64, each keyframe's decode time, for demuxers that seek by it
     end: int | None  # just past the last frame: its pts plus its duration
     packets: int  # packets with a payload, timestamps or not
     complete: bool  # every packet had a presentation time
@@ -55,7 +55,7 @@ class FrameIndex:
 
 def read_index(container, stream) -> FrameIndex:
     """Demux `stream` from the start of `container` and index its packets."""
-    pts, durations, keys, key_seek = [], [], [], []
+    pts, durations, keys, key_dts = [], [], [], []
     packets = missing = 0
     for packet in container.demux(stream):
         # Empty packets are PyAV's end-of-stream markers (and AVI's "drop frames"):
@@ -70,13 +70,11 @@ def read_index(container, stream) -> FrameIndex:
         durations.append(packet.duration or 0)
         if packet.is_keyframe:
             keys.append(packet.pts)
-            # MP4 and AVI index samples by decode time, which for a keyframe is at
-            # or before its presentation time: seeking by it never overshoots.
-            key_seek.append(packet.pts if packet.dts is None else min(packet.dts, packet.pts))
-    return _build(stream.time_base or Fraction(1, 1), pts, durations, keys, key_seek, packets, missing)
+            key_dts.append(packet.pts if packet.dts is None else min(packet.dts, packet.pts))
+    return _build(stream.time_base or Fraction(1, 1), pts, durations, keys, key_dts, packets, missing)
 
 
-def _build(time_base, pts, durations, keys, key_seek, packets, missing) -> FrameIndex:
+def _build(time_base, pts, durations, keys, key_dts, packets, missing) -> FrameIndex:
     order = np.argsort(pts, kind="stable")
     sorted_pts = np.asarray(pts, dtype=np.int64)[order]
     end = None
@@ -92,7 +90,7 @@ def _build(time_base, pts, durations, keys, key_seek, packets, missing) -> Frame
         time_base=time_base,
         pts=sorted_pts,
         keyframes=np.asarray(keys, dtype=np.int64)[key_order],
-        keyframe_seek_ts=np.asarray(key_seek, dtype=np.int64)[key_order],
+        keyframe_dts=np.asarray(key_dts, dtype=np.int64)[key_order],
         end=end,
         packets=packets,
         complete=missing == 0 and packets > 0,

@@ -14,6 +14,7 @@ screen at each wanted time), so a lying index costs speed, never correctness.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -218,26 +219,20 @@ class _VideoReader:
 
             packets = container.demux(stream)
             floor = None  # after a seek, frames shown before the keyframe are leftovers
-            expect_key = None
             fed_max = -math.inf
             while not picker.done:
                 self._check_deadline()
                 if seeker is not None:
                     jump = seeker.jump(picker.pending, fed_max)
                     if jump is not None:
-                        key_pts, seek_ts = jump
-                        container.seek(seek_ts, stream=stream, backward=True)  # flushes the decoder
-                        packets = container.demux(stream)
+                        packets = _seek(container, stream, *jump)  # flushes the decoder
                         picker.after_seek()
-                        floor, expect_key, fed_max = key_pts, key_pts, -math.inf
+                        floor, fed_max = jump[0], -math.inf
                 packet = next(packets, None)
                 if packet is None:
                     break
                 if packet.size == 0:
                     continue
-                if expect_key is not None:
-                    _check_landing(packet, expect_key)
-                    expect_key = None
                 if may_skip:
                     ctx.skip_frame = "DEFAULT" if packet.pts in protected else "NONREF"
                 if packet.pts is not None:
@@ -335,11 +330,18 @@ def _decode(ctx, packet):
         return ()
 
 
-def _check_landing(packet, key_pts: int) -> None:
-    """After a seek to the keyframe at key_pts, the first packet must be that keyframe
-    or an earlier one (a coarser container index); anything else is a missed seek."""
-    if packet.pts is None or not packet.is_keyframe or packet.pts > key_pts:
-        raise _SeekMissed()
+def _seek(container, stream, key_pts: int, fallback_ts: int):
+    """Packets from the keyframe shown at key_pts (or an earlier keyframe, when the
+    container's index is coarser). Seeking by the keyframe's presentation time lands
+    exactly in MP4, MOV, Matroska, WebM and AVI; MPEG-TS seeks by decode time, so a
+    landing past the keyframe is retried once by its decode time before giving up."""
+    for ts in (key_pts, fallback_ts):
+        container.seek(ts, stream=stream, backward=True)
+        packets = container.demux(stream)
+        first = next((p for p in packets if p.size), None)
+        if first is not None and first.is_keyframe and first.pts is not None and first.pts <= key_pts:
+            return itertools.chain([first], packets)
+    raise _SeekMissed()
 
 
 class _Clock:
@@ -382,7 +384,7 @@ class _Seeker:
         key_pts = int(self._index.keyframes[k])
         if key_pts <= fed_max or self._index.frames_between(fed_max, key_pts) < MIN_FRAMES_TO_SEEK:
             return None
-        return key_pts, int(self._index.keyframe_seek_ts[k])
+        return key_pts, int(self._index.keyframe_dts[k])
 
 
 class _FramePicker:

@@ -1,0 +1,95 @@
+"""decode_image: a still image as an upright RGB array, with Pillow."""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .errors import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
+from .frames import scaled_size
+
+# Pillow refuses images past this many pixels before decoding them (a decompression
+# bomb: a few KB of PNG that would expand to gigabytes). Pillow's default is 89 M.
+DEFAULT_MAX_SOURCE_PIXELS = Image.MAX_IMAGE_PIXELS
+EXIF_ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class ImageMetadata:
+    width: int  # of the source, as displayed (after EXIF orientation)
+    height: int
+    format: str  # "PNG", "JPEG", ...
+    mode: str  # Pillow's mode of the source: "RGB", "RGBA", "P", "L", ...
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DecodedImage:
+    pixels: np.ndarray  # uint8 (H, W, 3) RGB, C-contiguous
+    metadata: ImageMetadata
+
+
+def decode_image(
+    source, max_pixels: int | None = None, max_source_pixels: int | None = DEFAULT_MAX_SOURCE_PIXELS
+) -> DecodedImage:
+    """Decode `source` (bytes, a path or a binary file) to RGB.
+
+    EXIF orientation is applied; transparency is composited on white, as vLLM does;
+    an animated image gives its first frame. max_pixels scales the result down,
+    aspect kept. Raises CorruptMediaError, MediaTooLargeError or MediaNotFoundError.
+    """
+    try:
+        with _open(source) as image:
+            _check_size(image, max_source_pixels)
+            turned = image.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)  # a quarter turn
+            upright = (image.height, image.width) if turned else image.size
+            metadata = ImageMetadata(*upright, image.format or "", image.mode)
+            size = scaled_size(*upright, max_pixels)
+            if size != upright:
+                image.draft("RGB", size[::-1] if turned else size)  # JPEG: decode at a smaller scale
+            image = ImageOps.exif_transpose(image)
+            if image.size != size:
+                image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
+            pixels = np.ascontiguousarray(np.asarray(_to_rgb(image), dtype=np.uint8))
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
+        raise CorruptMediaError(f"Pillow cannot read this input as an image: {error}") from error
+    return DecodedImage(pixels, metadata)
+
+
+def _open(source):
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        if len(source) == 0:
+            raise CorruptMediaError("the input is empty (0 bytes)")
+        source = io.BytesIO(source)
+    elif isinstance(source, (str, os.PathLike)) and not os.path.isfile(source):
+        raise MediaNotFoundError(f"cannot read {os.fspath(source)!r}: no such file")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            return Image.open(source)
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+            raise MediaTooLargeError(f"the image is too large to decode: {error}") from error
+
+
+def _check_size(image: Image.Image, max_source_pixels: int | None) -> None:
+    if max_source_pixels is not None and image.width * image.height > max_source_pixels:
+        raise MediaTooLargeError(
+            f"the image is {image.width}x{image.height}, more than the {max_source_pixels} pixels allowed"
+        )
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    if image.mode == "RGB":
+        return image
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")

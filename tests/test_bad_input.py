@@ -1,0 +1,127 @@
+"""Bad input gets a MediaError with a stable code and a message a user can act on:
+never another exception, never a crash, never a hang."""
+
+import io
+import random
+
+import pytest
+from conftest import MEDIA
+from PIL import Image
+
+from decoders import (
+    CorruptMediaError,
+    DecodeTimeoutError,
+    MediaError,
+    MediaNotFoundError,
+    NoVideoStreamError,
+    UnsupportedCodecError,
+    decode_video,
+    probe_video,
+)
+
+VIDEOS = ["224p_6_vp9.webm", "bframes_h264.mp4", "hevc.mp4", "av1.webm", "bframes_mpeg4.avi", "vfr_h264.mkv"]
+
+
+@pytest.mark.parametrize("source", [b"", bytearray(), io.BytesIO(b"")], ids=["bytes", "bytearray", "file"])
+def test_empty_input_is_corrupt_media(source):
+    with pytest.raises(CorruptMediaError, match="empty|cannot read"):
+        decode_video(source)
+
+
+def test_empty_file_on_disk_is_corrupt_media(tmp_path):
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with pytest.raises(CorruptMediaError, match="empty"):
+        decode_video(tmp_path / "empty.mp4")
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(MediaNotFoundError, match="nope.mp4") as caught:
+        decode_video(tmp_path / "nope.mp4")
+    assert caught.value.code == "media_not_found"
+
+
+def test_a_directory_is_not_a_video(tmp_path):
+    with pytest.raises(MediaError):
+        decode_video(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"hello, this is not a video\n" * 40, bytes(random.Random(7).randbytes(50_000)), b"\x00" * 4096],
+    ids=["text", "noise", "zeros"],
+)
+def test_bytes_that_are_no_media_are_refused(data):
+    with pytest.raises(CorruptMediaError) as caught:
+        decode_video(data)
+    assert caught.value.code == "corrupt_media"
+
+
+def test_audio_only_has_no_video_stream():
+    with pytest.raises(NoVideoStreamError, match="audio") as caught:
+        decode_video(MEDIA / "audio_only_opus.webm")
+    assert caught.value.code == "no_video_stream"
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_a_still_image_is_not_a_video(fmt):
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 200, 30)).save(buffer, fmt)
+    with pytest.raises(NoVideoStreamError, match="still image"):
+        decode_video(buffer.getvalue())
+
+
+def test_an_unknown_codec_is_unsupported():
+    with pytest.raises(UnsupportedCodecError) as caught:
+        decode_video(MEDIA / "unknown_codec.avi")
+    assert caught.value.code == "unsupported_codec"
+
+
+def test_a_passed_deadline_stops_the_decode():
+    with pytest.raises(DecodeTimeoutError) as caught:
+        decode_video(MEDIA / "bframes_h264.mp4", timeout=0)
+    assert caught.value.code == "decode_timeout"
+
+
+def test_probe_refuses_what_decode_refuses():
+    with pytest.raises(NoVideoStreamError):
+        probe_video(MEDIA / "audio_only_opus.webm")
+    with pytest.raises(CorruptMediaError):
+        probe_video(b"not a video at all")
+
+
+def frames_or_media_error(data, **request):
+    """What bad input may do: give frames, or raise MediaError. Nothing else."""
+    try:
+        video = decode_video(data, timeout=20, **request)
+    except MediaError as error:
+        assert error.code and str(error)
+        return None
+    assert video.frames.ndim == 4 and video.frames.shape[-1] == 3
+    assert len(video.frames) == len(video.timestamps) == len(video.indices) >= 1
+    return video
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_truncated_videos_give_frames_or_media_error(name):
+    data = (MEDIA / name).read_bytes()
+    for cut in sorted({1, 4, 16, 64, 200, 512, *range(0, len(data), max(1, len(data) // 24))}):
+        frames_or_media_error(data[:cut], num_frames=4)
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_damaged_videos_give_frames_or_media_error(name):
+    data = (MEDIA / name).read_bytes()
+    rng = random.Random(name)
+    for _ in range(40):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 12)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        frames_or_media_error(bytes(damaged), fps=2.0)
+
+
+def test_a_damaged_middle_still_returns_the_frames_around_it():
+    data = bytearray((MEDIA / "live_no_duration_vp9.webm").read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 40] = bytes(40)
+    video = frames_or_media_error(bytes(data))
+    assert video is not None and len(video.frames) >= 10

@@ -3,6 +3,7 @@ right whatever the container claims. Knows FFmpeg and numpy, nothing of HTTP."""
 
 from .errors import (
     CorruptMediaError,
+    DecodeCancelledError,
     DecodeTimeoutError,
     InvalidSamplingError,
     MediaError,
@@ -17,6 +18,7 @@ from .video import DecodedVideo, decode_video, probe_video
 
 __all__ = [
     "CorruptMediaError",
+    "DecodeCancelledError",
     "DecodeTimeoutError",
     "DecodedImage",
     "DecodedVideo",

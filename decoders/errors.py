@@ -37,3 +37,9 @@ class MediaNotFoundError(MediaError):
 
 class DecodeTimeoutError(MediaError):
     code = "decode_timeout"
+
+
+class DecodeCancelledError(MediaError):
+    """The caller cancelled the decode (its client went away)."""
+
+    code = "cancelled"

@@ -53,11 +53,16 @@ class FrameIndex:
         return max(0, int(hi - lo))
 
 
-def read_index(container, stream) -> FrameIndex:
-    """Demux `stream` from the start of `container` and index its packets."""
+def read_index(container, stream, check=None) -> FrameIndex:
+    """Demux `stream` from the start of `container` and index its packets.
+
+    `check`, if given, is called every few hundred packets and may raise to stop.
+    """
     pts, durations, keys, key_dts = [], [], [], []
     packets = missing = 0
-    for packet in container.demux(stream):
+    for count, packet in enumerate(container.demux(stream)):
+        if check is not None and count % 256 == 0:
+            check()
         # Empty packets are PyAV's end-of-stream markers (and AVI's "drop frames"):
         # they carry no picture.
         if packet.size == 0 or packet.is_discard:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -24,11 +25,13 @@ import numpy as np
 
 from .errors import (
     CorruptMediaError,
+    DecodeCancelledError,
     DecodeTimeoutError,
+    MediaTooLargeError,
     NoVideoStreamError,
     UnsupportedCodecError,
 )
-from .frames import FrameConverter, FrameStack
+from .frames import FrameConverter, FrameStack, scaled_size
 from .index import FrameIndex, read_index
 from .metadata import VideoMetadata, resolve_duration, stream_fps
 from .sampling import ON_SCREEN_TOLERANCE, check_sampling, pick_frames, target_times
@@ -71,21 +74,26 @@ def decode_video(
     *,
     threads: int = 0,
     timeout: float | None = None,
+    max_bytes: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
 
     fps: frames per second of video to sample; num_frames: that many frames evenly
     spread; neither: every frame. max_frames caps the count, max_pixels the frame size.
     threads: FFmpeg threads, 0 for one per core. timeout: seconds before DecodeTimeoutError.
+    max_bytes: refuse (MediaTooLargeError) before decoding if the frames would need more.
+    cancel: set it from another thread to stop the decode (DecodeCancelledError).
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
     """
     check_sampling(fps, num_frames, max_frames, max_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = _VideoReader(ReopenableSource(source), threads, deadline)
+    reader = _VideoReader(ReopenableSource(source), threads, deadline, cancel)
     survey = reader.survey()
     times = survey.frame_times()
     targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
     wanted = pick_frames(times, targets)
+    _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
     frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels)
     metadata = survey.metadata(rotation)
     indices = np.rint(timestamps * metadata.fps).astype(np.int64)
@@ -95,7 +103,7 @@ def decode_video(
 def probe_video(source: Source, *, timeout: float | None = None) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = _VideoReader(ReopenableSource(source), threads=1, deadline=deadline)
+    reader = _VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None)
     survey = reader.survey()
     return survey.metadata(reader.first_frame_rotation())
 
@@ -144,17 +152,31 @@ class _SeekMissed(Exception):
     """A seek landed somewhere the index did not promise: decode from the start instead."""
 
 
+def _check_output_size(count: int, coded_size, max_pixels: int | None, max_bytes: int | None) -> None:
+    """Refuse before decoding when the frames asked for cannot fit in max_bytes."""
+    if max_bytes is None:
+        return
+    width, height = scaled_size(*coded_size, max_pixels)
+    needed = count * width * height * 3
+    if needed > max_bytes:
+        raise MediaTooLargeError(
+            f"{count} frames of {width}x{height} need {needed} bytes, more than the {max_bytes} allowed; "
+            "ask for fewer frames or smaller ones"
+        )
+
+
 class _VideoReader:
-    def __init__(self, source: ReopenableSource, threads: int, deadline: float | None):
+    def __init__(self, source: ReopenableSource, threads: int, deadline: float | None, cancel):
         self._source = source
         self._threads = threads
         self._deadline = deadline
+        self._cancel = cancel
 
     # -- pass 1 (and 2): what is in the file ------------------------------------------
 
     def survey(self) -> _Survey:
         with self._open() as (container, stream):
-            index = read_index(container, stream)
+            index = read_index(container, stream, self._check_deadline)
             duration, source = resolve_duration(stream, container, index)
             codec, fmt = _codec_name(stream), container.format.name
             coded_size = (stream.codec_context.width, stream.codec_context.height)
@@ -264,6 +286,8 @@ class _VideoReader:
         yield from _decode(ctx, None)
 
     def _check_deadline(self) -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            raise DecodeCancelledError("the decode was cancelled")
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise DecodeTimeoutError("decoding took longer than the time allowed")
 

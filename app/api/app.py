@@ -1,0 +1,30 @@
+"""create_app: the FastAPI application around one Service."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ..core.config import Settings
+from ..service import Service
+from .errors import install_error_handlers
+from .routes import router
+
+
+def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
+    service = service or Service(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(title="mmprep", version="0.1.0", lifespan=lifespan)
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(router)
+    return app

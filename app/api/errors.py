@@ -1,0 +1,68 @@
+"""Every failure leaves as OpenAI's error shape: {"error": {message, type, param, code}}.
+
+Bad input is a 400 naming the part; an unknown model 404; too much work 503 with
+Retry-After. A 500 means a bug in mmprep, never bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from decoders.errors import MediaError
+
+from ..errors import MediaPartError, RequestError
+
+log = logging.getLogger("mmprep.api")
+
+
+def error_body(message: str, code: str, param: str | None = None, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, code: str, param: str | None = None, headers=None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse(error_body(message, code, param, kind), status_code=status, headers=headers)
+
+
+def describe(error: Exception) -> tuple[int, str, str, str | None]:
+    """(status, message, code, param) for an error raised while serving a request."""
+    if isinstance(error, MediaPartError):
+        return 400, str(error), error.error.code, error.param
+    if isinstance(error, RequestError):
+        return error.status, error.message, error.code, error.param
+    if isinstance(error, MediaError):
+        return 400, str(error), error.code, None
+    return 500, "internal error in mmprep; the server log has the details", "internal_error", None
+
+
+def _validation_param(location: tuple) -> str | None:
+    path = [str(part) for part in location if part != "body"]
+    text = ""
+    for part in path:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return text or None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError):
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        param = _validation_param(tuple(first.get("loc", ())))
+        message = f"{param}: {first['msg']}" if param else first["msg"]
+        return error_response(400, message, "invalid_request", param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        code = "not_found" if error.status_code == 404 else "http_error"
+        return error_response(error.status_code, str(error.detail), code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception):
+        log.exception("unhandled error serving %s", request.url.path)
+        status, message, code, param = describe(error)
+        return error_response(status, message, code, param)

@@ -1,0 +1,51 @@
+"""The HTTP endpoints. Thin: each hands its work to the Service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from .schemas import ChatCompletionRequest
+
+router = APIRouter()
+
+
+def _service(request: Request):
+    return request.app.state.service
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+    return await _service(request).chat(body, request)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict:
+    service = _service(request)
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": service.started, "owned_by": "mmprep"}
+            for name in service.settings.served_model_name
+        ],
+    }
+
+
+@router.get("/health")
+async def health() -> dict:
+    """Alive: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> Response:
+    """Ready to take work: started, and the engine says it can generate."""
+    if _service(request).ready():
+        return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "not ready"}, status_code=503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    service = _service(request)
+    return Response(service.metrics.render(), media_type=service.metrics.content_type)

@@ -1,0 +1,43 @@
+"""The OpenAI chat-completions request, as far as this service reads it.
+
+Message content stays loosely typed here (a string or a list of part objects): the
+preprocessor walks the parts itself so that every error names the exact part.
+Fields this service does not use are accepted and ignored, as OpenAI clients send many.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[Any] | None = None
+    name: str | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    n: int = Field(1, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    user: str | None = None
+    # vLLM's per-request media options: {"video": {"fps": ..., "num_frames": ..., "max_frames": ...}}
+    media_io_kwargs: dict[str, Any] | None = None

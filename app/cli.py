@@ -1,0 +1,69 @@
+"""The `mmprep` command.
+
+    mmprep serve [--port 8000] [--engine echo] [...]   the OpenAI-compatible service
+    mmprep serve --help                                every setting, with its MMPREP_* variable
+
+Settings come from flags, then MMPREP_* environment variables, then defaults. A wrong
+one stops the command with a message naming it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
+
+from .core.config import Settings, unknown_environment_settings
+
+
+class Serve(Settings):
+    """Start the OpenAI-compatible preprocessing service."""
+
+    def cli_cmd(self) -> None:
+        import uvicorn
+
+        from .api.app import create_app
+        from .core.logging import configure_logging
+
+        log_config = configure_logging(self.log_level)
+        uvicorn.run(
+            create_app(Settings(**self.model_dump())),
+            host=self.host,
+            port=self.port,
+            log_config=log_config,
+            timeout_graceful_shutdown=30,
+        )
+
+
+class Mmprep(BaseSettings):
+    """mmprep: fetch, decode and sample video and images for vision-language models."""
+
+    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True)
+
+    serve: CliSubCommand[Serve]
+
+    def cli_cmd(self) -> None:
+        CliApp.run_subcommand(self)
+
+
+def main(argv: list[str] | None = None) -> int:
+    unknown = unknown_environment_settings()
+    if unknown:
+        print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv)
+    except ValidationError as error:
+        print("mmprep: invalid settings:", file=sys.stderr)
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"] if part != "serve") or "settings"
+            print(f"  {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

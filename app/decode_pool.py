@@ -1,0 +1,39 @@
+"""Where decoding runs: a bounded thread pool off the event loop, with a thread budget.
+
+PyAV releases the GIL while FFmpeg works, so threads decode in parallel. FFmpeg's own
+threads are shared out so their sum stays near the core count: one decode alone gets
+every core, many decodes at once get one each, and nothing oversubscribes the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+class DecodePool:
+    def __init__(self, workers: int, cores: int | None = None):
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mmprep-decode")
+        self._cores = cores or os.cpu_count() or 1
+        self._active = 0
+        self._lock = threading.Lock()
+
+    async def run(self, work, /, *args, **kwargs):
+        """Run work(*args, threads=N, **kwargs) in the pool; N is this decode's share of the cores."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run_with_budget, work, args, kwargs)
+
+    def _run_with_budget(self, work, args, kwargs):
+        with self._lock:
+            self._active += 1
+            threads = max(1, self._cores // self._active)
+        try:
+            return work(*args, threads=threads, **kwargs)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

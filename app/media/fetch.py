@@ -1,0 +1,170 @@
+"""Fetch the bytes behind a media URL: http(s), data: or file://, within limits.
+
+One shared httpx client per service. The byte cap is enforced while the body streams,
+so an oversized download stops at the cap instead of after it; redirects are followed
+by hand, hop by hop, so each hop is checked and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, unquote_to_bytes, urljoin, urlsplit
+
+import httpx
+
+from decoders.errors import MediaNotFoundError, MediaTooLargeError
+
+from .errors import InvalidMediaURLError, MediaFetchError, MediaForbiddenError
+
+REDIRECT_STATUSES = {301, 302, 303, 307, 308}
+# Base64 payloads bigger than this are decoded off the event loop.
+INLINE_DECODE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class FetchedMedia:
+    data: bytes
+    content_type: str | None  # as the server or the data URL declared it
+    scheme: str  # "http", "https", "data" or "file"
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    max_bytes: int
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_redirects: int = 5
+    allowed_local_paths: tuple[Path, ...] = ()
+
+
+class MediaFetcher:
+    def __init__(self, limits: FetchLimits):
+        self.limits = limits
+        timeout = httpx.Timeout(
+            connect=limits.connect_timeout, read=limits.read_timeout, write=limits.read_timeout, pool=limits.connect_timeout
+        )
+        self._client = httpx.AsyncClient(
+            timeout=timeout, follow_redirects=False, headers={"User-Agent": "mmprep", "Accept-Encoding": "identity"}
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def fetch(self, url: str) -> FetchedMedia:
+        scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+        if scheme in ("http", "https"):
+            return await self._fetch_http(url)
+        if scheme == "data":
+            return await _decode_data_url(url, self.limits.max_bytes)
+        if scheme == "file":
+            return await asyncio.to_thread(_read_local_file, url, self.limits)
+        raise InvalidMediaURLError(
+            f"unsupported URL scheme {scheme or '(none)'!r}: use http(s)://, data: or file://"
+        )
+
+    async def _fetch_http(self, url: str) -> FetchedMedia:
+        for _ in range(self.limits.max_redirects + 1):
+            _check_http_url(url)
+            try:
+                async with self._client.stream("GET", url) as response:
+                    if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
+                        url = urljoin(url, response.headers["location"])
+                        continue
+                    if response.status_code != 200:
+                        raise MediaFetchError(f"the media server answered HTTP {response.status_code} for {_short(url)}")
+                    data = await self._read_capped(response, url)
+                    return FetchedMedia(data, response.headers.get("content-type"), urlsplit(url).scheme)
+            except httpx.TimeoutException as error:
+                raise MediaFetchError(f"timed out fetching {_short(url)}: {type(error).__name__}") from error
+            except httpx.HTTPError as error:
+                raise MediaFetchError(f"could not fetch {_short(url)}: {error or type(error).__name__}") from error
+        raise MediaFetchError(f"more than {self.limits.max_redirects} redirects fetching {_short(url)}")
+
+    async def _read_capped(self, response: httpx.Response, url: str) -> bytes:
+        cap = self.limits.max_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise MediaTooLargeError(f"{_short(url)} is {int(declared)} bytes, more than the {cap} allowed")
+        chunks, total = [], 0
+        async for chunk in response.aiter_bytes():  # decoded: the cap is on what we keep
+            total += len(chunk)
+            if total > cap:
+                raise MediaTooLargeError(f"{_short(url)} is more than the {cap} bytes allowed")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _check_http_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise InvalidMediaURLError(f"malformed URL {_short(url)}: {error}") from error
+    if not parts.hostname:
+        raise InvalidMediaURLError(f"the URL {_short(url)} names no host")
+
+
+async def _decode_data_url(url: str, cap: int) -> FetchedMedia:
+    header, comma, payload = url[5:].partition(",")
+    if not comma:
+        raise InvalidMediaURLError("malformed data URL: no ',' between its header and its data")
+    fields = header.split(";")
+    content_type = fields[0] or None
+    if "base64" not in fields[1:]:
+        data = unquote_to_bytes(payload)
+    else:
+        if len(payload) * 3 // 4 > cap:
+            raise MediaTooLargeError(f"the data URL holds about {len(payload) * 3 // 4} bytes, more than the {cap} allowed")
+        if len(payload) > INLINE_DECODE_BYTES:
+            data = await asyncio.to_thread(_b64decode, payload)
+        else:
+            data = _b64decode(payload)
+    if len(data) > cap:
+        raise MediaTooLargeError(f"the data URL holds {len(data)} bytes, more than the {cap} allowed")
+    return FetchedMedia(data, content_type, "data")
+
+
+def _b64decode(payload: str) -> bytes:
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise InvalidMediaURLError(f"the data URL's base64 is invalid: {error}") from error
+
+
+def _read_local_file(url: str, limits: FetchLimits) -> FetchedMedia:
+    """Read a file:// URL, only under the allowed directories (symlinks and .. resolved first)."""
+    if not limits.allowed_local_paths:
+        raise MediaForbiddenError("file:// URLs are disabled on this server (see --allowed-local-media-path)")
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise InvalidMediaURLError(f"file:// URLs must be local, not on host {parts.netloc!r}")
+    requested = unquote(parts.path)
+    real = os.path.realpath(requested)
+    if not any(os.path.commonpath([real, str(root)]) == str(root) for root in limits.allowed_local_paths):
+        raise MediaForbiddenError(f"{requested!r} is outside the directories this server may read")
+    try:
+        size = os.path.getsize(real)
+        if size > limits.max_bytes:
+            raise MediaTooLargeError(f"{requested!r} is {size} bytes, more than the {limits.max_bytes} allowed")
+        with open(real, "rb") as file:
+            data = file.read(limits.max_bytes + 1)
+    except (FileNotFoundError, NotADirectoryError) as error:
+        raise MediaNotFoundError(f"no file at {requested!r}") from error
+    except IsADirectoryError as error:
+        raise InvalidMediaURLError(f"{requested!r} is a directory, not a file") from error
+    except OSError as error:
+        raise MediaFetchError(f"cannot read {requested!r}: {error.strerror}") from error
+    if len(data) > limits.max_bytes:
+        raise MediaTooLargeError(f"{requested!r} is more than the {limits.max_bytes} bytes allowed")
+    return FetchedMedia(data, None, "file")
+
+
+def _short(url: str, limit: int = 120) -> str:
+    """A URL fit for an error message or a log line: data URLs never appear whole."""
+    if url.startswith("data:"):
+        return url[: url.find(",") + 1] + "..." if "," in url else "data:..."
+    return url if len(url) <= limit else url[: limit - 3] + "..."

@@ -1,0 +1,32 @@
+"""Prometheus metrics, one registry per service instance (tests run several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("mmprep_requests", "Chat completion requests answered", ["status"], registry=r)
+        self.errors = Counter("mmprep_errors", "Requests refused or failed, by error code", ["code"], registry=r)
+        self.in_flight = Gauge("mmprep_requests_in_flight", "Chat completion requests being worked on", registry=r)
+        self.fetch_seconds = Histogram(
+            "mmprep_fetch_seconds", "Time to fetch one media URL", ["scheme"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.decode_seconds = Histogram(
+            "mmprep_decode_seconds", "Time to decode one media item", ["kind"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.fetched_bytes = Counter("mmprep_fetched_bytes", "Bytes of media fetched", ["scheme"], registry=r)
+        self.frames_decoded = Counter(
+            "mmprep_frames_decoded", "Frames (and images) returned by the decoders", ["kind"], registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

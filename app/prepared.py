@@ -1,0 +1,59 @@
+"""PreparedRequest: what preprocessing hands an engine. One object flows forward.
+
+The chat's text stays where the client put it; each image or video part is replaced by a
+placeholder part that points into `media`, which holds the decoded tensor and its metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to generate: the OpenAI request's knobs, as an engine reads them."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    kind: Literal["image", "video"]
+    tensor: np.ndarray  # uint8; video (T, H, W, 3), image (H, W, 3); RGB
+    metadata: dict[str, Any]  # source metadata (VideoMetadata or ImageMetadata fields)
+    param: str  # where the client put it, e.g. "messages[0].content[1].video_url"
+    timestamps: np.ndarray | None = None  # video: seconds from the first frame, per frame
+    indices: np.ndarray | None = None  # video: round(timestamp * fps), per frame
+    hf_metadata: dict[str, Any] | None = None  # video: transformers' VideoMetadata fields
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    request_id: str
+    model: str
+    # OpenAI-shaped messages; media parts are {"type": "image" | "video", "media_index": i}.
+    messages: list[dict[str, Any]]
+    media: list[MediaItem]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def text(self) -> str:
+        """All text parts in order, media shown as <image_i> / <video_i>."""
+        pieces = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                pieces.append(content)
+                continue
+            for part in content or []:
+                if part["type"] == "text":
+                    pieces.append(part["text"])
+                else:
+                    pieces.append(f"<{part['type']}_{part['media_index']}>")
+        return "\n".join(pieces)

@@ -1,0 +1,267 @@
+"""From an OpenAI chat request to a PreparedRequest: find the media parts, fetch each
+URL, decode it off the event loop, and put the tensors where the parts were.
+
+Identical media in one request (same URL, same sampling) is fetched and decoded once.
+Everything runs under one deadline; when it passes or the client goes away, fetches are
+cancelled and decodes stop at their next packet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from decoders import decode_image, decode_video
+from decoders.errors import InvalidSamplingError, MediaError, MediaTooLargeError
+from decoders.sampling import check_sampling
+
+from .core.config import Settings
+from .decode_pool import DecodePool
+from .errors import MediaPartError, RequestError
+from .media.fetch import MediaFetcher
+from .metrics import Metrics
+from .prepared import MediaItem, PreparedRequest, SamplingParams
+
+VIDEO_SAMPLING_KEYS = ("fps", "num_frames", "max_frames")
+MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
+
+
+@dataclass
+class Timing:
+    """Seconds spent per phase, summed over media items, for the Server-Timing header."""
+
+    fetch: float = 0.0
+    decode: float = 0.0
+    preprocess: float = 0.0
+
+    def header(self) -> str:
+        return ", ".join(
+            f"{name};dur={seconds * 1000:.1f}"
+            for name, seconds in (("fetch", self.fetch), ("decode", self.decode), ("preprocess", self.preprocess))
+        )
+
+
+@dataclass
+class _MediaPart:
+    kind: str  # "image" or "video"
+    url: str
+    options: dict[str, Any]  # decoder keyword arguments
+    param: str  # e.g. messages[0].content[1].video_url
+    key: tuple = field(init=False)
+
+    def __post_init__(self):
+        self.key = (self.kind, self.url, tuple(sorted(self.options.items())))
+
+
+class Preprocessor:
+    def __init__(self, settings: Settings, fetcher: MediaFetcher, pool: DecodePool, metrics: Metrics):
+        self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
+
+    async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
+        """`request` is the validated ChatCompletionRequest. Raises RequestError or MediaPartError."""
+        started = time.perf_counter()
+        timing = Timing()
+        messages, parts = self._find_media(request)
+        loaded = await self._load_all(parts, timing, cancel)
+        media = [_media_item(part, loaded[part.key]) for part in parts]
+        self._check_total_size(media)
+        timing.preprocess = time.perf_counter() - started
+        prepared = PreparedRequest(
+            request_id=request_id,
+            model=request.model,
+            messages=messages,
+            media=media,
+            sampling=SamplingParams(
+                max_tokens=request.max_completion_tokens or request.max_tokens,
+                temperature=request.temperature,
+                top_p=request.top_p,
+                seed=request.seed,
+                stop=tuple([request.stop] if isinstance(request.stop, str) else request.stop or ()),
+            ),
+        )
+        return prepared, timing
+
+    # -- finding the parts -------------------------------------------------------------
+
+    def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
+        request_video = self._request_video_options(request)
+        messages, parts = [], []
+        for i, message in enumerate(request.messages):
+            content = message.content
+            if not isinstance(content, list):
+                messages.append(message.model_dump(exclude_none=True))
+                continue
+            new_content = []
+            for j, part in enumerate(content):
+                where = f"messages[{i}].content[{j}]"
+                kind = _part_type(part, where)
+                if kind == "text":
+                    new_content.append({"type": "text", "text": _text_of(part, where)})
+                    continue
+                key = f"{kind}_url"
+                url, part_options = _url_of(part, key, f"{where}.{key}")
+                options = (
+                    self._video_options(request_video, part_options, f"{where}.{key}")
+                    if kind == "video"
+                    else {"max_pixels": self._settings.max_pixels}
+                )
+                new_content.append({"type": kind, "media_index": len(parts)})
+                parts.append(_MediaPart(kind, url, options, f"{where}.{key}"))
+            messages.append({**message.model_dump(exclude_none=True), "content": new_content})
+        if len(parts) > self._settings.max_media_parts:
+            raise RequestError(
+                f"the request has {len(parts)} image and video parts, more than the {self._settings.max_media_parts} allowed",
+                "too_many_media_parts",
+                "messages",
+            )
+        return messages, parts
+
+    def _request_video_options(self, request) -> dict:
+        kwargs = request.media_io_kwargs or {}
+        video = kwargs.get("video") or {}
+        if not isinstance(video, dict):
+            raise RequestError("media_io_kwargs.video must be an object", "invalid_sampling", "media_io_kwargs.video")
+        unknown = set(video) - set(VIDEO_SAMPLING_KEYS)
+        if unknown:
+            raise RequestError(
+                f"unknown media_io_kwargs.video keys {sorted(unknown)}: use {', '.join(VIDEO_SAMPLING_KEYS)}",
+                "invalid_sampling",
+                "media_io_kwargs.video",
+            )
+        return {k: v for k, v in video.items() if v is not None}
+
+    def _video_options(self, request_video: dict, part_options: dict, param: str) -> dict:
+        """The part's sampling wins over the request's: fps and num_frames replace each other."""
+        merged = dict(request_video)
+        if "fps" in part_options or "num_frames" in part_options:
+            merged.pop("fps", None)
+            merged.pop("num_frames", None)
+        merged.update(part_options)
+        try:
+            check_sampling(merged.get("fps"), merged.get("num_frames"), merged.get("max_frames"))
+        except InvalidSamplingError as error:
+            raise MediaPartError(error, param) from error
+        settings = self._settings
+        if "fps" not in merged and "num_frames" not in merged:
+            merged["fps"] = settings.default_fps
+        merged["max_frames"] = min(merged.get("max_frames", settings.default_max_frames), settings.max_frames)
+        merged["max_pixels"] = settings.max_pixels
+        return merged
+
+    # -- fetching and decoding ---------------------------------------------------------
+
+    async def _load_all(self, parts: list[_MediaPart], timing: Timing, cancel: threading.Event) -> dict:
+        unique = {part.key: part for part in parts}
+        tasks = {key: asyncio.ensure_future(self._load(part, timing, cancel)) for key, part in unique.items()}
+        try:
+            async with asyncio.timeout(self._settings.decode_timeout):
+                await asyncio.gather(*tasks.values())
+        except BaseException as error:
+            cancel.set()  # decodes in threads stop at their next packet
+            for task in tasks.values():
+                task.cancel()
+            if isinstance(error, TimeoutError):
+                raise RequestError(
+                    f"fetching and decoding the media took longer than the {self._settings.decode_timeout:g} s allowed",
+                    "decode_timeout",
+                    "messages",
+                ) from error
+            raise
+        return {key: task.result() for key, task in tasks.items()}
+
+    async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event):
+        metrics = self._metrics
+        try:
+            started = time.perf_counter()
+            fetched = await self._fetcher.fetch(part.url)
+            fetched_at = time.perf_counter()
+            metrics.fetch_seconds.labels(fetched.scheme).observe(fetched_at - started)
+            metrics.fetched_bytes.labels(fetched.scheme).inc(len(fetched.data))
+            timing.fetch += fetched_at - started
+            if part.kind == "video":
+                result = await self._pool.run(
+                    decode_video, fetched.data, **part.options,
+                    max_bytes=self._settings.max_decoded_bytes, cancel=cancel,
+                    timeout=self._settings.decode_timeout,
+                )
+                count = len(result.frames)
+            else:
+                result = await self._pool.run(_decode_image, fetched.data, **part.options)
+                count = 1
+        except MediaError as error:
+            raise MediaPartError(error, part.param) from error
+        decoded = time.perf_counter() - fetched_at
+        metrics.decode_seconds.labels(part.kind).observe(decoded)
+        metrics.frames_decoded.labels(part.kind).inc(count)
+        timing.decode += decoded
+        return result
+
+    def _check_total_size(self, media: list[MediaItem]) -> None:
+        total, seen = 0, set()
+        for item in media:
+            if id(item.tensor) in seen:
+                continue  # the same decode, shared by two parts: counted once
+            seen.add(id(item.tensor))
+            total += item.tensor.nbytes
+            if total > self._settings.max_decoded_bytes:
+                error = MediaTooLargeError(
+                    f"the request's decoded media reaches {total} bytes, more than the "
+                    f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames"
+                )
+                raise MediaPartError(error, item.param)
+
+
+def _decode_image(data: bytes, max_pixels: int, threads: int):
+    return decode_image(data, max_pixels=max_pixels)  # Pillow decodes on one thread
+
+
+def _media_item(part: _MediaPart, result) -> MediaItem:
+    if part.kind == "video":
+        return MediaItem(
+            kind="video",
+            tensor=result.frames,
+            metadata=result.metadata.to_dict(),
+            param=part.param,
+            timestamps=result.timestamps,
+            indices=result.indices,
+            hf_metadata=result.to_hf_metadata(),
+        )
+    return MediaItem(kind="image", tensor=result.pixels, metadata=result.metadata.to_dict(), param=part.param)
+
+
+def _part_type(part: Any, where: str) -> str:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        raise RequestError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
+    kind = part["type"]
+    if kind == "text":
+        return "text"
+    if kind in MEDIA_PART_TYPES:
+        return MEDIA_PART_TYPES[kind]
+    raise RequestError(
+        f"{where} has type {kind!r}; this server takes text, image_url and video_url parts",
+        "unsupported_content_type",
+        f"{where}.type",
+    )
+
+
+def _text_of(part: dict, where: str) -> str:
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise RequestError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
+    return text
+
+
+def _url_of(part: dict, key: str, where: str) -> tuple[str, dict]:
+    """The URL and the sampling keys of an image_url / video_url part."""
+    value = part.get(key)
+    if isinstance(value, str):  # some clients send the URL bare
+        return value, {}
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str) or not value["url"]:
+        raise RequestError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
+    options = {k: value[k] for k in VIDEO_SAMPLING_KEYS if value.get(k) is not None}
+    if options and key != "video_url":
+        raise RequestError(f"{where} takes no sampling keys; only video_url parts do", "invalid_sampling", where)
+    return value["url"], options

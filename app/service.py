@@ -1,0 +1,185 @@
+"""The chat-completions service: admission, preprocessing, the engine, and the
+response, streamed or not. Routes stay thin; this is where a request is served."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from .api.errors import describe, error_body, error_response
+from .api.responses import SSE_DONE, CompletionBuilder, sse, usage
+from .api.schemas import ChatCompletionRequest
+from .core.config import Settings
+from .core.logging import request_id_var
+from .decode_pool import DecodePool
+from .errors import RequestError
+from .media.fetch import FetchLimits, MediaFetcher
+from .metrics import Metrics
+from .prepared import PreparedRequest
+from .preprocess import Preprocessor
+from .workers import Engine, build_engine
+
+log = logging.getLogger("mmprep.service")
+DISCONNECT_POLL_SECONDS = 0.1
+
+
+class ClientGone(Exception):
+    """The client closed the connection; whatever was being done for it stops."""
+
+
+class Service:
+    def __init__(self, settings: Settings, engine: Engine | None = None):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.engine = engine or build_engine(settings)
+        self.pool = DecodePool(settings.decode_workers)
+        self.started = int(time.time())
+        self.fetcher: MediaFetcher | None = None
+        self.preprocessor: Preprocessor | None = None
+        self._in_flight = 0
+
+    async def start(self) -> None:
+        s = self.settings
+        limits = FetchLimits(
+            max_bytes=s.max_fetch_bytes,
+            connect_timeout=s.fetch_connect_timeout,
+            read_timeout=s.fetch_read_timeout,
+            max_redirects=s.max_redirects,
+            allowed_local_paths=tuple(s.allowed_local_media_path),
+        )
+        self.fetcher = MediaFetcher(limits)
+        self.preprocessor = Preprocessor(s, self.fetcher, self.pool, self.metrics)
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+        if self.fetcher is not None:
+            await self.fetcher.aclose()
+        self.pool.shutdown()
+
+    def ready(self) -> bool:
+        return self.preprocessor is not None and self.engine.ready()
+
+    # -- one request ------------------------------------------------------------------
+
+    async def chat(self, body: ChatCompletionRequest, http: Request) -> Response:
+        if self._in_flight >= self.settings.max_concurrent_requests:
+            return self._refuse(
+                503, f"the server is at its limit of {self.settings.max_concurrent_requests} requests in flight; retry shortly",
+                "overloaded", headers={"Retry-After": "1"},
+            )
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        request_id_var.set(request_id)
+        self._admit()
+        streaming = False
+        try:
+            self._check_request(body)
+            cancel = threading.Event()
+            prepared, timing = await _until_disconnect(http, self.preprocessor.prepare(body, request_id, cancel), cancel)
+            headers = {"Server-Timing": timing.header(), "X-Request-Id": request_id}
+            log.info("prepared", extra={"media": len(prepared.media), "server_timing": headers["Server-Timing"]})
+            builder = CompletionBuilder(request_id, body.model, bool(body.stream_options and body.stream_options.include_usage))
+            if body.stream:
+                streaming = True  # from here the stream owns the admission slot
+                return StreamingResponse(
+                    self._stream(prepared, builder), media_type="text/event-stream", headers=headers
+                )
+            answer = await _until_disconnect(http, self._complete(prepared, builder), cancel)
+            self.metrics.requests.labels("200").inc()
+            return JSONResponse(answer, headers=headers)
+        except ClientGone:
+            log.info("client went away; work for it stopped")
+            self.metrics.requests.labels("499").inc()
+            return Response(status_code=499)
+        except Exception as error:  # noqa: BLE001  (every failure leaves as an OpenAI error)
+            status, message, code, param = describe(error)
+            if status >= 500:
+                log.exception("request failed")
+            return self._refuse(status, message, code, param)
+        finally:
+            if not streaming:
+                self._release()
+
+    def _check_request(self, body: ChatCompletionRequest) -> None:
+        if body.model not in self.settings.served_model_name:
+            raise RequestError(
+                f"the model {body.model!r} does not exist here; this server serves {', '.join(self.settings.served_model_name)}",
+                "model_not_found", "model", status=404,
+            )
+        if body.n > 1:
+            raise RequestError("n > 1 is not supported: send one request per choice", "unsupported_n", "n")
+
+    async def _complete(self, prepared: PreparedRequest, builder: CompletionBuilder) -> dict:
+        text, last = [], None
+        async for output in self.engine.generate(prepared):
+            text.append(output.text)
+            last = output
+        return builder.completion(
+            "".join(text), last.finish_reason or "stop", usage(last.prompt_tokens or 0, last.completion_tokens or 0)
+        )
+
+    async def _stream(self, prepared: PreparedRequest, builder: CompletionBuilder):
+        """SSE events: a role chunk, content chunks, a finish chunk, maybe usage, [DONE].
+        A failure after the first event ends the stream with an error event, not silence."""
+        request_id_var.set(prepared.request_id)
+        status = "200"
+        try:
+            yield sse(builder.chunk({"role": "assistant", "content": ""}))
+            last = None
+            async for output in self.engine.generate(prepared):
+                if output.text:
+                    yield sse(builder.chunk({"content": output.text}))
+                last = output
+            yield sse(builder.chunk({}, last.finish_reason or "stop"))
+            if builder.include_usage:
+                yield sse(builder.usage_chunk(usage(last.prompt_tokens or 0, last.completion_tokens or 0)))
+        except asyncio.CancelledError:
+            status = "499"
+            log.info("client went away mid-stream; generation stopped")
+            raise
+        except Exception as error:  # noqa: BLE001
+            log.exception("stream failed")
+            _, message, code, param = describe(error)
+            status = "500"
+            self.metrics.errors.labels(code).inc()
+            yield sse(error_body(message, code, param, "server_error"))
+        finally:
+            self.metrics.requests.labels(status).inc()
+            self._release()
+        yield SSE_DONE
+
+    def _refuse(self, status: int, message: str, code: str, param=None, headers=None) -> JSONResponse:
+        self.metrics.requests.labels(str(status)).inc()
+        self.metrics.errors.labels(code).inc()
+        log.info("refused", extra={"status": status, "code": code, "param": param})
+        return error_response(status, message, code, param, headers)
+
+    def _admit(self) -> None:
+        self._in_flight += 1
+        self.metrics.in_flight.set(self._in_flight)
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self.metrics.in_flight.set(self._in_flight)
+
+
+async def _until_disconnect(http: Request, work, cancel: threading.Event):
+    """Await `work`, but stop it (and the decodes it started) if the client disconnects."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
+            if done:
+                return task.result()
+            if await http.is_disconnected():
+                raise ClientGone()
+    except BaseException:
+        cancel.set()
+        task.cancel()
+        raise

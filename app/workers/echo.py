@@ -1,0 +1,89 @@
+"""The echo engine: the embedded default, for a machine with no GPU and no model.
+
+Its answer is one JSON object, a faithful account of what it received (the text, and
+for each media item its kind, tensor shape, checksum, sampled timestamps and indices,
+and source metadata), streamed in pieces of a few characters, each piece one token.
+max_tokens and stop apply to it as to a model's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import zlib
+from collections.abc import AsyncIterator
+
+from ..prepared import MediaItem, PreparedRequest
+from .base import EngineOutput
+
+
+class EchoEngine:
+    def __init__(self, chars_per_token: int = 8):
+        self._chars = chars_per_token
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        return True
+
+    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+        answer, finish = _apply_stop(account(request), request.sampling.stop)
+        pieces = [answer[i : i + self._chars] for i in range(0, len(answer), self._chars)]
+        limit = request.sampling.max_tokens
+        if limit is not None and len(pieces) > limit:
+            pieces, finish = pieces[:limit], "length"
+        for piece in pieces:
+            yield EngineOutput(text=piece)
+            await asyncio.sleep(0)  # let a disconnect cancel us between pieces
+        yield EngineOutput(
+            finish_reason=finish, prompt_tokens=self.prompt_tokens(request), completion_tokens=len(pieces)
+        )
+
+    def prompt_tokens(self, request: PreparedRequest) -> int:
+        """A piece of text per `chars_per_token` characters, plus one per frame or image."""
+        frames = sum(len(item.tensor) if item.kind == "video" else 1 for item in request.media)
+        return math.ceil(len(request.text()) / self._chars) + frames
+
+
+def account(request: PreparedRequest) -> str:
+    return json.dumps(
+        {
+            "model": request.model,
+            "text": request.text(),
+            "media": [_describe(item) for item in request.media],
+            "sampling": {
+                "max_tokens": request.sampling.max_tokens,
+                "temperature": request.sampling.temperature,
+                "top_p": request.sampling.top_p,
+                "seed": request.sampling.seed,
+                "stop": list(request.sampling.stop),
+            },
+        },
+        separators=(",", ":"),
+    )
+
+
+def _describe(item: MediaItem) -> dict:
+    described = {
+        "kind": item.kind,
+        "param": item.param,
+        "shape": list(item.tensor.shape),
+        "dtype": str(item.tensor.dtype),
+        "crc32": f"{zlib.crc32(item.tensor.data) & 0xFFFFFFFF:08x}",
+        "metadata": item.metadata,
+    }
+    if item.kind == "video":
+        described["timestamps"] = [round(float(t), 6) for t in item.timestamps]
+        described["indices"] = item.indices.tolist()
+    return described
+
+
+def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:
+    """Cut the text before the first stop sequence, as a model's answer would end."""
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return (text[:cut], "stop") if cut >= 0 else (text, "stop")

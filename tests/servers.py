@@ -1,0 +1,120 @@
+"""Real servers on loopback for the service tests: mmprep itself (uvicorn in a thread)
+and a media server (the standard library's HTTP server) with a few misbehaviours."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import uvicorn
+
+from app.api.app import create_app
+from app.core.config import Settings
+
+
+class LiveServer:
+    """mmprep served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
+
+    def __init__(self, settings: Settings | None = None, **overrides):
+        settings = settings or Settings(**overrides)
+        self.app = create_app(settings)
+        self.service = self.app.state.service
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("mmprep did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+class MediaServer:
+    """Serves a folder over HTTP, counting requests per path, with extra routes:
+
+    /slow/<seconds>/<file>   waits before answering
+    /drip/<file>             sends the file a few bytes at a time, slowly
+    /redirect/<n>/<file>     redirects n times, then serves the file
+    /status/<code>           answers with that HTTP status
+    /zeros/<n>               n zero bytes (/zeros-undeclared/<n>: without Content-Length)
+    """
+
+    def __init__(self, folder: Path):
+        self.hits: Counter[str] = Counter()
+        media = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(folder), **kwargs)
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                media.hits[self.path] += 1
+                parts = self.path.strip("/").split("/")
+                if parts[0] == "slow":
+                    time.sleep(float(parts[1]))
+                    self.path = "/" + "/".join(parts[2:])
+                elif parts[0] == "redirect":
+                    left = int(parts[1])
+                    target = "/" + "/".join(parts[2:]) if left == 0 else f"/redirect/{left - 1}/" + "/".join(parts[2:])
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                    self.end_headers()
+                    return
+                elif parts[0] == "status":
+                    self.send_error(int(parts[1]))
+                    return
+                elif parts[0] in ("zeros", "zeros-undeclared"):
+                    size = int(parts[1])
+                    self.send_response(200)
+                    if parts[0] == "zeros":
+                        self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    try:
+                        for _ in range(0, size, 65536):
+                            self.wfile.write(bytes(65536))
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
+                elif parts[0] == "drip":
+                    data = (folder / parts[1]).read_bytes()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    try:
+                        for i in range(0, len(data), 64):
+                            self.wfile.write(data[i : i + 64])
+                            self.wfile.flush()
+                            time.sleep(0.2)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
+                super().do_GET()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> MediaServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,277 @@
+"""Every error case through HTTP: status, OpenAI error shape, the code, and the part named."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from conftest import MEDIA
+from servers import LiveServer, MediaServer
+
+MODEL = "mmprep-echo"
+
+
+@pytest.fixture(scope="module")
+def media_server():
+    with MediaServer(MEDIA) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def allowed_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("allowed")
+    (folder / "clip.webm").write_bytes((MEDIA / "224p_6_vp9.webm").read_bytes())
+    (folder / "sub").mkdir()
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.webm").write_bytes((MEDIA / "224p_6_vp9.webm").read_bytes())
+    (folder / "escape.webm").symlink_to(outside / "secret.webm")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(allowed_dir):
+    with LiveServer(allowed_local_media_path=[allowed_dir], max_fetch_bytes=200_000, max_media_parts=3) as live:
+        yield live
+
+
+def post(server, body: dict, timeout: float = 60) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=timeout)
+
+
+def chat(*parts, **extra) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": list(parts)}], **extra}
+
+
+def video(url: str, **sampling) -> dict:
+    return {"type": "video_url", "video_url": {"url": url, **sampling}}
+
+
+def assert_error(response: httpx.Response, status: int, code: str, param: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code and error["message"]
+    if param is not None:
+        assert error["param"] == param
+    return error
+
+
+PART = "messages[0].content[0].video_url"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the request itself ----------------------------------------------------------------
+
+
+def test_unknown_model_is_404(server):
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.body["code"] == "model_not_found"
+
+
+def test_more_than_one_choice_is_refused(server):
+    assert_error(post(server, {**chat({"type": "text", "text": "hi"}), "n": 2}), 400, "unsupported_n", "n")
+
+
+def test_an_unknown_part_type_is_named(server):
+    body = chat({"type": "text", "text": "hi"}, {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}})
+    error = assert_error(post(server, body), 400, "unsupported_content_type", "messages[0].content[1].type")
+    assert "input_audio" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"model": MODEL}, "messages"),
+        ({"model": MODEL, "messages": []}, "messages"),
+        ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
+        ({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ],
+)
+def test_malformed_requests_name_the_field(server, body, param):
+    assert_error(post(server, body), 400, "invalid_request", param)
+
+
+def test_a_body_that_is_not_json_is_a_400(server):
+    response = httpx.post(
+        f"{server.url}/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_error(response, 400, "invalid_request")
+
+
+def test_too_many_media_parts(server):
+    url = "data:video/webm;base64,AAAA"
+    assert_error(post(server, chat(*[video(url)] * 4)), 400, "too_many_media_parts", "messages")
+
+
+# -- media URLs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/a.mp4", "gopher://x", "just-a-path.mp4", "http:///nohost.mp4"])
+def test_unsupported_or_malformed_urls(server, url):
+    assert_error(post(server, chat(video(url))), 400, "invalid_media_url", PART)
+
+
+def test_an_unreachable_server(server):
+    error = assert_error(post(server, chat(video(f"http://127.0.0.1:{free_port()}/a.mp4"))), 400, "media_fetch_failed", PART)
+    assert "127.0.0.1" in error["message"]
+
+
+def test_a_missing_remote_file(server, media_server):
+    error = assert_error(post(server, chat(video(f"{media_server.url}/status/404"))), 400, "media_fetch_failed", PART)
+    assert "404" in error["message"]
+
+
+def test_redirects_within_the_limit_are_followed(server, media_server):
+    response = post(server, chat(video(f"{media_server.url}/redirect/3/224p_6_vp9.webm")))
+    assert response.status_code == 200
+
+
+def test_too_many_redirects(server, media_server):
+    response = post(server, chat(video(f"{media_server.url}/redirect/9/224p_6_vp9.webm")))
+    assert "redirects" in assert_error(response, 400, "media_fetch_failed", PART)["message"]
+
+
+@pytest.mark.parametrize("route", ["zeros", "zeros-undeclared"])
+def test_a_download_over_the_cap_is_refused(server, media_server, route):
+    # 300 KB against a 200 KB cap, with and without a Content-Length to go by.
+    assert_error(post(server, chat(video(f"{media_server.url}/{route}/300000"))), 400, "media_too_large", PART)
+
+
+def test_a_data_url_over_the_cap(server):
+    url = "data:video/mp4;base64," + base64.b64encode(b"\0" * 300_000).decode()
+    assert_error(post(server, chat(video(url))), 400, "media_too_large", PART)
+
+
+@pytest.mark.parametrize("url", ["data:video/mp4;base64,@@@@", "data:video/mp4;base64"])
+def test_a_broken_data_url(server, url):
+    assert_error(post(server, chat(video(url))), 400, "invalid_media_url", PART)
+
+
+def test_undecodable_media(server):
+    url = "data:video/mp4;base64," + base64.b64encode(b"this is no video" * 100).decode()
+    assert_error(post(server, chat(video(url))), 400, "corrupt_media", PART)
+
+
+def test_audio_only_media(server):
+    url = "data:audio/webm;base64," + base64.b64encode((MEDIA / "audio_only_opus.webm").read_bytes()).decode()
+    assert_error(post(server, chat(video(url))), 400, "no_video_stream", PART)
+
+
+def test_an_image_that_is_not_an_image(server):
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"nope").decode()}}
+    assert_error(post(server, chat(part)), 400, "corrupt_media", "messages[0].content[0].image_url")
+
+
+def test_decoded_frames_over_the_request_budget(media_server):
+    with LiveServer(max_decoded_bytes=224 * 224 * 3 * 3) as live:  # room for 3 frames
+        ok = post(live, chat(video(f"{media_server.url}/224p_6_vp9.webm", num_frames=3)))
+        too_many = post(live, chat(video(f"{media_server.url}/224p_6_vp9.webm", num_frames=4)))
+    assert ok.status_code == 200
+    assert "frames" in assert_error(too_many, 400, "media_too_large", PART)["message"]
+
+
+# -- local files ---------------------------------------------------------------------
+
+
+def test_a_file_outside_the_allowed_path_is_forbidden(server, tmp_path):
+    (tmp_path / "x.webm").write_bytes(b"x")
+    assert_error(post(server, chat(video(f"file://{tmp_path}/x.webm"))), 400, "media_forbidden", PART)
+
+
+def test_dot_dot_cannot_climb_out(server, allowed_dir):
+    url = f"file://{allowed_dir}/sub/../../{allowed_dir.name}/../etc/passwd"
+    assert_error(post(server, chat(video(url))), 400, "media_forbidden", PART)
+
+
+def test_a_symlink_cannot_lead_out(server, allowed_dir):
+    assert_error(post(server, chat(video(f"file://{allowed_dir}/escape.webm"))), 400, "media_forbidden", PART)
+
+
+def test_a_missing_allowed_file(server, allowed_dir):
+    assert_error(post(server, chat(video(f"file://{allowed_dir}/nope.webm"))), 400, "media_not_found", PART)
+
+
+def test_file_urls_are_off_by_default(media_server):
+    with LiveServer() as live:
+        response = post(live, chat(video(f"file://{MEDIA}/224p_6_vp9.webm")))
+    assert_error(response, 400, "media_forbidden", PART)
+
+
+# -- sampling ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sampling, param",
+    [
+        ({"fps": -1}, PART),
+        ({"num_frames": 0}, PART),
+        ({"max_frames": "many"}, PART),
+    ],
+)
+def test_invalid_part_sampling(server, sampling, param):
+    assert_error(post(server, chat(video("data:video/webm;base64,AAAA", **sampling))), 400, "invalid_sampling", param)
+
+
+def test_fps_and_num_frames_together_in_one_place_are_refused(server):
+    body = chat(video("data:video/webm;base64,AAAA"), media_io_kwargs={"video": {"fps": 1, "num_frames": 4}})
+    assert_error(post(server, body), 400, "invalid_sampling", PART)
+
+
+def test_unknown_media_io_kwargs_are_named(server):
+    body = chat(video("data:video/webm;base64,AAAA"), media_io_kwargs={"video": {"fsp": 1}})
+    error = assert_error(post(server, body), 400, "invalid_sampling", "media_io_kwargs.video")
+    assert "fsp" in error["message"]
+
+
+def test_a_streamed_request_with_bad_media_gets_a_json_400_not_a_stream(server):
+    response = post(server, chat(video("data:video/webm;base64,AAAA"), stream=True))
+    assert response.headers["content-type"].startswith("application/json")
+    assert_error(response, 400, "corrupt_media", PART)
+
+
+# -- time and load ------------------------------------------------------------------
+
+
+def test_the_deadline_stops_a_slow_fetch(media_server):
+    with LiveServer(decode_timeout=1.0) as live:
+        started = time.monotonic()
+        response = post(live, chat(video(f"{media_server.url}/drip/224p_6_vp9.webm")))
+        assert time.monotonic() - started < 5
+    assert_error(response, 400, "decode_timeout")
+
+
+def test_too_much_work_in_flight_gets_503_with_retry_after(media_server):
+    with LiveServer(max_concurrent_requests=1) as live:
+        slow = threading.Thread(target=post, args=(live, chat(video(f"{media_server.url}/slow/2/224p_6_vp9.webm"))))
+        slow.start()
+        time.sleep(0.5)
+        response = post(live, chat({"type": "text", "text": "hi"}))
+        slow.join()
+        after = post(live, chat({"type": "text", "text": "hi"}))
+    assert_error(response, 503, "overloaded")
+    assert response.headers["retry-after"] == "1"
+    assert after.status_code == 200
+
+
+def test_a_client_that_disconnects_stops_its_work(media_server):
+    with LiveServer() as live:
+        with pytest.raises(httpx.ReadTimeout):
+            post(live, chat(video(f"{media_server.url}/drip/224p_6_vp9.webm")), timeout=0.5)
+        deadline = time.monotonic() + 5
+        while live.service.metrics.in_flight._value.get() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        metrics = httpx.get(f"{live.url}/metrics").text
+    assert "mmprep_requests_in_flight 0.0" in metrics
+    assert 'mmprep_requests_total{status="499"} 1.0' in metrics

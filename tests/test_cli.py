@@ -1,0 +1,77 @@
+"""`mmprep serve` as an operator runs it: a real process, flags and MMPREP_* variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+MMPREP = [sys.executable, "-m", "app"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([*MMPREP, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_help_lists_the_settings():
+    out = run("serve", "--help").stdout
+    for flag in ("--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level"):
+        assert flag in out
+
+
+@pytest.mark.parametrize(
+    "args, env, says",
+    [
+        (["--engine", "vllm-magic"], {}, "unknown engine 'vllm-magic'"),
+        (["--allowed-local-media-path", "/no/such/dir"], {}, "'/no/such/dir' is not an existing directory"),
+        (["--default-max-frames", "500", "--max-frames", "100"], {}, "default_max_frames (500) exceeds max_frames (100)"),
+        (["--max-pixels", "0"], {}, "max_pixels"),
+        (["--served-model-name", "a", "--served-model-name", "a"], {}, "model names repeat"),
+        (["--no-such-flag", "1"], {}, "unrecognized arguments"),
+        ([], {"MMPREP_MAX_FRAMS": "4"}, "MMPREP_MAX_FRAMS"),
+        ([], {"MMPREP_PORT": "eighty"}, "port"),
+    ],
+)
+def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
+    result = run("serve", *args, env=env)
+    assert result.returncode == 2
+    assert says in result.stderr
+
+
+def test_serve_starts_answers_and_stops_on_sigterm():
+    port = free_port()
+    process = subprocess.Popen(
+        [*MMPREP, "serve", "--port", str(port), "--served-model-name", "my-vlm"],
+        env={**os.environ, "MMPREP_LOG_LEVEL": "info"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.1)
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["my-vlm"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    # uvicorn shuts down cleanly, then re-raises SIGTERM so the exit status says why.
+    assert process.returncode in (0, -15)
+    log = process.stderr.read().decode()
+    assert "Finished server process" in log and '"level": "error"' not in log

@@ -97,7 +97,7 @@ class Service:
             log.info("client went away; work for it stopped")
             self.metrics.requests.labels("499").inc()
             return Response(status_code=499)
-        except Exception as error:  # noqa: BLE001  (every failure leaves as an OpenAI error)
+        except Exception as error:
             status, message, code, param = describe(error)
             if status >= 500:
                 log.exception("request failed")
@@ -143,7 +143,7 @@ class Service:
             status = "499"
             log.info("client went away mid-stream; generation stopped")
             raise
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             log.exception("stream failed")
             _, message, code, param = describe(error)
             status = "500"

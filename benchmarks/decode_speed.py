@@ -24,9 +24,9 @@ import av
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from footage import camera_clip  # noqa: E402
+from footage import camera_clip
 
-from decoders import decode_video  # noqa: E402
+from decoders import decode_video
 
 CLIPS = {
     # name: (file, width, height, seconds). The 1-minute 480p clip is there to show that
@@ -70,13 +70,16 @@ def peak_rss_mib(clip: Path, work: str) -> float:
     Read from VmHWM: getrusage's ru_maxrss would carry over this (large) process's peak
     into the child across fork and exec.
     """
-    code = (
-        "import sys; sys.path[:0] = [%r, %r]\n"
-        "from decode_speed import *\n"
-        "data = open(%r, 'rb').read()\n"
-        "%s\n"
-        "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])"
-    ) % (str(Path(__file__).parent.parent), str(Path(__file__).parent), str(clip), work)
+    here = Path(__file__).resolve().parent
+    code = "\n".join(
+        [
+            f"import sys; sys.path[:0] = [{str(here.parent)!r}, {str(here)!r}]",
+            "from decode_speed import *",
+            f"data = open({str(clip)!r}, 'rb').read()",
+            work,
+            "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])",
+        ]
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.split()[-1]) / 1024
 

@@ -6,13 +6,13 @@ import io
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 import av
 
 from .errors import CorruptMediaError, MediaNotFoundError
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike, BinaryIO]
+Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
 
 # What PyAV raises on input FFmpeg cannot make sense of. Anything else is our bug.
 FFMPEG_ERRORS = (av.FFmpegError, EOFError, UnicodeDecodeError)

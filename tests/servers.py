@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 import uvicorn
 
@@ -26,7 +27,7 @@ class LiveServer:
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> LiveServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -111,7 +112,7 @@ class MediaServer:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> MediaServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

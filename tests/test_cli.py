@@ -21,7 +21,9 @@ def free_port() -> int:
 
 
 def run(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*MMPREP, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*MMPREP, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}, check=False
+    )
 
 
 def test_help_lists_the_settings():

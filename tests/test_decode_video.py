@@ -245,7 +245,7 @@ class PipeLike(io.RawIOBase):
         lambda p: memoryview(p.read_bytes()),
         lambda p: str(p),
         lambda p: p,
-        lambda p: open(p, "rb"),
+        lambda p: open(p, "rb"),  # noqa: SIM115 (the test closes it)
         lambda p: io.BytesIO(p.read_bytes()),
         lambda p: PipeLike(p.read_bytes()),
     ],

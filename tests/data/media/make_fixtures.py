@@ -254,7 +254,7 @@ def vp9_size_change_webm():
 
     def build(c):
         s = _video_stream(c, "libvpx-vp9", 4, 192, 128, options={"crf": "20", "b": "0"})
-        _encode_parts(c, s, Fraction(1, 4), [(192, 128, range(0, 4)), (96, 64, range(4, 8))])
+        _encode_parts(c, s, Fraction(1, 4), [(192, 128, range(4)), (96, 64, range(4, 8))])
 
     _write("size_change_vp9.webm", "webm", build)
 

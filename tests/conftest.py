@@ -44,6 +44,15 @@ def on_screen(times: np.ndarray, targets) -> list[int]:
 
 
 @pytest.fixture(scope="session")
+def media_server():
+    """The fixtures folder over HTTP on loopback (see servers.MediaServer for its extra routes)."""
+    from servers import MediaServer
+
+    with MediaServer(MEDIA) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def long_clips(tmp_path_factory) -> dict[str, Path]:
     """Clips with many keyframes, so seeking and frame skipping really happen."""
     folder = tmp_path_factory.mktemp("long_clips")

@@ -11,15 +11,9 @@ import httpx
 import openai
 import pytest
 from conftest import MEDIA
-from servers import LiveServer, MediaServer
+from servers import LiveServer
 
 MODEL = "mmprep-echo"
-
-
-@pytest.fixture(scope="module")
-def media_server():
-    with MediaServer(MEDIA) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

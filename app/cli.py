@@ -14,7 +14,7 @@ import sys
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
 
-from .core.config import Settings, unknown_environment_settings
+from .core.config import ENV_PREFIX, Settings, unknown_environment_settings
 
 
 class Serve(Settings):
@@ -37,14 +37,27 @@ class Serve(Settings):
 
 
 class Mmprep(BaseSettings):
-    """mmprep: fetch, decode and sample video and images for vision-language models."""
-
     model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True)
 
     serve: CliSubCommand[Serve]
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
+
+
+def _settings_summary() -> str:
+    """Every `mmprep serve` setting, one line each, for `mmprep --help`."""
+    lines = []
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        lines.append(f"  {flag:<27} {field.description}  [{ENV_PREFIX}{name.upper()}]")
+    return "\n".join(lines)
+
+
+Mmprep.__doc__ = (
+    "mmprep: fetch, decode and sample video and images for vision-language models.\n\n"
+    "mmprep serve settings (flags; or the environment variables in brackets):\n" + _settings_summary()
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,14 +14,15 @@ import uvicorn
 
 from app.api.app import create_app
 from app.core.config import Settings
+from app.service import Service
 
 
 class LiveServer:
     """mmprep served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
 
-    def __init__(self, settings: Settings | None = None, **overrides):
+    def __init__(self, settings: Settings | None = None, engine=None, **overrides):
         settings = settings or Settings(**overrides)
-        self.app = create_app(settings)
+        self.app = create_app(service=Service(settings, engine))
         self.service = self.app.state.service
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)

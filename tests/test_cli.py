@@ -26,8 +26,9 @@ def run(*args, env=None) -> subprocess.CompletedProcess:
     )
 
 
-def test_help_lists_the_settings():
-    out = run("serve", "--help").stdout
+@pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
+def test_help_lists_the_settings(args):
+    out = run(*args).stdout
     for flag in ("--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level"):
         assert flag in out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import socket
 import threading
@@ -12,6 +13,8 @@ import openai
 import pytest
 from conftest import MEDIA
 from servers import LiveServer
+
+from app.workers import EngineOutput
 
 MODEL = "mmprep-echo"
 
@@ -269,3 +272,43 @@ def test_a_client_that_disconnects_stops_its_work(media_server):
         metrics = httpx.get(f"{live.url}/metrics").text
     assert "mmprep_requests_in_flight 0.0" in metrics
     assert 'mmprep_requests_total{status="499"} 1.0' in metrics
+
+
+class SlowEngine:
+    """A test engine: a word every 50 ms for ten seconds; notes when it is stopped early."""
+
+    def __init__(self):
+        self.stopped_early = threading.Event()
+
+    async def start(self):
+        pass
+
+    async def stop(self):
+        pass
+
+    def ready(self):
+        return True
+
+    async def generate(self, request):
+        try:
+            for _ in range(200):
+                yield EngineOutput(text="word ")
+                await asyncio.sleep(0.05)
+        except BaseException:
+            self.stopped_early.set()
+            raise
+        yield EngineOutput(finish_reason="stop", prompt_tokens=1, completion_tokens=200)
+
+
+def test_a_client_that_disconnects_mid_stream_stops_generation():
+    engine = SlowEngine()
+    with LiveServer(engine=engine) as live:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "stream": True}
+        with httpx.stream("POST", f"{live.url}/v1/chat/completions", json=body, timeout=30) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")
+        assert engine.stopped_early.wait(timeout=5)
+        deadline = time.monotonic() + 5
+        while live.service.metrics.in_flight._value.get() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "mmprep_requests_in_flight 0.0" in httpx.get(f"{live.url}/metrics").text

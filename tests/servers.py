@@ -18,9 +18,14 @@ from app.service import Service
 
 
 class LiveServer:
-    """mmprep served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
+    """mmprep served by uvicorn on 127.0.0.1, on a free port, in a background thread.
+
+    Media URLs may reach loopback (the tests' own media servers live there) unless a
+    test says allow_private_networks=False, as the SSRF tests do.
+    """
 
     def __init__(self, settings: Settings | None = None, engine=None, **overrides):
+        overrides.setdefault("allow_private_networks", True)
         settings = settings or Settings(**overrides)
         self.app = create_app(service=Service(settings, engine))
         self.service = self.app.state.service

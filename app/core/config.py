@@ -31,6 +31,13 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
 
     # -- media ---------------------------------------------------------------------
+    allow_private_networks: bool = Field(
+        False,
+        description="let media URLs reach loopback, private and link-local addresses (on-premise media servers)",
+    )
+    allowed_media_domains: list[str] = Field(
+        [], description="if set, media URLs may only name these hosts (and their subdomains)"
+    )
     allowed_local_media_path: list[Path] = Field(
         [], description="directories whose files file:// URLs may read (none: file:// is refused)"
     )

@@ -20,6 +20,7 @@ from .core.logging import request_id_var
 from .decode_pool import DecodePool
 from .errors import RequestError
 from .media.fetch import FetchLimits, MediaFetcher
+from .media.network import NetworkPolicy
 from .metrics import Metrics
 from .prepared import PreparedRequest
 from .preprocess import Preprocessor
@@ -53,7 +54,8 @@ class Service:
             max_redirects=s.max_redirects,
             allowed_local_paths=tuple(s.allowed_local_media_path),
         )
-        self.fetcher = MediaFetcher(limits)
+        policy = NetworkPolicy(s.allow_private_networks, tuple(s.allowed_media_domains))
+        self.fetcher = MediaFetcher(limits, policy)
         self.preprocessor = Preprocessor(s, self.fetcher, self.pool, self.metrics)
         await self.engine.start()
 

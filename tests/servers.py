@@ -55,12 +55,14 @@ class MediaServer:
     /slow/<seconds>/<file>   waits before answering
     /drip/<file>             sends the file a few bytes at a time, slowly
     /redirect/<n>/<file>     redirects n times, then serves the file
+    /redirect-to/<url>       redirects to any URL
     /status/<code>           answers with that HTTP status
     /zeros/<n>               n zero bytes (/zeros-undeclared/<n>: without Content-Length)
     """
 
     def __init__(self, folder: Path):
         self.hits: Counter[str] = Counter()
+        self.hosts: dict[str, str] = {}  # path -> the Host header it was asked with
         media = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -72,7 +74,13 @@ class MediaServer:
 
             def do_GET(self):
                 media.hits[self.path] += 1
+                media.hosts[self.path] = self.headers.get("Host", "")
                 parts = self.path.strip("/").split("/")
+                if parts[0] == "redirect-to":
+                    self.send_response(302)
+                    self.send_header("Location", self.path.split("/redirect-to/", 1)[1])
+                    self.end_headers()
+                    return
                 if parts[0] == "slow":
                     time.sleep(float(parts[1]))
                     self.path = "/" + "/".join(parts[2:])

@@ -78,6 +78,15 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
 
+    @field_validator("allowed_media_domains")
+    @classmethod
+    def _domains_are_hostnames(cls, domains: list[str]) -> list[str]:
+        cleaned = [domain.strip().lower().strip(".") for domain in domains]
+        for domain in cleaned:
+            if not domain or "/" in domain or ":" in domain:
+                raise ValueError(f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)")
+        return cleaned
+
     @field_validator("allowed_local_media_path")
     @classmethod
     def _paths_are_directories(cls, paths: list[Path]) -> list[Path]:

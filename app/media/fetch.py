@@ -20,6 +20,7 @@ import httpx
 from decoders.errors import MediaNotFoundError, MediaTooLargeError
 
 from .errors import InvalidMediaURLError, MediaFetchError, MediaForbiddenError
+from .network import NetworkPolicy
 
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 # Base64 payloads bigger than this are decoded off the event loop.
@@ -43,13 +44,19 @@ class FetchLimits:
 
 
 class MediaFetcher:
-    def __init__(self, limits: FetchLimits):
+    def __init__(self, limits: FetchLimits, policy: NetworkPolicy | None = None):
         self.limits = limits
+        self.policy = policy or NetworkPolicy()
         timeout = httpx.Timeout(
             connect=limits.connect_timeout, read=limits.read_timeout, write=limits.read_timeout, pool=limits.connect_timeout
         )
         self._client = httpx.AsyncClient(
-            timeout=timeout, follow_redirects=False, headers={"User-Agent": "mmprep", "Accept-Encoding": "identity"}
+            timeout=timeout,
+            follow_redirects=False,
+            headers={"User-Agent": "mmprep", "Accept-Encoding": "identity"},
+            # Connections are pinned to vetted IP addresses, and two hosts can share one:
+            # never reuse a connection made for one host (and its TLS name) for another.
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     async def aclose(self) -> None:
@@ -69,9 +76,12 @@ class MediaFetcher:
 
     async def _fetch_http(self, url: str) -> FetchedMedia:
         for _ in range(self.limits.max_redirects + 1):
-            _check_http_url(url)
+            pinned = await self.policy.pin(url)  # every hop is checked again
+            extensions = {"sni_hostname": pinned.sni_hostname} if pinned.sni_hostname else {}
             try:
-                async with self._client.stream("GET", url) as response:
+                async with self._client.stream(
+                    "GET", pinned.url, headers={"Host": pinned.host_header}, extensions=extensions
+                ) as response:
                     if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
                         url = urljoin(url, response.headers["location"])
                         continue
@@ -97,15 +107,6 @@ class MediaFetcher:
                 raise MediaTooLargeError(f"{_short(url)} is more than the {cap} bytes allowed")
             chunks.append(chunk)
         return b"".join(chunks)
-
-
-def _check_http_url(url: str) -> None:
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:
-        raise InvalidMediaURLError(f"malformed URL {_short(url)}: {error}") from error
-    if not parts.hostname:
-        raise InvalidMediaURLError(f"the URL {_short(url)} names no host")
 
 
 async def _decode_data_url(url: str, cap: int) -> FetchedMedia:

@@ -106,7 +106,7 @@ class Preprocessor:
                 options = (
                     self._video_options(request_video, part_options, f"{where}.{key}")
                     if kind == "video"
-                    else {"max_pixels": self._settings.max_pixels}
+                    else {"max_pixels": self._settings.max_pixels, "max_source_pixels": self._settings.max_source_pixels}
                 )
                 new_content.append({"type": kind, "media_index": len(parts)})
                 parts.append(_MediaPart(kind, url, options, f"{where}.{key}"))
@@ -149,6 +149,7 @@ class Preprocessor:
             merged["fps"] = settings.default_fps
         merged["max_frames"] = min(merged.get("max_frames", settings.default_max_frames), settings.max_frames)
         merged["max_pixels"] = settings.max_pixels
+        merged["max_source_pixels"] = settings.max_source_pixels
         return merged
 
     # -- fetching and decoding ---------------------------------------------------------
@@ -214,8 +215,8 @@ class Preprocessor:
                 raise MediaPartError(error, item.param)
 
 
-def _decode_image(data: bytes, max_pixels: int, threads: int):
-    return decode_image(data, max_pixels=max_pixels)  # Pillow decodes on one thread
+def _decode_image(data: bytes, max_pixels: int, max_source_pixels: int, threads: int):
+    return decode_image(data, max_pixels=max_pixels, max_source_pixels=max_source_pixels)  # Pillow: one thread
 
 
 def _media_item(part: _MediaPart, result) -> MediaItem:

@@ -75,6 +75,7 @@ def decode_video(
     threads: int = 0,
     timeout: float | None = None,
     max_bytes: int | None = None,
+    max_source_pixels: int | None = None,
     cancel: threading.Event | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
@@ -83,13 +84,14 @@ def decode_video(
     spread; neither: every frame. max_frames caps the count, max_pixels the frame size.
     threads: FFmpeg threads, 0 for one per core. timeout: seconds before DecodeTimeoutError.
     max_bytes: refuse (MediaTooLargeError) before decoding if the frames would need more.
+    max_source_pixels: refuse a video whose stored frames are larger, before decoding any.
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
     """
     check_sampling(fps, num_frames, max_frames, max_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     reader = _VideoReader(ReopenableSource(source), threads, deadline, cancel)
-    survey = reader.survey()
+    survey = reader.survey(max_source_pixels)
     times = survey.frame_times()
     targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
     wanted = pick_frames(times, targets)
@@ -100,11 +102,13 @@ def decode_video(
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, metadata)
 
 
-def probe_video(source: Source, *, timeout: float | None = None) -> VideoMetadata:
+def probe_video(
+    source: Source, *, timeout: float | None = None, max_source_pixels: int | None = None
+) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     reader = _VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None)
-    survey = reader.survey()
+    survey = reader.survey(max_source_pixels)
     return survey.metadata(reader.first_frame_rotation())
 
 
@@ -165,6 +169,15 @@ def _check_output_size(count: int, coded_size, max_pixels: int | None, max_bytes
         )
 
 
+def _check_source_size(stream, max_source_pixels: int | None) -> None:
+    """Refuse, from the stream header alone, frames too large to decode at all."""
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if max_source_pixels is not None and width * height > max_source_pixels:
+        raise MediaTooLargeError(
+            f"the video's frames are {width}x{height}, more than the {max_source_pixels} pixels allowed"
+        )
+
+
 class _VideoReader:
     def __init__(self, source: ReopenableSource, threads: int, deadline: float | None, cancel):
         self._source = source
@@ -174,8 +187,9 @@ class _VideoReader:
 
     # -- pass 1 (and 2): what is in the file ------------------------------------------
 
-    def survey(self) -> _Survey:
+    def survey(self, max_source_pixels: int | None = None) -> _Survey:
         with self._open() as (container, stream):
+            _check_source_size(stream, max_source_pixels)
             index = read_index(container, stream, self._check_deadline)
             duration, source = resolve_duration(stream, container, index)
             codec, fmt = _codec_name(stream), container.format.name

@@ -312,3 +312,24 @@ def test_a_client_that_disconnects_mid_stream_stops_generation():
         while live.service.metrics.in_flight._value.get() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "mmprep_requests_in_flight 0.0" in httpx.get(f"{live.url}/metrics").text
+
+
+def test_a_request_body_over_the_limit_is_413():
+    with LiveServer(max_request_bytes=10_000) as live:
+        big = chat({"type": "text", "text": "x" * 20_000})
+        declared = post(live, big)
+        chunked = httpx.post(
+            f"{live.url}/v1/chat/completions",
+            content=iter([b'{"model": "mmprep-echo", "messages": [{"role": "user", "content": "', b"x" * 20_000, b'"}]}']),
+            headers={"content-type": "application/json"},
+        )
+        small = post(live, chat({"type": "text", "text": "hi"}))
+    assert_error(declared, 413, "request_too_large")
+    assert_error(chunked, 413, "request_too_large")
+    assert small.status_code == 200
+
+
+def test_a_huge_frame_size_is_refused_before_decoding(media_server):
+    with LiveServer(max_source_pixels=200 * 200) as live:  # the 224x224 fixture is over
+        response = post(live, chat(video(f"{media_server.url}/224p_6_vp9.webm")))
+    assert "224x224" in assert_error(response, 400, "media_too_large", PART)["message"]

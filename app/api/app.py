@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from ..core.config import Settings
 from ..service import Service
+from .body_limit import BodySizeLimit
 from .errors import install_error_handlers
 from .routes import router
 
@@ -27,4 +28,5 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_bytes=service.settings.max_request_bytes)
     return app

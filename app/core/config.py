@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     default_max_frames: int = Field(32, ge=1, description="frames per video when a request does not say max_frames")
     max_frames: int = Field(256, ge=1, description="most frames per video, whatever a request asks")
     max_pixels: int = Field(1920 * 1080, ge=1, description="most pixels per returned frame or image; larger ones are scaled down")
+    max_source_pixels: int = Field(
+        7680 * 4320, ge=1, description="largest stored frame or image (in pixels) accepted for decoding at all"
+    )
+    max_request_bytes: int = Field(
+        768 * 1024**2, ge=1, description="most bytes of request body (data URLs count here, base64 and all)"
+    )
     max_decoded_bytes: int = Field(2 * 1024**3, ge=1, description="most bytes of decoded frames per request")
     max_fetch_bytes: int = Field(512 * 1024**2, ge=1, description="most bytes fetched per media URL")
     max_media_parts: int = Field(16, ge=1, description="most image and video parts per request")

@@ -20,6 +20,11 @@ class DecodePool:
         self._active = 0
         self._lock = threading.Lock()
 
+    @property
+    def active(self) -> int:
+        """Decodes running right now."""
+        return self._active
+
     async def run(self, work, /, *args, **kwargs):
         """Run work(*args, threads=N, **kwargs) in the pool; N is this decode's share of the cores."""
         loop = asyncio.get_running_loop()

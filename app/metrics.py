@@ -27,6 +27,7 @@ class Metrics:
         self.frames_decoded = Counter(
             "mmprep_frames_decoded", "Frames (and images) returned by the decoders", ["kind"], registry=r
         )
+        self.decodes_in_flight = Gauge("mmprep_decodes_in_flight", "Decodes running in the decode pool", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -40,6 +40,7 @@ class Service:
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
         self.pool = DecodePool(settings.decode_workers)
+        self.metrics.decodes_in_flight.set_function(lambda: self.pool.active)
         self.started = int(time.time())
         self.fetcher: MediaFetcher | None = None
         self.preprocessor: Preprocessor | None = None

@@ -333,3 +333,24 @@ def test_a_huge_frame_size_is_refused_before_decoding(media_server):
     with LiveServer(max_source_pixels=200 * 200) as live:  # the 224x224 fixture is over
         response = post(live, chat(video(f"{media_server.url}/224p_6_vp9.webm")))
     assert "224x224" in assert_error(response, 400, "media_too_large", PART)["message"]
+
+
+def test_a_client_that_disconnects_stops_its_decode(tmp_path):
+    from make_fixtures import write_long_single_keyframe_clip
+
+    from decoders import decode_video
+
+    clip = write_long_single_keyframe_clip(tmp_path / "long.webm", frames=60_000)  # 33 minutes
+    started = time.monotonic()
+    decode_video(clip, num_frames=2)  # the last frame costs decoding all 60,000
+    full_decode = time.monotonic() - started
+    with LiveServer(allowed_local_media_path=[tmp_path]) as live:
+        with pytest.raises(httpx.ReadTimeout):
+            post(live, chat(video(f"file://{clip}", num_frames=2)), timeout=full_decode / 5)
+        gone = time.monotonic()
+        while live.service.pool.active and time.monotonic() - gone < full_decode:
+            time.sleep(0.01)
+        stopped_after = time.monotonic() - gone
+        time.sleep(full_decode / 2)  # an unstopped decode would deliver its frames meanwhile
+        assert live.service.metrics.frames_decoded.labels("video")._value.get() == 0
+    assert stopped_after < full_decode / 4, (stopped_after, full_decode)

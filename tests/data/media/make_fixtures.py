@@ -94,6 +94,28 @@ def write_painted_clip(path, fmt, codec, rate, count, width, height, options=Non
     return path
 
 
+def write_long_single_keyframe_clip(path, frames, fps=30):
+    """A long VP8 WebM (e.g. a screen recording) whose only keyframe is the first frame,
+    built in a blink: 30 frames are encoded once and their inter-frame packets repeated.
+    Its last frame costs decoding every frame before it."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="webm") as out:
+        stream = _video_stream(out, "libvpx", fps, 64, 64, options={"g": "100000", "crf": "30", "b": "200k"})
+        _encode(out, stream, _painted(30, 64, 64))
+    buffer.seek(0)
+    with av.open(buffer) as source, av.open(str(path), "w", format="webm") as out:
+        template = source.streams.video[0]
+        packets = [p for p in source.demux(template) if p.size]
+        stream = out.add_stream_from_template(template)
+        step = round(1 / (fps * template.time_base))
+        for i in range(frames):
+            packet = packets[0] if i == 0 else packets[1 + (i - 1) % (len(packets) - 1)]
+            packet.stream, packet.time_base = stream, template.time_base
+            packet.pts = packet.dts = i * step
+            out.mux(packet)
+    return path
+
+
 # -- the fixtures --------------------------------------------------------------------
 
 

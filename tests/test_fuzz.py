@@ -1,0 +1,52 @@
+"""The fuzz run (tests/fuzz_media.py) with a fixed seed, in a child process so that a
+crash fails this test, and the inputs that once broke something, replayed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fuzz_media import KEPT, MEDIA, case, run_one, seeds
+
+FUZZ = Path(__file__).with_name("fuzz_media.py")
+CASES = 2500
+
+
+def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
+    progress = tmp_path / "progress"
+    result = subprocess.run(
+        [sys.executable, str(FUZZ), "--cases", str(CASES), "--seed", "1", "--progress", str(progress)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    if result.returncode != 0:
+        index = int(progress.read_text())
+        name, data, request = case(index, 1, seeds())
+        KEPT.mkdir(exist_ok=True)
+        kept = KEPT / f"seed1-case{index}-{name}"
+        kept.write_bytes(data)
+        pytest.fail(f"case {index} ({name}, {request}) broke the run; kept as {kept}:\n{result.stderr[-3000:]}")
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sum(summary["outcomes"].values()) == CASES
+    assert summary["outcomes"]["ok"] > 100 and summary["outcomes"]["corrupt_media"] > 100  # it really mutates
+    assert summary["slowest_s"] < 10  # the decode deadline holds
+    assert summary["rss_end_mib"] - summary["rss_warm_mib"] < 64  # no leak across thousands of decodes
+
+
+KEPT_CASES = sorted(KEPT.glob("*")) if KEPT.exists() else []
+
+
+@pytest.mark.skipif(not KEPT_CASES, reason="no input has broken the decoders yet")
+@pytest.mark.parametrize("path", KEPT_CASES, ids=lambda p: p.name)
+def test_inputs_that_once_broke_the_decoders(path):
+    name = path.name.split("-", 2)[-1]
+    assert run_one(name, path.read_bytes(), {}) in {"ok", "corrupt_media", "no_video_stream", "unsupported_codec",
+                                                      "media_too_large", "decode_timeout"}
+
+
+def test_the_fixture_pool_is_what_the_fuzzer_mutates():
+    names = {name for name, _ in seeds()}
+    assert {"224p_6_vp9.webm", "bframes_h264.mp4", "av1.webm", "image.png", "image.jpeg"} <= names
+    assert all((MEDIA / n).exists() for n in names if not n.startswith("image."))

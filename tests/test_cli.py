@@ -78,3 +78,75 @@ def test_serve_starts_answers_and_stops_on_sigterm():
     assert process.returncode in (0, -15)
     log = process.stderr.read().decode()
     assert "Finished server process" in log and '"level": "error"' not in log
+
+
+def start_server(*args) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [*MMPREP, "serve", "--port", str(port), *args],
+        env={**os.environ, "MMPREP_LOG_LEVEL": "info"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()
+        time.sleep(0.1)
+
+
+def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
+    import threading
+
+    process, url = start_server("--allow-private-networks", "true")
+    body = {
+        "model": "mmprep-echo",
+        "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": f"{media_server.url}/slow/2/224p_6_vp9.webm"}}
+        ]}],
+    }
+    answers = []
+    slow = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)))
+    slow.start()
+    time.sleep(0.5)  # the slow request is in flight
+    process.terminate()
+    time.sleep(0.3)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/health", timeout=2)  # no new work once draining
+    slow.join()
+    assert answers[0].status_code == 200  # the one in flight finished
+    assert json_account(answers[0])["media"][0]["shape"][0] == 6
+    assert process.wait(timeout=30) in (0, -15)
+
+
+def json_account(response) -> dict:
+    import json
+
+    return json.loads(response.json()["choices"][0]["message"]["content"])
+
+
+def test_logs_are_json_with_request_ids_and_never_hold_data_url_bodies():
+    import base64
+    import json
+
+    from conftest import MEDIA
+
+    payload = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
+    process, url = start_server("--log-level", "debug")
+    good = {"type": "video_url", "video_url": {"url": f"data:video/webm;base64,{payload}"}}
+    bad = {"type": "video_url", "video_url": {"url": f"data:video/webm;base64,{payload[:-9]}!!"}}
+    for part in (good, bad):
+        body = {"model": "mmprep-echo", "messages": [{"role": "user", "content": [part]}]}
+        httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+    process.terminate()
+    process.wait(timeout=30)
+    lines = process.stderr.read().decode().splitlines()
+    entries = [json.loads(line) for line in lines]  # every line is one JSON object
+    with_ids = [e for e in entries if e.get("logger", "").startswith("mmprep")]
+    assert len({e["request_id"] for e in with_ids}) == 2  # one id per request, on each of its lines
+    middle = payload[len(payload) // 2 :][:40]
+    assert len(middle) == 40 and not any(middle in line for line in lines)

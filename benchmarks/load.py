@@ -1,0 +1,179 @@
+"""Mixed load against a live `mmprep serve`: every request gets an answer, bad input never
+gets a 5xx, and memory comes back near where it started.
+
+    python benchmarks/load.py --requests 2000 --concurrency 64     # the long run
+    (tests/test_load.py runs a few hundred requests of the same mix)
+
+Valid requests (WebM and PNG by data URL, MP4 by http URL, text only) and invalid ones
+(damaged video, a video sent as an image, a 404 URL, a forbidden scheme, bad sampling, an
+unknown model, n=2, a body that is not JSON) are interleaved at random, half streamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+MEDIA = ROOT / "tests" / "data" / "media"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import MediaServer  # the tests' media server: a folder over HTTP
+
+WEBM = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
+
+
+def _png() -> str:
+    from io import BytesIO
+
+    from PIL import Image
+
+    buffer = BytesIO()
+    Image.new("RGB", (96, 64), (30, 120, 200)).save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+PNG = _png()
+
+
+def _video(url: str, **sampling) -> dict:
+    return {"type": "video_url", "video_url": {"url": url, **sampling}}
+
+
+def request_kinds(media_url: str) -> dict[str, tuple[dict | bytes, int]]:
+    """name -> (body, the status it must get)."""
+    def chat(*parts, **extra):
+        return {"model": "mmprep-echo", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, *parts]}], **extra}
+
+    return {
+        "webm_data_url": (chat(_video(f"data:video/webm;base64,{WEBM}")), 200),
+        "mp4_http": (chat(_video(f"{media_url}/bframes_h264.mp4", num_frames=8)), 200),
+        "image_data_url": (chat({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}), 200),
+        "video_as_image": (chat({"type": "image_url", "image_url": {"url": f"{media_url}/224p_6_vp9.webm"}}), 400),
+        "text_only": (chat(), 200),
+        "damaged_video": (chat(_video(f"data:video/webm;base64,{WEBM[:300]}")), 400),
+        "missing_url": (chat(_video(f"{media_url}/status/404")), 400),
+        "forbidden_scheme": (chat(_video("ftp://example.com/a.mp4")), 400),
+        "bad_sampling": (chat(_video(f"{media_url}/vp8.webm", fps=-2)), 400),
+        "unknown_model": ({**chat(), "model": "nope"}, 404),
+        "two_choices": (chat(n=2), 400),
+        "not_json": (b"{this is not json", 400),
+    }
+
+
+async def one_request(client: httpx.AsyncClient, name: str, body, expected: int, stream: bool) -> dict:
+    started = time.perf_counter()
+    try:
+        if isinstance(body, bytes):
+            response = await client.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+            status, ok = response.status_code, response.status_code == expected
+        elif stream:
+            async with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as response:
+                lines = [line async for line in response.aiter_lines() if line]
+            status = response.status_code
+            ok = status == expected and (status != 200 or (lines[-1] == "data: [DONE]" and not any('"error"' in l for l in lines)))
+        else:
+            response = await client.post("/v1/chat/completions", json=body)
+            status, ok = response.status_code, response.status_code == expected
+    except httpx.HTTPError as error:
+        return {"name": name, "status": None, "ok": False, "error": type(error).__name__}
+    return {"name": name, "status": status, "ok": ok, "seconds": time.perf_counter() - started}
+
+
+async def run_load(url: str, media_url: str, requests: int, concurrency: int, seed: int = 0) -> dict:
+    kinds = request_kinds(media_url)
+    rng = random.Random(seed)
+    plan = [(name, rng.random() < 0.5) for name in rng.choices(list(kinds), k=requests)]
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        async def guarded(name, stream):
+            async with gate:
+                return await one_request(client, name, *kinds[name], stream)
+
+        started = time.perf_counter()
+        records = await asyncio.gather(*(guarded(name, stream) for name, stream in plan))
+        elapsed = time.perf_counter() - started
+    return {
+        "requests": requests,
+        "answered": sum(r["status"] is not None for r in records),
+        "as_expected": sum(r["ok"] for r in records),
+        "server_errors": sum((r["status"] or 0) >= 500 for r in records),
+        "statuses": dict(Counter(str(r["status"]) for r in records)),
+        "wrong": [r for r in records if not r["ok"]][:10],
+        "requests_per_second": round(requests / elapsed, 1),
+    }
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
+    """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port), "--allow-private-networks", "true",
+         "--max-concurrent-requests", str(max(64, concurrency)), "--log-level", "warning"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with MediaServer(MEDIA) as media:
+            _wait_ready(url, server)
+            asyncio.run(run_load(url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
+            before = rss_mib(server.pid)
+            summary = asyncio.run(run_load(url, media.url, requests, concurrency, seed))
+            time.sleep(1.0)
+            summary.update(
+                rss_before_mib=round(before, 1),
+                rss_peak_mib=round(rss_mib(server.pid, "VmHWM"), 1),
+                rss_after_mib=round(rss_mib(server.pid), 1),
+            )
+            return summary
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_ready(url: str, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("mmprep did not become ready")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(json.dumps(serve_and_load(args.requests, args.concurrency, args.seed), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -165,10 +165,11 @@ class Preprocessor:
             for task in tasks.values():
                 task.cancel()
             if isinstance(error, TimeoutError):
+                unfinished = [unique[key].param for key, task in tasks.items() if task.cancelled() or not task.done()]
                 raise RequestError(
                     f"fetching and decoding the media took longer than the {self._settings.decode_timeout:g} s allowed",
                     "decode_timeout",
-                    "messages",
+                    unfinished[0] if unfinished else "messages",
                 ) from error
             raise
         return {key: task.result() for key, task in tasks.items()}

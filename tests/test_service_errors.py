@@ -246,7 +246,7 @@ def test_the_deadline_stops_a_slow_fetch(media_server):
         started = time.monotonic()
         response = post(live, chat(video(f"{media_server.url}/drip/224p_6_vp9.webm")))
         assert time.monotonic() - started < 5
-    assert_error(response, 400, "decode_timeout")
+    assert_error(response, 400, "decode_timeout", PART)
 
 
 def test_too_much_work_in_flight_gets_503_with_retry_after(media_server):
@@ -354,3 +354,18 @@ def test_a_client_that_disconnects_stops_its_decode(tmp_path):
         time.sleep(full_decode / 2)  # an unstopped decode would deliver its frames meanwhile
         assert live.service.metrics.frames_decoded.labels("video")._value.get() == 0
     assert stopped_after < full_decode / 4, (stopped_after, full_decode)
+
+
+def test_the_deadline_stops_a_long_decode(tmp_path):
+    from make_fixtures import write_long_single_keyframe_clip
+
+    clip = write_long_single_keyframe_clip(tmp_path / "long.webm", frames=60_000)
+    with LiveServer(allowed_local_media_path=[tmp_path], decode_timeout=0.5) as live:
+        started = time.monotonic()
+        response = post(live, chat(video(f"file://{clip}", num_frames=2)))
+        took = time.monotonic() - started
+        while live.service.pool.active and time.monotonic() - started < 2.0:
+            time.sleep(0.01)  # the decode stops at its next packet
+        assert live.service.pool.active == 0 and time.monotonic() - started < 2.0
+    assert_error(response, 400, "decode_timeout", PART)
+    assert took < 2.0  # the whole decode takes about 4 s here

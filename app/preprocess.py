@@ -25,7 +25,7 @@ from .media.fetch import MediaFetcher
 from .metrics import Metrics
 from .prepared import MediaItem, PreparedRequest, SamplingParams
 
-VIDEO_SAMPLING_KEYS = ("fps", "num_frames", "max_frames")
+VIDEO_SAMPLING_KEYS = ("fps", "num_frames", "max_frames", "seek_mode")
 MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
 
 
@@ -140,11 +140,12 @@ class Preprocessor:
             merged.pop("fps", None)
             merged.pop("num_frames", None)
         merged.update(part_options)
+        settings = self._settings
+        merged.setdefault("seek_mode", settings.seek_mode)
         try:
-            check_sampling(merged.get("fps"), merged.get("num_frames"), merged.get("max_frames"))
+            check_sampling(merged.get("fps"), merged.get("num_frames"), merged.get("max_frames"), None, merged["seek_mode"])
         except InvalidSamplingError as error:
             raise MediaPartError(error, param) from error
-        settings = self._settings
         if "fps" not in merged and "num_frames" not in merged:
             merged["fps"] = settings.default_fps
         merged["max_frames"] = min(merged.get("max_frames", settings.default_max_frames), settings.max_frames)

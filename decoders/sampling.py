@@ -18,8 +18,13 @@ from .errors import InvalidSamplingError
 ON_SCREEN_TOLERANCE = 1e-3
 
 
-def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None) -> None:
+SEEK_MODES = ("exact", "keyframe")
+
+
+def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, seek_mode="exact") -> None:
     """Raise InvalidSamplingError, naming the parameter, unless the request makes sense."""
+    if seek_mode not in SEEK_MODES:
+        raise InvalidSamplingError(f"seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}")
     if fps is not None and num_frames is not None:
         raise InvalidSamplingError("give fps or num_frames, not both")
     if fps is not None and (
@@ -71,3 +76,15 @@ def pick_frames(frame_times: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     positions = np.searchsorted(frame_times, np.asarray(targets) + ON_SCREEN_TOLERANCE, side="right") - 1
     return np.unique(np.clip(positions, 0, None)).astype(np.int64)
+
+
+def pick_nearest(candidate_times: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Positions in `candidate_times` (sorted) of the candidate nearest each target
+    (the earlier on a tie), each once, in order. The keyframe seek mode uses it."""
+    if len(candidate_times) == 0:
+        return np.zeros(0, dtype=np.int64)
+    targets = np.asarray(targets, dtype=np.float64)
+    after = np.clip(np.searchsorted(candidate_times, targets, side="left"), 0, len(candidate_times) - 1)
+    before = np.clip(after - 1, 0, None)
+    closer_before = np.abs(targets - candidate_times[before]) <= np.abs(candidate_times[after] - targets)
+    return np.unique(np.where(closer_before, before, after)).astype(np.int64)

@@ -34,7 +34,7 @@ from .errors import (
 from .frames import FrameConverter, FrameStack, scaled_size
 from .index import FrameIndex, read_index
 from .metadata import VideoMetadata, resolve_duration, stream_fps
-from .sampling import ON_SCREEN_TOLERANCE, check_sampling, pick_frames, target_times
+from .sampling import ON_SCREEN_TOLERANCE, check_sampling, pick_frames, pick_nearest, target_times
 from .source import FFMPEG_ERRORS, ReopenableSource, Source
 
 # Codecs whose decoders honour skip_frame=NONREF packet by packet (VP8/VP9 ignore it).
@@ -76,6 +76,7 @@ def decode_video(
     timeout: float | None = None,
     max_bytes: int | None = None,
     max_source_pixels: int | None = None,
+    seek_mode: str = "exact",
     cancel: threading.Event | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
@@ -85,18 +86,25 @@ def decode_video(
     threads: FFmpeg threads, 0 for one per core. timeout: seconds before DecodeTimeoutError.
     max_bytes: refuse (MediaTooLargeError) before decoding if the frames would need more.
     max_source_pixels: refuse a video whose stored frames are larger, before decoding any.
+    seek_mode: "exact" (the frame on screen at each time) or "keyframe" (the keyframe
+    nearest each time: much faster on long GOPs; timestamps are the keyframes' own).
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
     """
-    check_sampling(fps, num_frames, max_frames, max_pixels)
+    check_sampling(fps, num_frames, max_frames, max_pixels, seek_mode)
     deadline = None if timeout is None else time.monotonic() + timeout
     reader = _VideoReader(ReopenableSource(source), threads, deadline, cancel)
     survey = reader.survey(max_source_pixels)
     times = survey.frame_times()
     targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
-    wanted = pick_frames(times, targets)
+    keyframes_only = seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
+    if keyframes_only:
+        key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
+        wanted = key_positions[pick_nearest(times[key_positions], targets)]
+    else:
+        wanted = pick_frames(times, targets)
     _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
-    frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels)
+    frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels, keyframes_only)
     metadata = survey.metadata(rotation)
     indices = np.rint(timestamps * metadata.fps).astype(np.int64)
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, metadata)
@@ -226,7 +234,7 @@ class _VideoReader:
 
     # -- pass 3: the frames -------------------------------------------------------
 
-    def decode(self, survey: _Survey, wanted: np.ndarray, max_pixels: int | None):
+    def decode(self, survey: _Survey, wanted: np.ndarray, max_pixels: int | None, keyframes_only: bool = False):
         """Decode the frames at positions `wanted` of the survey's frame times.
 
         Returns (frames, timestamps, rotation).
@@ -234,57 +242,9 @@ class _VideoReader:
         index = survey.index
         seekable = index.complete and len(index.keyframes) > 1
         try:
-            return self._decode_pass(survey, wanted, max_pixels, allow_seek=seekable)
+            return _DecodePass(self, survey, wanted, max_pixels, seekable, keyframes_only).run()
         except _SeekMissed:
-            return self._decode_pass(survey, wanted, max_pixels, allow_seek=False)
-
-    def _decode_pass(self, survey, wanted, max_pixels, allow_seek):
-        index = survey.index
-        wanted_times = survey.frame_times()[wanted]
-        stack = FrameStack(len(wanted))
-        convert = FrameConverter(max_pixels, self._threads)
-        picker = _FramePicker(wanted_times, lambda frame, t: stack.add(convert(frame), t))
-        with self._open() as (container, stream):
-            ctx = stream.codec_context
-            origin = int(index.pts[0]) if index.has_times else None
-            clock = _Clock(origin, stream.time_base, survey.fps)
-            wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
-            seeker = _Seeker(index, wanted_pts) if allow_seek else None
-            protected = set(wanted_pts.tolist()) if wanted_pts is not None and index.complete else None
-            may_skip = protected is not None and survey.codec in SKIPPABLE_CODECS
-
-            packets = container.demux(stream)
-            floor = None  # after a seek, frames shown before the keyframe are leftovers
-            fed_max = -math.inf
-            while not picker.done:
-                self._check_deadline()
-                if seeker is not None:
-                    jump = seeker.jump(picker.pending, fed_max)
-                    if jump is not None:
-                        packets = _seek(container, stream, *jump)  # flushes the decoder
-                        picker.after_seek()
-                        floor, fed_max = jump[0], -math.inf
-                packet = next(packets, None)
-                if packet is None:
-                    break
-                if packet.size == 0:
-                    continue
-                if may_skip:
-                    ctx.skip_frame = "DEFAULT" if packet.pts in protected else "NONREF"
-                if packet.pts is not None:
-                    fed_max = max(fed_max, packet.pts)
-                for frame in _decode(ctx, packet):
-                    if floor is None or frame.pts is None or frame.pts >= floor:
-                        picker.offer(frame, clock(frame))
-            if not picker.done:
-                for frame in _decode(ctx, None):
-                    if floor is None or frame.pts is None or frame.pts >= floor:
-                        picker.offer(frame, clock(frame))
-                picker.finish()
-        if len(stack) == 0:
-            raise CorruptMediaError("no frame of the video could be decoded")
-        frames, timestamps = stack.result()
-        return frames, timestamps, 90 * convert.turns
+            return _DecodePass(self, survey, wanted, max_pixels, False, keyframes_only).run()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -304,6 +264,95 @@ class _VideoReader:
             raise DecodeCancelledError("the decode was cancelled")
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise DecodeTimeoutError("decoding took longer than the time allowed")
+
+
+class _DecodePass:
+    """One pass of the decoder over the file, taking the wanted frames.
+
+    Seeks ahead when a keyframe lies between here and the next wanted frame; before such
+    a seek, drains the decoder as soon as the wanted frame's packet is in, instead of
+    feeding it the packets after it (frame threads and B-frames hold a few back).
+    """
+
+    def __init__(self, reader: _VideoReader, survey: _Survey, wanted, max_pixels, allow_seek, keyframes_only):
+        index = survey.index
+        self._reader, self._survey = reader, survey
+        self._stack = FrameStack(len(wanted))
+        self._convert = FrameConverter(max_pixels, reader._threads)
+        self._picker = _FramePicker(
+            survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
+        )
+        self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
+        self._seeker = _Seeker(index, self._wanted_pts) if allow_seek else None
+        exact_times = self._wanted_pts is not None and index.complete
+        self._protected = set(self._wanted_pts.tolist()) if exact_times else None
+        self._skip_mode = "NONKEY" if keyframes_only else "NONREF"
+        self._may_skip = exact_times and (keyframes_only or survey.codec in SKIPPABLE_CODECS)
+        self._floor = None  # after a seek, frames shown before the keyframe are leftovers
+        self._fed_max = -math.inf
+
+    def run(self):
+        picker = self._picker
+        with self._reader._open() as (container, stream):
+            self._container, self._stream, self._ctx = container, stream, stream.codec_context
+            self._clock = _Clock(
+                int(self._survey.index.pts[0]) if self._survey.index.has_times else None,
+                stream.time_base,
+                self._survey.fps,
+            )
+            self._packets = container.demux(stream)
+            while not picker.done:
+                self._reader._check_deadline()
+                if self._seeker is not None:
+                    jump = self._seeker.jump(picker.pending, self._fed_max)
+                    if jump is not None:
+                        self._seek(jump)
+                packet = next(self._packets, None)
+                if packet is None:
+                    break
+                if packet.size:
+                    self._feed(packet)
+            if not picker.done:
+                self._offer(_decode(self._ctx, None))
+                picker.finish()
+        if len(self._stack) == 0:
+            raise CorruptMediaError("no frame of the video could be decoded")
+        frames, timestamps = self._stack.result()
+        return frames, timestamps, 90 * self._convert.turns
+
+    def _feed(self, packet) -> None:
+        if self._may_skip:
+            self._ctx.skip_frame = "DEFAULT" if packet.pts in self._protected else self._skip_mode
+        if packet.pts is not None:
+            self._fed_max = max(self._fed_max, packet.pts)
+        self._offer(_decode(self._ctx, packet))
+        picker = self._picker
+        if self._seeker is not None and not picker.done and packet.pts == self._wanted_pts[picker.pending]:
+            self._drain_if_seeking_next()
+
+    def _drain_if_seeking_next(self) -> None:
+        """The pending wanted frame's packet is in: if the next wanted frame is reached by a
+        seek, drain the decoder now and seek."""
+        pending = self._picker.pending
+        jump = self._seeker.plan(pending + 1, self._fed_max)
+        if jump is None:
+            return
+        self._offer(_decode(self._ctx, None))
+        if self._picker.pending != pending + 1:
+            raise _SeekMissed()  # the frame the index promised did not come out
+        if not self._picker.done:
+            self._seeker.decided(pending + 1)
+            self._seek(jump)
+
+    def _seek(self, jump: tuple[int, int]) -> None:
+        self._packets = _seek(self._container, self._stream, *jump)  # flushes the decoder
+        self._picker.after_seek()
+        self._floor, self._fed_max = jump[0], -math.inf
+
+    def _offer(self, frames) -> None:
+        for frame in frames:
+            if self._floor is None or frame.pts is None or frame.pts >= self._floor:
+                self._picker.offer(frame, self._clock(frame))
 
 
 class _OpenVideo:
@@ -413,9 +462,19 @@ class _Seeker:
         self._decided_for = -1
 
     def jump(self, pending: int, fed_max: float) -> tuple[int, int] | None:
-        if pending == self._decided_for or pending >= len(self._wanted_pts):
+        """`plan`, once per wanted frame (the loop asks before every packet)."""
+        if pending == self._decided_for:
             return None
-        self._decided_for = pending  # one decision per wanted frame
+        self.decided(pending)
+        return self.plan(pending, fed_max)
+
+    def decided(self, pending: int) -> None:
+        self._decided_for = pending
+
+    def plan(self, pending: int, fed_max: float) -> tuple[int, int] | None:
+        """(keyframe pts, keyframe dts) to seek to for wanted frame `pending`, or None."""
+        if pending >= len(self._wanted_pts):
+            return None
         k = self._index.keyframe_at_or_before(int(self._wanted_pts[pending]))
         if k is None:
             return None

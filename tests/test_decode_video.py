@@ -136,6 +136,35 @@ def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, requ
     assert_matches_reference(long_clips[clip], request_)
 
 
+def keyframe_times(path) -> np.ndarray:
+    import av
+
+    with av.open(str(path)) as container:
+        times = [(float(f.time), f.key_frame) for f in container.decode(video=0)]
+    return np.array([t for t, key in times if key]) - times[0][0]
+
+
+@pytest.mark.parametrize("clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv"])
+@pytest.mark.parametrize("request_", [{"num_frames": 5}, {"fps": 0.7}, {"num_frames": 64}], ids=repr)
+def test_keyframe_mode_takes_the_keyframe_nearest_each_target(long_clips, clip, request_):
+    path = long_clips[clip]
+    video = decode_video(path, seek_mode="keyframe", **request_)
+    keys = keyframe_times(path)
+    meta = video.metadata
+    targets = target_times(meta.duration, meta.fps, np.zeros(0), **request_)
+    nearest = sorted({float(keys[np.argmin(np.abs(keys - t))]) for t in targets})
+    assert video.timestamps == pytest.approx(nearest, abs=1e-6)  # the keyframes' true times
+    times, indices = reference_decode(path)
+    assert painted(video.frames) == [indices[int(np.argmin(np.abs(times - t)))] for t in nearest]
+
+
+def test_keyframe_mode_is_refused_when_misspelled():
+    from decoders import InvalidSamplingError
+
+    with pytest.raises(InvalidSamplingError, match="seek_mode"):
+        decode_video(VP9_224P, seek_mode="fast")
+
+
 # -- pictures: upright, right colours, right size --------------------------------------
 
 

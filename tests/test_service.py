@@ -142,6 +142,18 @@ def test_part_level_sampling_wins_and_replaces_the_other_kind(client):
     assert second["timestamps"] == [0.0, 2.5]  # the request's num_frames
 
 
+def test_keyframe_seek_mode_per_request_and_per_part(client):
+    account, _, _ = ask(
+        client,
+        video_part(data_url("bframes_h264.mp4", "video/mp4")),
+        video_part(data_url("bframes_h264.mp4", "video/mp4"), seek_mode="exact"),
+        extra_body={"media_io_kwargs": {"video": {"num_frames": 4, "seek_mode": "keyframe"}}},
+    )
+    keyframe, exact = account["media"]
+    assert keyframe["timestamps"] == [0.0, 0.5, 1.5]  # keyframes every 0.5 s, nearest each target
+    assert exact["timestamps"] == expected_video("bframes_h264.mp4", num_frames=4)["timestamps"]
+
+
 def test_no_request_can_raise_the_server_frame_limit(allowed_dir):
     with LiveServer(max_frames=4, default_max_frames=3) as live:
         client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0)

@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     default_fps: float = Field(2.0, gt=0, description="frames per second sampled when a request says neither fps nor num_frames")
     default_max_frames: int = Field(32, ge=1, description="frames per video when a request does not say max_frames")
     max_frames: int = Field(256, ge=1, description="most frames per video, whatever a request asks")
+    seek_mode: Literal["exact", "keyframe"] = Field(
+        "exact",
+        description="default for videos: exact (the frame on screen at each time) or keyframe (the nearest keyframe: faster)",
+    )
     max_pixels: int = Field(1920 * 1080, ge=1, description="most pixels per returned frame or image; larger ones are scaled down")
     max_source_pixels: int = Field(
         7680 * 4320, ge=1, description="largest stored frame or image (in pixels) accepted for decoding at all"

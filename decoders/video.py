@@ -41,6 +41,9 @@ from .source import FFMPEG_ERRORS, ReopenableSource, Source
 SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263", "av1"}
 # Seeking flushes the decoder's pipeline; below this many frames, decoding through is cheaper.
 MIN_FRAMES_TO_SEEK = 3
+# Frame threads cost a few tens of microseconds of hand-over per frame: more than decoding
+# a frame this small takes. Such videos decode on one thread.
+SMALL_FRAME_PIXELS = 320 * 240
 
 
 @dataclass(frozen=True)
@@ -369,8 +372,9 @@ class _OpenVideo:
         container = self._opened.__enter__()
         try:
             stream = _select_video_stream(container)
-            stream.codec_context.thread_type = "AUTO"  # frame and slice threads
-            stream.codec_context.thread_count = self._threads
+            ctx = stream.codec_context
+            ctx.thread_type = "AUTO"  # frame and slice threads
+            ctx.thread_count = 1 if ctx.width * ctx.height <= SMALL_FRAME_PIXELS else self._threads
         except BaseException:
             self._opened.__exit__(None, None, None)
             raise

@@ -28,6 +28,10 @@ class Metrics:
             "mmprep_frames_decoded", "Frames (and images) returned by the decoders", ["kind"], registry=r
         )
         self.decodes_in_flight = Gauge("mmprep_decodes_in_flight", "Decodes running in the decode pool", registry=r)
+        self.decode_cache = Counter(
+            "mmprep_decode_cache_lookups", "Decoded-media cache lookups, by result", ["result"], registry=r
+        )
+        self.decode_cache_bytes = Gauge("mmprep_decode_cache_bytes", "Bytes of decoded media in the cache", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

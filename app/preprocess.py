@@ -19,6 +19,7 @@ from decoders.errors import InvalidSamplingError, MediaError, MediaTooLargeError
 from decoders.sampling import check_sampling
 
 from .core.config import Settings
+from .decode_cache import DecodeCache, content_key
 from .decode_pool import DecodePool
 from .errors import MediaPartError, RequestError
 from .media.fetch import MediaFetcher
@@ -57,8 +58,12 @@ class _MediaPart:
 
 
 class Preprocessor:
-    def __init__(self, settings: Settings, fetcher: MediaFetcher, pool: DecodePool, metrics: Metrics):
+    def __init__(
+        self, settings: Settings, fetcher: MediaFetcher, pool: DecodePool, metrics: Metrics,
+        cache: DecodeCache | None = None,
+    ):
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
+        self._cache = cache
 
     async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
         """`request` is the validated ChatCompletionRequest. Raises RequestError or MediaPartError."""
@@ -184,23 +189,36 @@ class Preprocessor:
             metrics.fetch_seconds.labels(fetched.scheme).observe(fetched_at - started)
             metrics.fetched_bytes.labels(fetched.scheme).inc(len(fetched.data))
             timing.fetch += fetched_at - started
+            result = await self._decode_or_reuse(part, fetched.data, cancel)
+        except MediaError as error:
+            raise MediaPartError(error, part.param) from error
+        timing.decode += time.perf_counter() - fetched_at
+        return result
+
+    async def _decode_or_reuse(self, part: _MediaPart, data: bytes, cancel: threading.Event):
+        """Decode in the pool, unless the same bytes were decoded the same way before."""
+
+        async def decode():
+            started = time.perf_counter()
             if part.kind == "video":
                 result = await self._pool.run(
-                    decode_video, fetched.data, **part.options,
+                    decode_video, data, **part.options,
                     max_bytes=self._settings.max_decoded_bytes, cancel=cancel,
                     timeout=self._settings.decode_timeout,
                 )
-                count = len(result.frames)
+                tensor = result.frames
             else:
-                result = await self._pool.run(_decode_image, fetched.data, **part.options)
-                count = 1
-        except MediaError as error:
-            raise MediaPartError(error, part.param) from error
-        decoded = time.perf_counter() - fetched_at
-        metrics.decode_seconds.labels(part.kind).observe(decoded)
-        metrics.frames_decoded.labels(part.kind).inc(count)
-        timing.decode += decoded
-        return result
+                result = await self._pool.run(_decode_image, data, **part.options)
+                tensor = result.pixels
+            tensor.flags.writeable = False  # shared: by parts, by requests through the cache
+            self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
+            self._metrics.frames_decoded.labels(part.kind).inc(len(tensor) if part.kind == "video" else 1)
+            return result
+
+        if self._cache is None:
+            return await decode()
+        key = await content_key(part.kind, data, part.options)
+        return await self._cache.get_or_decode(key, decode, _tensor_bytes)
 
     def _check_total_size(self, media: list[MediaItem]) -> None:
         total, seen = 0, set()
@@ -215,6 +233,10 @@ class Preprocessor:
                     f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames"
                 )
                 raise MediaPartError(error, item.param)
+
+
+def _tensor_bytes(result) -> int:
+    return (result.frames if hasattr(result, "frames") else result.pixels).nbytes
 
 
 def _decode_image(data: bytes, max_pixels: int, max_source_pixels: int, threads: int):

@@ -12,11 +12,14 @@ import uuid
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from decoders.errors import DecodeCancelledError
+
 from .api.errors import describe, error_body, error_response
 from .api.responses import SSE_DONE, CompletionBuilder, sse, usage
 from .api.schemas import ChatCompletionRequest
 from .core.config import Settings
 from .core.logging import request_id_var
+from .decode_cache import DecodeCache
 from .decode_pool import DecodePool
 from .errors import RequestError
 from .media.fetch import FetchLimits, MediaFetcher
@@ -41,6 +44,14 @@ class Service:
         self.engine = engine or build_engine(settings)
         self.pool = DecodePool(settings.decode_workers)
         self.metrics.decodes_in_flight.set_function(lambda: self.pool.active)
+        self.cache = None
+        if settings.decode_cache_bytes:
+            self.cache = DecodeCache(
+                settings.decode_cache_bytes,
+                on_lookup=lambda hit: self.metrics.decode_cache.labels("hit" if hit else "miss").inc(),
+                retry_on=(asyncio.CancelledError, DecodeCancelledError),
+            )
+            self.metrics.decode_cache_bytes.set_function(lambda: self.cache.bytes)
         self.started = int(time.time())
         self.fetcher: MediaFetcher | None = None
         self.preprocessor: Preprocessor | None = None
@@ -57,7 +68,7 @@ class Service:
         )
         policy = NetworkPolicy(s.allow_private_networks, tuple(s.allowed_media_domains))
         self.fetcher = MediaFetcher(limits, policy)
-        self.preprocessor = Preprocessor(s, self.fetcher, self.pool, self.metrics)
+        self.preprocessor = Preprocessor(s, self.fetcher, self.pool, self.metrics, self.cache)
         await self.engine.start()
 
     async def stop(self) -> None:

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
         default_factory=lambda: os.cpu_count() or 1, ge=1, description="media decoded at once (default: one per core)"
     )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+    decode_cache_bytes: int = Field(
+        1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
+    )
 
     # -- echo engine ----------------------------------------------------------------
     echo_chars_per_token: int = Field(8, ge=1, description="characters per streamed piece (one token) of the echo answer")

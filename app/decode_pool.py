@@ -14,9 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 class DecodePool:
-    def __init__(self, workers: int, cores: int | None = None):
+    """`fixed_threads`: give every decode that many FFmpeg threads instead of a share."""
+
+    def __init__(self, workers: int, cores: int | None = None, fixed_threads: int = 0):
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mmprep-decode")
         self._cores = cores or os.cpu_count() or 1
+        self._fixed = fixed_threads
         self._active = 0
         self._lock = threading.Lock()
 
@@ -33,7 +36,7 @@ class DecodePool:
     def _run_with_budget(self, work, args, kwargs):
         with self._lock:
             self._active += 1
-            threads = max(1, self._cores // self._active)
+            threads = self._fixed or max(1, self._cores // self._active)
         try:
             return work(*args, threads=threads, **kwargs)
         finally:

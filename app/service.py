@@ -42,7 +42,7 @@ class Service:
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
-        self.pool = DecodePool(settings.decode_workers)
+        self.pool = DecodePool(settings.decode_workers, fixed_threads=settings.decode_threads)
         self.metrics.decodes_in_flight.set_function(lambda: self.pool.active)
         self.cache = None
         if settings.decode_cache_bytes:

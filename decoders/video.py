@@ -18,7 +18,9 @@ import itertools
 import math
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Self
 
 import av
 import numpy as np
@@ -96,18 +98,18 @@ def decode_video(
     """
     check_sampling(fps, num_frames, max_frames, max_pixels, seek_mode)
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = _VideoReader(ReopenableSource(source), threads, deadline, cancel)
-    survey = reader.survey(max_source_pixels)
-    times = survey.frame_times()
-    targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
-    keyframes_only = seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
-    if keyframes_only:
-        key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
-        wanted = key_positions[pick_nearest(times[key_positions], targets)]
-    else:
-        wanted = pick_frames(times, targets)
-    _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
-    frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels, keyframes_only)
+    with _VideoReader(ReopenableSource(source), threads, deadline, cancel) as reader:
+        survey = reader.survey(max_source_pixels)
+        times = survey.frame_times()
+        targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
+        keyframes_only = seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
+        if keyframes_only:
+            key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
+            wanted = key_positions[pick_nearest(times[key_positions], targets)]
+        else:
+            wanted = pick_frames(times, targets)
+        _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
+        frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels, keyframes_only)
     metadata = survey.metadata(rotation)
     indices = np.rint(timestamps * metadata.fps).astype(np.int64)
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, metadata)
@@ -118,9 +120,9 @@ def probe_video(
 ) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = _VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None)
-    survey = reader.survey(max_source_pixels)
-    return survey.metadata(reader.first_frame_rotation())
+    with _VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None) as reader:
+        survey = reader.survey(max_source_pixels)
+        return survey.metadata(reader.first_frame_rotation(survey))
 
 
 @dataclass(frozen=True)
@@ -190,16 +192,32 @@ def _check_source_size(stream, max_source_pixels: int | None) -> None:
 
 
 class _VideoReader:
+    """Reads one video. The container opened to survey it is kept and rewound for the
+    decode pass (opening costs FFmpeg a probe that decodes a few frames); a fresh one is
+    opened only if rewinding fails."""
+
     def __init__(self, source: ReopenableSource, threads: int, deadline: float | None, cancel):
         self._source = source
         self._threads = threads
         self._deadline = deadline
         self._cancel = cancel
+        self._kept: _OpenVideo | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._kept is not None:
+            self._kept.__exit__(None, None, None)
+            self._kept = None
 
     # -- pass 1 (and 2): what is in the file ------------------------------------------
 
     def survey(self, max_source_pixels: int | None = None) -> _Survey:
-        with self._open() as (container, stream):
+        opened = self._open()
+        container, stream = opened.__enter__()
+        self._kept = opened
+        with opened.mapping_errors():
             _check_source_size(stream, max_source_pixels)
             index = read_index(container, stream, self._check_deadline)
             duration, source = resolve_duration(stream, container, index)
@@ -228,12 +246,37 @@ class _VideoReader:
                 times.append(clock(frame))
         return np.asarray(times, dtype=np.float64)
 
-    def first_frame_rotation(self) -> int:
+    def first_frame_rotation(self, survey: _Survey) -> int:
         """PyAV shows the display matrix only on decoded frames, so decode one."""
-        with self._open() as (container, stream):
-            for frame in self._decode_all(container, stream):
+        with self.rewound(survey) as (_, stream, packets):
+            ctx = stream.codec_context
+            for packet in packets:
+                self._check_deadline()
+                for frame in _decode(ctx, packet) if packet.size else ():
+                    return round(frame.rotation) % 360
+            for frame in _decode(ctx, None):
                 return round(frame.rotation) % 360
         return 0
+
+    @contextmanager
+    def rewound(self, survey: _Survey):
+        """(container, stream, packets from the first keyframe): the surveyed container
+        rewound if it can be, else a fresh one."""
+        index = survey.index
+        kept, self._kept = self._kept, None  # one user; closed when it is done
+        if kept is not None:
+            try:
+                if index.complete and len(index.keyframes):
+                    container, stream = kept.opened
+                    with kept.mapping_errors():
+                        packets = _rewind(container, stream, index)
+                        if packets is not None:
+                            yield container, stream, packets
+                            return
+            finally:
+                kept.__exit__(None, None, None)
+        with self._open() as (container, stream):
+            yield container, stream, container.demux(stream)
 
     # -- pass 3: the frames -------------------------------------------------------
 
@@ -280,6 +323,7 @@ class _DecodePass:
     def __init__(self, reader: _VideoReader, survey: _Survey, wanted, max_pixels, allow_seek, keyframes_only):
         index = survey.index
         self._reader, self._survey = reader, survey
+        self._linear = not allow_seek
         self._stack = FrameStack(len(wanted))
         self._convert = FrameConverter(max_pixels, reader._threads)
         self._picker = _FramePicker(
@@ -296,14 +340,14 @@ class _DecodePass:
 
     def run(self):
         picker = self._picker
-        with self._reader._open() as (container, stream):
+        with self._reader.rewound(self._survey) as (container, stream, packets):
             self._container, self._stream, self._ctx = container, stream, stream.codec_context
             self._clock = _Clock(
                 int(self._survey.index.pts[0]) if self._survey.index.has_times else None,
                 stream.time_base,
                 self._survey.fps,
             )
-            self._packets = container.demux(stream)
+            self._packets = packets
             while not picker.done:
                 self._reader._check_deadline()
                 if self._seeker is not None:
@@ -378,13 +422,22 @@ class _OpenVideo:
         except BaseException:
             self._opened.__exit__(None, None, None)
             raise
-        return container, stream
+        self.opened = container, stream
+        return self.opened
 
     def __exit__(self, kind, error, traceback):
         self._opened.__exit__(None, None, None)
         if isinstance(error, FFMPEG_ERRORS):
             raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
         return False
+
+    @contextmanager
+    def mapping_errors(self):
+        """FFmpeg's exceptions as CorruptMediaError, for work done outside `with`."""
+        try:
+            yield
+        except FFMPEG_ERRORS as error:
+            raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
 
 
 def _select_video_stream(container):
@@ -419,6 +472,14 @@ def _decode(ctx, packet):
         return ctx.decode(packet)
     except av.InvalidDataError:
         return ()
+
+
+def _rewind(container, stream, index: FrameIndex):
+    """Packets from the first keyframe again, or None if the container cannot seek there."""
+    try:
+        return _seek(container, stream, int(index.keyframes[0]), int(index.keyframe_dts[0]))
+    except _SeekMissed:
+        return None
 
 
 def _seek(container, stream, key_pts: int, fallback_ts: int):

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     decode_workers: int = Field(
         default_factory=lambda: os.cpu_count() or 1, ge=1, description="media decoded at once (default: one per core)"
     )
+    decode_threads: int = Field(
+        0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
+    )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"

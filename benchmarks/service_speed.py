@@ -1,0 +1,197 @@
+"""What the HTTP path costs, and throughput under load, each against its baseline from
+the same run.
+
+    python benchmarks/service_speed.py            # the figures quoted in the README
+    python benchmarks/service_speed.py --quick
+
+1. Latency at concurrency 1: a request for 8 frames of a small clip (2 s of camera-like
+   480p H.264, sent as a data URL), against decode_video() on the same bytes in process.
+   With the decode cache off (every request decodes) and on (a multi-turn chat's resend).
+2. Throughput at concurrency 16: the service (cache off) against 16 decodes at once in
+   process through the same DecodePool (same workers, same thread budget).
+3. Throughput at concurrency 1, 4, 16 and 64 with the thread budget, against every decode
+   getting a fixed thread count (all the cores) and a worker per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+
+from footage import camera_clip
+
+from app.decode_pool import DecodePool
+from decoders import decode_video
+
+SAMPLING = {"num_frames": 8}
+CORES = os.cpu_count() or 1
+
+
+def request_body(data: bytes) -> bytes:
+    url = "data:video/mp4;base64," + base64.b64encode(data).decode()
+    part = {"type": "video_url", "video_url": {"url": url, **SAMPLING}}
+    return json.dumps({"model": "mmprep-echo", "messages": [{"role": "user", "content": [part]}]}).encode()
+
+
+class Server:
+    """`mmprep serve` in a subprocess, with extra flags."""
+
+    def __init__(self, *flags: str):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port), "--log-level", "warning",
+             "--max-concurrent-requests", "256", *flags],
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError("mmprep did not start")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+async def http_run(url: str, body: bytes, requests: int, concurrency: int) -> tuple[list[float], float]:
+    """(per-request seconds, requests per second) for `requests` posts, `concurrency` at a time."""
+    gate, latencies = asyncio.Semaphore(concurrency), []
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+        async def one():
+            async with gate:
+                started = time.perf_counter()
+                response = await client.post(
+                    "/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+                )
+                response.raise_for_status()
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(requests)))
+        return latencies, requests / (time.perf_counter() - started)
+
+
+async def in_process_run(data: bytes, requests: int, concurrency: int) -> tuple[list[float], float]:
+    """The same decodes through the service's DecodePool, without HTTP."""
+    pool, gate, latencies = DecodePool(CORES), asyncio.Semaphore(concurrency), []
+
+    async def one():
+        async with gate:
+            started = time.perf_counter()
+            await pool.run(decode_video, data, **SAMPLING, max_pixels=1920 * 1080)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(requests)))
+    pool.shutdown()
+    return latencies, requests / (time.perf_counter() - started)
+
+
+def p50_ms(latencies: list[float]) -> float:
+    return round(statistics.median(latencies) * 1000, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    scale = 0.25 if args.quick else 1.0
+
+    def n(count: int) -> int:
+        return max(8, int(count * scale))
+
+    data = camera_clip("h264_480p_2s.mp4", 854, 480, 2).read_bytes()
+    body = request_body(data)
+    results: dict = {"clip": f"854x480, 2 s, {len(data) / 1024:.0f} KiB, {SAMPLING}", "cores": CORES}
+
+    # 1. latency at concurrency 1
+    asyncio.run(in_process_run(data, 5, 1))  # warm-up
+    inproc, _ = asyncio.run(in_process_run(data, n(60), 1))
+    with Server("--decode-cache-bytes", "0") as server:
+        asyncio.run(http_run(server.url, body, 5, 1))
+        uncached, _ = asyncio.run(http_run(server.url, body, n(60), 1))
+    with Server() as server:
+        asyncio.run(http_run(server.url, body, 5, 1))
+        cached, _ = asyncio.run(http_run(server.url, body, n(60), 1))
+    results["latency_ms"] = {
+        "in_process_decode_p50": p50_ms(inproc),
+        "service_cache_off_p50": p50_ms(uncached),
+        "service_cache_hit_p50": p50_ms(cached),
+        "http_path_overhead_p50": round(p50_ms(uncached) - p50_ms(inproc), 2),
+    }
+    print(json.dumps(results["latency_ms"]), flush=True)
+
+    # 2. throughput at concurrency 16, same pool and thread budget
+    _, inproc_rps = asyncio.run(in_process_run(data, n(160), 16))
+    with Server("--decode-cache-bytes", "0") as server:
+        asyncio.run(http_run(server.url, body, 16, 16))
+        _, service_rps = asyncio.run(http_run(server.url, body, n(160), 16))
+    results["throughput_c16"] = {
+        "in_process_per_s": round(inproc_rps, 1),
+        "service_per_s": round(service_rps, 1),
+        "service_over_in_process": round(service_rps / inproc_rps, 3),
+    }
+    print(json.dumps(results["throughput_c16"]), flush=True)
+
+    # 3. the thread budget against fixed threads and a worker per request
+    sweep = {}
+    for concurrency in (1, 4, 16, 64):
+        count = n(max(40, concurrency * 4))
+        row = {}
+        for label, flags in (
+            ("budget", ["--decode-cache-bytes", "0"]),
+            ("fixed", ["--decode-cache-bytes", "0", "--decode-workers", str(concurrency),
+                       "--decode-threads", str(CORES)]),
+        ):
+            with Server(*flags) as server:
+                asyncio.run(http_run(server.url, body, min(count, 16), concurrency))
+                _, rps = asyncio.run(http_run(server.url, body, count, concurrency))
+            row[label] = round(rps, 1)
+        row["budget_over_fixed"] = round(row["budget"] / row["fixed"], 2)
+        sweep[concurrency] = row
+        print(concurrency, json.dumps(row), flush=True)
+    results["sweep"] = sweep
+
+    print()
+    lat = results["latency_ms"]
+    print(f"latency p50: in-process decode {lat['in_process_decode_p50']} ms, service {lat['service_cache_off_p50']} ms "
+          f"(HTTP path +{lat['http_path_overhead_p50']} ms), cache hit {lat['service_cache_hit_p50']} ms")
+    t = results["throughput_c16"]
+    print(f"concurrency 16: service {t['service_per_s']}/s vs in-process {t['in_process_per_s']}/s "
+          f"= {t['service_over_in_process']:.0%}")
+    print("| concurrency | thread budget (req/s) | fixed threads, worker per request (req/s) | ratio |")
+    print("|---|---|---|---|")
+    for concurrency, row in sweep.items():
+        print(f"| {concurrency} | {row['budget']} | {row['fixed']} | {row['budget_over_fixed']}x |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -38,6 +38,9 @@ class Serve(Settings):
         )
 
 
+WORKER_KEEP_ALIVE_SECONDS = 75
+
+
 class Worker(WorkerSettings):
     """Start a worker: one engine (the echo engine, or yours by --engine-class) behind HTTP."""
 
@@ -60,6 +63,9 @@ class Worker(WorkerSettings):
             port=self.port,
             log_config=log_config,
             timeout_graceful_shutdown=30,
+            # Longer than the frontend keeps an idle connection (5 s, workers/remote.py), so it
+            # closes idle connections first and never sends a request into one being closed.
+            timeout_keep_alive=WORKER_KEEP_ALIVE_SECONDS,
         )
 
 

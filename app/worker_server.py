@@ -21,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 
 from .api.errors import error_response
+from .core.logging import request_id_var
 from .disconnect import ClientGone, close_shielded, until_disconnect
 from .workers.base import Engine, EngineHTTPError, EngineOutput, first_output
 from .workers.wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
@@ -43,10 +44,13 @@ class WorkerServer:
         self.in_flight = Gauge("mmprep_worker_requests_in_flight", "Generate requests being worked on", registry=self.registry)
 
     async def generate(self, http: Request) -> Response:
+        if not self.engine.ready():  # a 503 sends the frontend to another worker
+            return self._answered(error_response(503, "the engine is not ready", "not_ready"))
         self.in_flight.inc()
         streaming = False
         try:
             request = decode_request(await read_body(http, self.max_request_bytes))
+            request_id_var.set(request.request_id)  # the frontend's id, on the worker's log lines too
             outputs = self.engine.generate(request)
             first = await until_disconnect(http, first_output(outputs))
             streaming = True  # from here the stream counts itself out

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 from app.workers import EchoEngine, EngineHTTPError, EngineOutput
 
 
 class SlowEngine:
-    """A word every 50 ms for ten seconds. Notes "started", then "finished" or "stopped
-    early", in the file $SLOW_ENGINE_LOG, so a test in another process sees it stop."""
+    """A word every 50 ms for ten seconds. Sets `stopped_early` when stopped before the
+    end, and notes "started", then "finished" or "stopped early" in the file
+    $SLOW_ENGINE_LOG if there is one, so a test in another process sees it stop too."""
+
+    def __init__(self):
+        self.stopped_early = threading.Event()
 
     async def start(self):
         pass
@@ -30,6 +35,7 @@ class SlowEngine:
                 yield EngineOutput(text="word ")
                 await asyncio.sleep(0.05)
         except BaseException:
+            self.stopped_early.set()
             _note(f"stopped early {request.request_id}")
             raise
         _note(f"finished {request.request_id}")
@@ -53,6 +59,14 @@ class FrameBudgetEngine(EchoEngine):
             yield output
 
 
+class NeverReadyEngine(EchoEngine):
+    """An engine still loading its model: ready() says no."""
+
+    def ready(self):
+        return False
+
+
 def _note(line: str) -> None:
-    with open(os.environ["SLOW_ENGINE_LOG"], "a") as log:
-        log.write(line + "\n")
+    if "SLOW_ENGINE_LOG" in os.environ:
+        with open(os.environ["SLOW_ENGINE_LOG"], "a") as log:
+            log.write(line + "\n")

@@ -14,10 +14,12 @@ import httpx
 import openai
 import pytest
 from conftest import MEDIA
+from engines import NeverReadyEngine
 from PIL import Image
-from servers import LiveServer, WorkerProcess, free_port
+from servers import LiveServer, ThreadServer, WorkerProcess, free_port
 
 from app.core.config import Settings
+from app.worker_server import create_worker_app
 
 MODEL = "mmprep-echo"
 WEBM = "224p_6_vp9.webm"
@@ -207,6 +209,18 @@ def test_a_worker_that_dies_mid_answer_ends_the_stream_with_an_error_event(worke
     error = json.loads(events[-2].removeprefix("data: "))["error"]
     assert error["code"] == "worker_failed" and "incomplete" in error["message"]
     slow.start().wait_ready()  # for the tests after this one
+
+
+def test_a_worker_whose_engine_is_not_ready_gets_no_requests(workers):
+    a = workers["a"]
+    with ThreadServer(create_worker_app(NeverReadyEngine())) as loading:
+        assert httpx.get(f"{loading.url}/health").status_code == 503
+        assert_error(httpx.post(f"{loading.url}/generate", content=b"", timeout=10), 503, "not_ready")
+        before = a.served()
+        with frontend(loading, a) as front:
+            for i in range(3):
+                assert ask(front, "hi", stream=i == 1)[1] == "stop"
+    assert a.served() - before == 3
 
 
 def test_no_reachable_worker_is_a_503(workers):

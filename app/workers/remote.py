@@ -64,7 +64,10 @@ class RemoteWorkersEngine:
 
     async def start(self) -> None:
         # Workers are the operator's own machines: no proxy from the environment applies.
-        self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False)
+        # Connections are not capped (the service caps requests in flight); an idle one is
+        # closed after 5 s, before the worker would close it (see cli.WORKER_KEEP_ALIVE_SECONDS).
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=32, keepalive_expiry=5.0)
+        self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits, trust_env=False)
         await self._probe_all()
         self._prober = asyncio.create_task(self._probe_forever())
 
@@ -83,12 +86,15 @@ class RemoteWorkersEngine:
         tried: set[Worker] = set()
         while (worker := self._pick(tried)) is not None:
             tried.add(worker)
+            outputs = self._ask(worker, body)
             try:
-                async for output in self._ask(worker, body):
+                async for output in outputs:
                     yield output
                 return
             except WorkerUnreachable as reason:  # raised before any output only: try the next worker
                 worker.mark(False, str(reason))
+            finally:
+                await outputs.aclose()  # closed with us (a client that left): the worker's request closes now
         raise EngineHTTPError("no inference worker is reachable right now; retry shortly", 503, "no_worker_available")
 
     def _pick(self, tried: set[Worker]) -> Worker | None:
@@ -138,7 +144,10 @@ class RemoteWorkersEngine:
     async def _probe_forever(self) -> None:
         while True:
             await asyncio.sleep(self._probe_interval)
-            await self._probe_all()
+            try:
+                await self._probe_all()
+            except Exception:  # keep probing: a dead prober would never bring a worker back
+                log.exception("health probe round failed")
 
     async def _probe_all(self) -> None:
         await asyncio.gather(*(self._probe(worker) for worker in self.workers))

@@ -2,6 +2,8 @@
 
     mmprep serve [--port 8000] [--engine echo] [...]   the OpenAI-compatible service
     mmprep serve --help                                every setting, with its MMPREP_* variable
+    mmprep worker [--port 8100] [--engine-class package.module:ClassName]
+                                                       an engine behind HTTP, for --engine workers
 
 Settings come from flags, then MMPREP_* environment variables, then defaults. A wrong
 one stops the command with a message naming it.
@@ -14,7 +16,7 @@ import sys
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
 
-from .core.config import ENV_PREFIX, Settings, unknown_environment_settings
+from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
 
 
 class Serve(Settings):
@@ -36,27 +38,62 @@ class Serve(Settings):
         )
 
 
+WORKER_KEEP_ALIVE_SECONDS = 75
+
+
+class Worker(WorkerSettings):
+    """Start a worker: one engine (the echo engine, or yours by --engine-class) behind HTTP."""
+
+    def cli_cmd(self) -> None:
+        import uvicorn
+
+        from .core.logging import configure_logging
+        from .worker_server import create_worker_app
+        from .workers.loading import make_engine
+
+        log_config = configure_logging(self.log_level)
+        try:
+            engine = make_engine(self.engine_class)
+        except Exception as error:
+            print(f"mmprep worker: cannot make the engine {self.engine_class}: {error}", file=sys.stderr)
+            raise SystemExit(2) from error
+        uvicorn.run(
+            create_worker_app(engine, self.max_request_bytes),
+            host=self.host,
+            port=self.port,
+            log_config=log_config,
+            timeout_graceful_shutdown=30,
+            # Longer than the frontend keeps an idle connection (5 s, workers/remote.py), so it
+            # closes idle connections first and never sends a request into one being closed.
+            timeout_keep_alive=WORKER_KEEP_ALIVE_SECONDS,
+        )
+
+
 class Mmprep(BaseSettings):
     model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True)
 
     serve: CliSubCommand[Serve]
+    worker: CliSubCommand[Worker]
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
 
 
-def _settings_summary() -> str:
-    """Every `mmprep serve` setting, one line each, for `mmprep --help`."""
+def _settings_summary(settings: type[BaseSettings], prefix: str) -> str:
+    """Every setting of a command, one line each, for `mmprep --help`."""
     lines = []
-    for name, field in Settings.model_fields.items():
+    for name, field in settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        lines.append(f"  {flag:<27} {field.description}  [{ENV_PREFIX}{name.upper()}]")
+        lines.append(f"  {flag:<27} {field.description}  [{prefix}{name.upper()}]")
     return "\n".join(lines)
 
 
 Mmprep.__doc__ = (
     "mmprep: fetch, decode and sample video and images for vision-language models.\n\n"
-    "mmprep serve settings (flags; or the environment variables in brackets):\n" + _settings_summary()
+    "mmprep serve settings (flags; or the environment variables in brackets):\n"
+    + _settings_summary(Settings, ENV_PREFIX)
+    + "\n\nmmprep worker settings:\n"
+    + _settings_summary(WorkerSettings, WORKER_ENV_PREFIX)
 )
 
 
@@ -70,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as error:
         print("mmprep: invalid settings:", file=sys.stderr)
         for problem in error.errors():
-            where = ".".join(str(part) for part in problem["loc"] if part != "serve") or "settings"
+            where = ".".join(str(part) for part in problem["loc"] if part not in ("serve", "worker")) or "settings"
             print(f"  {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     except SystemExit as exit_:

@@ -42,6 +42,9 @@ class PreparedRequest:
     messages: list[dict[str, Any]]
     media: list[MediaItem]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # Whether the client asked for a stream. Engines may ignore it (the service streams or
+    # not either way); one that forwards the request, like the OpenAI upstream, mirrors it.
+    stream: bool = False
 
     def text(self) -> str:
         """All text parts in order, media shown as <image_i> / <video_i>."""

@@ -86,6 +86,7 @@ class Preprocessor:
                 seed=request.seed,
                 stop=tuple([request.stop] if isinstance(request.stop, str) else request.stop or ()),
             ),
+            stream=request.stream,
         )
         return prepared, timing
 

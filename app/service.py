@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -21,20 +22,17 @@ from .core.config import Settings
 from .core.logging import request_id_var
 from .decode_cache import DecodeCache
 from .decode_pool import DecodePool
+from .disconnect import ClientGone, close_shielded, until_disconnect
 from .errors import RequestError
 from .media.fetch import FetchLimits, MediaFetcher
 from .media.network import NetworkPolicy
 from .metrics import Metrics
 from .prepared import PreparedRequest
 from .preprocess import Preprocessor
-from .workers import Engine, build_engine
+from .workers import Engine, EngineOutput, build_engine
+from .workers.base import first_output
 
 log = logging.getLogger("mmprep.service")
-DISCONNECT_POLL_SECONDS = 0.1
-
-
-class ClientGone(Exception):
-    """The client closed the connection; whatever was being done for it stops."""
 
 
 class Service:
@@ -95,16 +93,20 @@ class Service:
         try:
             self._check_request(body)
             cancel = threading.Event()
-            prepared, timing = await _until_disconnect(http, self.preprocessor.prepare(body, request_id, cancel), cancel)
+            prepared, timing = await until_disconnect(http, self.preprocessor.prepare(body, request_id, cancel), cancel)
             headers = {"Server-Timing": timing.header(), "X-Request-Id": request_id}
             log.info("prepared", extra={"media": len(prepared.media), "server_timing": headers["Server-Timing"]})
             builder = CompletionBuilder(request_id, body.model, bool(body.stream_options and body.stream_options.include_usage))
             if body.stream:
+                # The engine's first output comes before the 200: an engine (a worker, an
+                # upstream) that fails at once is an HTTP error response, not a broken stream.
+                outputs = self.engine.generate(prepared)
+                first = await until_disconnect(http, first_output(outputs), cancel)
                 streaming = True  # from here the stream owns the admission slot
                 return StreamingResponse(
-                    self._stream(prepared, builder), media_type="text/event-stream", headers=headers
+                    self._stream(prepared, first, outputs, builder), media_type="text/event-stream", headers=headers
                 )
-            answer = await _until_disconnect(http, self._complete(prepared, builder), cancel)
+            answer = await until_disconnect(http, self._complete(prepared, builder), cancel)
             self.metrics.requests.labels("200").inc()
             return JSONResponse(answer, headers=headers)
         except ClientGone:
@@ -138,18 +140,22 @@ class Service:
             "".join(text), last.finish_reason or "stop", usage(last.prompt_tokens or 0, last.completion_tokens or 0)
         )
 
-    async def _stream(self, prepared: PreparedRequest, builder: CompletionBuilder):
+    async def _stream(
+        self, prepared: PreparedRequest, first: EngineOutput, outputs: AsyncIterator[EngineOutput],
+        builder: CompletionBuilder,
+    ):
         """SSE events: a role chunk, content chunks, a finish chunk, maybe usage, [DONE].
         A failure after the first event ends the stream with an error event, not silence."""
         request_id_var.set(prepared.request_id)
         status = "200"
         try:
             yield sse(builder.chunk({"role": "assistant", "content": ""}))
-            last = None
-            async for output in self.engine.generate(prepared):
+            output = last = first
+            while output is not None:
                 if output.text:
                     yield sse(builder.chunk({"content": output.text}))
                 last = output
+                output = await anext(outputs, None)
             yield sse(builder.chunk({}, last.finish_reason or "stop"))
             if builder.include_usage:
                 yield sse(builder.usage_chunk(usage(last.prompt_tokens or 0, last.completion_tokens or 0)))
@@ -164,6 +170,7 @@ class Service:
             self.metrics.errors.labels(code).inc()
             yield sse(error_body(message, code, param, "server_error"))
         finally:
+            await close_shielded(outputs)
             self.metrics.requests.labels(status).inc()
             self._release()
         yield SSE_DONE
@@ -182,18 +189,3 @@ class Service:
         self._in_flight -= 1
         self.metrics.in_flight.set(self._in_flight)
 
-
-async def _until_disconnect(http: Request, work, cancel: threading.Event):
-    """Await `work`, but stop it (and the decodes it started) if the client disconnects."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
-            if done:
-                return task.result()
-            if await http.is_disconnected():
-                raise ClientGone()
-    except BaseException:
-        cancel.set()
-        task.cancel()
-        raise

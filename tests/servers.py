@@ -1,8 +1,16 @@
-"""Real servers on loopback for the service tests: mmprep itself (uvicorn in a thread)
-and a media server (the standard library's HTTP server) with a few misbehaviours."""
+"""Real servers on loopback for the service tests: mmprep itself (uvicorn in a thread),
+`mmprep worker` processes, and a media server (the standard library's HTTP server) with a
+few misbehaviours."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -10,26 +18,28 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
+import httpx
 import uvicorn
 
 from app.api.app import create_app
 from app.core.config import Settings
 from app.service import Service
 
+TESTS = Path(__file__).parent
 
-class LiveServer:
-    """mmprep served by uvicorn on 127.0.0.1, on a free port, in a background thread.
 
-    Media URLs may reach loopback (the tests' own media servers live there) unless a
-    test says allow_private_networks=False, as the SSRF tests do.
-    """
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, settings: Settings | None = None, engine=None, **overrides):
-        overrides.setdefault("allow_private_networks", True)
-        settings = settings or Settings(**overrides)
-        self.app = create_app(service=Service(settings, engine))
-        self.service = self.app.state.service
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+
+class ThreadServer:
+    """An ASGI app served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
+
+    def __init__(self, app):
+        self.app = app
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -38,7 +48,7 @@ class LiveServer:
         deadline = time.monotonic() + 20
         while not self.server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("mmprep did not start")
+                raise RuntimeError("the server did not start")
             time.sleep(0.01)
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
@@ -47,6 +57,77 @@ class LiveServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=20)
+
+
+class LiveServer(ThreadServer):
+    """mmprep itself, served in a background thread.
+
+    Media URLs may reach loopback (the tests' own media servers live there) unless a
+    test says allow_private_networks=False, as the SSRF tests do.
+    """
+
+    def __init__(self, settings: Settings | None = None, engine=None, **overrides):
+        overrides.setdefault("allow_private_networks", True)
+        settings = settings or Settings(**overrides)
+        super().__init__(create_app(service=Service(settings, engine)))
+        self.service = self.app.state.service
+
+
+class WorkerProcess:
+    """`mmprep worker` as an operator runs it: a real process on a loopback port, which a
+    test can kill (SIGKILL, as a crash) and start again on the same port. Engines in
+    tests/ are importable by it (`--engine-class engines:SlowEngine`)."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args, self.env = args, env or {}
+        self.process: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; close() closes it
+
+    def start(self) -> Self:
+        """Start the process; `wait_ready` waits for its /health."""
+        env = {**os.environ, "PYTHONPATH": str(TESTS), "MMPREP_WORKER_LOG_LEVEL": "warning", **self.env}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "worker", "--port", str(self.port), *self.args],
+            env=env, stdout=subprocess.DEVNULL, stderr=self._log,
+        )
+        return self
+
+    def wait_ready(self, timeout: float = 30) -> Self:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self._log.seek(0)
+                raise RuntimeError(f"mmprep worker did not start:\n{self._log.read().decode()}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def served(self, status: str = "200") -> int:
+        """Requests this process answered with `status`, from its /metrics."""
+        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
+        return int(float(found.group(1))) if found else 0
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+        self._log.close()
+
+    def __enter__(self) -> Self:
+        return self.start().wait_ready()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class MediaServer:

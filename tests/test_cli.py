@@ -29,7 +29,16 @@ def run(*args, env=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_lists_the_settings(args):
     out = run(*args).stdout
-    for flag in ("--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level"):
+    for flag in (
+        "--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level",
+        "--worker-url", "--upstream-url", "--upstream-model",
+    ):
+        assert flag in out
+
+
+def test_worker_help_lists_its_settings():
+    out = run("worker", "--help").stdout
+    for flag in ("--host", "--port", "--engine-class", "--max-request-bytes", "--log-level"):
         assert flag in out
 
 
@@ -44,10 +53,33 @@ def test_help_lists_the_settings(args):
         (["--no-such-flag", "1"], {}, "unrecognized arguments"),
         ([], {"MMPREP_MAX_FRAMS": "4"}, "MMPREP_MAX_FRAMS"),
         ([], {"MMPREP_PORT": "eighty"}, "port"),
+        (["--engine", "workers"], {}, "engine 'workers' needs at least one worker_url"),
+        (["--engine", "workers", "--worker-url", "ftp://w:1"], {}, "worker_url: 'ftp://w:1' is not an http:// or https:// URL"),
+        (["--engine", "workers", "--worker-url", "http://w:port"], {}, "worker_url: 'http://w:port' is not a valid URL"),
+        (["--engine", "openai", "--upstream-model", "m"], {}, "engine 'openai' needs upstream_url (--upstream-url)"),
+        (["--engine", "openai", "--upstream-url", "http://v/v1"], {}, "needs upstream_model (--upstream-model)"),
+        (["--upstream-url", "vllm:8000"], {}, "upstream_url: 'vllm:8000' is not an http:// or https:// URL"),
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
     result = run("serve", *args, env=env)
+    assert result.returncode == 2
+    assert says in result.stderr
+
+
+@pytest.mark.parametrize(
+    "engine_class, says",
+    [
+        ("no_colon", "'no_colon' is not of the form package.module:ClassName"),
+        ("no_such_module:Engine", "cannot import 'no_such_module'"),
+        ("app.workers.echo:Nothing", "module 'app.workers.echo' has no 'Nothing'"),
+        ("app.workers.echo:json", "'app.workers.echo:json' is not a class"),
+        ("app.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
+        ("app.prepared:MediaItem", "cannot make the engine app.prepared:MediaItem: MediaItem.__init__() missing"),
+    ],
+)
+def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):
+    result = run("worker", "--engine-class", engine_class)
     assert result.returncode == 2
     assert says in result.stderr
 

@@ -237,10 +237,14 @@ def test_raw_sse_ends_with_done(server):
     assert lines[-1] == "data: [DONE]"
 
 
-def test_server_timing_splits_fetch_and_decode(server, media_server):
+def test_server_timing_splits_fetch_and_decode(media_server):
     body = {"model": MODEL, "messages": [{"role": "user", "content": [video_part(f"{media_server.url}/{MP4}")]}]}
-    for stream in (False, True):
-        response = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "stream": stream}, timeout=30)
+    with LiveServer(decode_cache_bytes=0) as live:  # every request decodes
+        responses = [
+            httpx.post(f"{live.url}/v1/chat/completions", json={**body, "stream": stream}, timeout=30)
+            for stream in (False, True)
+        ]
+    for response in responses:
         timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
         assert set(timing) == {"fetch", "decode", "preprocess"}
         assert float(timing["decode"]) > 0 and float(timing["fetch"]) > 0

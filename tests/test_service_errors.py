@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import socket
 import threading
@@ -12,9 +11,8 @@ import httpx
 import openai
 import pytest
 from conftest import MEDIA
+from engines import SlowEngine
 from servers import LiveServer
-
-from app.workers import EngineOutput
 
 MODEL = "mmprep-echo"
 
@@ -272,32 +270,6 @@ def test_a_client_that_disconnects_stops_its_work(media_server):
         metrics = httpx.get(f"{live.url}/metrics").text
     assert "mmprep_requests_in_flight 0.0" in metrics
     assert 'mmprep_requests_total{status="499"} 1.0' in metrics
-
-
-class SlowEngine:
-    """A test engine: a word every 50 ms for ten seconds; notes when it is stopped early."""
-
-    def __init__(self):
-        self.stopped_early = threading.Event()
-
-    async def start(self):
-        pass
-
-    async def stop(self):
-        pass
-
-    def ready(self):
-        return True
-
-    async def generate(self, request):
-        try:
-            for _ in range(200):
-                yield EngineOutput(text="word ")
-                await asyncio.sleep(0.05)
-        except BaseException:
-            self.stopped_early.set()
-            raise
-        yield EngineOutput(finish_reason="stop", prompt_tokens=1, completion_tokens=200)
 
 
 def test_a_client_that_disconnects_mid_stream_stops_generation():

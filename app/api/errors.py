@@ -1,7 +1,9 @@
 """Every failure leaves as OpenAI's error shape: {"error": {message, type, param, code}}.
 
 Bad input is a 400 naming the part; an unknown model 404; too much work 503 with
-Retry-After. A 500 means a bug in mmprep, never bad input.
+Retry-After. An engine's error keeps the status it carries (a worker's or upstream's own,
+502 for one that broke, 503 when none is reachable). A 500 means a bug in mmprep or in
+the engine, never bad input.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from decoders.errors import MediaError
 
 from ..errors import MediaPartError, RequestError
+from ..workers.base import EngineError, EngineHTTPError
 
 log = logging.getLogger("mmprep.api")
 
@@ -37,6 +40,10 @@ def describe(error: Exception) -> tuple[int, str, str, str | None]:
         return error.status, error.message, error.code, error.param
     if isinstance(error, MediaError):
         return 400, str(error), error.code, None
+    if isinstance(error, EngineHTTPError):
+        return error.status, error.message, error.code, error.param
+    if isinstance(error, EngineError):
+        return 500, f"the engine failed: {error}", "engine_error", None
     return 500, "internal error in mmprep; the server log has the details", "internal_error", None
 
 

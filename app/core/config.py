@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "MMPREP_"
-ENGINES = ("echo",)
+WORKER_ENV_PREFIX = "MMPREP_WORKER_"
+ENGINES = ("echo", "workers", "openai")
+DEFAULT_ENGINE_CLASS = "app.workers.echo:EchoEngine"
 
 
 class Settings(BaseSettings):
@@ -27,7 +30,11 @@ class Settings(BaseSettings):
     served_model_name: list[str] = Field(
         ["mmprep-echo"], description="model names clients may ask for; the first is the one /v1/models lists first"
     )
-    engine: str = Field("echo", description=f"what produces the answers: one of {', '.join(ENGINES)}")
+    engine: str = Field(
+        "echo",
+        description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
+        "openai (an OpenAI-compatible server such as vLLM)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
 
     # -- media ---------------------------------------------------------------------
@@ -75,8 +82,25 @@ class Settings(BaseSettings):
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
 
-    # -- echo engine ----------------------------------------------------------------
+    # -- engines --------------------------------------------------------------------
     echo_chars_per_token: int = Field(8, ge=1, description="characters per streamed piece (one token) of the echo answer")
+    worker_url: list[str] = Field(
+        [], description="engine=workers: URL of an `mmprep worker` (repeat the flag for several)"
+    )
+    worker_probe_interval: float = Field(
+        2.0, gt=0, description="engine=workers: seconds between health probes of each worker"
+    )
+    upstream_url: str | None = Field(
+        None, description="engine=openai: base URL of the OpenAI-compatible server, e.g. http://vllm:8000/v1"
+    )
+    upstream_model: str | None = Field(
+        None, description="engine=openai: the model to ask the upstream for (default served name: this)"
+    )
+    upstream_api_key: str | None = Field(None, description="engine=openai: bearer token the upstream wants, if any")
+    engine_connect_timeout: float = Field(2.0, gt=0, description="seconds to connect to a worker or upstream")
+    engine_read_timeout: float = Field(
+        300.0, gt=0, description="seconds a worker or upstream may stay silent while it answers"
+    )
 
     @field_validator("served_model_name")
     @classmethod
@@ -103,6 +127,19 @@ class Settings(BaseSettings):
                 raise ValueError(f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)")
         return cleaned
 
+    @field_validator("worker_url")
+    @classmethod
+    def _worker_urls_are_urls(cls, urls: list[str]) -> list[str]:
+        urls = [_http_url(url) for url in urls]
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"worker URLs repeat: {urls}")
+        return urls
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _upstream_url_is_a_url(cls, url: str | None) -> str | None:
+        return None if url is None else _http_url(url)
+
     @field_validator("allowed_local_media_path")
     @classmethod
     def _paths_are_directories(cls, paths: list[Path]) -> list[Path]:
@@ -119,9 +156,61 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _engine_has_what_it_needs(self) -> Settings:
+        if self.engine == "workers" and not self.worker_url:
+            raise ValueError("engine 'workers' needs at least one worker_url (--worker-url URL)")
+        if self.engine == "openai":
+            missing = [name for name in ("upstream_url", "upstream_model") if not getattr(self, name)]
+            if missing:
+                flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
+                raise ValueError(f"engine 'openai' needs {flags}")
+            if "served_model_name" not in self.model_fields_set:
+                # Clients then ask for the upstream's model by its own name.
+                self.served_model_name = [self.upstream_model]
+        return self
+
+
+class WorkerSettings(BaseSettings):
+    """Settings of `mmprep worker`: a process that hosts one engine behind HTTP."""
+
+    model_config = SettingsConfigDict(env_prefix=WORKER_ENV_PREFIX, extra="forbid", cli_kebab_case=True)
+
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8100, ge=0, le=65535, description="port to listen on")
+    engine_class: str = Field(
+        DEFAULT_ENGINE_CLASS,
+        description="the engine to host, as package.module:ClassName; made with no arguments",
+    )
+    max_request_bytes: int = Field(
+        4 * 1024**3, ge=1, description="largest request (tensors and header) the worker accepts"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
+
+    @field_validator("engine_class")
+    @classmethod
+    def _engine_class_loads(cls, path: str) -> str:
+        from ..workers.loading import load_engine_class
+
+        load_engine_class(path)  # raises ValueError saying what is wrong
+        return path
+
+
+def _http_url(url: str) -> str:
+    """`url` without a trailing slash, if it is an http(s) URL with a host."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as error:
+        raise ValueError(f"{url!r} is not a valid URL: {error}") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
+    return url.rstrip("/")
+
 
 def unknown_environment_settings(environ=os.environ) -> list[str]:
-    """MMPREP_* variables that name no setting: most likely a typo the operator would
-    otherwise never notice."""
+    """MMPREP_* variables that name no setting (of `serve` or of `worker`): most likely a
+    typo the operator would otherwise never notice."""
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
     return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)

@@ -28,6 +28,29 @@ class EngineError(Exception):
     """The engine failed mid-generation; `str(error)` says why."""
 
 
+class EngineHTTPError(EngineError):
+    """An engine failure with the HTTP status and OpenAI error code a client should see:
+    a worker or upstream that refused the request (its status passed on), none reachable
+    (503), an answer too long for the model's context (400), ...
+
+    Raised before the first output, it becomes the HTTP error response; after, the
+    stream's error event.
+    """
+
+    def __init__(self, message: str, status: int, code: str, param: str | None = None):
+        super().__init__(message)
+        self.message, self.status, self.code, self.param = message, status, code, param
+
+
+async def first_output(outputs: AsyncIterator[EngineOutput]) -> EngineOutput:
+    """The first output of a generation. Servers await it before they commit to a stream,
+    so that an engine that fails at once gets an HTTP error response, not a broken stream."""
+    try:
+        return await anext(outputs)
+    except StopAsyncIteration:
+        raise EngineError("the engine ended without producing any output") from None
+
+
 class Engine(Protocol):
     async def start(self) -> None: ...
 

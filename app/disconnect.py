@@ -1,0 +1,44 @@
+"""Noticing a client that went away, so that the work done for it stops."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import anyio
+from starlette.requests import Request
+
+POLL_SECONDS = 0.1
+
+
+class ClientGone(Exception):
+    """The client closed the connection; whatever was being done for it stops."""
+
+
+async def until_disconnect(http: Request, work, cancel: threading.Event | None = None):
+    """Await `work`, but stop it if the client disconnects: the task is cancelled, and
+    `cancel` (if given) is set for work running in threads, such as decodes."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=POLL_SECONDS)
+            if done:
+                return task.result()
+            if await http.is_disconnected():
+                raise ClientGone()
+    except BaseException:
+        if cancel is not None:
+            cancel.set()
+        task.cancel()
+        raise
+
+
+async def close_shielded(outputs) -> None:
+    """Close an engine's output generator now, so that its cleanup (closing a connection
+    to a worker, stopping a model) runs even when the stream ended because the client left.
+    Shielded: Starlette cancels a departed client's stream, and the cleanup must not be
+    cancelled in turn."""
+    aclose = getattr(outputs, "aclose", None)  # an engine may return any async iterator
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()

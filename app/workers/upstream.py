@@ -1,0 +1,242 @@
+"""OpenAIUpstreamEngine: the prepared request forwarded to an OpenAI-compatible server
+that speaks vLLM's API, such as vLLM itself.
+
+Each video goes as the frames mmprep sampled, in vLLM's pre-decoded form: a video_url
+whose URL is `data:video/jpeg;base64,<frame1>,<frame2>,...`, with the sampling metadata
+in the request's `media_io_kwargs.video` (fps, frames_indices, total_num_frames, duration,
+do_sample_frames false), so the upstream neither downloads nor decodes the video again.
+Images go as JPEG data URLs too: only mmprep ever reaches the network.
+
+The client's choice of streaming is the upstream's; usage and finish reasons are the
+upstream's; an upstream error keeps its status and message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+from PIL import Image
+
+from ..prepared import MediaItem, PreparedRequest, SamplingParams
+from .base import EngineHTTPError, EngineOutput
+
+JPEG_QUALITY = 90
+
+
+class OpenAIUpstreamEngine:
+    def __init__(
+        self, url: str, model: str, api_key: str | None = None, connect_timeout: float = 2.0, read_timeout: float = 300.0
+    ):
+        self._endpoint = url.rstrip("/") + "/chat/completions"
+        self._model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    def ready(self) -> bool:
+        return self._client is not None
+
+    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+        body = await asyncio.to_thread(self.upstream_request, request)  # JPEG encoding, off the loop
+        try:
+            if request.stream:
+                async for output in self._stream(body):
+                    yield output
+            else:
+                yield await self._complete(body)
+        except httpx.TimeoutException as error:
+            raise EngineHTTPError(f"the upstream model server timed out: {error}", 504, "upstream_timeout") from error
+        except httpx.TransportError as error:
+            raise EngineHTTPError(
+                f"the upstream model server cannot be reached: {type(error).__name__}: {error}", 502, "upstream_unreachable"
+            ) from error
+
+    def upstream_request(self, request: PreparedRequest) -> dict[str, Any]:
+        """The chat request the upstream gets: media as data URLs, vLLM's video metadata."""
+        urls = _data_urls(request.media)
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": [_with_urls(message, request.media, urls) for message in request.messages],
+            "stream": request.stream,
+            **_sampling_fields(request.sampling),
+        }
+        if request.stream:
+            body["stream_options"] = {"include_usage": True}  # usage comes from the upstream
+        video = _video_kwargs(request.media)
+        if video is not None:
+            body["media_io_kwargs"] = {"video": video}
+        return body
+
+    async def _complete(self, body: dict) -> EngineOutput:
+        response = await self._client.post(self._endpoint, json=body)
+        if response.status_code != 200:
+            raise _upstream_error(response.status_code, response.content)
+        try:
+            answer = response.json()
+            choice = answer["choices"][0]
+            usage = answer.get("usage") or {}
+            return EngineOutput(
+                text=choice["message"].get("content") or "",
+                finish_reason=choice.get("finish_reason") or "stop",
+                prompt_tokens=usage.get("prompt_tokens"),
+                completion_tokens=usage.get("completion_tokens"),
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
+            raise _bad_answer(response.text) from error
+
+    async def _stream(self, body: dict) -> AsyncIterator[EngineOutput]:
+        finish, usage = None, {}
+        async with self._client.stream("POST", self._endpoint, json=body) as response:
+            if response.status_code != 200:
+                raise _upstream_error(response.status_code, await response.aread())
+            async for line in response.aiter_lines():
+                data = line.removeprefix("data:").strip()
+                if not line.startswith("data:") or not data:
+                    continue  # SSE comments, keep-alives, blank separators
+                if data == "[DONE]":
+                    break
+                chunk = _chunk(data)
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        yield EngineOutput(text=text)
+                    finish = choice.get("finish_reason") or finish
+        yield EngineOutput(
+            finish_reason=finish or "stop",
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+        )
+
+
+# -- the request ----------------------------------------------------------------------
+
+
+def _data_urls(media: list[MediaItem]) -> dict[int, str]:
+    """A data URL per distinct tensor (the same video twice is encoded once)."""
+    urls: dict[int, str] = {}
+    for item in media:
+        if id(item.tensor) not in urls:
+            if item.kind == "video":
+                frames = ",".join(_jpeg_base64(frame) for frame in item.tensor)
+                urls[id(item.tensor)] = "data:video/jpeg;base64," + frames
+            else:
+                urls[id(item.tensor)] = "data:image/jpeg;base64," + _jpeg_base64(item.tensor)
+    return urls
+
+
+def _jpeg_base64(pixels: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "JPEG", quality=JPEG_QUALITY)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _with_urls(message: dict, media: list[MediaItem], urls: dict[int, str]) -> dict:
+    """The message with each media placeholder back as an OpenAI image_url / video_url part."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = []
+    for part in content:
+        if part["type"] in ("image", "video"):
+            key = f"{part['type']}_url"
+            part = {"type": key, key: {"url": urls[id(media[part["media_index"]].tensor)]}}
+        parts.append(part)
+    return {**message, "content": parts}
+
+
+def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
+    fields = {
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "stop": list(sampling.stop) or None,
+    }
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _video_kwargs(media: list[MediaItem]) -> dict | None:
+    """vLLM's media_io_kwargs.video for the request's videos. vLLM takes one set per
+    request, so videos sampled differently cannot share one request."""
+    chosen, first = None, None
+    for item in media:
+        if item.kind != "video":
+            continue
+        kwargs = _vllm_video_metadata(item)
+        if chosen is None:
+            chosen, first = kwargs, item.param
+        elif kwargs != chosen:
+            raise EngineHTTPError(
+                f"{item.param} and {first} were sampled differently, but a vLLM upstream takes one set of video "
+                "metadata per request (media_io_kwargs.video): send these videos in separate requests",
+                400, "conflicting_video_metadata", item.param,
+            )
+    return chosen
+
+
+def _vllm_video_metadata(item: MediaItem) -> dict:
+    """What vLLM's VideoMediaIO reads for a data:video/jpeg URL. num_frames is the frame
+    count sent: vLLM keeps only the first num_frames frames (32 unless told), and then
+    refuses frames_indices of another length."""
+    meta = item.hf_metadata
+    return {
+        "num_frames": len(item.tensor),
+        "fps": meta["fps"],
+        "frames_indices": list(meta["frames_indices"]),
+        "total_num_frames": meta["total_num_frames"],
+        "duration": meta["duration"],
+        "do_sample_frames": False,
+    }
+
+
+# -- the answer -----------------------------------------------------------------------
+
+
+def _chunk(data: str) -> dict:
+    """One streamed chunk; an error event (vLLM sends one when it fails mid-stream) raises."""
+    try:
+        chunk = json.loads(data)
+    except json.JSONDecodeError as error:
+        raise _bad_answer(data) from error
+    if not isinstance(chunk, dict):
+        raise _bad_answer(data)
+    if "error" in chunk:
+        raise _upstream_error(502, data.encode())
+    return chunk
+
+
+def _upstream_error(status: int, payload: bytes) -> EngineHTTPError:
+    """The upstream's error with its status and message. Both OpenAI's shape
+    {"error": {message, type, param, code}} and vLLM's older flat one are read."""
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
+    if not isinstance(error, dict):
+        error = {"message": payload[:500].decode("utf-8", "replace")}
+    message = str(error.get("message") or f"HTTP {status}")
+    code = error.get("code") if isinstance(error.get("code"), str) else "upstream_error"
+    status = status if 400 <= status <= 599 else 502
+    return EngineHTTPError(f"the upstream model server answered {status}: {message}", status, code, error.get("param"))
+
+
+def _bad_answer(text: str) -> EngineHTTPError:
+    return EngineHTTPError(
+        f"the upstream model server sent an answer that is not OpenAI's shape: {text[:200]!r}", 502, "upstream_bad_answer"
+    )

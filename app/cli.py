@@ -2,6 +2,8 @@
 
     mmprep serve [--port 8000] [--engine echo] [...]   the OpenAI-compatible service
     mmprep serve --help                                every setting, with its MMPREP_* variable
+    mmprep bench --url URL --video clip.mp4 [...]      chat requests with video against any OpenAI-compatible server
+    mmprep bench-decode VIDEO...                       decode_video against the usual loaders
 
 Settings come from flags, then MMPREP_* environment variables, then defaults. A wrong
 one stops the command with a message naming it.
@@ -14,6 +16,7 @@ import sys
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
 
+from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, Settings, unknown_environment_settings
 
 
@@ -36,10 +39,30 @@ class Serve(Settings):
         )
 
 
+class Bench(BenchConfig):
+    """Send chat requests with video and images to an OpenAI-compatible server; report where the time goes."""
+
+    def cli_cmd(self) -> None:
+        from .bench.runner import run_bench
+
+        raise SystemExit(run_bench(self))
+
+
+class BenchDecode(DecodeBenchConfig):
+    """Time decode_video against PyAV, transformers' and vLLM's loaders on the same files."""
+
+    def cli_cmd(self) -> None:
+        from .bench.decode import run_decode_bench
+
+        raise SystemExit(run_decode_bench(self))
+
+
 class Mmprep(BaseSettings):
-    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True)
+    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True, cli_hide_none_type=True)
 
     serve: CliSubCommand[Serve]
+    bench: CliSubCommand[Bench]
+    bench_decode: CliSubCommand[BenchDecode]
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
@@ -56,8 +79,10 @@ def _settings_summary() -> str:
 
 Mmprep.__doc__ = (
     "mmprep: fetch, decode and sample video and images for vision-language models.\n\n"
-    "mmprep serve settings (flags; or the environment variables in brackets):\n" + _settings_summary()
+    "mmprep serve settings (flags; or the environment variables in brackets):\n" + _settings_summary() + "\n\n"
+    "mmprep bench --help and mmprep bench-decode --help list the benchmarks' flags."
 )
+SUBCOMMANDS = {"serve", "bench", "bench_decode"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,10 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv)
     except ValidationError as error:
-        print("mmprep: invalid settings:", file=sys.stderr)
-        for problem in error.errors():
-            where = ".".join(str(part) for part in problem["loc"] if part != "serve") or "settings"
-            print(f"  {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        for problem in error.errors():  # one line each: the setting, and what is wrong with it
+            where = ".".join(str(part) for part in problem["loc"] if part not in SUBCOMMANDS) or "settings"
+            print(f"mmprep: invalid {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return int(exit_.code or 0)

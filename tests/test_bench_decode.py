@@ -52,7 +52,7 @@ def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
     # the printed tables: mmprep is the reference, every other timed loader gets its ratio
     blocks = {block.split(":")[0]: block for block in result.stdout.strip().split("\n\n")}
     for name, timings in (("pan.mp4", mp4), ("pan.webm", webm)):
-        rows = re.findall(r"^\| (.+?) \| [\d.]+ ms \| \d+ \| ([\d.]+)x \|$", blocks[name], re.MULTILINE)
+        rows = re.findall(r"^\| (.+?) \| [\d.]+ m?s \| \d+ \| ([\d.]+)x \|$", blocks[name], re.MULTILINE)
         assert {loader for loader, _ in rows} == {loader for loader, t in timings.items() if t["seconds"]}
         for loader, ratio in rows:
             expected = timings[loader]["seconds"] / timings["mmprep decode_video"]["seconds"]

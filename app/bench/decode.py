@@ -166,6 +166,10 @@ def describe(path: Path, data: bytes) -> str:
     )
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
 def _size(count: int) -> str:
     return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.0f} KiB"
 
@@ -180,7 +184,7 @@ def print_timings(title: str, timings: list[Timing], out=sys.stdout) -> None:
             print(f"| {t.loader} | failed: {t.error} | | |", file=out)
             continue
         ratio = f"{t.seconds / reference:.2f}x" if reference else "n/a"
-        print(f"| {t.loader} | {t.seconds * 1000:.1f} ms | {t.frames} | {ratio} |", file=out)
+        print(f"| {t.loader} | {_duration(t.seconds)} | {t.frames} | {ratio} |", file=out)
     print(file=out)
 
 
@@ -189,7 +193,7 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mmprep-bench-decode-") as workdir:
             videos = [_existing(path) for path in config.videos]
-            videos += generate_synthetic(config, Path(workdir), config.synthetic)
+            videos += generate_synthetic(config, Path(workdir))
             if "vLLM OpenCV loader" not in loaders():
                 print("(vLLM's OpenCV loader left out: cv2 does not import; pip install 'mmprep[opencv]')")
             results = {}

@@ -40,6 +40,8 @@ class MediaInput:
     path: Path | None = None  # a local file
     url: str | None = None  # an http(s) input, sent as it is
     data: bytes | None = None  # the bytes, when bench sends them itself (data URLs) or pads them
+    crc32: int | None = None  # of `data`
+    shared_url: str | None = None  # the URL every request sends, when they all send the same bytes
 
     @property
     def mime(self) -> str:
@@ -51,10 +53,7 @@ def collect_inputs(config: BenchConfig, workdir: Path, note=print) -> list[Media
     """Every input, checked: files exist, folders hold media, URLs are http(s)."""
     inputs = [item for spec in config.video for item in _expand(spec, "video", VIDEO_SUFFIXES)]
     inputs += [item for spec in config.image for item in _expand(spec, "image", IMAGE_SUFFIXES)]
-    inputs += [
-        MediaInput("video", path.name, path=path)
-        for path in generate_synthetic(config, workdir, config.synthetic, note)
-    ]
+    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, workdir, config.seed, note)]
     return inputs
 
 
@@ -74,13 +73,13 @@ def _expand(spec: str, kind: str, suffixes: set[str]) -> list[MediaInput]:
     raise BenchError(f"{spec!r} is neither a file nor a folder")
 
 
-def generate_synthetic(options: SyntheticOptions, workdir: Path, count: int, note=print) -> list[Path]:
-    """`count` camera-like clips with the options' size, length, rate and codec; each
-    its own scene (seed), so they are different videos, not copies."""
+def generate_synthetic(options: SyntheticOptions, workdir: Path, seed: int = 0, note=print) -> list[Path]:
+    """--synthetic N camera-like clips with the options' size, length, rate and codec;
+    each its own scene (seed + i), so they are different videos, not copies."""
+    count = options.synthetic
     if not count:
         return []
     width, height = options.synthetic_dimensions()
-    seed = getattr(options, "seed", 0)
     started = time.perf_counter()
     paths = [
         write_clip(
@@ -115,8 +114,6 @@ class MediaSender:
         self._videos = [item for item in inputs if item.kind == "video"]
         self._images = [item for item in inputs if item.kind == "image"]
         self._media_as, self._unique, self._server = media_as, unique, server
-        self._fixed: dict[int, str] = {}  # id(input) -> its URL, when every request sends the same bytes
-        self._crc: dict[int, int] = {}
         self._load(inputs)
 
     def _load(self, inputs: list[MediaInput]) -> None:
@@ -133,7 +130,7 @@ class MediaSender:
             if padded:
                 unique_trailer(item.data[:16], 0, item.name)  # fails now, not mid-run
             if item.data is not None:
-                self._crc[id(item)] = zlib.crc32(item.data)
+                item.crc32 = zlib.crc32(item.data)
 
     def parts(self, number: int) -> tuple[list[dict], list[dict]]:
         """The content parts of request `number` (a video, then an image, as present)."""
@@ -151,17 +148,17 @@ class MediaSender:
         record = {"kind": item.kind, "name": item.name}
         if item.data is not None:
             record["bytes"] = len(item.data) + len(trailer)
-            record["crc32"] = f"{zlib.crc32(trailer, self._crc[id(item)]):08x}"
+            record["crc32"] = f"{zlib.crc32(trailer, item.crc32):08x}"  # crc32 of data + trailer
         if item.url and self._media_as == "url":
             url = item.url
-        elif not trailer and id(item) in self._fixed:
-            url = self._fixed[id(item)]
+        elif not trailer and item.shared_url:
+            url = item.shared_url
         elif self._media_as == "data":
             url = f"data:{item.mime};base64," + base64.b64encode(item.data + trailer).decode()
         else:
             url = self._server.publish(item.path, trailer, item.mime)
         if not trailer:
-            self._fixed[id(item)] = url  # the same bytes every time: one URL, encoded once
+            item.shared_url = url  # the same bytes every time: one URL, encoded once
         if self._media_as == "url":
             record["url"] = url
         return url, record

@@ -312,3 +312,12 @@ def test_bad_input_is_one_line_and_status_2(args, says):
     assert result.returncode == 2
     assert says in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_help_lists_the_benchmarks_and_their_flags():
+    top = run_cli("--help")
+    assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
+    flags = run_cli("bench", "--help").stdout
+    for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
+                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate"):
+        assert flag in flags

@@ -193,9 +193,9 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mmprep-bench-decode-") as workdir:
             videos = [_existing(path) for path in config.videos]
-            videos += generate_synthetic(config, Path(workdir))
+            videos += generate_synthetic(config, Path(workdir), note=_note)
             if "vLLM OpenCV loader" not in loaders():
-                print("(vLLM's OpenCV loader left out: cv2 does not import; pip install 'mmprep[opencv]')")
+                _note("vLLM's OpenCV loader left out: cv2 does not import (pip install 'mmprep[opencv]')")
             results = {}
             for path in videos:
                 data = path.read_bytes()
@@ -209,6 +209,11 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
     if config.output:
         config.output.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def _note(text: str) -> None:
+    """Notes go to stderr: stdout holds the tables alone."""
+    print(text, file=sys.stderr)
 
 
 def _existing(path: Path) -> Path:

@@ -13,5 +13,6 @@ video and images against any OpenAI-compatible server) and `mmprep bench-decode`
     runner.py      `mmprep bench` end to end
     decode.py      `mmprep bench-decode`
 
-Modules import lazily from app/cli.py, so `mmprep serve` never loads them.
+app/cli.py imports only the flags (config.py, synthetic.py) up front; the rest loads when
+a benchmark runs, so `mmprep serve` never loads the client, rich or the file server.
 """

@@ -40,8 +40,7 @@ async def drive(plan: LoadPlan, send: Callable[[int], Awaitable[RequestRecord]],
     next_arrival = started
     tasks: list[asyncio.Task] = []
 
-    async def one(index: int) -> RequestRecord:
-        sent = time.perf_counter()
+    async def one(index: int, sent: float) -> RequestRecord:
         try:
             record = await send(index)
         finally:
@@ -57,9 +56,10 @@ async def drive(plan: LoadPlan, send: Callable[[int], Awaitable[RequestRecord]],
             await asyncio.sleep(max(0.0, next_arrival - time.perf_counter()))
             next_arrival += arrivals.expovariate(plan.request_rate)
         await slots.acquire()
-        if deadline is not None and time.perf_counter() >= deadline:
+        now = time.perf_counter()
+        if deadline is not None and now >= deadline:
             slots.release()
             break
-        tasks.append(asyncio.create_task(one(len(tasks))))
+        tasks.append(asyncio.create_task(one(len(tasks), now)))
     records = await asyncio.gather(*tasks)
     return list(records), time.perf_counter() - started

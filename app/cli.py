@@ -4,6 +4,8 @@
     mmprep serve --help                                every setting, with its MMPREP_* variable
     mmprep worker [--port 8100] [--engine-class package.module:ClassName]
                                                        an engine behind HTTP, for --engine workers
+    mmprep bench --url URL --video clip.mp4 [...]      chat requests with video against any OpenAI-compatible server
+    mmprep bench-decode VIDEO...                       decode_video against the usual loaders
 
 Settings come from flags, then MMPREP_* environment variables, then defaults. A wrong
 one stops the command with a message naming it.
@@ -16,6 +18,7 @@ import sys
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
 
+from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
 
 
@@ -69,11 +72,31 @@ class Worker(WorkerSettings):
         )
 
 
+class Bench(BenchConfig):
+    """Send chat requests with video and images to an OpenAI-compatible server; report where the time goes."""
+
+    def cli_cmd(self) -> None:
+        from .bench.runner import run_bench
+
+        raise SystemExit(run_bench(self))
+
+
+class BenchDecode(DecodeBenchConfig):
+    """Time decode_video against PyAV, transformers' and vLLM's loaders on the same files."""
+
+    def cli_cmd(self) -> None:
+        from .bench.decode import run_decode_bench
+
+        raise SystemExit(run_decode_bench(self))
+
+
 class Mmprep(BaseSettings):
-    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True)
+    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True, cli_hide_none_type=True)
 
     serve: CliSubCommand[Serve]
     worker: CliSubCommand[Worker]
+    bench: CliSubCommand[Bench]
+    bench_decode: CliSubCommand[BenchDecode]
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
@@ -94,7 +117,9 @@ Mmprep.__doc__ = (
     + _settings_summary(Settings, ENV_PREFIX)
     + "\n\nmmprep worker settings:\n"
     + _settings_summary(WorkerSettings, WORKER_ENV_PREFIX)
+    + "\n\nmmprep bench --help and mmprep bench-decode --help list the benchmarks' flags."
 )
+SUBCOMMANDS = {"serve", "worker", "bench", "bench_decode"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv)
     except ValidationError as error:
-        print("mmprep: invalid settings:", file=sys.stderr)
-        for problem in error.errors():
-            where = ".".join(str(part) for part in problem["loc"] if part not in ("serve", "worker")) or "settings"
-            print(f"  {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        for problem in error.errors():  # one line each: the setting, and what is wrong with it
+            where = ".".join(str(part) for part in problem["loc"] if part not in SUBCOMMANDS) or "settings"
+            print(f"mmprep: invalid {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return int(exit_.code or 0)

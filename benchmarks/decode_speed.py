@@ -11,21 +11,17 @@ baseline and mmprep alike; the ratio is what to read.
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import av
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from footage import camera_clip
 
+from app.bench.decode import decode_every_frame, median_seconds
 from decoders import decode_video
 
 CLIPS = {
@@ -41,27 +37,8 @@ QUICK = {
 }
 
 
-def decode_every_frame(data: bytes) -> int:
-    """The floor any full-decode loader pays: every frame decoded, none converted."""
-    with av.open(io.BytesIO(data)) as container:
-        stream = container.streams.video[0]
-        stream.codec_context.thread_type = "AUTO"
-        return sum(1 for _ in container.decode(stream))
-
-
 def sample_32(data: bytes) -> int:
     return len(decode_video(data, num_frames=32).frames)
-
-
-def median_seconds(runs: dict, data: bytes, repeats: int) -> dict:
-    """Median wall time of each function, runs interleaved."""
-    times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn(data)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def peak_rss_mib(clip: Path, work: str) -> float:

@@ -1,0 +1,96 @@
+"""A run's figures from its request records: counts, throughput, latency percentiles, and
+where the time to the first token went.
+
+Latencies are in milliseconds. Percentiles interpolate linearly (numpy's default) over
+completed requests; inter-token latencies are pooled over all of a run's gaps. Server
+figures come from the target's Server-Timing header; when a target sends none they are
+reported as missing (None, with a count), never as zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .client import RequestRecord
+
+SERVER_PHASES = ("fetch", "decode", "preprocess")
+
+
+def distribution(values: list[float]) -> dict | None:
+    """mean, p50, p90, p99 and count of `values`; None if there are none."""
+    if not values:
+        return None
+    array = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return {
+        "mean": round(float(array.mean()), 3),
+        "p50": round(float(p50), 3),
+        "p90": round(float(p90), 3),
+        "p99": round(float(p99), 3),
+        "count": len(values),
+    }
+
+
+def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
+              request_rate: float | None, stream: bool) -> dict:
+    done = [r for r in records if r.ok]
+    failures = Counter(r.error for r in records if not r.ok)
+    tokens = sum(r.output_tokens or 0 for r in done)
+    timed = [r for r in done if all(phase in r.server_timing for phase in SERVER_PHASES)]
+    return {
+        "concurrency": concurrency,
+        "request_rate": request_rate,
+        "stream": stream,
+        "sent": len(records),
+        "completed": len(done),
+        "failed": len(records) - len(done),
+        "failure_rate": round((len(records) - len(done)) / len(records), 4) if records else 0.0,
+        "failures": dict(failures.most_common()),
+        "duration_s": round(wall_s, 3),
+        "request_throughput": round(len(done) / wall_s, 3) if wall_s > 0 else None,
+        "output_tokens": tokens,
+        "output_token_throughput": round(tokens / wall_s, 3) if wall_s > 0 else None,
+        "output_tokens_counted_by": sorted({r.tokens_from for r in done if r.tokens_from}),
+        "ttft_ms": distribution([r.ttft_ms for r in done if r.ttft_ms is not None]),
+        "itl_ms": distribution([gap for r in done for gap in r.itl_ms]),
+        "latency_ms": distribution([r.latency_ms for r in done]),
+        **{f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed]) for phase in SERVER_PHASES},
+        "server_timing_missing": len(done) - len(timed),
+        "split_ms": split(timed, stream),
+    }
+
+
+def split(records: list[RequestRecord], stream: bool) -> dict | None:
+    """Mean parts that add up to the mean TTFT (streaming) or latency (not streaming) of
+    the requests with server timings:
+
+    network   time to the response headers minus the server's preprocessing: sending
+              the request (data URLs included), queueing and parsing on the server
+    fetch     the server fetching the media (summed over a request's media items)
+    decode    the server decoding it (summed likewise)
+    other     the rest of the server's preprocessing; negative when media items of one
+              request were fetched or decoded side by side
+    engine    from the response headers to the first token
+
+    Not streaming, the headers come with the whole answer, so network and engine are one
+    part: `network_and_engine`, the latency minus the server's preprocessing.
+    """
+    measured = [r for r in records if r.headers_ms is not None and (r.ttft_ms is not None or not stream)]
+    if not measured:
+        return None
+    parts: dict[str, list[float]] = {"fetch": [], "decode": [], "other": []}
+    for r in measured:
+        timing = r.server_timing
+        parts["fetch"].append(timing["fetch"])
+        parts["decode"].append(timing["decode"])
+        parts["other"].append(timing["preprocess"] - timing["fetch"] - timing["decode"])
+        if stream:
+            parts.setdefault("network", []).append(r.headers_ms - timing["preprocess"])
+            parts.setdefault("engine", []).append(r.ttft_ms - r.headers_ms)
+        else:
+            parts.setdefault("network_and_engine", []).append(r.latency_ms - timing["preprocess"])
+    means = {name: round(float(np.mean(values)), 3) for name, values in parts.items()}
+    return {"of": "ttft" if stream else "latency", "total": round(sum(means.values()), 3), **means,
+            "count": len(measured)}

@@ -88,8 +88,7 @@ class Service:
             )
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         request_id_var.set(request_id)
-        self._admit()
-        streaming = False
+        slot = self._admit()
         try:
             self._check_request(body)
             cancel = threading.Event()
@@ -102,9 +101,11 @@ class Service:
                 # upstream) that fails at once is an HTTP error response, not a broken stream.
                 outputs = self.engine.generate(prepared)
                 first = await until_disconnect(http, first_output(outputs), cancel)
-                streaming = True  # from here the stream owns the admission slot
-                return StreamingResponse(
-                    self._stream(prepared, first, outputs, builder), media_type="text/event-stream", headers=headers
+                events = self._stream(prepared, first, outputs, builder, slot)
+                slot.handed_over = True  # from here the stream owns the admission slot
+                return _ClosingStream(
+                    events, on_close=lambda: self._end_stream(events, outputs, slot),
+                    media_type="text/event-stream", headers=headers,
                 )
             answer = await until_disconnect(http, self._complete(prepared, builder), cancel)
             self.metrics.requests.labels("200").inc()
@@ -119,8 +120,8 @@ class Service:
                 log.exception("request failed")
             return self._refuse(status, message, code, param)
         finally:
-            if not streaming:
-                self._release()
+            if not slot.handed_over:
+                slot.release()
 
     def _check_request(self, body: ChatCompletionRequest) -> None:
         if body.model not in self.settings.served_model_name:
@@ -142,7 +143,7 @@ class Service:
 
     async def _stream(
         self, prepared: PreparedRequest, first: EngineOutput, outputs: AsyncIterator[EngineOutput],
-        builder: CompletionBuilder,
+        builder: CompletionBuilder, slot: _Slot,
     ):
         """SSE events: a role chunk, content chunks, a finish chunk, maybe usage, [DONE].
         A failure after the first event ends the stream with an error event, not silence."""
@@ -172,8 +173,16 @@ class Service:
         finally:
             await close_shielded(outputs)
             self.metrics.requests.labels(status).inc()
-            self._release()
+            slot.release()
         yield SSE_DONE
+
+    async def _end_stream(self, events, outputs, slot: _Slot) -> None:
+        """However the response ended, even before its first byte (the client gone as the
+        headers went out): the events generator and the engine are closed, the slot freed."""
+        await events.aclose()  # runs _stream's cleanup if it started
+        await close_shielded(outputs)
+        if slot.release():  # still held: the stream never ran
+            self.metrics.requests.labels("499").inc()
 
     def _refuse(self, status: int, message: str, code: str, param=None, headers=None) -> JSONResponse:
         self.metrics.requests.labels(str(status)).inc()
@@ -181,11 +190,41 @@ class Service:
         log.info("refused", extra={"status": status, "code": code, "param": param})
         return error_response(status, message, code, param, headers)
 
-    def _admit(self) -> None:
+    def _admit(self) -> _Slot:
         self._in_flight += 1
         self.metrics.in_flight.set(self._in_flight)
+        return _Slot(self)
 
     def _release(self) -> None:
         self._in_flight -= 1
         self.metrics.in_flight.set(self._in_flight)
 
+
+class _Slot:
+    """One admitted request's place among the in-flight ones, given back exactly once."""
+
+    def __init__(self, service: Service):
+        self._service, self._held, self.handed_over = service, True, False
+
+    def release(self) -> bool:
+        """Give the place back; True if this call did it."""
+        if not self._held:
+            return False
+        self._held = False
+        self._service._release()
+        return True
+
+
+class _ClosingStream(StreamingResponse):
+    """A StreamingResponse that always runs `on_close` when it ends, however it ends:
+    Starlette runs nothing of the body if the client is gone before the first byte."""
+
+    def __init__(self, content, on_close, **kwargs):
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()

@@ -346,3 +346,44 @@ def test_the_deadline_stops_a_long_decode(long_decode):
         assert live.service.pool.active == 0 and time.monotonic() - started < full_decode / 2
     assert_error(response, 400, "decode_timeout", PART)
     assert took < full_decode / 2
+
+
+def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
+    """The client is gone when the response headers go out: nothing of the stream body
+    runs, and the request's place among those in flight must still come back."""
+    import asyncio
+    import json
+
+    from starlette.requests import ClientDisconnect
+
+    from app.api.app import create_app
+    from app.core.config import Settings
+
+    app = create_app(Settings())
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+        "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
+
+    async def scenario():
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                raise OSError("connection reset by peer")
+
+        async with app.router.lifespan_context(app):
+            service = app.state.service
+            with pytest.raises(ClientDisconnect):  # how Starlette reports the lost connection
+                await app(scope, receive, send)
+            return service.metrics.in_flight._value.get(), service.metrics.requests.labels("499")._value.get()
+
+    in_flight, gone = asyncio.run(scenario())
+    assert in_flight == 0
+    assert gone == 1

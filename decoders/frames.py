@@ -27,23 +27,24 @@ def quarter_turns(rotation: float) -> int:
 
 
 class FrameConverter:
-    """Converts frames to RGB of one fixed size (set by the first frame) in one
-    swscale call each, with the scaler reused, then turns them upright.
+    """Converts frames to RGB of one fixed size (`size`, or set by the first frame) in
+    one swscale call each, with the scaler reused, then turns them upright.
 
     Colour follows each frame's own matrix and range: swscale reads them from the frame.
     """
 
-    def __init__(self, max_pixels: int | None = None, threads: int = 0):
+    def __init__(self, max_pixels: int | None = None, threads: int = 0, size: tuple[int, int] | None = None):
         self._max_pixels = max_pixels
         self._threads = threads
         self._scaler = VideoReformatter()
-        self.size: tuple[int, int] | None = None  # (width, height) before turning
-        self.turns = 0
+        self.size = size  # (width, height) before turning
+        self.turns: int | None = None
 
     def __call__(self, frame) -> np.ndarray:
+        if self.turns is None:
+            self.turns = quarter_turns(frame.rotation)
         if self.size is None:
             self.size = scaled_size(frame.width, frame.height, self._max_pixels)
-            self.turns = quarter_turns(frame.rotation)
         width, height = self.size
         rgb = self._scaler.reformat(
             frame, width, height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
@@ -53,19 +54,32 @@ class FrameConverter:
 
 class FrameStack:
     """Collects the chosen frames straight into one preallocated (T, H, W, 3) array,
-    so peak memory is the returned frames, not twice them."""
+    so peak memory is the returned frames, not twice them.
 
-    def __init__(self, capacity: int):
+    `buffer`: flat uint8 memory to fill instead (a slice of a larger output), sized for
+    `capacity` frames; its shape is set by the first frame (rotation decides it).
+    """
+
+    def __init__(self, capacity: int, buffer: np.ndarray | None = None):
         self._capacity = capacity
+        self._buffer = buffer
         self._frames: np.ndarray | None = None
         self._times: list[float] = []
 
     def __len__(self) -> int:
         return len(self._times)
 
+    @property
+    def full(self) -> bool:
+        return len(self._times) == self._capacity
+
     def add(self, rgb: np.ndarray, time: float) -> None:
         if self._frames is None:
-            self._frames = np.empty((self._capacity, *rgb.shape), dtype=np.uint8)
+            shape = (self._capacity, *rgb.shape)
+            if self._buffer is not None:
+                self._frames = self._buffer.reshape(shape)
+            else:
+                self._frames = np.empty(shape, dtype=np.uint8)
         self._frames[len(self._times)] = rgb
         self._times.append(time)
 

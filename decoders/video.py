@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self
@@ -39,13 +41,17 @@ from .metadata import VideoMetadata, resolve_duration, stream_fps
 from .sampling import ON_SCREEN_TOLERANCE, check_sampling, pick_frames, pick_nearest, target_times
 from .source import FFMPEG_ERRORS, ReopenableSource, Source
 
-# Codecs whose decoders honour skip_frame=NONREF packet by packet (VP8/VP9 ignore it).
-SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263", "av1"}
+# Codecs whose decoders honour skip_frame=NONREF packet by packet. VP8 and VP9 ignore it;
+# libdav1d (AV1) reads it once, when it opens, and would then skip wanted frames too.
+SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263"}
 # Seeking flushes the decoder's pipeline; below this many frames, decoding through is cheaper.
 MIN_FRAMES_TO_SEEK = 3
 # Frame threads cost a few tens of microseconds of hand-over per frame: more than decoding
 # a frame this small takes. Such videos decode on one thread.
 SMALL_FRAME_PIXELS = 320 * 240
+# Decoding keyframe intervals side by side pays for its second container only past this
+# many frames of work.
+MIN_FRAMES_TO_SPLIT = 48
 
 
 @dataclass(frozen=True)
@@ -259,15 +265,17 @@ class _VideoReader:
         return 0
 
     @contextmanager
-    def rewound(self, survey: _Survey):
+    def rewound(self, survey: _Survey, threads: int | None = None):
         """(container, stream, packets from the first keyframe): the surveyed container
-        rewound if it can be, else a fresh one."""
+        rewound if it can be, else a fresh one. `threads`: FFmpeg threads for its decoder."""
         index = survey.index
         kept, self._kept = self._kept, None  # one user; closed when it is done
         if kept is not None:
             try:
                 if index.complete and len(index.keyframes):
                     container, stream = kept.opened
+                    if threads is not None:
+                        _set_threads(stream, threads)  # the decoder is not open yet
                     with kept.mapping_errors():
                         packets = _rewind(container, stream, index)
                         if packets is not None:
@@ -275,7 +283,7 @@ class _VideoReader:
                             return
             finally:
                 kept.__exit__(None, None, None)
-        with self._open() as (container, stream):
+        with self._open(threads) as (container, stream):
             yield container, stream, container.demux(stream)
 
     # -- pass 3: the frames -------------------------------------------------------
@@ -287,15 +295,47 @@ class _VideoReader:
         """
         index = survey.index
         seekable = index.complete and len(index.keyframes) > 1
+        groups = _split_by_keyframe(index, wanted, self._budget()) if seekable else [wanted]
         try:
-            return _DecodePass(self, survey, wanted, max_pixels, seekable, keyframes_only).run()
+            if len(groups) > 1:
+                frames, timestamps, rotation = self._decode_groups(survey, groups, max_pixels, keyframes_only)
+            else:
+                frames, timestamps, rotation = _DecodePass(self, survey, wanted, max_pixels, seekable, keyframes_only).run()
         except _SeekMissed:
-            return _DecodePass(self, survey, wanted, max_pixels, False, keyframes_only).run()
+            frames, timestamps, rotation = _DecodePass(self, survey, wanted, max_pixels, False, keyframes_only).run()
+        if len(frames) == 0:
+            raise CorruptMediaError("no frame of the video could be decoded")
+        return frames, timestamps, rotation
+
+    def _decode_groups(self, survey: _Survey, groups: list[np.ndarray], max_pixels, keyframes_only):
+        """Decode runs of keyframe intervals side by side, one decoder each: intervals are
+        independent, so this scales better than one decoder's frame threads. Each writes
+        into its own stretch of the one output buffer."""
+        size = scaled_size(*survey.coded_size, max_pixels)  # the header's size, for all groups
+        frame_bytes = size[0] * size[1] * 3
+        output = np.empty(sum(len(group) for group in groups) * frame_bytes, dtype=np.uint8)
+        threads, start, passes = max(1, self._budget() // len(groups)), 0, []
+        for group in groups:
+            stack = FrameStack(len(group), output[start * frame_bytes : (start + len(group)) * frame_bytes])
+            passes.append(_DecodePass(self, survey, group, max_pixels, True, keyframes_only, threads, stack, size))
+            start += len(group)
+        with ThreadPoolExecutor(len(passes), thread_name_prefix="mmprep-gop") as pool:
+            results = list(pool.map(_DecodePass.run, passes))
+        timestamps = np.concatenate([times for _, times, _ in results])
+        if all(p.complete for p in passes):
+            frames = output.reshape(len(timestamps), *results[0][0].shape[1:])
+        else:  # a damaged stretch returned fewer frames: close the gaps
+            frames = np.concatenate([frames for frames, _, _ in results if len(frames)])
+        rotation = next((rotation for frames, _, rotation in results if len(frames)), 0)
+        return frames, timestamps, rotation
+
+    def _budget(self) -> int:
+        return self._threads or os.cpu_count() or 1
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _open(self):
-        return _OpenVideo(self._source, self._threads)
+    def _open(self, threads: int | None = None):
+        return _OpenVideo(self._source, self._threads if threads is None else threads)
 
     def _decode_all(self, container, stream):
         ctx = stream.codec_context
@@ -320,12 +360,14 @@ class _DecodePass:
     feeding it the packets after it (frame threads and B-frames hold a few back).
     """
 
-    def __init__(self, reader: _VideoReader, survey: _Survey, wanted, max_pixels, allow_seek, keyframes_only):
+    def __init__(
+        self, reader: _VideoReader, survey: _Survey, wanted, max_pixels, allow_seek, keyframes_only,
+        threads: int | None = None, stack: FrameStack | None = None, size: tuple[int, int] | None = None,
+    ):
         index = survey.index
-        self._reader, self._survey = reader, survey
-        self._linear = not allow_seek
-        self._stack = FrameStack(len(wanted))
-        self._convert = FrameConverter(max_pixels, reader._threads)
+        self._reader, self._survey, self._threads = reader, survey, threads
+        self._stack = stack if stack is not None else FrameStack(len(wanted))
+        self._convert = FrameConverter(max_pixels, reader._threads if threads is None else threads, size)
         self._picker = _FramePicker(
             survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
         )
@@ -340,7 +382,7 @@ class _DecodePass:
 
     def run(self):
         picker = self._picker
-        with self._reader.rewound(self._survey) as (container, stream, packets):
+        with self._reader.rewound(self._survey, self._threads) as (container, stream, packets):
             self._container, self._stream, self._ctx = container, stream, stream.codec_context
             self._clock = _Clock(
                 int(self._survey.index.pts[0]) if self._survey.index.has_times else None,
@@ -362,10 +404,13 @@ class _DecodePass:
             if not picker.done:
                 self._offer(_decode(self._ctx, None))
                 picker.finish()
-        if len(self._stack) == 0:
-            raise CorruptMediaError("no frame of the video could be decoded")
         frames, timestamps = self._stack.result()
-        return frames, timestamps, 90 * self._convert.turns
+        return frames, timestamps, 90 * (self._convert.turns or 0)
+
+    @property
+    def complete(self) -> bool:
+        """Every wanted frame got one of its own (none missing, none shared)."""
+        return self._stack.full
 
     def _feed(self, packet) -> None:
         if self._may_skip:
@@ -416,9 +461,7 @@ class _OpenVideo:
         container = self._opened.__enter__()
         try:
             stream = _select_video_stream(container)
-            ctx = stream.codec_context
-            ctx.thread_type = "AUTO"  # frame and slice threads
-            ctx.thread_count = 1 if ctx.width * ctx.height <= SMALL_FRAME_PIXELS else self._threads
+            _set_threads(stream, self._threads)
         except BaseException:
             self._opened.__exit__(None, None, None)
             raise
@@ -438,6 +481,34 @@ class _OpenVideo:
             yield
         except FFMPEG_ERRORS as error:
             raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
+
+
+def _set_threads(stream, threads: int) -> None:
+    ctx = stream.codec_context
+    ctx.thread_type = "AUTO"  # frame and slice threads
+    ctx.thread_count = 1 if ctx.width * ctx.height <= SMALL_FRAME_PIXELS else threads
+
+
+def _split_by_keyframe(index: FrameIndex, wanted: np.ndarray, budget: int) -> list[np.ndarray]:
+    """Split the wanted frames into up to `budget` runs of whole keyframe intervals, of
+    about equal decoding work (frames from each interval's keyframe to its last wanted
+    frame). One run when there is too little work to share."""
+    wanted_pts = index.pts[wanted]
+    intervals = np.searchsorted(index.keyframes, wanted_pts, side="right") - 1
+    starts = np.searchsorted(index.pts, index.keyframes[np.clip(intervals, 0, None)])
+    ends = np.asarray(wanted)
+    boundaries = np.flatnonzero(np.diff(intervals)) + 1  # where a new interval begins
+    firsts, lasts = np.r_[0, boundaries], np.r_[boundaries, len(wanted)] - 1
+    work = ends[lasts] - starts[firsts] + 1  # frames to decode per interval
+    groups = min(budget, len(firsts))
+    if groups < 2 or work.sum() < MIN_FRAMES_TO_SPLIT:
+        return [wanted]
+    cuts, done, share = [], 0, work.sum() / groups
+    for i, frames in enumerate(work[:-1]):
+        done += frames
+        if done >= share * (len(cuts) + 1) and len(cuts) < groups - 1:
+            cuts.append(lasts[i] + 1)
+    return np.split(wanted, cuts)
 
 
 def _select_video_stream(container):

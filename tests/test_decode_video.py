@@ -111,8 +111,8 @@ REQUESTS = [
 ]
 
 
-def assert_matches_reference(path, request):
-    video = decode_video(path, **request)
+def assert_matches_reference(path, request, threads=0):
+    video = decode_video(path, threads=threads, **request)
     times, indices = reference_decode(path)
     meta = video.metadata
     wanted = on_screen(times, target_times(meta.duration, meta.fps, times, **request))
@@ -127,13 +127,15 @@ def test_fixture_frames_match_the_reference(name, request_):
     assert_matches_reference(MEDIA / name, request_)
 
 
-LONG_REQUESTS = [{"num_frames": 4}, {"num_frames": 9}, {"fps": 0.5}, {"fps": 1.7}, {"num_frames": 32}, {}]
+LONG_REQUESTS = [{"num_frames": 1}, {"num_frames": 4}, {"num_frames": 9}, {"fps": 0.5}, {"fps": 1.7},
+                 {"num_frames": 32}, {}]
 
 
 @pytest.mark.parametrize("clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "mpeg4.avi"])
 @pytest.mark.parametrize("request_", LONG_REQUESTS, ids=repr)
-def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, request_):
-    assert_matches_reference(long_clips[clip], request_)
+@pytest.mark.parametrize("threads", [1, 2], ids=["one decoder", "keyframe intervals side by side"])
+def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, request_, threads):
+    assert_matches_reference(long_clips[clip], request_, threads)
 
 
 def keyframe_times(path) -> np.ndarray:

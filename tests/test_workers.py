@@ -126,7 +126,7 @@ def wait_for(condition, timeout: float = 10) -> bool:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_worker_sees_exactly_what_the_embedded_engine_sees(workers, echo_server, stream):
-    """Text, messages, sampling, the tensors (CRC-32) and every item's metadata cross the
+    """Text, messages, sampling, the tensors (xxh3) and every item's metadata cross the
     wire intact: the echo engine in a worker gives the in-process echo engine's answer."""
     content = [
         {"type": "text", "text": "Compare these."},

@@ -18,7 +18,6 @@ import xxhash
 from ..prepared import MediaItem, PreparedRequest
 from .base import EngineOutput
 
-
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
 # enough that a long answer does not cost a loop iteration per token.
 YIELD_EVERY = 16

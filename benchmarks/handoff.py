@@ -28,19 +28,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
-import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from servers import WorkerProcess  # the tests' helper: `mmprep worker` in a process on a free port
 
 from app.prepared import MediaItem, PreparedRequest, SamplingParams
 from app.workers import EchoEngine
@@ -124,27 +123,6 @@ def peak_rss(pid: int) -> int:
     raise RuntimeError("no VmHWM in /proc")
 
 
-def start_worker() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "app", "worker", "--port", str(port), "--log-level", "warning"],
-        cwd=Path(__file__).resolve().parent.parent, env={**os.environ},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return worker, url
-        except httpx.TransportError:
-            pass
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the worker did not start")
-        time.sleep(0.05)
-
-
 async def measure(url: str, worker_pid: int, repeats: int) -> None:
     request = prepared_request()
     frames_bytes = request.media[0].tensor.nbytes
@@ -188,12 +166,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    worker, url = start_worker()
-    try:
-        asyncio.run(measure(url, worker.pid, args.repeats))
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+    with WorkerProcess() as worker:
+        asyncio.run(measure(worker.url, worker.process.pid, args.repeats))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,7 @@ import argparse
 import asyncio
 import base64
 import json
-import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MEDIA = ROOT / "tests" / "data" / "media"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from servers import MediaServer  # the tests' media server: a folder over HTTP
+from servers import AppProcess, MediaServer  # the tests' servers: mmprep in a process, a media folder
 
 WEBM = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
 
@@ -122,48 +119,21 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
         return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
     """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port), "--allow-private-networks", "true",
-         "--max-concurrent-requests", str(max(64, concurrency)), "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with MediaServer(MEDIA) as media:
-            _wait_ready(url, server)
-            asyncio.run(run_load(url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
-            before = rss_mib(server.pid)
-            summary = asyncio.run(run_load(url, media.url, requests, concurrency, seed))
-            time.sleep(1.0)
-            summary.update(
-                rss_before_mib=round(before, 1),
-                rss_peak_mib=round(rss_mib(server.pid, "VmHWM"), 1),
-                rss_after_mib=round(rss_mib(server.pid), 1),
-            )
-            return summary
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _wait_ready(url: str, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("mmprep did not become ready")
+    flags = ("--allow-private-networks", "true", "--max-concurrent-requests", str(max(64, concurrency)))
+    with AppProcess("serve", *flags) as server, MediaServer(MEDIA) as media:
+        pid = server.process.pid
+        asyncio.run(run_load(server.url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
+        before = rss_mib(pid)
+        summary = asyncio.run(run_load(server.url, media.url, requests, concurrency, seed))
+        time.sleep(1.0)
+        summary.update(
+            rss_before_mib=round(before, 1),
+            rss_peak_mib=round(rss_mib(pid, "VmHWM"), 1),
+            rss_after_mib=round(rss_mib(pid), 1),
+        )
+        return summary
 
 
 def main() -> None:

@@ -21,19 +21,16 @@ import asyncio
 import base64
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx  # readiness checks only
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent), str(ROOT / "tests")]
 
 from footage import camera_clip
+from servers import AppProcess  # the tests' helper: mmprep in a process on a free port
 
 from app.decode_pool import DecodePool
 from decoders import decode_video
@@ -48,34 +45,9 @@ def request_body(data: bytes) -> bytes:
     return json.dumps({"model": "mmprep-echo", "messages": [{"role": "user", "content": [part]}]}).encode()
 
 
-class Server:
-    """`mmprep serve` in a subprocess, with extra flags."""
-
-    def __init__(self, *flags: str):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port), "--log-level", "warning",
-             "--max-concurrent-requests", "256", *flags],
-            cwd=ROOT,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError("mmprep did not start")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.process.terminate()
-        self.process.wait(timeout=30)
+def Server(*flags: str) -> AppProcess:
+    """`mmprep serve` in a subprocess, with extra flags; a context manager."""
+    return AppProcess("serve", "--max-concurrent-requests", "256", *flags)
 
 
 async def http_run(url: str, body: bytes, requests: int, concurrency: int) -> tuple[list[float], float]:

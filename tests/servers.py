@@ -73,24 +73,26 @@ class LiveServer(ThreadServer):
         self.service = self.app.state.service
 
 
-class WorkerProcess:
-    """`mmprep worker` as an operator runs it: a real process on a loopback port, which a
-    test can kill (SIGKILL, as a crash) and start again on the same port. Engines in
+class AppProcess:
+    """`python -m app <command>` as an operator runs it: a real process on a free loopback
+    port, ready when `ready_path` answers 200, which a test can kill (SIGKILL, as a crash)
+    and start again on the same port. Its log goes to a file `log()` reads. Engines in
     tests/ are importable by it (`--engine-class engines:SlowEngine`)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None):
+    def __init__(self, command: str, *args: str, ready_path: str = "/ready", env: dict[str, str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args, self.env = args, env or {}
+        self.command, self.args, self.ready_path = command, args, ready_path
+        self.env = {"MMPREP_LOG_LEVEL": "warning", "MMPREP_WORKER_LOG_LEVEL": "warning", **(env or {})}
         self.process: subprocess.Popen | None = None
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; close() closes it
 
     def start(self) -> Self:
-        """Start the process; `wait_ready` waits for its /health."""
-        env = {**os.environ, "PYTHONPATH": str(TESTS), "MMPREP_WORKER_LOG_LEVEL": "warning", **self.env}
+        """Start the process; `wait_ready` waits for it to answer."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "worker", "--port", str(self.port), *self.args],
-            env=env, stdout=subprocess.DEVNULL, stderr=self._log,
+            [sys.executable, "-m", "app", self.command, "--port", str(self.port), *self.args],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]), **self.env},
+            stdout=subprocess.DEVNULL, stderr=self._log,
         )
         return self
 
@@ -98,29 +100,31 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
-                self._log.seek(0)
-                raise RuntimeError(f"mmprep worker did not start:\n{self._log.read().decode()}")
+                raise RuntimeError(f"mmprep {self.command} did not start:\n{self.log()}")
             time.sleep(0.05)
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode()
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=10)
 
-    def served(self, status: str = "200") -> int:
-        """Requests this process answered with `status`, from its /metrics."""
-        text = httpx.get(f"{self.url}/metrics", timeout=5).text
-        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
-        return int(float(found.group(1))) if found else 0
+    def stop(self) -> int:
+        """SIGTERM, and wait: the exit status."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=30)
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+        if self.process is not None:
+            self.stop()
         self._log.close()
 
     def __enter__(self) -> Self:
@@ -128,6 +132,19 @@ class WorkerProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class WorkerProcess(AppProcess):
+    """`mmprep worker`, ready when /health answers."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
+        super().__init__("worker", *args, ready_path="/health", env=env)
+
+    def served(self, status: str = "200") -> int:
+        """Requests this process answered with `status`, from its /metrics."""
+        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
+        return int(float(found.group(1))) if found else 0
 
 
 class MediaServer:

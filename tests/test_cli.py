@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import httpx
 import pytest
+from servers import AppProcess
 
 MMPREP = [sys.executable, "-m", "app"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(*args, env=None) -> subprocess.CompletedProcess:
@@ -85,56 +79,20 @@ def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, say
 
 
 def test_serve_starts_answers_and_stops_on_sigterm():
-    port = free_port()
-    process = subprocess.Popen(
-        [*MMPREP, "serve", "--port", str(port), "--served-model-name", "my-vlm"],
-        env={**os.environ, "MMPREP_LOG_LEVEL": "info"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()
-            time.sleep(0.1)
-        models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+    with AppProcess("serve", "--served-model-name", "my-vlm", env={"MMPREP_LOG_LEVEL": "info"}) as server:
+        models = httpx.get(f"{server.url}/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["my-vlm"]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    # uvicorn shuts down cleanly, then re-raises SIGTERM so the exit status says why.
-    assert process.returncode in (0, -15)
-    log = process.stderr.read().decode()
+        # uvicorn shuts down cleanly, then re-raises SIGTERM so the exit status says why.
+        assert server.stop() in (0, -15)
+        log = server.log()
     assert "Finished server process" in log and '"level": "error"' not in log
-
-
-def start_server(*args) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [*MMPREP, "serve", "--port", str(port), *args],
-        env={**os.environ, "MMPREP_LOG_LEVEL": "info"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline and process.poll() is None, process.stderr.read().decode()
-        time.sleep(0.1)
 
 
 def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     import threading
 
-    process, url = start_server("--allow-private-networks", "true")
+    server = AppProcess("serve", "--allow-private-networks", "true").start().wait_ready()
+    url = server.url
     body = {
         "model": "mmprep-echo",
         "messages": [{"role": "user", "content": [
@@ -145,14 +103,15 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     slow = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)))
     slow.start()
     time.sleep(0.5)  # the slow request is in flight
-    process.terminate()
+    server.process.terminate()
     time.sleep(0.3)
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/health", timeout=2)  # no new work once draining
     slow.join()
     assert answers[0].status_code == 200  # the one in flight finished
     assert json_account(answers[0])["media"][0]["shape"][0] == 6
-    assert process.wait(timeout=30) in (0, -15)
+    assert server.stop() in (0, -15)
+    server.close()
 
 
 def json_account(response) -> dict:
@@ -168,15 +127,15 @@ def test_logs_are_json_with_request_ids_and_never_hold_data_url_bodies():
     from conftest import MEDIA
 
     payload = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
-    process, url = start_server("--log-level", "debug")
+    server = AppProcess("serve", "--log-level", "debug").start().wait_ready()
     good = {"type": "video_url", "video_url": {"url": f"data:video/webm;base64,{payload}"}}
     bad = {"type": "video_url", "video_url": {"url": f"data:video/webm;base64,{payload[:-9]}!!"}}
     for part in (good, bad):
         body = {"model": "mmprep-echo", "messages": [{"role": "user", "content": [part]}]}
-        httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
-    process.terminate()
-    process.wait(timeout=30)
-    lines = process.stderr.read().decode().splitlines()
+        httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    server.stop()
+    lines = server.log().splitlines()
+    server.close()
     entries = [json.loads(line) for line in lines]  # every line is one JSON object
     with_ids = [e for e in entries if e.get("logger", "").startswith("mmprep")]
     assert len({e["request_id"] for e in with_ids}) == 2  # one id per request, on each of its lines

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import socket
 import threading
 import time
 
@@ -12,7 +11,7 @@ import openai
 import pytest
 from conftest import MEDIA
 from engines import SlowEngine
-from servers import LiveServer
+from servers import LiveServer, free_port
 
 MODEL = "mmprep-echo"
 
@@ -58,11 +57,6 @@ def assert_error(response: httpx.Response, status: int, code: str, param: str | 
 
 PART = "messages[0].content[0].video_url"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the request itself ----------------------------------------------------------------

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from decoders import decode_image, decode_video
+import numpy as np
+
+from decoders import DecodedVideo, decode_image, decode_video
 from decoders.errors import InvalidSamplingError, MediaError, MediaTooLargeError
 from decoders.sampling import check_sampling
 
@@ -207,10 +209,9 @@ class Preprocessor:
                     max_bytes=self._settings.max_decoded_bytes, cancel=cancel,
                     timeout=self._settings.decode_timeout,
                 )
-                tensor = result.frames
             else:
                 result = await self._pool.run(_decode_image, data, **part.options)
-                tensor = result.pixels
+            tensor = _tensor_of(result)
             tensor.flags.writeable = False  # shared: by parts, by requests through the cache
             self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
             self._metrics.frames_decoded.labels(part.kind).inc(len(tensor) if part.kind == "video" else 1)
@@ -236,8 +237,13 @@ class Preprocessor:
                 raise MediaPartError(error, item.param)
 
 
+def _tensor_of(result) -> np.ndarray:
+    """A DecodedVideo's frames or a DecodedImage's pixels."""
+    return result.frames if isinstance(result, DecodedVideo) else result.pixels
+
+
 def _tensor_bytes(result) -> int:
-    return (result.frames if hasattr(result, "frames") else result.pixels).nbytes
+    return _tensor_of(result).nbytes
 
 
 def _decode_image(data: bytes, max_pixels: int, max_source_pixels: int, threads: int):

@@ -51,7 +51,7 @@ class FramePicker:
     def done(self) -> bool:
         return self.pending >= len(self._wanted)
 
-    def afterseek_keyframe(self) -> None:
+    def after_seek(self) -> None:
         self._previous, self._seeked = None, True
 
     def offer(self, frame, t: float) -> None:

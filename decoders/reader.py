@@ -327,7 +327,7 @@ class DecodePass:
 
     def _seek(self, jump: tuple[int, int]) -> None:
         self._packets = seek_keyframe(self._container, self._stream, *jump)  # flushes the decoder
-        self._picker.afterseek_keyframe()
+        self._picker.after_seek()
         self._floor, self._fed_max = jump[0], -math.inf
 
     def _offer(self, frames) -> None:
@@ -360,7 +360,7 @@ class OpenVideo:
     def __exit__(self, kind, error, traceback):
         self._opened.__exit__(None, None, None)
         if isinstance(error, FFMPEG_ERRORS):
-            raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
+            raise _damaged(error) from error
         return False
 
     @contextmanager
@@ -369,7 +369,11 @@ class OpenVideo:
         try:
             yield
         except FFMPEG_ERRORS as error:
-            raise CorruptMediaError(f"the video is damaged or truncated: {error}") from error
+            raise _damaged(error) from error
+
+
+def _damaged(error: Exception) -> CorruptMediaError:
+    return CorruptMediaError(f"the video is damaged or truncated: {error}")
 
 
 def set_threads(stream, threads: int) -> None:

@@ -17,6 +17,11 @@ Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
 # What PyAV raises on input FFmpeg cannot make sense of. Anything else is our bug.
 FFMPEG_ERRORS = (av.FFmpegError, EOFError, UnicodeDecodeError)
 
+# PyAV before 19 decodes every metadata tag when it opens a container, and a tag that is not
+# UTF-8 fails the open unless told to replace what it cannot decode; PyAV 19 decodes tags only
+# when read (we never read them) and no longer takes the option.
+_OPEN_OPTIONS = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
+
 
 class ReopenableSource:
     """A source that can be opened more than once (the decoder may need a second pass)."""
@@ -58,7 +63,7 @@ class ReopenableSource:
         else:
             target = io.BytesIO(self._data)
         try:
-            container = av.open(target, mode="r", metadata_errors="replace")
+            container = av.open(target, mode="r", **_OPEN_OPTIONS)
         except FFMPEG_ERRORS as error:
             raise CorruptMediaError(f"FFmpeg cannot read this input as media: {error}") from error
         try:

@@ -3,6 +3,7 @@ image) or raise MediaError. Nothing may crash the process, raise anything else, 
 its deadline, or leak memory.
 
     python tests/fuzz_media.py --cases 200000 --seed 1     # a long run (about an hour)
+    python tests/fuzz_media.py --keep-examples --cases 400  # refresh the replayed corpus
 
 The test suite runs it in a child process with a fixed seed and a few thousand cases, so
 a segfault fails the test instead of killing pytest. Before each case the child writes
@@ -27,7 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decoders import MediaError, decode_image, decode_video
 
 MEDIA = Path(__file__).resolve().parent / "data" / "media"
-KEPT = MEDIA / "fuzz"  # inputs that once broke something: the regression test replays them
+# The replayed corpus: one damaged input per outcome (named "<outcome>--seed1-case<N>-<fixture>"),
+# so a change in how the decoders judge damaged input shows; and any input that once broke
+# the run ("crash--..."), kept by tests/test_fuzz.py.
+KEPT = MEDIA / "fuzz"
+TIMING_OUTCOMES = {"decode_timeout"}  # depends on the machine's speed: never kept as an example
 VIDEO_REQUESTS = [{}, {"fps": 1.0}, {"num_frames": 3}, {"fps": 8.0, "max_frames": 4}, {"num_frames": 1, "max_pixels": 1000}]
 FOREIGN_HEADERS = [b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff\xe0", b"RIFF\x00\x00\x00\x00WAVE", b"GIF89a", b"%PDF-1.7", b"PK\x03\x04"]
 
@@ -103,6 +108,23 @@ def run_one(name: str, data: bytes, request: dict) -> str:
         return error.code
 
 
+def keep_examples(cases: int, seed: int, pool: list[tuple[str, bytes]]) -> list[Path]:
+    """The first case of each outcome, per fixture kind (video or image), written to KEPT."""
+    KEPT.mkdir(exist_ok=True)
+    kept, seen = [], set()
+    for index in range(cases):
+        name, data, request = case(index, seed, pool)
+        outcome = run_one(name, data, {})
+        kind = (outcome, name.startswith("image."))
+        if kind in seen or outcome in TIMING_OUTCOMES:
+            continue
+        seen.add(kind)
+        path = KEPT / f"{outcome}--seed{seed}-case{index}-{name}"
+        path.write_bytes(data)
+        kept.append(path)
+    return kept
+
+
 def rss_mib() -> float:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
@@ -113,8 +135,13 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--progress", type=Path, help="write each case's number here before running it")
+    parser.add_argument("--keep-examples", action="store_true", help=f"write one case per outcome to {KEPT}")
     args = parser.parse_args()
     pool = seeds()
+    if args.keep_examples:
+        for path in keep_examples(args.cases, args.seed, pool):
+            print(path.name)
+        return 0
     outcomes: dict[str, int] = {}
     slowest = 0.0
     warm_rss = None

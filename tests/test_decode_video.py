@@ -2,9 +2,11 @@
 
 import io
 
+import av
 import numpy as np
 import pytest
 from conftest import MEDIA, on_screen, painted, reference_decode
+from make_fixtures import paint
 
 from decoders import decode_video, probe_video
 from decoders.sampling import target_times
@@ -288,3 +290,23 @@ def test_every_kind_of_source_gives_the_same_frames(make_source):
     assert painted(video.frames) == [0, 23, 47]
     if hasattr(source, "close"):
         source.close()
+
+
+def test_a_title_tag_that_is_not_utf8_does_not_stop_the_decode(tmp_path):
+    # Cameras and old muxers write Latin-1 tags. PyAV before 19 decodes every tag when it
+    # opens the file (and fails on these unless told to replace); PyAV 19 decodes them lazily.
+    path = tmp_path / "latin1_title.mkv"
+    with av.open(str(path), "w", format="matroska") as container:
+        container.metadata["title"] = "caf\u00e9 caf\u00e9"
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for index in range(3):
+            frame = av.VideoFrame.from_ndarray(paint(index, 64, 64), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    utf8 = "caf\u00e9 caf\u00e9".encode()
+    latin1_broken = utf8.replace("\u00e9".encode(), b"\xe9\xe9")  # same length, not UTF-8
+    data = path.read_bytes()
+    assert data.count(utf8) == 1
+    video = decode_video(data.replace(utf8, latin1_broken), num_frames=3)
+    assert painted(video.frames) == [0, 1, 2]

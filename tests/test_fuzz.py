@@ -25,7 +25,7 @@ def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
         index = int(progress.read_text())
         name, data, request = case(index, 1, seeds())
         KEPT.mkdir(exist_ok=True)
-        kept = KEPT / f"seed1-case{index}-{name}"
+        kept = KEPT / f"crash--seed1-case{index}-{name}"
         kept.write_bytes(data)
         pytest.fail(f"case {index} ({name}, {request}) broke the run; kept as {kept}:\n{result.stderr[-3000:]}")
     summary = json.loads(result.stdout.strip().splitlines()[-1])
@@ -35,15 +35,23 @@ def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
     assert summary["rss_end_mib"] - summary["rss_warm_mib"] < 64  # no leak across thousands of decodes
 
 
-KEPT_CASES = sorted(KEPT.glob("*")) if KEPT.exists() else []
+MEDIA_ERROR_CODES = {"corrupt_media", "no_video_stream", "unsupported_codec", "media_too_large", "decode_timeout"}
 
 
-@pytest.mark.skipif(not KEPT_CASES, reason="no input has broken the decoders yet")
-@pytest.mark.parametrize("path", KEPT_CASES, ids=lambda p: p.name)
-def test_inputs_that_once_broke_the_decoders(path):
-    name = path.name.split("-", 2)[-1]
-    assert run_one(name, path.read_bytes(), {}) in {"ok", "corrupt_media", "no_video_stream", "unsupported_codec",
-                                                      "media_too_large", "decode_timeout"}
+@pytest.mark.parametrize("path", sorted(KEPT.glob("*--*")), ids=lambda p: p.name)
+def test_kept_damaged_inputs_keep_their_outcome(path):
+    expected, _, origin = path.name.partition("--")
+    fixture = origin.split("-", 2)[-1]
+    outcome = run_one(fixture, path.read_bytes(), {})
+    if expected == "crash":  # once broke the run: any orderly outcome will do
+        assert outcome in MEDIA_ERROR_CODES | {"ok"}
+    else:
+        assert outcome == expected
+
+
+def test_the_kept_corpus_has_every_orderly_outcome():
+    outcomes = {path.name.partition("--")[0] for path in KEPT.glob("*--*")}
+    assert {"ok", "corrupt_media", "no_video_stream", "unsupported_codec", "media_too_large"} <= outcomes
 
 
 def test_the_fixture_pool_is_what_the_fuzzer_mutates():

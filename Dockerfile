@@ -1,4 +1,4 @@
-FROM python:3.11-slim
+FROM python:3.13-slim
 
 # PyAV's wheel bundles FFmpeg: no system codecs needed.
 RUN useradd --create-home --uid 10001 mmprep

@@ -91,7 +91,10 @@ class BenchDecode(DecodeBenchConfig):
 
 
 class Mmprep(BaseSettings):
-    model_config = SettingsConfigDict(cli_prog_name="mmprep", cli_kebab_case=True, cli_hide_none_type=True)
+    # Every boolean is a flag with its --no- twin (--allow-private-networks, --no-stream).
+    model_config = SettingsConfigDict(
+        cli_prog_name="mmprep", cli_kebab_case=True, cli_hide_none_type=True, cli_implicit_flags=True
+    )
 
     serve: CliSubCommand[Serve]
     worker: CliSubCommand[Worker]

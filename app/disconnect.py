@@ -21,8 +21,8 @@ async def until_disconnect(http: Request, work, cancel: threading.Event | None =
     task = asyncio.ensure_future(work)
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=POLL_SECONDS)
-            if done:
+            await asyncio.wait({task}, timeout=POLL_SECONDS)
+            if task.done():
                 return task.result()
             if await http.is_disconnected():
                 raise ClientGone()
@@ -31,6 +31,10 @@ async def until_disconnect(http: Request, work, cancel: threading.Event | None =
             cancel.set()
         task.cancel()
         raise
+    finally:
+        # The task holds its error, whose traceback holds this frame: without the task here,
+        # no cycle keeps the request (and its media) alive until the garbage collector runs.
+        task = None
 
 
 async def close_shielded(outputs) -> None:

@@ -24,6 +24,7 @@ from .core.config import Settings
 from .decode_cache import DecodeCache, content_key
 from .decode_pool import DecodePool
 from .errors import MediaPartError, RequestError
+from .media.data_url import DataURL
 from .media.fetch import MediaFetcher
 from .metrics import Metrics
 from .prepared import MediaItem, PreparedRequest, SamplingParams
@@ -50,7 +51,7 @@ class Timing:
 @dataclass
 class _MediaPart:
     kind: str  # "image" or "video"
-    url: str
+    url: str | DataURL
     options: dict[str, Any]  # decoder keyword arguments
     param: str  # e.g. messages[0].content[1].video_url
     key: tuple = field(init=False)
@@ -169,19 +170,22 @@ class Preprocessor:
         try:
             async with asyncio.timeout(self._settings.decode_timeout):
                 await asyncio.gather(*tasks.values())
+            return {key: task.result() for key, task in tasks.items()}
         except BaseException as error:
             cancel.set()  # decodes in threads stop at their next packet
-            for task in tasks.values():
-                task.cancel()
+            unfinished = _cancel_unfinished(tasks)
             if isinstance(error, TimeoutError):
-                unfinished = [unique[key].param for key, task in tasks.items() if task.cancelled() or not task.done()]
                 raise RequestError(
                     f"fetching and decoding the media took longer than the {self._settings.decode_timeout:g} s allowed",
                     "decode_timeout",
-                    unfinished[0] if unfinished else "messages",
+                    unique[unfinished[0]].param if unfinished else "messages",
                 ) from error
             raise
-        return {key: task.result() for key, task in tasks.items()}
+        finally:
+            # A failed task holds the error, whose traceback holds this frame, which would hold
+            # the tasks: a cycle only the garbage collector frees, and with it the media (a data
+            # URL can be hundreds of MiB). Without the tasks here, the error frees them all.
+            tasks = None
 
     async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event):
         metrics = self._metrics
@@ -237,6 +241,15 @@ class Preprocessor:
                 raise MediaPartError(error, item.param)
 
 
+def _cancel_unfinished(tasks: dict) -> list:
+    """Cancel the tasks still running; the keys of those that never finished (a timeout
+    may have cancelled them already)."""
+    unfinished = [key for key, task in tasks.items() if task.cancelled() or not task.done()]
+    for key in unfinished:
+        tasks[key].cancel()
+    return unfinished
+
+
 def _tensor_of(result) -> np.ndarray:
     """A DecodedVideo's frames or a DecodedImage's pixels."""
     return result.frames if isinstance(result, DecodedVideo) else result.pixels
@@ -286,12 +299,13 @@ def _text_of(part: dict, where: str) -> str:
     return text
 
 
-def _url_of(part: dict, key: str, where: str) -> tuple[str, dict]:
-    """The URL and the sampling keys of an image_url / video_url part."""
+def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
+    """The URL and the sampling keys of an image_url / video_url part. A long data URL
+    comes as a DataURL (see app/api/json_body.py)."""
     value = part.get(key)
-    if isinstance(value, str):  # some clients send the URL bare
+    if isinstance(value, str | DataURL):  # some clients send the URL bare
         return value, {}
-    if not isinstance(value, dict) or not isinstance(value.get("url"), str) or not value["url"]:
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
         raise RequestError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
     options = {k: value[k] for k in VIDEO_SAMPLING_KEYS if value.get(k) is not None}
     if options and key != "video_url":

@@ -82,7 +82,7 @@ class Service:
 
     async def chat(self, body: ChatCompletionRequest, http: Request) -> Response:
         if self._in_flight >= self.settings.max_concurrent_requests:
-            return self._refuse(
+            return self.refuse(
                 503, f"the server is at its limit of {self.settings.max_concurrent_requests} requests in flight; retry shortly",
                 "overloaded", headers={"Retry-After": "1"},
             )
@@ -111,14 +111,11 @@ class Service:
             self.metrics.requests.labels("200").inc()
             return JSONResponse(answer, headers=headers)
         except ClientGone:
-            log.info("client went away; work for it stopped")
-            self.metrics.requests.labels("499").inc()
-            return Response(status_code=499)
-        except Exception as error:
+            return self.client_gone()
+        except Exception as error:  # noqa: BLE001 - describe() maps it; a 500 logs its traceback
             status, message, code, param = describe(error)
-            if status >= 500:
-                log.exception("request failed")
-            return self._refuse(status, message, code, param)
+            _log_failure(status, message)
+            return self.refuse(status, message, code, param)
         finally:
             if not slot.handed_over:
                 slot.release()
@@ -164,9 +161,9 @@ class Service:
             status = "499"
             log.info("client went away mid-stream; generation stopped")
             raise
-        except Exception as error:
-            log.exception("stream failed")
-            _, message, code, param = describe(error)
+        except Exception as error:  # noqa: BLE001 - describe() maps it; a 500 logs its traceback
+            failed, message, code, param = describe(error)
+            _log_failure(failed, f"stream ended early: {message}")
             status = "500"
             self.metrics.errors.labels(code).inc()
             yield sse(error_body(message, code, param, "server_error"))
@@ -184,11 +181,20 @@ class Service:
         if slot.release():  # still held: the stream never ran
             self.metrics.requests.labels("499").inc()
 
-    def _refuse(self, status: int, message: str, code: str, param=None, headers=None) -> JSONResponse:
+    def refuse(self, status: int, message: str, code: str, param=None, headers=None) -> JSONResponse:
+        """An error answer, counted in /metrics and logged."""
+        self.record_refusal(status, code, param)
+        return error_response(status, message, code, param, headers)
+
+    def record_refusal(self, status: int, code: str, param: str | None = None) -> None:
         self.metrics.requests.labels(str(status)).inc()
         self.metrics.errors.labels(code).inc()
         log.info("refused", extra={"status": status, "code": code, "param": param})
-        return error_response(status, message, code, param, headers)
+
+    def client_gone(self) -> Response:
+        log.info("client went away; work for it stopped")
+        self.metrics.requests.labels("499").inc()
+        return Response(status_code=499)
 
     def _admit(self) -> _Slot:
         self._in_flight += 1
@@ -198,6 +204,15 @@ class Service:
     def _release(self) -> None:
         self._in_flight -= 1
         self.metrics.in_flight.set(self._in_flight)
+
+
+def _log_failure(status: int, message: str) -> None:
+    """A 500 is a bug: its traceback is logged. Other server-side failures (no worker
+    reachable, an upstream's error) are the deployment's state: one warning line."""
+    if status == 500:
+        log.exception("request failed")
+    elif status > 500:
+        log.warning("request failed: %s", message, extra={"status": status})
 
 
 class _Slot:

@@ -91,7 +91,7 @@ def test_serve_starts_answers_and_stops_on_sigterm():
 def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     import threading
 
-    server = AppProcess("serve", "--allow-private-networks", "true").start().wait_ready()
+    server = AppProcess("serve", "--allow-private-networks").start().wait_ready()
     url = server.url
     body = {
         "model": "mmprep-echo",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 
@@ -96,7 +97,35 @@ def test_a_body_that_is_not_json_is_a_400(server):
     response = httpx.post(
         f"{server.url}/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
     )
-    assert_error(response, 400, "invalid_request")
+    message = assert_error(response, 400, "invalid_request")["message"]
+    assert message.startswith("the request body is not valid JSON: Expecting property name") and "byte 1" in message
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"", "the request has no body"),
+        (b"[1]", "must be a JSON object (a chat request), not a JSON array"),
+        (b'"hi"', "not a JSON string"),
+        (b'{"model": "mmprep-echo", "messages": [{"role": "user", "content": "caf\xe9"}]}', "not UTF-8"),
+        (b'{"model": "mmprep-echo"}', "messages: Field required"),
+    ],
+    ids=["empty", "array", "string", "latin1", "no-messages"],
+)
+def test_a_body_that_is_not_a_chat_request_says_what_is_wrong(server, body, says):
+    response = httpx.post(f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert says in assert_error(response, 400, "invalid_request")["message"]
+
+
+def test_json_sent_as_a_form_says_to_send_it_as_json(server):
+    body = json.dumps(chat({"type": "text", "text": "hi"}))
+    response = httpx.post(  # what `curl -d` does
+        f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    message = assert_error(response, 415, "unsupported_media_type")["message"]
+    assert "Content-Type: application/json" in message and "application/x-www-form-urlencoded" in message
+    no_header = httpx.post(f"{server.url}/v1/chat/completions", content=body)  # no Content-Type at all: read as JSON
+    assert no_header.status_code == 200
 
 
 def test_too_many_media_parts(server):

@@ -28,5 +28,9 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)
-    app.add_middleware(BodySizeLimit, max_bytes=service.settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=service.settings.max_request_bytes,
+        on_refused=lambda error: service.record_refusal(error.status, error.code, error.param),
+    )
     return app

@@ -8,9 +8,12 @@ from here, not raised: FastAPI would turn an exception while reading the body in
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from ..errors import RequestError
 from .errors import error_body
+
+BODY_REFUSED = "mmprep.body_refused"  # set in the ASGI scope when the 413 has gone out
 
 
 def body_too_large(limit: int) -> RequestError:
@@ -20,15 +23,15 @@ def body_too_large(limit: int) -> RequestError:
 
 
 class BodySizeLimit:
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, on_refused: Callable[[RequestError], None] = lambda error: None):
+        self.app, self.max_bytes, self.on_refused = app, max_bytes, on_refused
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            return await _send_error(send, body_too_large(self.max_bytes))
+            return await self._refuse(send)
         received, refused = 0, False
 
         async def counted_receive():
@@ -39,7 +42,8 @@ class BodySizeLimit:
                 if received > self.max_bytes:
                     # Answer now, and let the app see the client as gone: it stops reading.
                     refused = True
-                    await _send_error(send, body_too_large(self.max_bytes))
+                    scope[BODY_REFUSED] = True
+                    await self._refuse(send)
                     return {"type": "http.disconnect"}
             return message
 
@@ -48,6 +52,11 @@ class BodySizeLimit:
                 await send(message)
 
         await self.app(scope, counted_receive, guarded_send)
+
+    async def _refuse(self, send) -> None:
+        error = body_too_large(self.max_bytes)
+        self.on_refused(error)
+        await _send_error(send, error)
 
 
 async def _send_error(send, error: RequestError) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -47,22 +46,7 @@ def describe(error: Exception) -> tuple[int, str, str, str | None]:
     return 500, "internal error in mmprep; the server log has the details", "internal_error", None
 
 
-def _validation_param(location: tuple) -> str | None:
-    path = [str(part) for part in location if part != "body"]
-    text = ""
-    for part in path:
-        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
-    return text or None
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, error: RequestValidationError):
-        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
-        param = _validation_param(tuple(first.get("loc", ())))
-        message = f"{param}: {first['msg']}" if param else first["msg"]
-        return error_response(400, message, "invalid_request", param)
-
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
         code = "not_found" if error.status_code == 404 else "http_error"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
-from .schemas import ChatCompletionRequest
+from ..errors import RequestError
+from .body_limit import BODY_REFUSED
+from .json_body import read_json_body
+from .schemas import parse_chat_request
 
 router = APIRouter()
 
@@ -15,8 +19,17 @@ def _service(request: Request):
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-    return await _service(request).chat(body, request)
+async def chat_completions(request: Request) -> Response:
+    service = _service(request)
+    try:
+        body = parse_chat_request(await read_json_body(request))
+    except RequestError as error:
+        return service.refuse(error.status, error.message, error.code, error.param)
+    except ClientDisconnect:
+        if request.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
+            return Response(status_code=413)
+        return service.client_gone()
+    return await service.chat(body, request)
 
 
 @router.get("/v1/models")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import RequestError
 
 
 class ChatMessage(BaseModel):
@@ -41,3 +43,30 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = None
     # vLLM's per-request media options: {"video": {"fps": ..., "num_frames": ..., "max_frames": ...}}
     media_io_kwargs: dict[str, Any] | None = None
+
+
+def parse_chat_request(document: Any) -> ChatCompletionRequest:
+    """The parsed JSON body as a ChatCompletionRequest, or a RequestError naming the field."""
+    if not isinstance(document, dict):
+        raise RequestError(
+            f"the request body must be a JSON object (a chat request), not a JSON {_json_type(document)}",
+            "invalid_request",
+        )
+    try:
+        return ChatCompletionRequest.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        param = _param(first["loc"])
+        raise RequestError(f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param) from None
+
+
+def _param(location: tuple) -> str | None:
+    """A pydantic location as OpenAI names a field: messages[0].content."""
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")

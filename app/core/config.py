@@ -19,6 +19,7 @@ ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 ENGINES = ("echo", "workers", "openai")
 DEFAULT_ENGINE_CLASS = "app.workers.echo:EchoEngine"
+REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
 
 
 class Settings(BaseSettings):
@@ -60,7 +61,11 @@ class Settings(BaseSettings):
         7680 * 4320, ge=1, description="largest stored frame or image (in pixels) accepted for decoding at all"
     )
     max_request_bytes: int = Field(
-        768 * 1024**2, ge=1, description="most bytes of request body (data URLs count here, base64 and all)"
+        None,  # from --max-fetch-bytes, in _limits_fit_together
+        ge=1,
+        description="most bytes of request body, data URLs' base64 included "
+        "(default: room for one data URL of --max-fetch-bytes: 4/3 of it, plus 16 MiB)",
+        validate_default=False,
     )
     max_decoded_bytes: int = Field(2 * 1024**3, ge=1, description="most bytes of decoded frames per request")
     max_fetch_bytes: int = Field(512 * 1024**2, ge=1, description="most bytes fetched per media URL")
@@ -150,6 +155,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _limits_fit_together(self) -> Settings:
+        if self.max_request_bytes is None:
+            # A bigger body could only hold a data URL the fetch limit refuses anyway.
+            self.max_request_bytes = base64_size(self.max_fetch_bytes) + REQUEST_OVERHEAD_BYTES
         if self.default_max_frames > self.max_frames:
             raise ValueError(
                 f"default_max_frames ({self.default_max_frames}) exceeds max_frames ({self.max_frames})"
@@ -194,6 +202,10 @@ class WorkerSettings(BaseSettings):
 
         load_engine_class(path)  # raises ValueError saying what is wrong
         return path
+
+
+def base64_size(size: int) -> int:
+    return (size + 2) // 3 * 4
 
 
 def _http_url(url: str) -> str:

@@ -1,0 +1,140 @@
+"""The request body as JSON, read and parsed without holding the event loop.
+
+A chat request may carry hundreds of MiB of data URLs. Parsed the usual way, such a body is
+joined, decoded and parsed on the event loop, which then answers nobody (not even /health)
+for seconds, and its long strings are copied three times over. Here the body is gathered
+into one buffer as it arrives; a body over SMALL_BODY bytes is then taken apart in a thread:
+every string longer than LONG_STRING bytes is cut out (a view of the buffer, not a copy),
+json.loads reads the small rest, and the long strings go back where they were: data URLs as
+DataURL values, whose size is judged by their length before anything decodes them, other
+text as str. The loop stays free because no single step holds the GIL for long: finding the
+strings is a series of short C searches, and the rest that json.loads sees is small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import secrets
+from typing import Any
+
+from starlette.requests import Request
+
+from ..errors import RequestError
+from ..media.data_url import DataURL
+
+SMALL_BODY = 1 << 20  # parsed at once, on the loop: about 2 ms of json.loads at most
+LONG_STRING = 64 << 10
+
+
+async def read_json_body(request: Request) -> Any:
+    """The body, parsed. RequestError (400 or 415) saying what is wrong with it otherwise.
+    Raises starlette's ClientDisconnect if the client leaves (or the body limit cut it off)."""
+    _check_content_type(request.headers.get("content-type"))
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+    if not body or body.isspace():
+        raise RequestError("the request has no body: send the chat request as a JSON object", "invalid_request")
+    if len(body) <= SMALL_BODY:
+        return _loads(body, [])
+    return await asyncio.to_thread(_parse_large, body)
+
+
+def _check_content_type(declared: str | None) -> None:
+    if declared is None:
+        return  # no header at all: read the body as JSON, as most servers do
+    media_type = declared.split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise RequestError(
+            f"the request body must be JSON sent with 'Content-Type: application/json', not {declared!r} "
+            "(with curl, add -H 'Content-Type: application/json')",
+            "unsupported_media_type",
+            status=415,
+        )
+
+
+def _parse_large(body: bytearray) -> Any:
+    skeleton, long_strings, shifts = _cut_long_strings(body)
+    document = _loads(skeleton, shifts)
+    return _put_back(document, long_strings) if long_strings else document
+
+
+def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
+    try:
+        return json.loads(text)
+    except UnicodeDecodeError as error:
+        raise RequestError(f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request") from None
+    except json.JSONDecodeError as error:
+        at = error.pos + _shift_before(shifts, error.pos)
+        raise RequestError(
+            f"the request body is not valid JSON: {error.msg} at byte {at} "
+            f"(line {error.lineno}); send the chat request as a JSON object",
+            "invalid_request",
+        ) from None
+
+
+# -- long strings out, and back in -------------------------------------------------------
+
+
+def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, str | DataURL], list[tuple[int, int]]]:
+    """The body with every long string replaced by a short token; the strings' values by
+    token; and where tokens shift positions (skeleton position after a token, bytes removed
+    up to there), so an error message can name the byte in the body."""
+    view = memoryview(body)
+    nonce = secrets.token_hex(8)  # a client cannot guess it, so no string of theirs is a token
+    skeleton, cut, shifts = bytearray(), {}, []
+    copied = start = 0
+    while (opening := body.find(b'"', start)) >= 0:
+        closing = _string_end(body, opening + 1)
+        if closing < 0:
+            break  # unterminated: json.loads says so
+        if closing - opening - 1 > LONG_STRING:
+            token = f"\0mmprep-long-string:{nonce}:{len(cut)}"
+            skeleton += view[copied:opening]
+            skeleton += json.dumps(token).encode()
+            escaped = body.find(b"\\", opening + 1, closing) >= 0
+            cut[token] = _long_value(view[opening + 1 : closing], escaped)
+            copied = closing + 1
+            shifts.append((len(skeleton), copied - len(skeleton)))
+        start = closing + 1
+    if not cut:
+        return body, {}, []
+    skeleton += view[copied:]
+    return skeleton, cut, shifts
+
+
+def _string_end(body: bytearray, start: int) -> int:
+    """The position of the quote that closes the JSON string starting at `start`, or -1."""
+    quote = body.find(b'"', start)
+    while quote >= 0:
+        backslash = body.find(b"\\", start, quote)
+        if backslash < 0:
+            return quote
+        start = backslash + 2  # past the escaped character, which may be a quote
+        if start > quote:
+            quote = body.find(b'"', start)
+    return -1
+
+
+def _shift_before(shifts: list[tuple[int, int]], position: int) -> int:
+    index = bisect.bisect_right(shifts, (position, float("inf"))) - 1
+    return shifts[index][1] if index >= 0 else 0
+
+
+def _put_back(value: Any, long_strings: dict[str, str | DataURL]) -> Any:
+    if isinstance(value, str):
+        return long_strings.get(value, value)
+    if isinstance(value, list):
+        return [_put_back(item, long_strings) for item in value]
+    if isinstance(value, dict):
+        return {str(long_strings.get(key, key)): _put_back(item, long_strings) for key, item in value.items()}
+    return value
+
+
+def _long_value(raw: memoryview, escaped: bool) -> str | DataURL:
+    """A data URL with nothing escaped stays the client's bytes; anything else becomes text."""
+    if not escaped and bytes(raw[:5]).lower() == b"data:":
+        return DataURL.parse(raw)
+    return _loads(b'"' + bytes(raw) + b'"', [])

@@ -80,6 +80,10 @@ class BenchConfig(SyntheticOptions):
     num_frames: int | None = Field(None, ge=1, description="frames to sample per video, sent as media_io_kwargs")
     extra_body: str | None = Field(None, description='JSON object merged into every request body, e.g. \'{"temperature": 0}\'')
     seed: int = Field(0, description="seed of the Poisson arrivals and of the generated videos")
+    client_processes: int | None = Field(
+        None, ge=1, le=256,
+        description="processes that send the requests (unset: one per 256 of the largest --concurrency, at most one per core)",
+    )
 
     # -- output ------------------------------------------------------------------------
     output: Path | None = Field(None, description="write the results (config, figures per run) to this JSON file")

@@ -14,6 +14,7 @@ fetch and decode.
 from __future__ import annotations
 
 import base64
+import functools
 import mimetypes
 import struct
 import time
@@ -41,7 +42,7 @@ class MediaInput:
     url: str | None = None  # an http(s) input, sent as it is
     data: bytes | None = None  # the bytes, when bench sends them itself (data URLs) or pads them
     crc32: int | None = None  # of `data`
-    shared_url: str | None = None  # the URL every request sends, when they all send the same bytes
+    shared_url: str | None = None  # its file server URL, or its data URL when every request sends the same bytes
 
     @property
     def mime(self) -> str:
@@ -108,18 +109,21 @@ def unique_trailer(head: bytes, number: int, name: str = "the video") -> bytes:
 
 
 class MediaSender:
-    """Turns a request's number into its media parts, and a record of what was sent."""
+    """Turns a request's number into its media parts, and a record of what was sent.
 
-    def __init__(self, inputs: list[MediaInput], media_as: str, unique: bool, server: FileServer | None):
+    It holds no connection to the file server (only the URLs published on it), so client
+    processes take a copy of it and build any request's parts themselves."""
+
+    def __init__(self, inputs: list[MediaInput], media_as: str, unique: bool):
         self._videos = [item for item in inputs if item.kind == "video"]
         self._images = [item for item in inputs if item.kind == "image"]
-        self._media_as, self._unique, self._server = media_as, unique, server
+        self._media_as, self._unique = media_as, unique
         self._load(inputs)
 
     def _load(self, inputs: list[MediaInput]) -> None:
         """Read (or download) what bench sends itself, once, and check it can be padded."""
         for item in inputs:
-            padded = self._unique and item.kind == "video"
+            padded = self._pads(item)
             if item.url and padded and self._media_as == "url":
                 raise BenchError(f"--unique-media cannot change the bytes behind {item.url}: "
                                  "download it, or add --media-as data")
@@ -132,6 +136,14 @@ class MediaSender:
             if item.data is not None:
                 item.crc32 = zlib.crc32(item.data)
 
+    def publish(self, server: FileServer) -> None:
+        """Give every local file sent as a URL its URL on `server` (padded per request when
+        --unique-media asks)."""
+        for item in self._videos + self._images:
+            if item.path and self._media_as == "url":
+                trailer = functools.partial(unique_trailer, item.data[:16]) if self._pads(item) else None
+                item.shared_url = server.publish(item.path, item.mime, trailer)
+
     def parts(self, number: int) -> tuple[list[dict], list[dict]]:
         """The content parts of request `number` (a video, then an image, as present)."""
         parts, sent = [], []
@@ -143,22 +155,25 @@ class MediaSender:
                 sent.append(record)
         return parts, sent
 
+    def _pads(self, item: MediaInput) -> bool:
+        return self._unique and item.kind == "video"
+
     def _send(self, item: MediaInput, number: int) -> tuple[str, dict]:
-        trailer = unique_trailer(item.data[:16], number) if self._unique and item.kind == "video" else b""
+        trailer = unique_trailer(item.data[:16], number) if self._pads(item) else b""
         record = {"kind": item.kind, "name": item.name}
         if item.data is not None:
             record["bytes"] = len(item.data) + len(trailer)
             record["crc32"] = f"{zlib.crc32(trailer, item.crc32):08x}"  # crc32 of data + trailer
         if item.url and self._media_as == "url":
             url = item.url
-        elif not trailer and item.shared_url:
-            url = item.shared_url
-        elif self._media_as == "data":
+        elif self._media_as == "url":
+            url = f"{item.shared_url}?request={number}" if trailer else item.shared_url
+        elif trailer:
             url = f"data:{item.mime};base64," + base64.b64encode(item.data + trailer).decode()
         else:
-            url = self._server.publish(item.path, trailer, item.mime)
-        if not trailer:
-            item.shared_url = url  # the same bytes every time: one URL, encoded once
+            if item.shared_url is None:  # the same bytes every time: encoded once
+                item.shared_url = f"data:{item.mime};base64," + base64.b64encode(item.data).decode()
+            url = item.shared_url
         if self._media_as == "url":
             record["url"] = url
         return url, record

@@ -34,7 +34,8 @@ def distribution(values: list[float]) -> dict | None:
 
 
 def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
-              request_rate: float | None, stream: bool) -> dict:
+              request_rate: float | None, stream: bool, client: dict | None = None) -> dict:
+    """`client`: what sending cost bench (fleet.RunResult.client_figures)."""
     done = [r for r in records if r.ok]
     failures = Counter(r.error for r in records if not r.ok)
     tokens = sum(r.output_tokens or 0 for r in done)
@@ -59,6 +60,7 @@ def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
         **{f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed]) for phase in SERVER_PHASES},
         "server_timing_missing": len(done) - len(timed),
         "split_ms": split(timed, stream),
+        "client": client,
     }
 
 

@@ -100,6 +100,16 @@ def print_summary(runs: list[dict], out=None) -> None:
     if missing:
         print(f"\n{missing} completed request(s) came without a Server-Timing header "
               "(fetch;dur, decode;dur, preprocess;dur): server figures missing for them", file=out)
+    clients = [(m["concurrency"], m["client"]) for m in runs if m.get("client")]
+    if clients:
+        print("\nbench's own CPU (the client): " + "; ".join(
+            f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at {f['busiest_process_cpu']:.0%} of a core"
+            for c, f in clients), file=out)
+    for concurrency, figures in clients:
+        if figures["saturated"]:
+            print(f"warning: at concurrency {concurrency} a bench process was busy {figures['busiest_process_cpu']:.0%} "
+                  "of the run: the client, not the target, may be the limit; its latencies include its own queue "
+                  "(more --client-processes, or a machine of its own)", file=out)
     failures = failure_lines(runs)
     if failures:
         print("\nfailures:\n  " + "\n  ".join(failures), file=out)

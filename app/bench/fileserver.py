@@ -106,7 +106,11 @@ class FileServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.shutdown()
+        self.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
 

@@ -20,12 +20,13 @@ import pytest
 import xxhash
 from conftest import MEDIA
 from PIL import Image
-from servers import LiveServer
+from servers import LiveServer, WorkerProcess
 
 from app.bench.errors import BenchError
 from app.bench.inputs import unique_trailer
 from app.bench.synthetic import write_clip
 from app.cli import main
+from app.core.config import Settings
 from decoders import decode_video
 
 WEBM = "224p_6_vp9.webm"
@@ -87,6 +88,7 @@ def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips
         split = m["split_ms"]
         assert split["of"] == "ttft" and split["total"] == pytest.approx(m["ttft_ms"]["mean"], abs=0.01)
         assert split["decode"] == pytest.approx(m["server_decode_ms"]["mean"], abs=0.01)
+        assert split["handoff"] == pytest.approx(m["server_engine_ms"]["mean"], abs=0.01)
         # requests take the folder's videos in turn, sampled as --num-frames asked
         sent = [record["media"][0]["name"] for record in run["records"]]
         assert sent == ["pan.mp4", "pan.webm"] * 2
@@ -128,6 +130,12 @@ def test_http_url_video_and_a_local_image_in_every_request(server, still, media_
     assert media_server.hits[f"/{WEBM}"] - before == 3  # the target fetched the URL itself, each time
     # the same image bytes in every request: one URL of bench's file server, fetched each time
     assert results["file_server"]["urls_fetched"] == 1 and results["file_server"]["fetches"] == 3
+    # two media items fetched and decoded side by side: the server's phases are wall-clock
+    # time counted once, so they fit in its preprocessing and "other" is never negative
+    for record in results["runs"][0]["records"]:
+        timing = record["server_timing"]
+        assert timing["fetch"] + timing["decode"] <= timing["preprocess"]
+    assert results["runs"][0]["metrics"]["split_ms"]["other"] >= 0
     for record, account in zip(results["runs"][0]["records"], accounts(results["runs"][0]), strict=True):
         assert [item["kind"] for item in record["media"]] == ["video", "image"]
         assert record["media"][0]["url"] == url
@@ -233,6 +241,23 @@ def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tm
     assert status == 0
     with Image.open(chart) as image:
         assert image.format == "PNG" and image.size == (1200, 450)
+
+
+def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_path):
+    with WorkerProcess() as worker, LiveServer(Settings(engine="workers", worker_url=[worker.url],
+                                                        allow_private_networks=True)) as front:
+        status, results = bench(front.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "4")
+    assert status == 0
+    run = results["runs"][0]
+    split = run["metrics"]["split_ms"]
+    assert split["handoff"] == pytest.approx(run["metrics"]["server_engine_ms"]["mean"], abs=0.01)
+    assert split["total"] == pytest.approx(run["metrics"]["ttft_ms"]["mean"], abs=0.01)
+    # the headers leave the server after preprocessing and the engine's first output, so
+    # what is left for network is never negative: nothing is counted twice
+    for record in run["records"]:
+        timing = record["server_timing"]
+        assert timing["engine"] > 0
+        assert record["headers_ms"] - timing["preprocess"] - timing["engine"] >= -0.2
 
 
 class _PlainOpenAIServer:

@@ -54,6 +54,9 @@ def summary_table(runs: list[dict]) -> Table:
     return table
 
 
+PART_HEADINGS = {"handoff": "hand-off", "network_and_engine": "network & engine"}
+
+
 def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     """Where the mean time to the first token (or the mean latency) went, per run: a
     heading and the table."""
@@ -61,14 +64,16 @@ def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     if not splits:
         return None
     streamed = splits[0][1]["of"] == "ttft"
-    parts = ["network", "fetch", "decode", "other", "engine"] if streamed else ["fetch", "decode", "other", "network_and_engine"]
+    parts = (["network", "fetch", "decode", "other", "handoff", "engine"] if streamed
+             else ["fetch", "decode", "other", "handoff", "network_and_engine"])
     what = "TTFT" if streamed else "latency"
     table = Table(box=box.MARKDOWN)
-    for heading in ["concurrency", f"mean {what}", *(p.replace("_and_", " & ") for p in parts)]:
+    for heading in ["concurrency", f"mean {what}", *(PART_HEADINGS.get(p, p) for p in parts)]:
         table.add_column(heading, justify="right")
     for concurrency, split in splits:
         table.add_row(str(concurrency), _ms(split["total"]), *(_ms(split[p]) for p in parts))
-    return f"Where the mean {what} goes (ms; fetch, decode and other from the server's Server-Timing):", table
+    return (f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's Server-Timing):",
+            table)
 
 
 def failure_lines(runs: list[dict]) -> list[str]:
@@ -96,6 +101,9 @@ def print_summary(runs: list[dict], out=None) -> None:
         heading, table = split
         print(f"\n{heading}", file=out)
         print(markdown(table), file=out)
+    if any(m["split_ms"] and m["split_ms"]["other"] is None for m in runs):
+        print("\nthe server's fetch and decode add up to more than its preprocessing (sums over media items "
+              "handled side by side): 'other' is left out", file=out)
     missing = sum(m["server_timing_missing"] for m in runs)
     if missing:
         print(f"\n{missing} completed request(s) came without a Server-Timing header "

@@ -38,6 +38,12 @@ def server():
         yield live
 
 
+@pytest.fixture(autouse=True)
+def synthetic_cache(tmp_path, monkeypatch):
+    """Generated clips go to a cache of the test's own, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """A folder with two tiny camera-like clips, H.264/MP4 and VP9/WebM."""

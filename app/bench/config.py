@@ -22,7 +22,11 @@ DEFAULT_REQUESTS = 20
 class SyntheticOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    synthetic: int = Field(0, ge=0, description="generate this many camera-like videos (each a different scene) as inputs")
+    synthetic: int = Field(
+        0, ge=0,
+        description="generate this many camera-like videos (each a different scene) as inputs; they are kept for "
+        "later runs in $XDG_CACHE_HOME/mmprep/synthetic (else ~/.cache/mmprep/synthetic)",
+    )
     synthetic_size: str = Field("640x360", description="WIDTHxHEIGHT of generated videos")
     synthetic_duration: float = Field(5.0, gt=0, description="seconds of each generated video")
     synthetic_fps: int = Field(30, ge=1, description="frame rate of generated videos")

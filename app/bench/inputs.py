@@ -22,12 +22,13 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import av
 import httpx
 
 from .config import BenchConfig, SyntheticOptions
 from .errors import BenchError
 from .fileserver import FileServer
-from .synthetic import CODECS, write_clip
+from .synthetic import CLIP_VERSION, CODECS, synthetic_cache, write_clip
 
 VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ts", ".mpg", ".mpeg", ".flv", ".3gp"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
@@ -50,11 +51,11 @@ class MediaInput:
         return MIME_TYPES.get(suffix) or mimetypes.guess_type(self.name)[0] or f"{self.kind}/octet-stream"
 
 
-def collect_inputs(config: BenchConfig, workdir: Path, note=print) -> list[MediaInput]:
+def collect_inputs(config: BenchConfig, note=print) -> list[MediaInput]:
     """Every input, checked: files exist, folders hold media, URLs are http(s)."""
     inputs = [item for spec in config.video for item in _expand(spec, "video", VIDEO_SUFFIXES)]
     inputs += [item for spec in config.image for item in _expand(spec, "image", IMAGE_SUFFIXES)]
-    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, workdir, config.seed, note)]
+    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, config.seed, note)]
     return inputs
 
 
@@ -74,23 +75,35 @@ def _expand(spec: str, kind: str, suffixes: set[str]) -> list[MediaInput]:
     raise BenchError(f"{spec!r} is neither a file nor a folder")
 
 
-def generate_synthetic(options: SyntheticOptions, workdir: Path, seed: int = 0, note=print) -> list[Path]:
+def generate_synthetic(options: SyntheticOptions, seed: int = 0, note=print) -> list[Path]:
     """--synthetic N camera-like clips with the options' size, length, rate and codec;
-    each its own scene (seed + i), so they are different videos, not copies."""
+    each its own scene (seed + i), so they are different videos, not copies. Clips are kept
+    in the cache folder (synthetic_cache()), one folder per set of options, and made only
+    when missing there."""
     count = options.synthetic
     if not count:
         return []
     width, height = options.synthetic_dimensions()
+    codec = options.synthetic_codec
+    folder = synthetic_cache() / (
+        f"{options.synthetic_size}_{options.synthetic_duration:g}s_{options.synthetic_fps}fps_{codec}_seed{seed}"
+        f"_v{CLIP_VERSION}_pyav{av.__version__}"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    paths = [
-        write_clip(
-            workdir / f"synthetic_{i}_{options.synthetic_size}_{options.synthetic_codec}{CODECS[options.synthetic_codec].suffix}",
-            width, height, options.synthetic_duration, options.synthetic_fps, options.synthetic_codec, seed + i,
-        )
-        for i in range(count)
-    ]
-    note(f"generated {count} {options.synthetic_codec} video(s), {options.synthetic_size}, "
-         f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps, in {time.perf_counter() - started:.1f} s")
+    paths, made = [], 0
+    for i in range(count):
+        path = folder / f"synthetic_{i}_{options.synthetic_size}_{codec}{CODECS[codec].suffix}"
+        if not path.is_file():
+            write_clip(path, width, height, options.synthetic_duration, options.synthetic_fps, codec, seed + i)
+            made += 1
+        paths.append(path)
+    what = (f"{count} {codec} video(s), {options.synthetic_size}, "
+            f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps")
+    if made:
+        note(f"generated {made} of {what} in {time.perf_counter() - started:.1f} s, kept in {folder}")
+    else:
+        note(f"{what}: all {count} from the cache, {folder}")
     return paths
 
 

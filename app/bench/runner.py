@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-import tempfile
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 from rich.console import Console
@@ -33,16 +31,15 @@ def run_bench(config: BenchConfig) -> int:
     notes = Console(stderr=True, quiet=config.quiet, highlight=False)
     try:
         _check_outputs(config)
-        with tempfile.TemporaryDirectory(prefix="mmprep-bench-") as workdir:
-            inputs = collect_inputs(config, Path(workdir), note=notes.print)
-            sender = MediaSender(inputs, config.media_as, config.unique_media)
-            server = _file_server(config, notes) if needs_file_server(inputs, config.media_as) else None
-            with server or nullcontext():
-                if server:
-                    sender.publish(server)
-                results = _bench(config, sender, notes)
-                results["inputs"] = [{"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs]
-                results["file_server"] = server.summary() if server else None
+        inputs = collect_inputs(config, note=notes.print)
+        sender = MediaSender(inputs, config.media_as, config.unique_media)
+        server = _file_server(config, notes) if needs_file_server(inputs, config.media_as) else None
+        with server or nullcontext():
+            if server:
+                sender.publish(server)
+            results = _bench(config, sender, notes)
+            results["inputs"] = [{"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs]
+            results["file_server"] = server.summary() if server else None
     except BenchError as error:
         print(f"mmprep bench: {error}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -355,5 +356,21 @@ def test_help_lists_the_benchmarks_and_their_flags():
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
     flags = run_cli("bench", "--help").stdout
     for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
-                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate"):
+                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate", "--client-processes"):
         assert flag in flags
+    assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
+
+
+@pytest.mark.parametrize("command", ["bench", "bench-decode"])
+def test_help_gives_each_flag_one_default_in_words(command):
+    options = run_cli(command, "--help").stdout.split("options:", 1)[1]
+    flags = [" ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)]  # each flag's help, unwrapped
+    for flag in flags:
+        assert flag.count("(default") <= 1, flag
+        assert "null" not in flag, flag
+    described = {flag.split()[0]: flag for flag in flags}
+    if command == "bench":
+        assert described["--request-rate"].endswith("(default: as fast as it allows)")
+        assert described["--model"].endswith("(default: the first one /v1/models lists)")
+        assert described["--api-key"].endswith("(default: none)")
+        assert described["--concurrency"].endswith("(default: [1])")

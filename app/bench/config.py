@@ -86,7 +86,7 @@ class BenchConfig(SyntheticOptions):
     seed: int = Field(0, description="seed of the Poisson arrivals and of the generated videos")
     client_processes: int | None = Field(
         None, ge=1, le=256,
-        description="processes that send the requests (unset: one per 256 of the largest --concurrency, at most one per core)",
+        description="processes that send the requests (default: one per 256 of the largest --concurrency, at most one per core)",
     )
 
     # -- output ------------------------------------------------------------------------

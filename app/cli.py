@@ -13,10 +13,11 @@ one stops the command with a message naming it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, CliApp, CliSubCommand, SettingsConfigDict
+from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, CliSubCommand, SettingsConfigDict
 
 from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
@@ -125,13 +126,29 @@ Mmprep.__doc__ = (
 SUBCOMMANDS = {"serve", "worker", "bench", "bench_decode"}
 
 
+class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
+    """One default per flag in --help. pydantic-settings appends "(default: …)" to every
+    description, so a description that explains its own default ("(default: the first
+    model listed)") showed two, and an unset one showed the JSON word "null"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text is None:
+            return None
+        described, _, _ = text.rpartition(" (default: ")
+        if "(default: " in described:
+            return described
+        return text.replace("(default: null)", "(default: none)")
+
+
 def main(argv: list[str] | None = None) -> int:
     unknown = unknown_environment_settings()
     if unknown:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
     try:
-        CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv)
+        CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv,
+                   cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp))
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it
             where = ".".join(str(part) for part in problem["loc"] if part not in SUBCOMMANDS) or "settings"

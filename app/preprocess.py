@@ -9,6 +9,7 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,17 +36,47 @@ MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
 
 @dataclass
 class Timing:
-    """Seconds spent per phase, summed over media items, for the Server-Timing header."""
+    """Where a request's wall time went, for the Server-Timing header (milliseconds).
 
-    fetch: float = 0.0
-    decode: float = 0.0
+    fetch is the time while any of its fetches ran; decode the time while a decode ran and
+    no fetch did; preprocess the whole of preprocessing. Media items fetched and decoded
+    side by side are not counted twice, so fetch + decode never exceed preprocess: the rest
+    is the other preprocessing. engine is the time from handing the PreparedRequest to the
+    engine until its first output (for remote workers: the hand-off and the worker's first
+    token), when there was one.
+    """
+
+    spans: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {"fetch": [], "decode": []})
     preprocess: float = 0.0
+    engine: float | None = None
+
+    def add(self, phase: str, start: float, end: float) -> None:
+        self.spans[phase].append((start, end))
 
     def header(self) -> str:
-        return ", ".join(
-            f"{name};dur={seconds * 1000:.1f}"
-            for name, seconds in (("fetch", self.fetch), ("decode", self.decode), ("preprocess", self.preprocess))
-        )
+        fetch = _rounded_ms(_covered(self.spans["fetch"]))
+        decode = _rounded_ms(_covered(self.spans["decode"], outside=self.spans["fetch"]))
+        # rounded so that fetch + decode + the rest add up to preprocess exactly
+        preprocess = round(fetch + decode + max(0.0, _rounded_ms(self.preprocess) - fetch - decode), 1)
+        phases = [("fetch", fetch), ("decode", decode), ("preprocess", preprocess)]
+        if self.engine is not None:
+            phases.append(("engine", _rounded_ms(self.engine)))
+        return ", ".join(f"{name};dur={ms:.1f}" for name, ms in phases)
+
+
+def _covered(spans: list[tuple[float, float]], outside: list[tuple[float, float]] = ()) -> float:
+    """Seconds during which at least one of `spans` ran and none of `outside` did."""
+    edges = sorted({edge for span in (*spans, *outside) for edge in span})
+    total = 0.0
+    for start, end in itertools.pairwise(edges):
+        middle = (start + end) / 2
+        if any(a <= middle < b for a, b in spans) and not any(a <= middle < b for a, b in outside):
+            total += end - start
+    return total
+
+
+def _rounded_ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 @dataclass
@@ -195,11 +226,11 @@ class Preprocessor:
             fetched_at = time.perf_counter()
             metrics.fetch_seconds.labels(fetched.scheme).observe(fetched_at - started)
             metrics.fetched_bytes.labels(fetched.scheme).inc(len(fetched.data))
-            timing.fetch += fetched_at - started
+            timing.add("fetch", started, fetched_at)
             result = await self._decode_or_reuse(part, fetched.data, cancel)
         except MediaError as error:
             raise MediaPartError(error, part.param) from error
-        timing.decode += time.perf_counter() - fetched_at
+        timing.add("decode", fetched_at, time.perf_counter())
         return result
 
     async def _decode_or_reuse(self, part: _MediaPart, data: bytes, cancel: threading.Event):

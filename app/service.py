@@ -28,7 +28,7 @@ from .media.fetch import FetchLimits, MediaFetcher
 from .media.network import NetworkPolicy
 from .metrics import Metrics
 from .prepared import PreparedRequest
-from .preprocess import Preprocessor
+from .preprocess import Preprocessor, Timing
 from .workers import Engine, EngineOutput, build_engine
 from .workers.base import first_output
 
@@ -93,23 +93,25 @@ class Service:
             self._check_request(body)
             cancel = threading.Event()
             prepared, timing = await until_disconnect(http, self.preprocessor.prepare(body, request_id, cancel), cancel)
-            headers = {"Server-Timing": timing.header(), "X-Request-Id": request_id}
-            log.info("prepared", extra={"media": len(prepared.media), "server_timing": headers["Server-Timing"]})
+            log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
             builder = CompletionBuilder(request_id, body.model, bool(body.stream_options and body.stream_options.include_usage))
             if body.stream:
                 # The engine's first output comes before the 200: an engine (a worker, an
                 # upstream) that fails at once is an HTTP error response, not a broken stream.
+                handed_over = time.perf_counter()
                 outputs = self.engine.generate(prepared)
                 first = await until_disconnect(http, first_output(outputs), cancel)
+                timing.engine = time.perf_counter() - handed_over
+                headers = {"Server-Timing": timing.header(), "X-Request-Id": request_id}
                 events = self._stream(prepared, first, outputs, builder, slot)
                 slot.handed_over = True  # from here the stream owns the admission slot
                 return _ClosingStream(
                     events, on_close=lambda: self._end_stream(events, outputs, slot),
                     media_type="text/event-stream", headers=headers,
                 )
-            answer = await until_disconnect(http, self._complete(prepared, builder), cancel)
+            answer = await until_disconnect(http, self._complete(prepared, builder, timing), cancel)
             self.metrics.requests.labels("200").inc()
-            return JSONResponse(answer, headers=headers)
+            return JSONResponse(answer, headers={"Server-Timing": timing.header(), "X-Request-Id": request_id})
         except ClientGone:
             return self.client_gone()
         except Exception as error:  # noqa: BLE001 - describe() maps it; a 500 logs its traceback
@@ -129,9 +131,12 @@ class Service:
         if body.n > 1:
             raise RequestError("n > 1 is not supported: send one request per choice", "unsupported_n", "n")
 
-    async def _complete(self, prepared: PreparedRequest, builder: CompletionBuilder) -> dict:
+    async def _complete(self, prepared: PreparedRequest, builder: CompletionBuilder, timing: Timing) -> dict:
         text, last = [], None
+        handed_over = time.perf_counter()
         async for output in self.engine.generate(prepared):
+            if last is None:
+                timing.engine = time.perf_counter() - handed_over
             text.append(output.text)
             last = output
         return builder.completion(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -20,12 +21,13 @@ import pytest
 import xxhash
 from conftest import MEDIA
 from PIL import Image
-from servers import LiveServer
+from servers import LiveServer, WorkerProcess
 
 from app.bench.errors import BenchError
 from app.bench.inputs import unique_trailer
 from app.bench.synthetic import write_clip
 from app.cli import main
+from app.core.config import Settings
 from decoders import decode_video
 
 WEBM = "224p_6_vp9.webm"
@@ -35,6 +37,12 @@ WEBM = "224p_6_vp9.webm"
 def server():
     with LiveServer(echo_chars_per_token=16) as live:
         yield live
+
+
+@pytest.fixture(autouse=True)
+def synthetic_cache(tmp_path, monkeypatch):
+    """Generated clips go to a cache of the test's own, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +79,9 @@ def assert_ordered(figures: dict | None) -> None:
 
 
 def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips, tmp_path, capsys):
+    # --unique-media: the server's decode cache cannot answer for any request, so decode is real work
     status, results = bench(server.url, tmp_path, "--video", str(clips), "--concurrency", "1,2",
-                            "--requests", "4", "--num-frames", "3")
+                            "--requests", "4", "--num-frames", "3", "--unique-media")
     assert status == 0
     assert [run["metrics"]["concurrency"] for run in results["runs"]] == [1, 2]
     for run in results["runs"]:
@@ -86,6 +95,7 @@ def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips
         split = m["split_ms"]
         assert split["of"] == "ttft" and split["total"] == pytest.approx(m["ttft_ms"]["mean"], abs=0.01)
         assert split["decode"] == pytest.approx(m["server_decode_ms"]["mean"], abs=0.01)
+        assert split["handoff"] == pytest.approx(m["server_engine_ms"]["mean"], abs=0.01)
         # requests take the folder's videos in turn, sampled as --num-frames asked
         sent = [record["media"][0]["name"] for record in run["records"]]
         assert sent == ["pan.mp4", "pan.webm"] * 2
@@ -93,15 +103,15 @@ def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips
             video = account["media"][0]
             assert video["shape"][0] == 3
             assert video["metadata"]["codec"] == ("h264" if name.endswith(".mp4") else "vp9")
-    # one URL per file, fetched by the target once per request
-    assert results["file_server"]["urls_fetched"] == 2 and results["file_server"]["fetches"] == 8
+    # a URL of its own per request, fetched by the target once
+    assert results["file_server"]["urls_fetched"] == 8 and results["file_server"]["fetches"] == 8
     table = capsys.readouterr().out
     assert "| concurrency |" in table and "Where the mean TTFT goes" in table
 
 
 def test_not_streaming_with_data_urls(server, clips, tmp_path):
     status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--media-as", "data",
-                            "--no-stream", "--fps", "2", "--requests", "3")
+                            "--no-stream", "--fps", "2", "--requests", "3", "--unique-media")
     assert status == 0
     run = results["runs"][0]
     m = run["metrics"]
@@ -112,8 +122,9 @@ def test_not_streaming_with_data_urls(server, clips, tmp_path):
     data = (clips / "pan.mp4").read_bytes()
     for record, account in zip(run["records"], accounts(run), strict=True):
         assert "url" not in record["media"][0]
-        assert record["media"][0]["bytes"] == len(data)
-        assert record["media"][0]["crc32"] == f"{zlib.crc32(data):08x}"
+        padding = unique_trailer(data[:16], record["number"])
+        assert record["media"][0]["bytes"] == len(data + padding)
+        assert record["media"][0]["crc32"] == f"{zlib.crc32(data + padding):08x}"
         assert account["media"][0]["timestamps"] == [0.0, 0.5]  # fps=2 over one second
 
 
@@ -124,6 +135,14 @@ def test_http_url_video_and_a_local_image_in_every_request(server, still, media_
                             "--requests", "3", "--concurrency", "3")
     assert status == 0
     assert media_server.hits[f"/{WEBM}"] - before == 3  # the target fetched the URL itself, each time
+    # the same image bytes in every request: one URL of bench's file server, fetched each time
+    assert results["file_server"]["urls_fetched"] == 1 and results["file_server"]["fetches"] == 3
+    # two media items fetched and decoded side by side: the server's phases are wall-clock
+    # time counted once, so they fit in its preprocessing and "other" is never negative
+    for record in results["runs"][0]["records"]:
+        timing = record["server_timing"]
+        assert timing["fetch"] + timing["decode"] <= timing["preprocess"]
+    assert results["runs"][0]["metrics"]["split_ms"]["other"] >= 0
     for record, account in zip(results["runs"][0]["records"], accounts(results["runs"][0]), strict=True):
         assert [item["kind"] for item in record["media"]] == ["video", "image"]
         assert record["media"][0]["url"] == url
@@ -231,6 +250,23 @@ def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tm
         assert image.format == "PNG" and image.size == (1200, 450)
 
 
+def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_path):
+    with WorkerProcess() as worker, LiveServer(Settings(engine="workers", worker_url=[worker.url],
+                                                        allow_private_networks=True)) as front:
+        status, results = bench(front.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "4")
+    assert status == 0
+    run = results["runs"][0]
+    split = run["metrics"]["split_ms"]
+    assert split["handoff"] == pytest.approx(run["metrics"]["server_engine_ms"]["mean"], abs=0.01)
+    assert split["total"] == pytest.approx(run["metrics"]["ttft_ms"]["mean"], abs=0.01)
+    # the headers leave the server after preprocessing and the engine's first output, so
+    # what is left for network is never negative: nothing is counted twice
+    for record in run["records"]:
+        timing = record["server_timing"]
+        assert timing["engine"] > 0
+        assert record["headers_ms"] - timing["preprocess"] - timing["engine"] >= -0.2
+
+
 class _PlainOpenAIServer:
     """An OpenAI-compatible server that, like most, sends no Server-Timing header: one
     model, a streamed answer of three chunks (the SSE lines written without the optional
@@ -320,5 +356,21 @@ def test_help_lists_the_benchmarks_and_their_flags():
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
     flags = run_cli("bench", "--help").stdout
     for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
-                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate"):
+                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate", "--client-processes"):
         assert flag in flags
+    assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
+
+
+@pytest.mark.parametrize("command", ["bench", "bench-decode"])
+def test_help_gives_each_flag_one_default_in_words(command):
+    options = run_cli(command, "--help").stdout.split("options:", 1)[1]
+    flags = [" ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)]  # each flag's help, unwrapped
+    for flag in flags:
+        assert flag.count("(default") <= 1, flag
+        assert "null" not in flag, flag
+    described = {flag.split()[0]: flag for flag in flags}
+    if command == "bench":
+        assert described["--request-rate"].endswith("(default: as fast as it allows)")
+        assert described["--model"].endswith("(default: the first one /v1/models lists)")
+        assert described["--api-key"].endswith("(default: none)")
+        assert described["--concurrency"].endswith("(default: [1])")

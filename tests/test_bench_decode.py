@@ -11,8 +11,16 @@ import sys
 import pytest
 
 from app.bench.synthetic import write_clip
+from decoders import decode_video
 
 HAS_OPENCV = importlib.util.find_spec("cv2") is not None
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """Generated clips go to a cache of the test's own, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "mmprep" / "synthetic"
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +73,39 @@ def test_generates_its_own_videos_when_asked():
                           "--synthetic-codec", "av1", "--num-frames", "2", "--repeats", "1")
     assert result.returncode == 0, result.stderr
     assert "synthetic_0_64x64_av1.webm: av1, 64x64, 1.0 s, 30 frames" in result.stdout
+
+
+SMALL_CLIP = ["--synthetic", "1", "--synthetic-size", "64x48", "--synthetic-duration", "1", "--synthetic-fps", "10",
+              "--num-frames", "2", "--repeats", "1"]
+
+
+def test_generated_clips_are_kept_in_the_cache_and_reused(cache):
+    first = bench_decode(*SMALL_CLIP)
+    assert first.returncode == 0, first.stderr
+    assert "generated 1 of 1 h264 video(s)" in first.stderr
+    (clip,) = cache.glob("*/synthetic_0_64x48_h264.mp4")
+    made = clip.stat()
+    second = bench_decode(*SMALL_CLIP)
+    assert second.returncode == 0, second.stderr
+    assert "all 1 from the cache" in second.stderr and "generated 1" not in second.stderr
+    assert (clip.stat().st_ino, clip.stat().st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # not written again
+    assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]  # the same clip described
+    # other options are another clip, in a folder of its own
+    other = bench_decode(*SMALL_CLIP, "--synthetic-fps", "5")
+    assert other.returncode == 0 and "generated 1 of 1" in other.stderr
+    assert len(list(cache.glob("*/synthetic_0_64x48_h264.mp4"))) == 2
+
+
+def test_two_runs_making_the_same_clip_at_once_both_get_a_whole_file(cache):
+    runs = [subprocess.Popen([sys.executable, "-m", "app", "bench-decode", *SMALL_CLIP, "--synthetic-duration", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        assert "64x48, 3.0 s, 30 frames" in out
+    (clip,) = cache.glob("*/synthetic_0_64x48_h264.mp4")
+    assert list(clip.parent.iterdir()) == [clip]  # no partial file left behind
+    assert decode_video(clip).metadata.num_frames == 30
 
 
 @pytest.mark.parametrize("args, says", [

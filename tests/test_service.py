@@ -246,8 +246,9 @@ def test_server_timing_splits_fetch_and_decode(media_server):
         ]
     for response in responses:
         timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
-        assert set(timing) == {"fetch", "decode", "preprocess"}
+        assert set(timing) == {"fetch", "decode", "preprocess", "engine"}
         assert float(timing["decode"]) > 0 and float(timing["fetch"]) > 0
+        assert float(timing["fetch"]) + float(timing["decode"]) <= float(timing["preprocess"])
 
 
 # -- the other endpoints -----------------------------------------------------------------

@@ -43,22 +43,32 @@ class RequestRecord:
         self.ok, self.error, self.message = False, error, message
 
 
-def chat_body(model: str, prompt: str, parts: list[dict], *, stream: bool, max_tokens: int | None,
-              video_sampling: dict[str, Any], extra: dict[str, Any]) -> dict:
-    """An OpenAI chat-completions body: one user message, the text then the media parts."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}, *parts]}],
-        "stream": stream,
-    }
-    if stream:
-        body["stream_options"] = {"include_usage": True}  # the server's token count, when it gives one
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if video_sampling:
-        body["media_io_kwargs"] = {"video": video_sampling}  # as vLLM and mmprep take it
-    body.update(extra)
-    return body
+@dataclass(frozen=True)
+class RequestTemplate:
+    """What every request of a bench asks for; only the media parts differ."""
+
+    model: str
+    prompt: str
+    stream: bool
+    max_tokens: int | None
+    video_sampling: dict[str, Any]
+    extra: dict[str, Any]
+
+    def body(self, parts: list[dict]) -> dict:
+        """An OpenAI chat-completions body: one user message, the text then the media parts."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": self.prompt}, *parts]}],
+            "stream": self.stream,
+        }
+        if self.stream:
+            body["stream_options"] = {"include_usage": True}  # the server's token count, when it gives one
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.video_sampling:
+            body["media_io_kwargs"] = {"video": self.video_sampling}  # as vLLM and mmprep take it
+        body.update(self.extra)
+        return body
 
 
 def parse_server_timing(header: str | None) -> dict[str, float]:

@@ -22,7 +22,11 @@ DEFAULT_REQUESTS = 20
 class SyntheticOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    synthetic: int = Field(0, ge=0, description="generate this many camera-like videos (each a different scene) as inputs")
+    synthetic: int = Field(
+        0, ge=0,
+        description="generate this many camera-like videos (each a different scene) as inputs; they are kept for "
+        "later runs in $XDG_CACHE_HOME/mmprep/synthetic (else ~/.cache/mmprep/synthetic)",
+    )
     synthetic_size: str = Field("640x360", description="WIDTHxHEIGHT of generated videos")
     synthetic_duration: float = Field(5.0, gt=0, description="seconds of each generated video")
     synthetic_fps: int = Field(30, ge=1, description="frame rate of generated videos")
@@ -80,6 +84,10 @@ class BenchConfig(SyntheticOptions):
     num_frames: int | None = Field(None, ge=1, description="frames to sample per video, sent as media_io_kwargs")
     extra_body: str | None = Field(None, description='JSON object merged into every request body, e.g. \'{"temperature": 0}\'')
     seed: int = Field(0, description="seed of the Poisson arrivals and of the generated videos")
+    client_processes: int | None = Field(
+        None, ge=1, le=256,
+        description="processes that send the requests (default: one per 256 of the largest --concurrency, at most one per core)",
+    )
 
     # -- output ------------------------------------------------------------------------
     output: Path | None = Field(None, description="write the results (config, figures per run) to this JSON file")

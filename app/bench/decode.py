@@ -20,7 +20,6 @@ import io
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,18 +190,17 @@ def print_timings(title: str, timings: list[Timing], out=sys.stdout) -> None:
 def run_decode_bench(config: DecodeBenchConfig) -> int:
     """Time every loader on every video; print a table per video. Returns the exit status."""
     try:
-        with tempfile.TemporaryDirectory(prefix="mmprep-bench-decode-") as workdir:
-            videos = [_existing(path) for path in config.videos]
-            videos += generate_synthetic(config, Path(workdir), note=_note)
-            if "vLLM OpenCV loader" not in loaders():
-                _note("vLLM's OpenCV loader left out: cv2 does not import (pip install 'mmprep[opencv]')")
-            results = {}
-            for path in videos:
-                data = path.read_bytes()
-                title = describe(path, data) + f"; {config.num_frames} frames asked, median of {config.repeats}"
-                timings = time_loaders(data, config.num_frames, config.repeats)
-                print_timings(title, timings)
-                results[path.name] = {"video": title, "timings": [t.__dict__ for t in timings]}
+        videos = [_existing(path) for path in config.videos]
+        videos += generate_synthetic(config, note=_note)
+        if "vLLM OpenCV loader" not in loaders():
+            _note("vLLM's OpenCV loader left out: cv2 does not import (pip install 'mmprep[opencv]')")
+        results = {}
+        for path in videos:
+            data = path.read_bytes()
+            title = describe(path, data) + f"; {config.num_frames} frames asked, median of {config.repeats}"
+            timings = time_loaders(data, config.num_frames, config.repeats)
+            print_timings(title, timings)
+            results[path.name] = {"video": title, "timings": [t.__dict__ for t in timings]}
     except BenchError as error:
         print(f"mmprep bench-decode: {error}", file=sys.stderr)
         return 2

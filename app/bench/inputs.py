@@ -14,6 +14,7 @@ fetch and decode.
 from __future__ import annotations
 
 import base64
+import functools
 import mimetypes
 import struct
 import time
@@ -21,12 +22,13 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import av
 import httpx
 
 from .config import BenchConfig, SyntheticOptions
 from .errors import BenchError
 from .fileserver import FileServer
-from .synthetic import CODECS, write_clip
+from .synthetic import CLIP_VERSION, CODECS, synthetic_cache, write_clip
 
 VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ts", ".mpg", ".mpeg", ".flv", ".3gp"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
@@ -41,7 +43,7 @@ class MediaInput:
     url: str | None = None  # an http(s) input, sent as it is
     data: bytes | None = None  # the bytes, when bench sends them itself (data URLs) or pads them
     crc32: int | None = None  # of `data`
-    shared_url: str | None = None  # the URL every request sends, when they all send the same bytes
+    shared_url: str | None = None  # its file server URL, or its data URL when every request sends the same bytes
 
     @property
     def mime(self) -> str:
@@ -49,11 +51,11 @@ class MediaInput:
         return MIME_TYPES.get(suffix) or mimetypes.guess_type(self.name)[0] or f"{self.kind}/octet-stream"
 
 
-def collect_inputs(config: BenchConfig, workdir: Path, note=print) -> list[MediaInput]:
+def collect_inputs(config: BenchConfig, note=print) -> list[MediaInput]:
     """Every input, checked: files exist, folders hold media, URLs are http(s)."""
     inputs = [item for spec in config.video for item in _expand(spec, "video", VIDEO_SUFFIXES)]
     inputs += [item for spec in config.image for item in _expand(spec, "image", IMAGE_SUFFIXES)]
-    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, workdir, config.seed, note)]
+    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, config.seed, note)]
     return inputs
 
 
@@ -73,23 +75,35 @@ def _expand(spec: str, kind: str, suffixes: set[str]) -> list[MediaInput]:
     raise BenchError(f"{spec!r} is neither a file nor a folder")
 
 
-def generate_synthetic(options: SyntheticOptions, workdir: Path, seed: int = 0, note=print) -> list[Path]:
+def generate_synthetic(options: SyntheticOptions, seed: int = 0, note=print) -> list[Path]:
     """--synthetic N camera-like clips with the options' size, length, rate and codec;
-    each its own scene (seed + i), so they are different videos, not copies."""
+    each its own scene (seed + i), so they are different videos, not copies. Clips are kept
+    in the cache folder (synthetic_cache()), one folder per set of options, and made only
+    when missing there."""
     count = options.synthetic
     if not count:
         return []
     width, height = options.synthetic_dimensions()
+    codec = options.synthetic_codec
+    folder = synthetic_cache() / (
+        f"{options.synthetic_size}_{options.synthetic_duration:g}s_{options.synthetic_fps}fps_{codec}_seed{seed}"
+        f"_v{CLIP_VERSION}_pyav{av.__version__}"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    paths = [
-        write_clip(
-            workdir / f"synthetic_{i}_{options.synthetic_size}_{options.synthetic_codec}{CODECS[options.synthetic_codec].suffix}",
-            width, height, options.synthetic_duration, options.synthetic_fps, options.synthetic_codec, seed + i,
-        )
-        for i in range(count)
-    ]
-    note(f"generated {count} {options.synthetic_codec} video(s), {options.synthetic_size}, "
-         f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps, in {time.perf_counter() - started:.1f} s")
+    paths, made = [], 0
+    for i in range(count):
+        path = folder / f"synthetic_{i}_{options.synthetic_size}_{codec}{CODECS[codec].suffix}"
+        if not path.is_file():
+            write_clip(path, width, height, options.synthetic_duration, options.synthetic_fps, codec, seed + i)
+            made += 1
+        paths.append(path)
+    what = (f"{count} {codec} video(s), {options.synthetic_size}, "
+            f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps")
+    if made:
+        note(f"generated {made} of {what} in {time.perf_counter() - started:.1f} s, kept in {folder}")
+    else:
+        note(f"{what}: all {count} from the cache, {folder}")
     return paths
 
 
@@ -108,18 +122,21 @@ def unique_trailer(head: bytes, number: int, name: str = "the video") -> bytes:
 
 
 class MediaSender:
-    """Turns a request's number into its media parts, and a record of what was sent."""
+    """Turns a request's number into its media parts, and a record of what was sent.
 
-    def __init__(self, inputs: list[MediaInput], media_as: str, unique: bool, server: FileServer | None):
+    It holds no connection to the file server (only the URLs published on it), so client
+    processes take a copy of it and build any request's parts themselves."""
+
+    def __init__(self, inputs: list[MediaInput], media_as: str, unique: bool):
         self._videos = [item for item in inputs if item.kind == "video"]
         self._images = [item for item in inputs if item.kind == "image"]
-        self._media_as, self._unique, self._server = media_as, unique, server
+        self._media_as, self._unique = media_as, unique
         self._load(inputs)
 
     def _load(self, inputs: list[MediaInput]) -> None:
         """Read (or download) what bench sends itself, once, and check it can be padded."""
         for item in inputs:
-            padded = self._unique and item.kind == "video"
+            padded = self._pads(item)
             if item.url and padded and self._media_as == "url":
                 raise BenchError(f"--unique-media cannot change the bytes behind {item.url}: "
                                  "download it, or add --media-as data")
@@ -132,6 +149,14 @@ class MediaSender:
             if item.data is not None:
                 item.crc32 = zlib.crc32(item.data)
 
+    def publish(self, server: FileServer) -> None:
+        """Give every local file sent as a URL its URL on `server` (padded per request when
+        --unique-media asks)."""
+        for item in self._videos + self._images:
+            if item.path and self._media_as == "url":
+                trailer = functools.partial(unique_trailer, item.data[:16]) if self._pads(item) else None
+                item.shared_url = server.publish(item.path, item.mime, trailer)
+
     def parts(self, number: int) -> tuple[list[dict], list[dict]]:
         """The content parts of request `number` (a video, then an image, as present)."""
         parts, sent = [], []
@@ -143,22 +168,25 @@ class MediaSender:
                 sent.append(record)
         return parts, sent
 
+    def _pads(self, item: MediaInput) -> bool:
+        return self._unique and item.kind == "video"
+
     def _send(self, item: MediaInput, number: int) -> tuple[str, dict]:
-        trailer = unique_trailer(item.data[:16], number) if self._unique and item.kind == "video" else b""
+        trailer = unique_trailer(item.data[:16], number) if self._pads(item) else b""
         record = {"kind": item.kind, "name": item.name}
         if item.data is not None:
             record["bytes"] = len(item.data) + len(trailer)
             record["crc32"] = f"{zlib.crc32(trailer, item.crc32):08x}"  # crc32 of data + trailer
         if item.url and self._media_as == "url":
             url = item.url
-        elif not trailer and item.shared_url:
-            url = item.shared_url
-        elif self._media_as == "data":
+        elif self._media_as == "url":
+            url = f"{item.shared_url}?request={number}" if trailer else item.shared_url
+        elif trailer:
             url = f"data:{item.mime};base64," + base64.b64encode(item.data + trailer).decode()
         else:
-            url = self._server.publish(item.path, trailer, item.mime)
-        if not trailer:
-            item.shared_url = url  # the same bytes every time: one URL, encoded once
+            if item.shared_url is None:  # the same bytes every time: encoded once
+                item.shared_url = f"data:{item.mime};base64," + base64.b64encode(item.data).decode()
+            url = item.shared_url
         if self._media_as == "url":
             record["url"] = url
         return url, record

@@ -16,6 +16,7 @@ import numpy as np
 from .client import RequestRecord
 
 SERVER_PHASES = ("fetch", "decode", "preprocess")
+ROUNDING_MS = 0.15  # Server-Timing durations come rounded to 0.1 ms
 
 
 def distribution(values: list[float]) -> dict | None:
@@ -34,7 +35,8 @@ def distribution(values: list[float]) -> dict | None:
 
 
 def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
-              request_rate: float | None, stream: bool) -> dict:
+              request_rate: float | None, stream: bool, client: dict | None = None) -> dict:
+    """`client`: what sending cost bench (fleet.RunResult.client_figures)."""
     done = [r for r in records if r.ok]
     failures = Counter(r.error for r in records if not r.ok)
     tokens = sum(r.output_tokens or 0 for r in done)
@@ -57,8 +59,10 @@ def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
         "itl_ms": distribution([gap for r in done for gap in r.itl_ms]),
         "latency_ms": distribution([r.latency_ms for r in done]),
         **{f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed]) for phase in SERVER_PHASES},
+        "server_engine_ms": distribution([r.server_timing["engine"] for r in timed if "engine" in r.server_timing]),
         "server_timing_missing": len(done) - len(timed),
         "split_ms": split(timed, stream),
+        "client": client,
     }
 
 
@@ -66,31 +70,42 @@ def split(records: list[RequestRecord], stream: bool) -> dict | None:
     """Mean parts that add up to the mean TTFT (streaming) or latency (not streaming) of
     the requests with server timings:
 
-    network   time to the response headers minus the server's preprocessing: sending
-              the request (data URLs included), queueing and parsing on the server
-    fetch     the server fetching the media (summed over a request's media items)
-    decode    the server decoding it (summed likewise)
-    other     the rest of the server's preprocessing; negative when media items of one
-              request were fetched or decoded side by side
+    network   time to the response headers minus the server's preprocessing and hand-off:
+              sending the request (data URLs included), queueing and parsing on the server
+    fetch     the server fetching the media, decode the server decoding it, other the rest
+              of its preprocessing. mmprep reports fetch and decode as wall-clock time that
+              does not count media handled side by side twice; a server whose fetch and
+              decode add up to more than its preprocessing (sums over media items) gets
+              `other` left out (None), as it would be negative
+    handoff   the server's `engine` timing: from handing the request to its engine to the
+              engine's first output (remote workers: the tensors sent, the first token
+              back); None when the server does not report it, and then part of network
     engine    from the response headers to the first token
 
-    Not streaming, the headers come with the whole answer, so network and engine are one
-    part: `network_and_engine`, the latency minus the server's preprocessing.
+    Not streaming, the headers come with the whole answer, so network and the rest of the
+    engine are one part: `network_and_engine`, the latency minus preprocessing and hand-off.
     """
     measured = [r for r in records if r.headers_ms is not None and (r.ttft_ms is not None or not stream)]
     if not measured:
         return None
-    parts: dict[str, list[float]] = {"fetch": [], "decode": [], "other": []}
+    handoff_known = all("engine" in r.server_timing for r in measured)
+    parts: dict[str, list[float]] = {"fetch": [], "decode": [], "other": [], "handoff": []}
     for r in measured:
         timing = r.server_timing
+        handoff = timing["engine"] if handoff_known else 0.0
         parts["fetch"].append(timing["fetch"])
         parts["decode"].append(timing["decode"])
         parts["other"].append(timing["preprocess"] - timing["fetch"] - timing["decode"])
+        parts["handoff"].append(handoff)
         if stream:
-            parts.setdefault("network", []).append(r.headers_ms - timing["preprocess"])
+            parts.setdefault("network", []).append(r.headers_ms - timing["preprocess"] - handoff)
             parts.setdefault("engine", []).append(r.ttft_ms - r.headers_ms)
         else:
-            parts.setdefault("network_and_engine", []).append(r.latency_ms - timing["preprocess"])
-    means = {name: round(float(np.mean(values)), 3) for name, values in parts.items()}
-    return {"of": "ttft" if stream else "latency", "total": round(sum(means.values()), 3), **means,
-            "count": len(measured)}
+            parts.setdefault("network_and_engine", []).append(r.latency_ms - timing["preprocess"] - handoff)
+    means: dict[str, float | None] = {name: round(float(np.mean(values)), 3) for name, values in parts.items()}
+    if min(parts["other"]) < -ROUNDING_MS:
+        means["other"] = None  # the server's phases overlap: "the rest" is not known
+    if not handoff_known:
+        means["handoff"] = None
+    return {"of": "ttft" if stream else "latency", "total": round(sum(v for v in means.values() if v is not None), 3),
+            **means, "count": len(measured)}

@@ -54,6 +54,9 @@ def summary_table(runs: list[dict]) -> Table:
     return table
 
 
+PART_HEADINGS = {"handoff": "hand-off", "network_and_engine": "network & engine"}
+
+
 def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     """Where the mean time to the first token (or the mean latency) went, per run: a
     heading and the table."""
@@ -61,14 +64,16 @@ def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     if not splits:
         return None
     streamed = splits[0][1]["of"] == "ttft"
-    parts = ["network", "fetch", "decode", "other", "engine"] if streamed else ["fetch", "decode", "other", "network_and_engine"]
+    parts = (["network", "fetch", "decode", "other", "handoff", "engine"] if streamed
+             else ["fetch", "decode", "other", "handoff", "network_and_engine"])
     what = "TTFT" if streamed else "latency"
     table = Table(box=box.MARKDOWN)
-    for heading in ["concurrency", f"mean {what}", *(p.replace("_and_", " & ") for p in parts)]:
+    for heading in ["concurrency", f"mean {what}", *(PART_HEADINGS.get(p, p) for p in parts)]:
         table.add_column(heading, justify="right")
     for concurrency, split in splits:
         table.add_row(str(concurrency), _ms(split["total"]), *(_ms(split[p]) for p in parts))
-    return f"Where the mean {what} goes (ms; fetch, decode and other from the server's Server-Timing):", table
+    return (f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's Server-Timing):",
+            table)
 
 
 def failure_lines(runs: list[dict]) -> list[str]:
@@ -96,10 +101,23 @@ def print_summary(runs: list[dict], out=None) -> None:
         heading, table = split
         print(f"\n{heading}", file=out)
         print(markdown(table), file=out)
+    if any(m["split_ms"] and m["split_ms"]["other"] is None for m in runs):
+        print("\nthe server's fetch and decode add up to more than its preprocessing (sums over media items "
+              "handled side by side): 'other' is left out", file=out)
     missing = sum(m["server_timing_missing"] for m in runs)
     if missing:
         print(f"\n{missing} completed request(s) came without a Server-Timing header "
               "(fetch;dur, decode;dur, preprocess;dur): server figures missing for them", file=out)
+    clients = [(m["concurrency"], m["client"]) for m in runs if m.get("client")]
+    if clients:
+        print("\nbench's own CPU (the client): " + "; ".join(
+            f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at {f['busiest_process_cpu']:.0%} of a core"
+            for c, f in clients), file=out)
+    for concurrency, figures in clients:
+        if figures["saturated"]:
+            print(f"warning: at concurrency {concurrency} a bench process was busy {figures['busiest_process_cpu']:.0%} "
+                  "of the run: the client, not the target, may be the limit; its latencies include its own queue "
+                  "(more --client-processes, or a machine of its own)", file=out)
     failures = failure_lines(runs)
     if failures:
         print("\nfailures:\n  " + "\n  ".join(failures), file=out)

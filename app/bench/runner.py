@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
+import math
 import sys
-import tempfile
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .client import ChatClient, chat_body
+from .client import RequestTemplate
 from .config import BenchConfig
 from .errors import BenchError
 from .fileserver import FileServer
+from .fleet import ClientSpec, RunResult, default_processes, open_fleet
 from .inputs import MediaSender, collect_inputs, needs_file_server
-from .load import LoadPlan, drive
+from .load import LoadPlan
 from .metrics import summarize
 from .report import plot_runs, print_summary, write_results
 
@@ -32,14 +31,15 @@ def run_bench(config: BenchConfig) -> int:
     notes = Console(stderr=True, quiet=config.quiet, highlight=False)
     try:
         _check_outputs(config)
-        with tempfile.TemporaryDirectory(prefix="mmprep-bench-") as workdir:
-            inputs = collect_inputs(config, Path(workdir), note=notes.print)
-            server = _file_server(config) if needs_file_server(inputs, config.media_as) else None
-            with server or nullcontext():
-                sender = MediaSender(inputs, config.media_as, config.unique_media, server)
-                results = asyncio.run(_bench(config, sender, notes))
-                results["inputs"] = [{"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs]
-                results["file_server"] = server.summary() if server else None
+        inputs = collect_inputs(config, note=notes.print)
+        sender = MediaSender(inputs, config.media_as, config.unique_media)
+        server = _file_server(config, notes) if needs_file_server(inputs, config.media_as) else None
+        with server or nullcontext():
+            if server:
+                sender.publish(server)
+            results = _bench(config, sender, notes)
+            results["inputs"] = [{"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs]
+            results["file_server"] = server.summary() if server else None
     except BenchError as error:
         print(f"mmprep bench: {error}", file=sys.stderr)
         return 2
@@ -61,47 +61,66 @@ def _check_outputs(config: BenchConfig) -> None:
             raise BenchError("--plot needs matplotlib: pip install 'mmprep[plot]'") from None
 
 
-def _file_server(config: BenchConfig) -> FileServer:
+def _file_server(config: BenchConfig, notes: Console) -> FileServer:
     try:
-        return FileServer(config.media_host)
+        server = FileServer(config.media_host, connections=max(config.concurrency))
     except OSError as error:
         raise BenchError(f"the media file server cannot listen on {config.media_host}: {error}") from None
+    cap = server.backlog_cap()
+    if cap is not None:
+        notes.print(f"note: the kernel caps the file server's listen backlog at {cap} (net.core.somaxconn), "
+                    f"below --concurrency {max(config.concurrency)}: fetches past it wait for a SYN retry")
+    return server
 
 
-async def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
-    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    most = max(config.concurrency)
-    limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
-    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=httpx.Timeout(config.timeout)) as http:
-        model = await wait_ready(http, config)
-        notes.print(f"target {config.url}, model {model}, {'streaming' if config.stream else 'not streaming'}")
-        chat = ChatClient(http, config.url, config.stream)
-        numbers = itertools.count()  # across warm-ups and runs: every request's media is its own
-
-        async def send(_: int):
-            number = next(numbers)
-            parts, media = sender.parts(number)
-            body = chat_body(model, config.prompt, parts, stream=config.stream, max_tokens=config.max_tokens,
-                             video_sampling=_video_sampling(config), extra=config.extra_body_fields())
-            return await chat.send(number, body, media)
-
-        started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        runs = []
+def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
+    model = asyncio.run(_wait_ready(config))
+    notes.print(f"target {config.url}, model {model}, {'streaming' if config.stream else 'not streaming'}")
+    template = RequestTemplate(model, config.prompt, config.stream, config.max_tokens, _video_sampling(config),
+                               config.extra_body_fields())
+    processes = config.client_processes or default_processes(max(config.concurrency))
+    spec = ClientSpec(config.url, _headers(config), config.timeout, math.ceil(max(config.concurrency) / processes),
+                      template, sender)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    runs = []
+    fleet = open_fleet(spec, processes)
+    try:
+        next_number = 0  # across warm-ups and runs: every request's media is its own
         for position, concurrency in enumerate(config.concurrency):
             plan = LoadPlan(concurrency, config.request_rate, config.request_limit(), config.duration, config.seed + position)
             if config.warmup:
-                await drive(LoadPlan(concurrency, None, config.warmup, None), send)
-            records, wall = await _run_with_progress(plan, send, notes)
-            run = {"metrics": summarize(records, wall, concurrency, config.request_rate, config.stream)}
+                warmup = fleet.run(LoadPlan(concurrency, None, config.warmup, None), next_number)
+                next_number = _after(warmup.records, next_number)
+            result = _run_with_progress(plan, fleet, next_number, notes)
+            next_number = _after(result.records, next_number)
+            client = result.client_figures(min(fleet.processes, concurrency))
+            run = {"metrics": summarize(result.records, result.wall_s, concurrency, config.request_rate, config.stream,
+                                        client)}
             if config.save_records:
-                run["records"] = [record.to_dict() for record in records]
+                run["records"] = [record.to_dict() for record in result.records]
             runs.append(run)
+    finally:
+        fleet.close()
     return {
         "started_at": started_at,
         "config": config.model_dump(mode="json", exclude={"api_key"}),
         "target": {"url": config.url, "model": model},
         "runs": runs,
     }
+
+
+def _after(records, first_number: int) -> int:
+    """The first request number free after a run."""
+    return max((record.number for record in records), default=first_number - 1) + 1
+
+
+def _headers(config: BenchConfig) -> dict[str, str]:
+    return {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+
+
+async def _wait_ready(config: BenchConfig) -> str:
+    async with httpx.AsyncClient(headers=_headers(config)) as http:
+        return await wait_ready(http, config)
 
 
 def _video_sampling(config: BenchConfig) -> dict:
@@ -134,8 +153,8 @@ async def wait_ready(http: httpx.AsyncClient, config: BenchConfig) -> str:
         raise BenchError(f"{config.url}/v1/models lists no model: give --model") from None
 
 
-async def _run_with_progress(plan: LoadPlan, send, notes: Console):
-    """drive() with a progress bar on a terminal (none when quiet or redirected)."""
+def _run_with_progress(plan: LoadPlan, fleet, first_number: int, notes: Console) -> RunResult:
+    """fleet.run() with a progress bar on a terminal (none when quiet or redirected)."""
     progress = Progress(
         TextColumn(f"concurrency {plan.concurrency}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
@@ -143,14 +162,7 @@ async def _run_with_progress(plan: LoadPlan, send, notes: Console):
     )
     with progress:
         task = progress.add_task("run", total=plan.limit, failed=0)
-        failed = 0
-
-        def advance(record) -> None:
-            nonlocal failed
-            failed += not record.ok
-            progress.update(task, advance=1, failed=failed)
-
-        return await drive(plan, send, advance)
+        return fleet.run(plan, first_number, lambda done, failed: progress.update(task, completed=done, failed=failed))
 
 
 def _report(config: BenchConfig, results: dict) -> int:

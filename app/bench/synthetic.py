@@ -9,12 +9,21 @@ motion and residual to code, and the decoder real work.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import numpy as np
 from PIL import Image
+
+CLIP_VERSION = 1  # part of the cache key: raise it when the footage or the encoder options change
+
+
+def synthetic_cache() -> Path:
+    """Where generated clips are kept between runs: $XDG_CACHE_HOME/mmprep/synthetic, or
+    ~/.cache/mmprep/synthetic."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmprep" / "synthetic"
 
 
 @dataclass(frozen=True)
@@ -63,18 +72,23 @@ def camera_frames(width: int, height: int, count: int, fps: float, seed: int = 0
 
 def write_clip(path: Path, width: int, height: int, seconds: float, fps: int = 30,
                codec: str = "h264", seed: int = 0) -> Path:
-    """Encode `seconds` of camera-like footage to `path` (written whole or not at all)."""
+    """Encode `seconds` of camera-like footage to `path`, written whole or not at all: it is
+    encoded into a file of its own name and renamed over `path` when complete, so two
+    processes making the same clip at once each leave a whole file, and no reader sees half."""
     spec = CODECS[codec]
     if codec == "av1":
         os.environ.setdefault("SVT_LOG", "1")  # else SVT-AV1 prints a page of banner to stderr per clip
-    partial = path.with_name(path.name + ".partial")
-    with av.open(str(partial), "w", format=spec.container) as out:
-        stream = out.add_stream(spec.encoder, rate=fps, options=dict(spec.options))
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for i, rgb in enumerate(camera_frames(width, height, max(1, round(seconds * fps)), fps, seed)):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts = i
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
-    partial.rename(path)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        with av.open(str(partial), "w", format=spec.container) as out:
+            stream = out.add_stream(spec.encoder, rate=fps, options=dict(spec.options))
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            for i, rgb in enumerate(camera_frames(width, height, max(1, round(seconds * fps)), fps, seed)):
+                frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+                frame.pts = i
+                out.mux(stream.encode(frame))
+            out.mux(stream.encode(None))
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path

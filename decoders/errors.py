@@ -11,7 +11,9 @@ class MediaError(Exception):
     code = "media_error"
 
 
-class InvalidSamplingError(MediaError):
+class InvalidSamplingError(MediaError, ValueError):
+    """The caller's arguments make no sense (a ValueError too, as the peers raise)."""
+
     code = "invalid_sampling"
 
 

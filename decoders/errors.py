@@ -11,9 +11,14 @@ class MediaError(Exception):
     code = "media_error"
 
 
-class InvalidSamplingError(MediaError, ValueError):
-    """The caller's arguments make no sense (a ValueError too, as the peers raise)."""
+class InvalidArgumentError(MediaError, ValueError):
+    """An argument the caller passed makes no sense: a ValueError too, as the peers and
+    Python itself raise, so code written for them catches it."""
 
+    code = "invalid_argument"
+
+
+class InvalidSamplingError(InvalidArgumentError):
     code = "invalid_sampling"
 
 

@@ -3,7 +3,7 @@
 Times are integer ticks of the stream's time base, counted from the video's first frame,
 so "the frame on screen at t" is decided exactly, as FFmpeg orders frames. `target_ticks`
 turns a request into the moments to show; `pick_frames` says which frame is on screen at
-each of them.
+each of them. The caller's numbers are checked first (`check_sampling`, `check_limits`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .errors import InvalidSamplingError
+from .errors import InvalidArgumentError, InvalidSamplingError
 
 # Seconds of float rounding allowed when a time in seconds (k / r) becomes ticks: k / r in
 # floats is off by far less, and no two frames are this close (a 90 kHz tick is 11 us).
@@ -30,13 +30,29 @@ def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, 
         raise InvalidSamplingError(f"seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}")
     if fps is not None and num_frames is not None:
         raise InvalidSamplingError("give fps or num_frames, not both")
-    if fps is not None and (
-        isinstance(fps, bool) or not isinstance(fps, Real) or not math.isfinite(fps) or fps <= 0
-    ):
+    if fps is not None and not _positive_number(fps):
         raise InvalidSamplingError(f"fps must be a finite number above 0, got {fps!r}")
     for name, value in (("num_frames", num_frames), ("max_frames", max_frames), ("max_pixels", max_pixels)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
-            raise InvalidSamplingError(f"{name} must be a whole number of at least 1, got {value!r}")
+        _check_whole(name, value, 1, InvalidSamplingError)
+
+
+def check_limits(threads=0, timeout=None, max_bytes=None, max_source_pixels=None) -> None:
+    """Raise InvalidArgumentError, naming the parameter, for a limit that makes no sense
+    (FFmpeg would otherwise blame the video for a negative thread count)."""
+    _check_whole("threads", threads, 0, InvalidArgumentError)
+    if timeout is not None and not (_positive_number(timeout) or timeout == 0):
+        raise InvalidArgumentError(f"timeout must be a finite number of seconds, at least 0, got {timeout!r}")
+    for name, value in (("max_bytes", max_bytes), ("max_source_pixels", max_source_pixels)):
+        _check_whole(name, value, 1, InvalidArgumentError)
+
+
+def _positive_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
+
+
+def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError]) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
+        raise error(f"{name} must be a whole number of at least {minimum}, got {value!r}")
 
 
 def target_ticks(

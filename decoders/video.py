@@ -25,7 +25,7 @@ from .errors import MediaTooLargeError
 from .frames import scaled_size
 from .metadata import VideoMetadata
 from .reader import VideoReader
-from .sampling import FLOAT_TOLERANCE, check_sampling, pick_frames, pick_nearest, target_ticks
+from .sampling import FLOAT_TOLERANCE, check_limits, check_sampling, pick_frames, pick_nearest, target_ticks
 from .source import ReopenableSource, Source
 
 
@@ -75,9 +75,11 @@ def decode_video(
     seek_mode: "exact" (the frame on screen at each time) or "keyframe" (the keyframe
     nearest each time: much faster on long GOPs; timestamps are the keyframes' own).
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
-    Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
+    Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
+    InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
     check_sampling(fps, num_frames, max_frames, max_pixels, seek_mode)
+    check_limits(threads, timeout, max_bytes, max_source_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     with VideoReader(ReopenableSource(source), threads, deadline, cancel) as reader:
         survey = reader.survey(max_source_pixels)
@@ -99,6 +101,7 @@ def probe_video(
     source: Source, *, timeout: float | None = None, max_source_pixels: int | None = None
 ) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
+    check_limits(timeout=timeout, max_source_pixels=max_source_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     with VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None) as reader:
         survey = reader.survey(max_source_pixels)

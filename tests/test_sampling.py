@@ -6,8 +6,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from decoders import InvalidSamplingError, MediaError
-from decoders.sampling import check_sampling, pick_frames, seconds_to_ticks, spread, target_ticks
+from decoders import InvalidArgumentError, InvalidSamplingError, MediaError
+from decoders.sampling import (
+    check_limits,
+    check_sampling,
+    pick_frames,
+    seconds_to_ticks,
+    spread,
+    target_ticks,
+)
 
 MS = Fraction(1, 1000)
 EVERY_FRAME = np.arange(6) * 500  # a 6-frame, 2 fps, 3 s video, in milliseconds
@@ -142,6 +149,23 @@ def test_a_bad_argument_is_a_value_error_as_the_peers_raise():
     with pytest.raises(ValueError, match="num_frames"):
         check_sampling(num_frames=0)
     assert issubclass(InvalidSamplingError, MediaError)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"threads": -1}, {"threads": 1.5}, {"threads": "2"}, {"timeout": -1.0}, {"timeout": math.nan},
+     {"timeout": "5"}, {"max_bytes": 0}, {"max_bytes": "1"}, {"max_source_pixels": -5}],
+    ids=repr,
+)
+def test_nonsense_limits_are_refused_by_name_as_value_errors(limits):
+    with pytest.raises(InvalidArgumentError, match=next(iter(limits))) as caught:
+        check_limits(**limits)
+    assert isinstance(caught.value, ValueError) and caught.value.code == "invalid_argument"
+
+
+def test_sensible_limits_pass():
+    check_limits(threads=0, timeout=0, max_bytes=1, max_source_pixels=np.int64(10))
+    check_limits(threads=4, timeout=2.5)
 
 
 FRAMES = np.array([0, 500, 1000, 1500])

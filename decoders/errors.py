@@ -11,7 +11,14 @@ class MediaError(Exception):
     code = "media_error"
 
 
-class InvalidSamplingError(MediaError):
+class InvalidArgumentError(MediaError, ValueError):
+    """An argument the caller passed makes no sense: a ValueError too, as the peers and
+    Python itself raise, so code written for them catches it."""
+
+    code = "invalid_argument"
+
+
+class InvalidSamplingError(InvalidArgumentError):
     code = "invalid_sampling"
 
 

@@ -12,6 +12,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
 from .frames import scaled_size
+from .sampling import check_limits, check_sampling
 
 # Pillow refuses images past this many pixels before decoding them (a decompression
 # bomb: a few KB of PNG that would expand to gigabytes). Pillow's default is 89 M.
@@ -43,8 +44,11 @@ def decode_image(
 
     EXIF orientation is applied; transparency is composited on white, as vLLM does;
     an animated image gives its first frame. max_pixels scales the result down,
-    aspect kept. Raises CorruptMediaError, MediaTooLargeError or MediaNotFoundError.
+    aspect kept. Raises CorruptMediaError, MediaTooLargeError or MediaNotFoundError;
+    InvalidArgumentError (also a ValueError) for a limit that makes no sense.
     """
+    check_sampling(max_pixels=max_pixels)
+    check_limits(max_source_pixels=max_source_pixels)
     try:
         with _open(source) as image:
             _check_size(image, max_source_pixels)

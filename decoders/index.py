@@ -79,7 +79,12 @@ def read_index(container, stream, check=None) -> FrameIndex:
         if packet.is_keyframe:
             keys.append(packet.pts)
             key_dts.append(packet.pts if packet.dts is None else min(packet.dts, packet.pts))
-    return _build(stream.time_base or Fraction(1, 1), pts, durations, keys, key_dts, packets, missing)
+    return _build(_fraction(stream.time_base), pts, durations, keys, key_dts, packets, missing)
+
+
+def _fraction(time_base) -> Fraction:
+    """The time base as an exact Fraction (PyAV 19 gives its own rational type)."""
+    return Fraction(time_base.numerator, time_base.denominator) if time_base else Fraction(1, 1)
 
 
 def _build(time_base, pts, durations, keys, key_dts, packets, missing) -> FrameIndex:

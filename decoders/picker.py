@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .sampling import ON_SCREEN_TOLERANCE
+from .sampling import FLOAT_TOLERANCE
 from .seeking import SeekMissed
 
 
@@ -35,8 +35,10 @@ class FramePicker:
     """The on-screen rule, applied to frames as the decoder emits them (in presentation
     order): for each wanted time, the last frame shown at or before it.
 
-    Wanted times are normally exact frame times from the index, so the frame arriving
-    at a wanted time is taken at once, which lets the decoder seek away right after.
+    Wanted times are normally exact frame times from the index (chosen there in integer
+    ticks), computed as Clock computes a decoded frame's, so the frame arriving at a wanted
+    time matches it (within float rounding only) and is taken at once, which lets the
+    decoder seek away right after.
     """
 
     def __init__(self, wanted: np.ndarray, take):
@@ -55,7 +57,7 @@ class FramePicker:
         self._previous, self._seeked = None, True
 
     def offer(self, frame, t: float) -> None:
-        wanted, tolerance = self._wanted, ON_SCREEN_TOLERANCE
+        wanted, tolerance = self._wanted, FLOAT_TOLERANCE
         while self.pending < len(wanted) and t > wanted[self.pending] + tolerance:
             if self._previous is None:
                 if self._seeked:

@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Self
 
 import av
@@ -35,6 +36,7 @@ SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263"}
 # Frame threads cost a few tens of microseconds of hand-over per frame: more than decoding
 # a frame this small takes. Such videos decode on one thread.
 SMALL_FRAME_PIXELS = 320 * 240
+NANOSECOND = Fraction(1, 10**9)
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,23 @@ class Survey:
     coded_size: tuple[int, int]
     decoded_times: np.ndarray | None  # only for streams without timestamps
 
+    @property
+    def tick(self) -> Fraction:
+        """Seconds per tick of `frame_ticks`: the stream's time base, or a nanosecond for
+        streams without timestamps (their times come from the decode pass's clock)."""
+        return NANOSECOND if self.decoded_times is not None else self.index.time_base
+
+    def frame_ticks(self) -> np.ndarray:
+        """Every frame's presentation time from the first frame, in ticks (int64, sorted)."""
+        if self.decoded_times is not None:
+            return np.rint(self.decoded_times / float(NANOSECOND)).astype(np.int64)
+        return self.index.pts - self.index.pts[0]
+
     def frame_times(self) -> np.ndarray:
+        """The same in seconds, computed as Clock computes a decoded frame's time."""
         if self.decoded_times is not None:
             return self.decoded_times
-        return (self.index.pts - self.index.pts[0]) * float(self.index.time_base)
+        return self.frame_ticks() * float(self.index.time_base)
 
     def start_time(self) -> float:
         return float(self.index.pts[0] * self.index.time_base) if self.index.has_times else 0.0
@@ -383,6 +398,9 @@ def set_threads(stream, threads: int) -> None:
 
 
 def select_video_stream(container):
+    """FFmpeg's best video stream (av_find_best_stream, as ffprobe, torchcodec and decord
+    choose): the default one, then the one with the most frames probed, then the highest
+    bit rate. Not the first: a file may carry a small preview stream before the real one."""
     candidates = [
         s for s in container.streams.video
         if not (s.disposition & av.stream.Disposition.attached_pic)
@@ -394,7 +412,9 @@ def select_video_stream(container):
         raise NoVideoStreamError(
             f"the input is a still image ({container.format.name.removesuffix('_pipe')}), not a video"
         )
-    stream = candidates[0]
+    best = container.streams.best("video")
+    # FFmpeg passes over streams for the hearing or visually impaired, and may rank cover art.
+    stream = best if best in candidates else candidates[0]
     if stream.codec_context is None:
         raise UnsupportedCodecError("the video's codec is not one FFmpeg can decode")
     if not stream.codec_context.width or not stream.codec_context.height:

@@ -1,21 +1,24 @@
 """Which moments of a video a model should see: the sampling contract, as pure functions.
 
-Times are seconds from the video's first frame. `target_times` turns a request into
-the moments to show; `pick_frames` says which frame is on screen at each of them.
+Times are integer ticks of the stream's time base, counted from the video's first frame,
+so "the frame on screen at t" is decided exactly, as FFmpeg orders frames. `target_ticks`
+turns a request into the moments to show; `pick_frames` says which frame is on screen at
+each of them. The caller's numbers are checked first (`check_sampling`, `check_limits`).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from numbers import Integral, Real
 
 import numpy as np
 
-from .errors import InvalidSamplingError
+from .errors import InvalidArgumentError, InvalidSamplingError
 
-# A frame counts as on screen at t if it starts no later than t + 1 ms: this absorbs
-# rounding in container time bases (WebM counts milliseconds, MP4 often 1/90000 s).
-ON_SCREEN_TOLERANCE = 1e-3
+# Seconds of float rounding allowed when a time in seconds (k / r) becomes ticks: k / r in
+# floats is off by far less, and no two frames are this close (a 90 kHz tick is 11 us).
+FLOAT_TOLERANCE = 1e-7
 
 
 SEEK_MODES = ("exact", "keyframe")
@@ -27,64 +30,94 @@ def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, 
         raise InvalidSamplingError(f"seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}")
     if fps is not None and num_frames is not None:
         raise InvalidSamplingError("give fps or num_frames, not both")
-    if fps is not None and (
-        isinstance(fps, bool) or not isinstance(fps, Real) or not math.isfinite(fps) or fps <= 0
-    ):
+    if fps is not None and not _positive_number(fps):
         raise InvalidSamplingError(f"fps must be a finite number above 0, got {fps!r}")
     for name, value in (("num_frames", num_frames), ("max_frames", max_frames), ("max_pixels", max_pixels)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
-            raise InvalidSamplingError(f"{name} must be a whole number of at least 1, got {value!r}")
+        _check_whole(name, value, 1, InvalidSamplingError)
 
 
-def target_times(
+def check_limits(threads=0, timeout=None, max_bytes=None, max_source_pixels=None) -> None:
+    """Raise InvalidArgumentError, naming the parameter, for a limit that makes no sense
+    (FFmpeg would otherwise blame the video for a negative thread count)."""
+    _check_whole("threads", threads, 0, InvalidArgumentError)
+    if timeout is not None and not (_positive_number(timeout) or timeout == 0):
+        raise InvalidArgumentError(f"timeout must be a finite number of seconds, at least 0, got {timeout!r}")
+    for name, value in (("max_bytes", max_bytes), ("max_source_pixels", max_source_pixels)):
+        _check_whole(name, value, 1, InvalidArgumentError)
+
+
+def _positive_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
+
+
+def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError]) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
+        raise error(f"{name} must be a whole number of at least {minimum}, got {value!r}")
+
+
+def target_ticks(
+    ticks: np.ndarray,
+    tick: Fraction,
     duration: float,
-    average_fps: float,
-    frame_times: np.ndarray,
     fps: float | None = None,
     num_frames: int | None = None,
     max_frames: int | None = None,
 ) -> np.ndarray:
-    """The moments to show, per the contract.
+    """The moments to show, per the contract, as int64 ticks from the first frame.
 
-    duration: D, seconds of video; average_fps: f; frame_times: every frame's time,
-    used when the request asks for every frame.
+    ticks: every frame's presentation time from the first frame, sorted, in units of
+    `tick` seconds (the stream's time base); duration: D, seconds of video.
     """
     cap = max_frames if max_frames is not None else math.inf
     if num_frames is not None:
-        count = int(min(num_frames, cap))
-        if count == 1:
-            return np.array([duration / 2])
-        return np.linspace(0.0, max(0.0, duration - 1.0 / average_fps), count)
+        return spread(int(ticks[-1]), int(min(num_frames, cap)))
     if fps is not None:
         count = max(1, math.floor(duration * fps + 1e-9))
         if count <= cap:
-            return np.arange(count) / fps
-    else:
-        count = len(frame_times)
-        if count <= cap:
-            return np.asarray(frame_times, dtype=np.float64)
-    return np.arange(int(cap)) * (duration / cap)
+            return seconds_to_ticks(np.arange(count) / fps, tick)
+    elif len(ticks) <= cap:
+        return np.asarray(ticks, dtype=np.int64)
+    return seconds_to_ticks(np.arange(int(cap)) * (duration / cap), tick)
 
 
-def pick_frames(frame_times: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Positions in `frame_times` (sorted) of the frames on screen at `targets`.
+def spread(span: int, count: int) -> np.ndarray:
+    """`count` ticks evenly from 0 to `span`, each rounded down: floor(j * span / (count - 1)).
 
-    The frame on screen at t is the last one starting at or before t (+1 ms); the first
-    frame if none has started yet. A frame picked twice is returned once, in order.
+    Exact integer arithmetic, so on constant-rate video (frame k at k * step) target j lands
+    on frame floor(j * (total - 1) / (count - 1)), which is what np.linspace(0, total - 1,
+    count, dtype=int) means. Split as j * q + j * r // d so no product overflows int64.
     """
-    if len(frame_times) == 0:
+    if count == 1:
+        return np.zeros(1, dtype=np.int64)
+    q, r = divmod(span, count - 1)
+    j = np.arange(count, dtype=np.int64)
+    return j * q + (j * r) // (count - 1)
+
+
+def seconds_to_ticks(times: np.ndarray, tick: Fraction) -> np.ndarray:
+    """The last tick at or before each time, allowing FLOAT_TOLERANCE for float rounding."""
+    return np.floor((np.asarray(times, dtype=np.float64) + FLOAT_TOLERANCE) / float(tick)).astype(np.int64)
+
+
+def pick_frames(ticks: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Positions in `ticks` (sorted) of the frames on screen at `targets` (ticks too).
+
+    The frame on screen at t is the last one starting at or before t; the first frame if
+    none has started yet. A frame picked twice is returned once, in order.
+    """
+    if len(ticks) == 0:
         return np.zeros(0, dtype=np.int64)
-    positions = np.searchsorted(frame_times, np.asarray(targets) + ON_SCREEN_TOLERANCE, side="right") - 1
+    positions = np.searchsorted(ticks, targets, side="right") - 1
     return np.unique(np.clip(positions, 0, None)).astype(np.int64)
 
 
-def pick_nearest(candidate_times: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Positions in `candidate_times` (sorted) of the candidate nearest each target
+def pick_nearest(candidates: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Positions in `candidates` (sorted ticks) of the candidate nearest each target
     (the earlier on a tie), each once, in order. The keyframe seek mode uses it."""
-    if len(candidate_times) == 0:
+    if len(candidates) == 0:
         return np.zeros(0, dtype=np.int64)
-    targets = np.asarray(targets, dtype=np.float64)
-    after = np.clip(np.searchsorted(candidate_times, targets, side="left"), 0, len(candidate_times) - 1)
+    targets = np.asarray(targets, dtype=np.int64)
+    after = np.clip(np.searchsorted(candidates, targets, side="left"), 0, len(candidates) - 1)
     before = np.clip(after - 1, 0, None)
-    closer_before = np.abs(targets - candidate_times[before]) <= np.abs(candidate_times[after] - targets)
+    closer_before = np.abs(targets - candidates[before]) <= np.abs(candidates[after] - targets)
     return np.unique(np.where(closer_before, before, after)).astype(np.int64)

@@ -25,7 +25,7 @@ from .errors import MediaTooLargeError
 from .frames import scaled_size
 from .metadata import VideoMetadata
 from .reader import VideoReader
-from .sampling import check_sampling, pick_frames, pick_nearest, target_times
+from .sampling import FLOAT_TOLERANCE, check_limits, check_sampling, pick_frames, pick_nearest, target_ticks
 from .source import ReopenableSource, Source
 
 
@@ -33,11 +33,12 @@ from .source import ReopenableSource, Source
 class DecodedVideo:
     frames: np.ndarray  # uint8 (T, H, W, 3), RGB, C-contiguous
     timestamps: np.ndarray  # float64 (T,), seconds from the first frame
-    indices: np.ndarray  # int64 (T,), round(timestamp * metadata.fps)
+    indices: np.ndarray  # int64 (T,), each frame's 0-based position in presentation order
     metadata: VideoMetadata
 
     def to_hf_metadata(self) -> dict:
-        """Fields of transformers' VideoMetadata, for a HF video processor as is."""
+        """Exactly the fields of transformers' VideoMetadata(**md). The frames are already
+        sampled: call the HF processor with do_sample_frames=False, so it samples no more."""
         meta = self.metadata
         return {
             "total_num_frames": meta.num_frames,
@@ -47,7 +48,6 @@ class DecodedVideo:
             "duration": meta.duration,
             "video_backend": "pyav",
             "frames_indices": self.indices.tolist(),
-            "do_sample_frames": False,
         }
 
 
@@ -75,35 +75,44 @@ def decode_video(
     seek_mode: "exact" (the frame on screen at each time) or "keyframe" (the keyframe
     nearest each time: much faster on long GOPs; timestamps are the keyframes' own).
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
-    Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input.
+    Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
+    InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
     check_sampling(fps, num_frames, max_frames, max_pixels, seek_mode)
+    check_limits(threads, timeout, max_bytes, max_source_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     with VideoReader(ReopenableSource(source), threads, deadline, cancel) as reader:
         survey = reader.survey(max_source_pixels)
-        times = survey.frame_times()
-        targets = target_times(survey.duration, survey.fps, times, fps, num_frames, max_frames)
+        ticks = survey.frame_ticks()
+        targets = target_ticks(ticks, survey.tick, survey.duration, fps, num_frames, max_frames)
         keyframes_only = seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
         if keyframes_only:
             key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
-            wanted = key_positions[pick_nearest(times[key_positions], targets)]
+            wanted = key_positions[pick_nearest(ticks[key_positions], targets)]
         else:
-            wanted = pick_frames(times, targets)
+            wanted = pick_frames(ticks, targets)
         _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
         frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels, keyframes_only)
-    metadata = survey.metadata(rotation)
-    indices = np.rint(timestamps * metadata.fps).astype(np.int64)
-    return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, metadata)
+    indices = frame_positions(survey.frame_times(), timestamps)
+    return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, survey.metadata(rotation))
 
 
 def probe_video(
     source: Source, *, timeout: float | None = None, max_source_pixels: int | None = None
 ) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
+    check_limits(timeout=timeout, max_source_pixels=max_source_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     with VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None) as reader:
         survey = reader.survey(max_source_pixels)
         return survey.metadata(reader.first_frame_rotation(survey))
+
+
+def frame_positions(frame_times: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+    """Each returned frame's position among all frames in presentation order: the frame
+    whose time it is (times are computed alike on both sides, so they match exactly)."""
+    positions = np.searchsorted(frame_times, timestamps + FLOAT_TOLERANCE, side="right") - 1
+    return np.clip(positions, 0, None).astype(np.int64)
 
 
 def _check_output_size(count: int, coded_size, max_pixels: int | None, max_bytes: int | None) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -17,26 +20,61 @@ def painted(frames: np.ndarray) -> list[int]:
     return [read_painted_index(frame) for frame in frames]
 
 
-def reference_decode(path) -> tuple[np.ndarray, list[int]]:
-    """Every frame the plain PyAV loop yields, as (seconds from the first frame, painted
-    index): the oracle the sampler must agree with, written without any of its code."""
-    times, indices = [], []
+@dataclass(frozen=True)
+class Reference:
+    """Every frame the plain PyAV loop yields from FFmpeg's best video stream."""
+
+    pts: list[int]  # presentation times from the first frame's, in `time_base`
+    time_base: Fraction
+    indices: list[int]  # the index each frame painted into its pixels
+
+    @property
+    def times(self) -> np.ndarray:
+        """Seconds from the first frame."""
+        return np.array([float(p * self.time_base) for p in self.pts])
+
+    def seconds(self, position: int) -> Fraction:
+        return self.pts[position] * self.time_base
+
+
+def reference_decode(path) -> Reference:
+    """The oracle the sampler must agree with, written without any of its code."""
+    pts, indices = [], []
     with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            times.append(float(frame.time))
+        stream = container.streams.best("video")
+        time_base = Fraction(stream.time_base.numerator, stream.time_base.denominator)
+        for frame in container.decode(stream):
+            pts.append(frame.pts)
             rgb = frame.to_ndarray(format="rgb24")
             turns = round(frame.rotation / 90) % 4
             indices.append(read_painted_index(np.rot90(rgb, turns)))
-    times = np.asarray(times) - times[0]
-    return times, indices
+    return Reference([p - pts[0] for p in pts], time_base, indices)
 
 
-def on_screen(times: np.ndarray, targets) -> list[int]:
-    """Positions of the frames on screen at `targets`, by the contract's words:
-    the last frame starting at or before t + 1 ms, the first if none; each once."""
+def reference_targets(ref: Reference, duration: float, fps=None, num_frames=None, max_frames=None):
+    """The moments the contract names for a request, as exact seconds (Fractions)."""
+    cap = max_frames or math.inf
+    if num_frames is not None:
+        count = min(num_frames, cap)
+        if count == 1:
+            return [Fraction(0)]
+        return [ref.seconds(-1) * j / (count - 1) for j in range(count)]
+    if fps is not None:
+        count = max(1, math.floor(round(duration * fps, 9)))
+        if count <= cap:
+            # k / r, allowed 0.1 microsecond for the float rounding of k / r
+            return [Fraction(k) / Fraction(fps) + Fraction(1, 10**7) for k in range(count)]
+    elif len(ref.pts) <= cap:
+        return [ref.seconds(i) for i in range(len(ref.pts))]
+    return [Fraction(k) * Fraction(duration) / cap + Fraction(1, 10**7) for k in range(cap)]
+
+
+def on_screen(ref: Reference, targets) -> list[int]:
+    """Positions of the frames on screen at `targets` (seconds), by the contract's words:
+    the last frame starting at or before t, the first if none; each once."""
     chosen: list[int] = []
     for t in targets:
-        started = [i for i, start in enumerate(times) if start <= t + 1e-3]
+        started = [i for i in range(len(ref.pts)) if ref.seconds(i) <= t]
         position = started[-1] if started else 0
         if position not in chosen:
             chosen.append(position)

@@ -82,6 +82,15 @@ def test_a_passed_deadline_stops_the_decode():
     assert caught.value.code == "decode_timeout"
 
 
+def test_a_nonsense_argument_is_named_not_blamed_on_the_video():
+    # FFmpeg answers a negative thread count with EINVAL, which read as a damaged video.
+    with pytest.raises(ValueError, match="threads") as caught:
+        decode_video(MEDIA / "bframes_h264.mp4", threads=-1)
+    assert caught.value.code == "invalid_argument"
+    with pytest.raises(ValueError, match="max_source_pixels"):
+        probe_video(MEDIA / "bframes_h264.mp4", max_source_pixels=0)
+
+
 def test_probe_refuses_what_decode_refuses():
     with pytest.raises(NoVideoStreamError):
         probe_video(MEDIA / "audio_only_opus.webm")

@@ -74,3 +74,10 @@ def test_unreadable_images_are_corrupt_media(data):
 def test_a_missing_path_is_named(tmp_path):
     with pytest.raises(MediaNotFoundError, match="missing.png"):
         decode_image(tmp_path / "missing.png")
+
+
+@pytest.mark.parametrize("limits", [{"max_pixels": 0}, {"max_source_pixels": -1}], ids=repr)
+def test_nonsense_limits_are_named_value_errors(limits):
+    # max_pixels=0 gave a 1x1 image without a word
+    with pytest.raises(ValueError, match=next(iter(limits))):
+        decode_image(encoded(marked(), "PNG"), **limits)

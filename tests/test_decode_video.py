@@ -5,11 +5,10 @@ import io
 import av
 import numpy as np
 import pytest
-from conftest import MEDIA, on_screen, painted, reference_decode
-from make_fixtures import paint
+from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
+from make_fixtures import CFR_CLIPS, paint
 
-from decoders import decode_video, probe_video
-from decoders.sampling import target_times
+from decoders import MediaTooLargeError, decode_video, probe_video
 
 VP9_224P = MEDIA / "224p_6_vp9.webm"
 
@@ -99,13 +98,53 @@ def test_variable_frame_rate_samples_by_presentation_time():
     assert video.timestamps.tolist() == pytest.approx([0.0, 0.5, 1.0, 1.98])
 
 
+# -- which frames: the frame on screen at t, in the stream's own ticks -------------------
+
+
+@pytest.mark.parametrize("name, rate, total", CFR_CLIPS, ids=[name for name, _, _ in CFR_CLIPS])
+def test_num_frames_on_constant_rate_video_takes_the_frames_linspace_names(name, rate, total):
+    for n in range(1, 65):
+        video = decode_video(MEDIA / name, num_frames=n)
+        expected = sorted(set(np.linspace(0, total - 1, n, dtype=int).tolist()))  # vLLM's and SGLang's
+        assert video.indices.tolist() == expected, f"num_frames={n}"
+        assert painted(video.frames) == expected, f"num_frames={n}"
+
+
+def test_fps_takes_the_frame_on_screen_at_k_over_r():
+    # 30000/1001 fps: frame 30 starts at 1.001 s, so at 1 s frame 29 is still on screen.
+    video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", fps=1)
+    assert painted(video.frames) == video.indices.tolist() == [0, 29, 59]
+
+
+# -- which stream: FFmpeg's best, not the first -------------------------------------------
+
+TWO_STREAMS = MEDIA / "two_video_streams_h264.mp4"
+
+
+def test_the_best_video_stream_is_decoded_not_the_first():
+    video = decode_video(TWO_STREAMS, num_frames=3)
+    assert video.frames.shape == (3, 180, 320, 3)
+    assert painted(video.frames) == [0, 4, 9]  # the 160x90 preview paints 100 + i
+    assert (video.metadata.width, video.metadata.height, video.metadata.num_frames) == (320, 180, 10)
+    assert probe_video(TWO_STREAMS) == video.metadata
+
+
+def test_limits_before_decoding_are_checked_on_the_best_stream():
+    for call in (decode_video, probe_video):
+        with pytest.raises(MediaTooLargeError, match="320x180"):
+            call(TWO_STREAMS, max_source_pixels=160 * 90)
+    with pytest.raises(MediaTooLargeError, match="2 frames of 320x180"):
+        decode_video(TWO_STREAMS, num_frames=2, max_bytes=2 * 160 * 90 * 3)
+
+
 # -- codecs and containers, against an independent reference --------------------------
 
 FIXTURES = [
     "224p_6_vp9.webm", "start_offset_1500ms_vp9.webm", "audio_outlasts_video_vp9.webm",
     "vfr_h264.mkv", "bframes_h264.mp4", "hevc.mp4", "av1.webm", "vp8.webm", "bframes_mpeg4.avi",
     "lying_header_mpeg4.avi", "edit_list_h264.mp4", "live_no_duration_vp9.webm",
-    "rotated_90_h264.mp4", "size_change_vp9.webm",
+    "rotated_90_h264.mp4", "size_change_vp9.webm", "two_video_streams_h264.mp4",
+    *(name for name, _, _ in CFR_CLIPS),
 ]
 REQUESTS = [
     {}, {"fps": 1.0}, {"fps": 3.0}, {"fps": 30.0}, {"num_frames": 1}, {"num_frames": 3},
@@ -115,12 +154,12 @@ REQUESTS = [
 
 def assert_matches_reference(path, request, threads=0):
     video = decode_video(path, threads=threads, **request)
-    times, indices = reference_decode(path)
+    ref = reference_decode(path)
     meta = video.metadata
-    wanted = on_screen(times, target_times(meta.duration, meta.fps, times, **request))
-    assert painted(video.frames) == [indices[i] for i in wanted]
-    assert video.timestamps == pytest.approx(times[wanted], abs=1e-6)
-    assert video.indices.tolist() == np.rint(times[wanted] * meta.fps).astype(int).tolist()
+    wanted = on_screen(ref, reference_targets(ref, meta.duration, **request))
+    assert painted(video.frames) == [ref.indices[i] for i in wanted]
+    assert video.timestamps == pytest.approx(ref.times[wanted], abs=1e-6)
+    assert video.indices.tolist() == wanted
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -140,12 +179,11 @@ def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, requ
     assert_matches_reference(long_clips[clip], request_, threads)
 
 
-def keyframe_times(path) -> np.ndarray:
+def keyframe_positions(path) -> list[int]:
     import av
 
     with av.open(str(path)) as container:
-        times = [(float(f.time), f.key_frame) for f in container.decode(video=0)]
-    return np.array([t for t, key in times if key]) - times[0][0]
+        return [i for i, frame in enumerate(container.decode(video=0)) if frame.key_frame]
 
 
 @pytest.mark.parametrize("clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv"])
@@ -153,13 +191,13 @@ def keyframe_times(path) -> np.ndarray:
 def test_keyframe_mode_takes_the_keyframe_nearest_each_target(long_clips, clip, request_):
     path = long_clips[clip]
     video = decode_video(path, seek_mode="keyframe", **request_)
-    keys = keyframe_times(path)
-    meta = video.metadata
-    targets = target_times(meta.duration, meta.fps, np.zeros(0), **request_)
-    nearest = sorted({float(keys[np.argmin(np.abs(keys - t))]) for t in targets})
-    assert video.timestamps == pytest.approx(nearest, abs=1e-6)  # the keyframes' true times
-    times, indices = reference_decode(path)
-    assert painted(video.frames) == [indices[int(np.argmin(np.abs(times - t)))] for t in nearest]
+    ref = reference_decode(path)
+    keys = keyframe_positions(path)
+    targets = reference_targets(ref, video.metadata.duration, **request_)
+    nearest = sorted({min(keys, key=lambda k: abs(ref.seconds(k) - t)) for t in targets})
+    assert video.indices.tolist() == nearest
+    assert video.timestamps == pytest.approx(ref.times[nearest], abs=1e-6)  # the keyframes' true times
+    assert painted(video.frames) == [ref.indices[k] for k in nearest]
 
 
 def test_keyframe_mode_is_refused_when_misspelled():
@@ -225,12 +263,18 @@ def test_frames_are_c_contiguous_uint8_rgb():
     assert video.timestamps.dtype == np.float64 and video.indices.dtype == np.int64
 
 
-def test_indices_are_timestamps_times_fps():
-    video = decode_video(MEDIA / "bframes_h264.mp4", fps=3)
+def test_indices_are_positions_in_presentation_order():
+    video = decode_video(MEDIA / "bframes_h264.mp4", fps=3)  # 24 fps: t = k/3 is frame 8k
     assert video.indices.tolist() == [0, 8, 16, 24, 32, 40]
 
 
-def test_hf_metadata_has_transformers_fields_and_no_resampling():
+def test_variable_frame_rate_indices_are_unique_positions_not_time_times_fps():
+    video = decode_video(MEDIA / "vfr_h264.mkv")  # round(t * fps) gave two frames index 48
+    assert video.indices.tolist() == list(range(12)) == painted(video.frames)
+    assert decode_video(MEDIA / "vfr_h264.mkv", fps=2).indices.tolist() == [0, 4, 6, 9]
+
+
+def test_hf_metadata_has_exactly_transformers_fields():
     video = decode_video(VP9_224P, num_frames=2)
     assert video.to_hf_metadata() == {
         "total_num_frames": 6,
@@ -240,8 +284,19 @@ def test_hf_metadata_has_transformers_fields_and_no_resampling():
         "duration": 3.0,
         "video_backend": "pyav",
         "frames_indices": [0, 5],
-        "do_sample_frames": False,
     }
+
+
+def test_transformers_video_metadata_takes_hf_metadata_as_is():
+    video_utils = pytest.importorskip(
+        "transformers.video_utils", reason="transformers is not installed (pip install transformers)"
+    )
+    video = decode_video(MEDIA / "bframes_h264.mp4", fps=3)
+    metadata = video_utils.VideoMetadata(**video.to_hf_metadata())
+    assert (metadata.total_num_frames, metadata.fps, metadata.width, metadata.height) == (48, 24.0, 192, 128)
+    assert metadata.frames_indices == [0, 8, 16, 24, 32, 40]
+    # What Qwen-VL-style processors read: the same times the decoder returned.
+    assert metadata.timestamps == pytest.approx(video.timestamps.tolist())
 
 
 def test_asking_for_more_frames_than_exist_returns_them_all():

@@ -1,49 +1,109 @@
 """The sampling contract, line by line, on the pure functions."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from decoders import InvalidSamplingError
-from decoders.sampling import check_sampling, pick_frames, target_times
+from decoders import InvalidArgumentError, InvalidSamplingError, MediaError
+from decoders.sampling import (
+    check_limits,
+    check_sampling,
+    pick_frames,
+    seconds_to_ticks,
+    spread,
+    target_ticks,
+)
 
-EVERY_FRAME = np.arange(6) * 0.5  # a 6-frame, 2 fps, 3 s video
+MS = Fraction(1, 1000)
+EVERY_FRAME = np.arange(6) * 500  # a 6-frame, 2 fps, 3 s video, in milliseconds
 
 
 def targets(**request):
-    return target_times(3.0, 2.0, EVERY_FRAME, **request).tolist()
+    return target_ticks(EVERY_FRAME, MS, 3.0, **request).tolist()
 
 
 def test_fps_takes_floor_of_duration_times_rate_targets_at_k_over_r():
-    assert targets(fps=1.0) == [0.0, 1.0, 2.0]
-    assert targets(fps=0.7) == pytest.approx([0.0, 1 / 0.7])  # floor(2.1) = 2
+    assert targets(fps=1.0) == [0, 1000, 2000]
+    assert targets(fps=0.7) == [0, 1428]  # floor(2.1) = 2 targets; 1/0.7 s = 1428.57 ms
 
 
 def test_fps_asks_for_at_least_one_frame():
-    assert targets(fps=0.1) == [0.0]
+    assert targets(fps=0.1) == [0]
 
 
 def test_fps_over_max_frames_spreads_max_frames_over_the_whole_video():
-    assert targets(fps=10.0, max_frames=4) == [0.0, 0.75, 1.5, 2.25]
+    assert targets(fps=10.0, max_frames=4) == [0, 750, 1500, 2250]
 
 
 def test_fps_is_not_fooled_by_float_rounding():
     # 0.3 s * 10 fps is 2.9999999999999996 in floats; the contract means 3 frames.
-    assert len(target_times(0.3, 10.0, np.arange(3) / 10, fps=10.0)) == 3
+    assert len(target_ticks(np.arange(3) * 100, MS, 0.3, fps=10.0)) == 3
 
 
-def test_num_frames_spans_first_frame_to_last_frame_start():
-    assert targets(num_frames=2) == [0.0, 2.5]  # D - 1/f = 3.0 - 0.5
-    assert targets(num_frames=6) == pytest.approx([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+NTSC = Fraction(1, 30000)  # 30000/1001 fps in MP4: frame k at 1001 * k
 
 
-def test_one_frame_is_the_middle_of_the_video():
-    assert targets(num_frames=1) == [1.5]
+def test_fps_takes_the_frame_on_screen_not_the_one_a_millisecond_later():
+    ticks = np.arange(90) * 1001
+    # At t = 1 s frame 29 (0.9676 s) is on screen; frame 30 starts at 1.001 s.
+    assert pick_frames(ticks, target_ticks(ticks, NTSC, 3.003, fps=1.0)).tolist() == [0, 29, 59]
+
+
+def test_fps_targets_allow_float_rounding_and_nothing_more():
+    # 1/3 s is 29999.999999999996 ticks of 1/90000 s in floats: frame 10 starts exactly then.
+    ticks = np.arange(30) * 3000
+    assert pick_frames(ticks, target_ticks(ticks, Fraction(1, 90000), 1.0, fps=3.0)).tolist() == [0, 10, 20]
+    # A frame starting 0.67 microseconds after t is not on screen at t.
+    assert seconds_to_ticks([6.039366], Fraction(1, 10**8)).tolist() == [603936610]
+    assert pick_frames(np.array([0, 603936667]), seconds_to_ticks([6.039366], Fraction(1, 10**8))).tolist() == [0]
+
+
+def test_num_frames_spans_first_frame_to_last_frame_pts():
+    assert targets(num_frames=2) == [0, 2500]
+    assert targets(num_frames=6) == [0, 500, 1000, 1500, 2000, 2500]
+    assert targets(num_frames=4) == [0, 833, 1666, 2500]  # rounded down, in whole ticks
+
+
+def test_one_frame_is_the_first_frame():
+    assert targets(num_frames=1) == [0]
+
+
+@pytest.mark.parametrize("total", [7, 24, 50, 60, 97, 120, 301])
+def test_num_frames_on_constant_rate_video_names_linspaces_frames(total):
+    ticks = np.arange(total) * 512  # 25 fps in MP4's 1/12800
+    for n in range(1, 65):
+        exact = [j * (total - 1) // (n - 1) for j in range(n)] if n > 1 else [0]
+        assert pick_frames(ticks, target_ticks(ticks, Fraction(1, 12800), total / 25, num_frames=n)).tolist() == sorted(
+            set(exact)
+        )
+
+
+def test_num_frames_is_exact_where_linspace_rounds_an_integer_down():
+    # 31 frames, 23 of them: target 11 is 11 * 30 / 22 = 15 exactly; np.linspace computes
+    # 14.999999999999998 and its dtype=int truncates that to 14. The integer rule says 15.
+    ticks = np.arange(31) * 1001
+    assert np.linspace(0, 30, 23, dtype=int)[11] == 14
+    assert pick_frames(ticks, target_ticks(ticks, NTSC, 31 * 1001 / 30000, num_frames=23))[11] == 15
+
+
+def test_num_frames_is_decided_on_the_ticks_the_container_rounded():
+    # Matroska and WebM count whole milliseconds: 60 fps frame k starts at round(k * 16.67).
+    # 75 frames, 3 of them: the middle target is 1233 // 2 = 616 ms, before frame 37 (617 ms),
+    # so frame 36 is on screen; np.linspace, counting frames, names 37.
+    ticks = np.rint(np.arange(75) * 1000 / 60).astype(np.int64)
+    assert pick_frames(ticks, target_ticks(ticks, MS, 1.25, num_frames=3)).tolist() == [0, 36, 74]
+    assert np.linspace(0, 74, 3, dtype=int).tolist() == [0, 37, 74]
+
+
+def test_spread_does_not_overflow_on_long_spans():
+    span = 2**62 + 12345
+    assert spread(span, 7).tolist() == [j * span // 6 for j in range(7)]
 
 
 def test_num_frames_is_capped_by_max_frames():
-    assert targets(num_frames=10, max_frames=3) == [0.0, 1.25, 2.5]
+    assert targets(num_frames=10, max_frames=3) == [0, 1250, 2500]
 
 
 def test_neither_means_every_frame():
@@ -51,7 +111,7 @@ def test_neither_means_every_frame():
 
 
 def test_every_frame_over_max_frames_spreads_max_frames():
-    assert targets(max_frames=3) == [0.0, 1.0, 2.0]
+    assert targets(max_frames=3) == [0, 1000, 2000]
 
 
 @pytest.mark.parametrize(
@@ -85,20 +145,43 @@ def test_sensible_requests_pass():
     check_sampling(fps=1, max_frames=np.int64(4))
 
 
-FRAMES = np.array([0.0, 0.5, 1.0, 1.5])
+def test_a_bad_argument_is_a_value_error_as_the_peers_raise():
+    with pytest.raises(ValueError, match="num_frames"):
+        check_sampling(num_frames=0)
+    assert issubclass(InvalidSamplingError, MediaError)
 
 
-def test_on_screen_frame_is_the_last_started_within_a_millisecond():
-    assert pick_frames(FRAMES, [0.2, 0.4999, 0.9995, 1.2]).tolist() == [0, 1, 2]
+@pytest.mark.parametrize(
+    "limits",
+    [{"threads": -1}, {"threads": 1.5}, {"threads": "2"}, {"timeout": -1.0}, {"timeout": math.nan},
+     {"timeout": "5"}, {"max_bytes": 0}, {"max_bytes": "1"}, {"max_source_pixels": -5}],
+    ids=repr,
+)
+def test_nonsense_limits_are_refused_by_name_as_value_errors(limits):
+    with pytest.raises(InvalidArgumentError, match=next(iter(limits))) as caught:
+        check_limits(**limits)
+    assert isinstance(caught.value, ValueError) and caught.value.code == "invalid_argument"
+
+
+def test_sensible_limits_pass():
+    check_limits(threads=0, timeout=0, max_bytes=1, max_source_pixels=np.int64(10))
+    check_limits(threads=4, timeout=2.5)
+
+
+FRAMES = np.array([0, 500, 1000, 1500])
+
+
+def test_on_screen_frame_is_the_last_started_at_or_before_t():
+    assert pick_frames(FRAMES, [200, 499, 500, 999, 1200]).tolist() == [0, 1, 2]
 
 
 def test_a_target_before_the_first_frame_takes_the_first_frame():
-    assert pick_frames(FRAMES + 1.0, [0.0]).tolist() == [0]
+    assert pick_frames(FRAMES + 1000, [0]).tolist() == [0]
 
 
 def test_a_target_past_the_end_takes_the_last_frame():
-    assert pick_frames(FRAMES, [99.0]).tolist() == [3]
+    assert pick_frames(FRAMES, [99000]).tolist() == [3]
 
 
 def test_a_frame_chosen_twice_is_returned_once_in_order():
-    assert pick_frames(FRAMES, [0.0, 0.1, 0.2, 1.6, 1.7]).tolist() == [0, 3]
+    assert pick_frames(FRAMES, [0, 100, 200, 1600, 1700]).tolist() == [0, 3]

@@ -351,6 +351,47 @@ def vp9_live_webm():
     print(f"live_no_duration_vp9.webm: {len(buf.getvalue())} bytes")
 
 
+# Constant-frame-rate clips for the num_frames rule: (name, rate, frames). MP4's time scale
+# is a multiple of the rate, so every frame starts on a whole tick.
+CFR_CLIPS = [
+    ("cfr_25fps_h264.mp4", Fraction(25), 80),
+    ("cfr_29.97fps_h264.mp4", Fraction(30000, 1001), 90),
+    ("cfr_60fps_h264.mp4", Fraction(60), 100),
+]
+
+
+def h264_cfr_mp4(name, rate, count):
+    """A small constant-rate clip: frame k at k / rate exactly."""
+
+    def build(c):
+        s = _video_stream(c, "libx264", rate, 64, 48, options={"crf": "30", "g": "30"})
+        _encode(c, s, _painted(count, 64, 48))
+
+    _write(name, "mp4", build)
+
+
+def h264_two_video_streams_mp4():
+    """A small preview stream first (160x90, painted 100 + i), the real video second
+    (320x180, painted i), both enabled (default), as in torchcodec's nasa_13013.mp4:
+    FFmpeg's best video stream is the second, by its higher bit rate."""
+
+    def build(c):
+        preview = _video_stream(c, "libx264", 10, 160, 90, options={"crf": "30"})
+        main = _video_stream(c, "libx264", 10, 320, 180, options={"crf": "18"})
+        preview.disposition = main.disposition = av.stream.Disposition.default
+        packets = []
+        for stream, (width, height), offset in ((preview, (160, 90), 100), (main, (320, 180), 0)):
+            for i in range(10):
+                frame = av.VideoFrame.from_ndarray(paint(offset + i, width, height), format="rgb24")
+                frame.pts = i
+                packets += stream.encode(frame)
+            packets += stream.encode(None)
+        packets.sort(key=lambda p: float(p.dts * p.time_base))  # interleaved, as a muxer expects
+        c.mux(packets)
+
+    _write("two_video_streams_h264.mp4", "mp4", build)
+
+
 def opus_audio_only_webm():
     """Audio and nothing else: a video decoder must refuse it by name."""
 
@@ -386,6 +427,9 @@ def main():
     h264_edit_list_mp4()
     vp9_live_webm()
     opus_audio_only_webm()
+    for name, rate, count in CFR_CLIPS:
+        h264_cfr_mp4(name, rate, count)
+    h264_two_video_streams_mp4()
 
 
 if __name__ == "__main__":

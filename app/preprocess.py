@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from decoders import DecodedVideo, decode_image, decode_video
-from decoders.errors import InvalidSamplingError, MediaError, MediaTooLargeError
+from decoders.errors import CorruptMediaError, InvalidSamplingError, MediaError, MediaTooLargeError
 from decoders.sampling import check_sampling
 
 from .core.config import Settings
@@ -227,7 +227,10 @@ class Preprocessor:
             metrics.fetch_seconds.labels(fetched.scheme).observe(fetched_at - started)
             metrics.fetched_bytes.labels(fetched.scheme).inc(len(fetched.data))
             timing.add("fetch", started, fetched_at)
-            result = await self._decode_or_reuse(part, fetched.data, cancel)
+            try:
+                result = await self._decode_or_reuse(part, fetched.data, cancel)
+            except CorruptMediaError as error:
+                raise _with_declared_type(error, fetched.content_type) from error
         except MediaError as error:
             raise MediaPartError(error, part.param) from error
         timing.add("decode", fetched_at, time.perf_counter())
@@ -270,6 +273,13 @@ class Preprocessor:
                     f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames"
                 )
                 raise MediaPartError(error, item.param)
+
+
+def _with_declared_type(error: CorruptMediaError, content_type: str | None) -> CorruptMediaError:
+    """The decoder's reason, and what the server (or data URL) said the bytes were."""
+    if not content_type:
+        return error
+    return CorruptMediaError(f"{error}; it was sent as {content_type.split(';')[0].strip()}")
 
 
 def _cancel_unfinished(tasks: dict) -> list:

@@ -13,6 +13,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from .errors import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
 from .frames import scaled_size
 from .sampling import check_limits, check_sampling
+from .sniff import HEAD_BYTES, describe_bytes
 
 # Pillow refuses images past this many pixels before decoding them (a decompression
 # bomb: a few KB of PNG that would expand to gigabytes). Pillow's default is 89 M.
@@ -62,9 +63,27 @@ def decode_image(
             if image.size != size:
                 image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
             pixels = np.ascontiguousarray(np.asarray(_to_rgb(image), dtype=np.uint8))
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
-        raise CorruptMediaError(f"Pillow cannot read this input as an image: {error}") from error
+    except UnidentifiedImageError as error:  # its message names a BytesIO object: of no use to anyone
+        raise CorruptMediaError(_unidentified(source)) from error
+    except (OSError, SyntaxError, ValueError, EOFError) as error:
+        raise CorruptMediaError(f"Pillow cannot read this image: {error}") from error
     return DecodedImage(pixels, metadata)
+
+
+def _unidentified(source) -> str:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        head = bytes(source[:HEAD_BYTES])
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as file:
+            head = file.read(HEAD_BYTES)
+    else:
+        head = b""  # a file object Pillow has read from: not worth rewinding for a message
+    kind = describe_bytes(head)
+    if kind is None:
+        return "Pillow cannot tell what image format this is (it may be damaged or not an image)"
+    if kind.endswith(("video", "file")):
+        return f"this is {kind}, not an image: send it as a video_url part"
+    return f"this is {kind}, not an image"
 
 
 def _open(source):

@@ -11,6 +11,7 @@ from typing import BinaryIO
 import av
 
 from .errors import CorruptMediaError, MediaNotFoundError
+from .sniff import HEAD_BYTES, describe_bytes
 
 Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
 
@@ -65,11 +66,33 @@ class ReopenableSource:
         try:
             container = av.open(target, mode="r", **_OPEN_OPTIONS)
         except FFMPEG_ERRORS as error:
-            raise CorruptMediaError(f"FFmpeg cannot read this input as media: {error}") from error
+            raise CorruptMediaError(self._unreadable(error)) from error
         try:
             yield container
         finally:
             container.close()
+
+    def _unreadable(self, error: Exception) -> str:
+        """Why FFmpeg found no media here, in words a person can act on."""
+        kind = describe_bytes(self._head())
+        if kind is not None and not kind.endswith(("video", "file")):  # text, a document, an image...
+            return f"this is {kind}, not a video"
+        reason = getattr(error, "strerror", None) or str(error)  # without FFmpeg's "'<none>'"
+        if kind is None:
+            return f"FFmpeg cannot read this input as media ({reason})"
+        return f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+
+    def _head(self) -> bytes:
+        if self._data is not None:
+            return self._data[:HEAD_BYTES]
+        if self._path is not None:
+            try:
+                with open(self._path, "rb") as file:
+                    return file.read(HEAD_BYTES)
+            except OSError:  # a directory, say: nothing to sniff
+                return b""
+        self._file.seek(self._start)
+        return self._file.read(HEAD_BYTES)
 
 
 def _seekable(file) -> bool:

@@ -113,7 +113,7 @@ def keep_examples(cases: int, seed: int, pool: list[tuple[str, bytes]]) -> list[
     KEPT.mkdir(exist_ok=True)
     kept, seen = [], set()
     for index in range(cases):
-        name, data, request = case(index, seed, pool)
+        name, data, _ = case(index, seed, pool)  # kept cases replay with no sampling request
         outcome = run_one(name, data, {})
         kind = (outcome, name.startswith("image."))
         if kind in seen or outcome in TIMING_OUTCOMES:

@@ -15,6 +15,7 @@ from decoders import (
     MediaNotFoundError,
     NoVideoStreamError,
     UnsupportedCodecError,
+    decode_image,
     decode_video,
     probe_video,
 )
@@ -134,3 +135,26 @@ def test_a_damaged_middle_still_returns_the_frames_around_it():
     data[middle : middle + 40] = bytes(40)
     video = frames_or_media_error(bytes(data))
     assert video is not None and len(video.frames) >= 10
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"<!doctype html>\n<html lang=en><title>404</title></html>", "an HTML page"),
+        (b'{"error": "not found"}', "JSON text"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + b"0" * 200, "a PDF document"),
+    ],
+    ids=["html", "json", "pdf"],
+)
+def test_what_is_not_media_is_named_for_what_it_is(data, kind):
+    with pytest.raises(CorruptMediaError, match=f"^this is {kind}, not a video$"):
+        decode_video(data)
+    with pytest.raises(CorruptMediaError, match=f"^this is {kind}, not an image$"):
+        decode_image(data)
+
+
+def test_a_damaged_video_says_what_it_looked_like():
+    head = (MEDIA / "224p_6_vp9.webm").read_bytes()[:64]
+    with pytest.raises(CorruptMediaError, match="starts like a Matroska/WebM file, so it may be damaged") as caught:
+        decode_video(head)
+    assert "<none>" not in str(caught.value)

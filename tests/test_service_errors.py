@@ -136,6 +136,24 @@ def test_too_many_media_parts(server):
 # -- media URLs ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("kind", "content_type", "data", "says"),
+    [
+        ("video", "text/html", b"<!DOCTYPE html><html><body>Not found</body></html>", "this is an HTML page, not a video"),
+        ("video", "text/plain", b"hello, this is not a video\n" * 20, "this is plain text, not a video"),
+        ("image", "text/html", b"<html><head></head><body>login</body></html>", "this is an HTML page, not an image"),
+        ("image", "video/webm", (MEDIA / "224p_6_vp9.webm").read_bytes(), "not an image: send it as a video_url part"),
+    ],
+    ids=["html-video", "text-video", "html-image", "webm-image"],
+)
+def test_media_that_is_something_else_says_what_it_is(server, kind, content_type, data, says):
+    url = f"data:{content_type};base64,{base64.b64encode(data).decode()}"
+    part = video(url) if kind == "video" else {"type": "image_url", "image_url": {"url": url}}
+    message = assert_error(post(server, chat(part)), 400, "corrupt_media")["message"]
+    assert says in message and f"sent as {content_type}" in message
+    assert "BytesIO" not in message and "<none>" not in message
+
+
 @pytest.mark.parametrize("url", ["ftp://example.com/a.mp4", "gopher://x", "just-a-path.mp4", "http:///nohost.mp4"])
 def test_unsupported_or_malformed_urls(server, url):
     assert_error(post(server, chat(video(url))), 400, "invalid_media_url", PART)
@@ -309,7 +327,8 @@ def test_a_client_that_disconnects_mid_stream_stops_generation():
         assert "mmprep_requests_in_flight 0.0" in httpx.get(f"{live.url}/metrics").text
 
 
-def test_a_request_body_over_the_limit_is_413():
+def test_a_request_body_over_the_limit_is_413(caplog):
+    caplog.set_level("INFO", logger="mmprep.service")
     with LiveServer(max_request_bytes=10_000) as live:
         big = chat({"type": "text", "text": "x" * 20_000})
         declared = post(live, big)
@@ -319,9 +338,14 @@ def test_a_request_body_over_the_limit_is_413():
             headers={"content-type": "application/json"},
         )
         small = post(live, chat({"type": "text", "text": "hi"}))
+        metrics = httpx.get(f"{live.url}/metrics").text
     assert_error(declared, 413, "request_too_large")
     assert_error(chunked, 413, "request_too_large")
     assert small.status_code == 200
+    assert 'mmprep_requests_total{status="413"} 2.0' in metrics
+    assert 'mmprep_errors_total{code="request_too_large"} 2.0' in metrics
+    refusals = [r for r in caplog.records if r.getMessage() == "refused" and getattr(r, "code", None) == "request_too_large"]
+    assert len(refusals) == 2
 
 
 def test_a_huge_frame_size_is_refused_before_decoding(media_server):

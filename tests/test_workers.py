@@ -223,13 +223,16 @@ def test_a_worker_whose_engine_is_not_ready_gets_no_requests(workers):
     assert a.served() - before == 3
 
 
-def test_no_reachable_worker_is_a_503(workers):
+def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
+    caplog.set_level("INFO", logger="mmprep.service")
     nowhere = f"http://127.0.0.1:{free_port()}"
     with LiveServer(Settings(engine="workers", worker_url=[nowhere], allow_private_networks=True)) as front:
         assert httpx.get(f"{front.url}/ready").status_code == 503
         for stream in (False, True):
             body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
             assert_error(post(front, body), 503, "no_worker_available")
+    failures = [r for r in caplog.records if r.name == "mmprep.service" and r.levelname in ("WARNING", "ERROR")]
+    assert [(r.levelname, r.exc_info) for r in failures] == [("WARNING", None)] * 2  # the deployment's state, not a bug
 
 
 # -- errors the worker reports ----------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import CliImplicitFlag, CliPositionalArg
+from pydantic_settings import CliPositionalArg
 
 from .synthetic import CODECS
 
@@ -65,7 +65,7 @@ class BenchConfig(SyntheticOptions):
         "url", description="send local media as http URLs of a loopback file server bench starts, or inline as data URLs"
     )
     media_host: str = Field("127.0.0.1", description="address the file server listens on and puts in URLs: the target must reach it")
-    unique_media: CliImplicitFlag[bool] = Field(
+    unique_media: bool = Field(
         False, description="give every request video bytes of its own (container padding), so no cache can hide the decode"
     )
 
@@ -77,7 +77,7 @@ class BenchConfig(SyntheticOptions):
     requests: int | None = Field(None, ge=1, description=f"requests per run (default: {DEFAULT_REQUESTS}, or unlimited with --duration)")
     duration: float | None = Field(None, gt=0, description="seconds per run: no request starts after that")
     warmup: int = Field(0, ge=0, description="requests sent before each run, left out of its figures")
-    stream: CliImplicitFlag[bool] = Field(True, description="ask for a streamed (SSE) answer")
+    stream: bool = Field(True, description="ask for a streamed (SSE) answer")
     max_tokens: int | None = Field(128, ge=1, description="max_tokens of each request")
     prompt: str = Field("Describe what happens in this video.", description="the text part of each request")
     fps: float | None = Field(None, gt=0, description="frames per second to sample, sent as media_io_kwargs")
@@ -91,9 +91,9 @@ class BenchConfig(SyntheticOptions):
 
     # -- output ------------------------------------------------------------------------
     output: Path | None = Field(None, description="write the results (config, figures per run) to this JSON file")
-    save_records: CliImplicitFlag[bool] = Field(False, description="put every request's record in the JSON results too")
+    save_records: bool = Field(False, description="put every request's record in the JSON results too")
     plot: Path | None = Field(None, description="draw latency percentiles and throughput against concurrency into this PNG")
-    quiet: CliImplicitFlag[bool] = Field(False, description="no progress bar and no notes; the summary only")
+    quiet: bool = Field(False, description="no progress bar and no notes; the summary only")
     max_failure_rate: float = Field(
         0.0, ge=0, le=1, description="exit with status 1 if a run's failed share of requests is above this"
     )

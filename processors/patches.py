@@ -19,7 +19,7 @@ class Normalizer:
     in the same float32 operations, so the values are the same to the bit."""
 
     def __init__(self, config: ProcessorConfig):
-        shape = (1, 1, 1, 1, 3, 1, 1)  # the channel axis of a frame in patch order
+        shape = (1, 1, 1, 3, 1, 1)  # the channel axis of a row of merge blocks in patch order
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
         self.dtype = np.dtype(np.float32)
@@ -64,9 +64,10 @@ class PatchWriter:
         m, p = self.merge, self.patch
         blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
         target = self.output[block * rows:(block + 1) * rows].reshape(blocks_h, blocks_w, m, m, 3, self.temporal, p, p)
-        # The reorder is done on uint8 (a quarter of the bytes), into a contiguous copy, so
-        # the float arithmetic below reads contiguous memory.
-        pixels = np.ascontiguousarray(
-            frame.reshape(blocks_h, m, p, blocks_w, m, p, 3).transpose(0, 3, 1, 4, 6, 2, 5)
-        )
-        self._normalize(pixels, target[:, :, :, :, :, slot])
+        source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
+        # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of the
+        # bytes) into a small contiguous buffer, so the float arithmetic reads contiguous,
+        # cache-resident memory and the frame is never copied whole.
+        for row in range(blocks_h):
+            pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
+            self._normalize(pixels, target[row, :, :, :, :, slot])

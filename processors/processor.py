@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 
@@ -94,8 +93,7 @@ class Processor:
         resized_height, resized_width = self.video_size(num_frames, height, width)
         grid = self._video_grid(num_frames, resized_height, resized_width)
         writer = PatchWriter(self.video_config, grid[0], resized_height, resized_width)
-        padded_length = grid[0] * self.video_config.temporal_patch_size
-        _run_blocks(writer, lambda index: frames[min(index, num_frames - 1)], padded_length, threads)
+        _write_clip(writer, frames, threads)
         return _processed(writer, "pixel_values_videos", "video_grid_thw", grid)
 
     def process_image(self, image: np.ndarray) -> ProcessedMedia:
@@ -104,9 +102,7 @@ class Processor:
         _check_pixels(image, 3, "image", "(H, W, 3)")
         resized_height, resized_width = self.image_size(*image.shape[:2])
         writer = PatchWriter(config, 1, resized_height, resized_width)
-        resized = resize_bicubic(image, resized_height, resized_width)
-        for index in range(config.temporal_patch_size):
-            writer.write(resized, index)
+        _write_clip(writer, image[np.newaxis], threads=1)  # a one-frame clip, padded with itself
         return _processed(writer, "pixel_values", "image_grid_thw", (1, writer.grid_h, writer.grid_w))
 
     # -- helpers --
@@ -140,28 +136,30 @@ class Processor:
         return per_frame * num_frames
 
 
-def _run_blocks(writer: PatchWriter, frame_at, length: int, threads: int | None) -> None:
-    """Resize and write frames 0..length-1 (`frame_at` gives each), spread over threads by
-    temporal block; Pillow and numpy release the GIL for the heavy parts."""
+def _write_clip(writer: PatchWriter, frames: np.ndarray, threads: int | None) -> None:
+    """Resize and write every frame, the last one repeated to fill the last temporal block.
+    One block per task: threads take the next block when they finish one, so a thread the
+    OS holds back (the cores are shared) delays one block, not half the clip. Pillow and
+    numpy release the GIL for the heavy parts."""
     temporal = writer.temporal
-    workers = max(1, min(threads or default_threads(), writer.grid_t))
+    size = (writer.grid_h * writer.patch, writer.grid_w * writer.patch)
 
-    def write_blocks(first: int, last: int) -> None:
-        previous, resized = None, None
-        for index in range(first * temporal, last * temporal):
-            frame = frame_at(index)
-            if frame is not previous:  # padding repeats the last frame: resize it once
-                previous = frame
-                resized = resize_bicubic(frame, writer.grid_h * writer.patch, writer.grid_w * writer.patch)
+    def write_block(block: int) -> None:
+        resized, resized_index = None, -1
+        for index in range(block * temporal, (block + 1) * temporal):
+            source_index = min(index, len(frames) - 1)
+            if source_index != resized_index:  # padding repeats the last frame: resize it once
+                resized, resized_index = resize_bicubic(frames[source_index], *size), source_index
             writer.write(resized, index)
 
-    bounds = np.linspace(0, writer.grid_t, workers + 1).round().astype(int)
+    workers = max(1, min(threads or default_threads(), writer.grid_t))
     if workers == 1:
-        write_blocks(0, writer.grid_t)
+        for block in range(writer.grid_t):
+            write_block(block)
         return
     with ThreadPoolExecutor(workers, thread_name_prefix="processor") as pool:
-        for future in [pool.submit(write_blocks, int(a), int(b)) for a, b in pairwise(bounds)]:
-            future.result()
+        for _ in pool.map(write_block, range(writer.grid_t)):
+            pass
 
 
 def _processed(writer: PatchWriter, pixels_key: str, grid_key: str, grid: tuple[int, int, int]) -> ProcessedMedia:

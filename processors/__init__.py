@@ -1,0 +1,20 @@
+"""Vision processors for Qwen-VL models in numpy: frames resized to the model's grid,
+rescaled, normalized and patchified exactly as transformers does it. Knows numpy and
+Pillow, nothing of HTTP or FFmpeg."""
+
+from .config import FAMILIES, ProcessorConfig
+from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError
+from .loading import load_processor, preset_models
+from .processor import ProcessedMedia, Processor
+
+__all__ = [
+    "FAMILIES",
+    "ProcessedMedia",
+    "Processor",
+    "ProcessorConfig",
+    "ProcessorConfigError",
+    "ProcessorError",
+    "ProcessorInputError",
+    "load_processor",
+    "preset_models",
+]

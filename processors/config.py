@@ -1,0 +1,203 @@
+"""`ProcessorConfig`: one side (image or video) of a family's processor, resolved from
+transformers' own configuration keys.
+
+Layers, each overriding the one before: the transformers class's defaults, the config file's
+keys, the caller's keyword overrides. Within one layer `min_pixels` / `max_pixels` win over
+`size`, as transformers' `__init__` makes them; so an override's `size` replaces the file's
+pixel bounds whichever key the file used (transformers' from_pretrained would let a file's
+`min_pixels` / `max_pixels` win over a `size` keyword and drop the keyword without a word).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import ProcessorConfigError
+
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+HALF = (0.5, 0.5, 0.5)
+
+# The class attributes of transformers' Qwen2VLImageProcessor, Qwen2VLVideoProcessor and
+# Qwen3VLVideoProcessor: what a key missing from a config file falls back to.
+_COMMON = {
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "rescale_factor": 1 / 255,
+    "do_resize": True,
+    "do_rescale": True,
+    "do_normalize": True,
+    "resample": 3,
+}
+QWEN2_IMAGE = _COMMON | {
+    "size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280},
+    "patch_size": 14,
+    "image_mean": OPENAI_CLIP_MEAN,
+    "image_std": OPENAI_CLIP_STD,
+}
+QWEN2_VIDEO = QWEN2_IMAGE | {
+    "size": {"shortest_edge": 128 * 28 * 28, "longest_edge": 28 * 28 * 768},
+    "cap_pixels_per_frame": False,
+    "max_video_tokens": 128000,
+}
+QWEN3_VIDEO = _COMMON | {
+    "size": {"shortest_edge": 128 * 32 * 32, "longest_edge": 32 * 32 * 768},
+    "patch_size": 16,
+    "image_mean": HALF,
+    "image_std": HALF,
+    "cap_pixels_per_frame": False,
+    "max_video_tokens": 768,
+}
+
+# Keys transformers' configs carry that change nothing here: class names, and frame
+# sampling, which is the decoder's job (the processors take frames already sampled).
+IGNORED_KEYS = frozenset({
+    "processor_class", "image_processor_type", "video_processor_type", "auto_map", "_processor_class",
+    "do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "max_duration", "return_metadata",
+    "video_metadata", "do_convert_rgb", "default_to_square", "data_format", "input_data_format", "device",
+    "return_tensors", "disable_grouping", "max_image_size",
+})
+_SIDE_KEYS = frozenset(
+    {"size", "patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std", "rescale_factor",
+     "do_resize", "do_rescale", "do_normalize", "resample"}
+)
+_VIDEO_KEYS = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
+PIXEL_ALIASES = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
+KNOWN_KEYS = _SIDE_KEYS | _VIDEO_KEYS | PIXEL_ALIASES.keys() | IGNORED_KEYS
+
+
+@dataclass(frozen=True)
+class ProcessorConfig:
+    """What one side of a processor does. `min_pixels` / `max_pixels` are transformers'
+    `size["shortest_edge"]` / `size["longest_edge"]`: per frame for images and Qwen2-style
+    video, for the whole clip for Qwen3-VL video."""
+
+    family: str
+    kind: str  # "image" or "video"
+    min_pixels: int
+    max_pixels: int
+    patch_size: int
+    temporal_patch_size: int
+    merge_size: int
+    image_mean: tuple[float, float, float]
+    image_std: tuple[float, float, float]
+    rescale_factor: float
+    do_resize: bool
+    do_rescale: bool
+    do_normalize: bool
+    cap_pixels_per_frame: bool = False
+    max_video_tokens: int = 0
+
+    @property
+    def factor(self) -> int:
+        """Both sides of a resized frame are multiples of this."""
+        return self.patch_size * self.merge_size
+
+    def transformers_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that build the same processor in transformers."""
+        kwargs = asdict(self)
+        del kwargs["family"], kwargs["kind"]
+        kwargs["size"] = {"shortest_edge": kwargs.pop("min_pixels"), "longest_edge": kwargs.pop("max_pixels")}
+        kwargs["image_mean"], kwargs["image_std"] = list(self.image_mean), list(self.image_std)
+        if self.kind == "image":
+            del kwargs["cap_pixels_per_frame"], kwargs["max_video_tokens"]
+        return kwargs
+
+
+def class_defaults(family: str, kind: str) -> dict[str, Any]:
+    """What transformers' class for this side builds with no configuration at all."""
+    if kind == "image":
+        return dict(QWEN2_IMAGE)
+    return dict(QWEN3_VIDEO if family == "qwen3_vl" else QWEN2_VIDEO)
+
+
+def check_keys(values: dict[str, Any], source: str) -> None:
+    """Refuse keys this package does not know, rather than guess what they would change."""
+    unknown = sorted(set(values) - KNOWN_KEYS)
+    if unknown:
+        raise ProcessorConfigError(
+            f"{source}: unknown processor setting(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(KNOWN_KEYS - IGNORED_KEYS))}"
+        )
+
+
+def resolve(family: str, kind: str, layers: list[tuple[dict[str, Any], str]]) -> ProcessorConfig:
+    """The class defaults with each (values, where they came from) layer applied in order."""
+    values = class_defaults(family, kind)
+    for layer, source in layers:
+        check_keys(layer, source)
+        _apply(values, layer, family, kind)
+    return _build(family, kind, values)
+
+
+def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: str) -> None:
+    """One layer over `values`: `size` replaces the bounds, then `min_pixels` / `max_pixels`
+    refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
+    layer = {key: value for key, value in layer.items() if key not in IGNORED_KEYS}
+    size = layer.pop("size", None)
+    aliases = {key: layer.pop(key) for key in PIXEL_ALIASES if key in layer}
+    if kind == "image":
+        for key in _VIDEO_KEYS:
+            layer.pop(key, None)
+    if size is not None:
+        if not isinstance(size, dict):
+            raise ProcessorConfigError(f"size must be a dict with shortest_edge and longest_edge, got {size!r}")
+        values["size"] = dict(size)
+    # Qwen3VLVideoProcessor has no min_pixels / max_pixels: transformers ignores them there.
+    if family != "qwen3_vl" or kind == "image":
+        for alias, value in aliases.items():
+            if value is not None:
+                values["size"] = {**values["size"], PIXEL_ALIASES[alias]: value}
+    values.update(layer)
+
+
+def _build(family: str, kind: str, values: dict[str, Any]) -> ProcessorConfig:
+    size = values["size"]
+    if values.get("resample", 3) != 3:
+        raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")
+    return ProcessorConfig(
+        family=family,
+        kind=kind,
+        min_pixels=_positive_int(size.get("shortest_edge"), "size.shortest_edge"),
+        max_pixels=_positive_int(size.get("longest_edge"), "size.longest_edge"),
+        patch_size=_positive_int(values["patch_size"], "patch_size"),
+        temporal_patch_size=_positive_int(values["temporal_patch_size"], "temporal_patch_size"),
+        merge_size=_positive_int(values["merge_size"], "merge_size"),
+        image_mean=_triple(values["image_mean"], "image_mean"),
+        image_std=_triple(values["image_std"], "image_std", nonzero=True),
+        rescale_factor=_number(values["rescale_factor"], "rescale_factor", nonzero=True),
+        do_resize=_flag(values["do_resize"], "do_resize"),
+        do_rescale=_flag(values["do_rescale"], "do_rescale"),
+        do_normalize=_flag(values["do_normalize"], "do_normalize"),
+        cap_pixels_per_frame=_flag(values.get("cap_pixels_per_frame") or False, "cap_pixels_per_frame"),
+        max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens") if kind == "video" else 0,
+    )
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ProcessorConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _number(value: Any, name: str, nonzero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (nonzero and value == 0):
+        raise ProcessorConfigError(f"{name} must be a{' non-zero' if nonzero else ''} number, got {value!r}")
+    return float(value)
+
+
+def _triple(value: Any, name: str, nonzero: bool = False) -> tuple[float, float, float]:
+    values = [value] * 3 if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    if not isinstance(values, (list, tuple)) or len(values) != 3:
+        raise ProcessorConfigError(f"{name} must be a number or a list of 3 (one per RGB channel), got {value!r}")
+    first, second, third = (_number(item, name, nonzero) for item in values)
+    return first, second, third
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ProcessorConfigError(f"{name} must be true or false, got {value!r}")
+    return value

@@ -1,0 +1,73 @@
+"""`PatchWriter`: resized uint8 frames rescaled, normalized and written straight into the
+one preallocated output, in the order transformers' `patchify` leaves them.
+
+Output rows are patches ordered (temporal block, merge-block row, merge-block column, row
+within the merge block, column within it); each row holds (channel, frame within the
+temporal block, pixel row, pixel column). Frames are written one at a time, so working
+memory is one frame's patch-ordered copy, not a float copy of the whole clip.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ProcessorConfig
+
+
+class Normalizer:
+    """uint8 pixels to what transformers' fused rescale-and-normalize makes of them,
+    in the same float32 operations, so the values are the same to the bit."""
+
+    def __init__(self, config: ProcessorConfig):
+        shape = (1, 1, 1, 3, 1, 1)  # the channel axis of a row of merge blocks in patch order
+        mean = np.array(config.image_mean, np.float32).reshape(shape)
+        std = np.array(config.image_std, np.float32).reshape(shape)
+        self.dtype = np.dtype(np.float32)
+        if config.do_rescale and config.do_normalize:
+            # transformers folds the rescale into mean and std: (x - mean/f) / (std/f)
+            inverse = np.float32(1.0 / config.rescale_factor)
+            self._steps = [(np.subtract, mean * inverse), (np.divide, std * inverse)]
+        elif config.do_normalize:
+            self._steps = [(np.subtract, mean), (np.divide, std)]
+        elif config.do_rescale:
+            self._steps = [(np.multiply, np.float32(config.rescale_factor))]
+        else:
+            self._steps = []
+            self.dtype = np.dtype(np.uint8)  # transformers leaves the pixels as they are
+
+    def __call__(self, pixels: np.ndarray, out: np.ndarray) -> None:
+        if not self._steps:
+            np.copyto(out, pixels)
+            return
+        (first, operand), *rest = self._steps
+        first(pixels, operand, out=out)
+        for step, operand in rest:
+            step(out, operand, out=out)
+
+
+class PatchWriter:
+    """The output of one video or image: `grid_t * grid_h * grid_w` patches of
+    `3 * temporal * patch * patch` values, filled frame by frame (threads may fill
+    different frames at once: each writes only its own columns)."""
+
+    def __init__(self, config: ProcessorConfig, grid_t: int, height: int, width: int):
+        self.patch, self.merge, self.temporal = config.patch_size, config.merge_size, config.temporal_patch_size
+        self.grid_t, self.grid_h, self.grid_w = grid_t, height // self.patch, width // self.patch
+        self._normalize = Normalizer(config)
+        patch_dim = 3 * self.temporal * self.patch * self.patch
+        self.output = np.empty((grid_t * self.grid_h * self.grid_w, patch_dim), self._normalize.dtype)
+
+    def write(self, frame: np.ndarray, index: int) -> None:
+        """Frame number `index` of the (padded) clip, resized to the grid: (H, W, 3) uint8."""
+        block, slot = divmod(index, self.temporal)
+        rows = self.grid_h * self.grid_w
+        m, p = self.merge, self.patch
+        blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
+        target = self.output[block * rows:(block + 1) * rows].reshape(blocks_h, blocks_w, m, m, 3, self.temporal, p, p)
+        source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
+        # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of the
+        # bytes) into a small contiguous buffer, so the float arithmetic reads contiguous,
+        # cache-resident memory and the frame is never copied whole.
+        for row in range(blocks_h):
+            pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
+            self._normalize(pixels, target[row, :, :, :, :, slot])

@@ -1,0 +1,193 @@
+"""`Processor`: a model family's vision processor (resize to its grid, rescale, normalize,
+patchify) for videos and images, equal to transformers' output; and `ProcessedMedia`."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import ProcessorConfig
+from .errors import ProcessorConfigError, ProcessorInputError
+from .patches import PatchWriter
+from .resize import resize_bicubic
+from .sizing import image_size, qwen3_video_size
+
+
+@dataclass(frozen=True)
+class ProcessedMedia:
+    """`tensors`: named, shaped, ordered and typed as transformers returns them
+    (`pixel_values_videos` + `video_grid_thw`, or `pixel_values` + `image_grid_thw`).
+    `num_tokens`: the placeholder tokens the language model sees for this item."""
+
+    tensors: dict[str, np.ndarray]
+    num_tokens: int
+
+
+def default_threads() -> int:
+    """Every core this process may use, as torch does."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class Processor:
+    """One family's image and video processors, each from its own config (`image` may be
+    None when a model folder has no image processor config)."""
+
+    def __init__(self, video: ProcessorConfig, image: ProcessorConfig | None):
+        self.video_config = video
+        self.image_config = image
+
+    @property
+    def family(self) -> str:
+        return self.video_config.family
+
+    def __repr__(self) -> str:
+        return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
+
+    # -- sizes and token counts, without any pixels: what a decoder can scale straight to --
+
+    def video_size(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
+        """(height, width) that frames of this size are resized to in a clip of `num_frames`."""
+        config = self.video_config
+        _check_dimensions(height, width)
+        if not config.do_resize:
+            return _unresized(config, height, width)
+        if config.family != "qwen3_vl":
+            return image_size(height, width, config.factor, config.min_pixels, self._qwen2_video_cap(num_frames))
+        # transformers refuses fewer frames than temporal_patch_size; we pad first (with the
+        # last frame), so the clip is sized as the padded one.
+        num_frames = max(num_frames, config.temporal_patch_size)
+        return qwen3_video_size(
+            num_frames, height, width, config.temporal_patch_size, config.factor, config.min_pixels,
+            self._qwen3_video_cap(num_frames),
+        )
+
+    def image_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) that an image of this size is resized to."""
+        config = self._image()
+        _check_dimensions(height, width)
+        if not config.do_resize:
+            return _unresized(config, height, width)
+        return image_size(height, width, config.factor, config.min_pixels, config.max_pixels)
+
+    def video_tokens(self, num_frames: int, height: int, width: int) -> int:
+        """Placeholder tokens for a clip of `num_frames` frames of height x width."""
+        grid_t, grid_h, grid_w = self._video_grid(num_frames, *self.video_size(num_frames, height, width))
+        return grid_t * grid_h * grid_w // self.video_config.merge_size**2
+
+    def image_tokens(self, height: int, width: int) -> int:
+        """Placeholder tokens for one image of height x width."""
+        config = self._image()
+        resized_height, resized_width = self.image_size(height, width)
+        return (resized_height // config.patch_size) * (resized_width // config.patch_size) // config.merge_size**2
+
+    # -- the work --
+
+    def process_video(self, frames: np.ndarray, threads: int | None = None) -> ProcessedMedia:
+        """`frames`: uint8 (T, H, W, 3) RGB, already sampled. A clip whose length is not a
+        multiple of temporal_patch_size is padded with copies of its last frame."""
+        _check_pixels(frames, 4, "frames", "(T, H, W, 3)")
+        num_frames, height, width = frames.shape[:3]
+        resized_height, resized_width = self.video_size(num_frames, height, width)
+        grid = self._video_grid(num_frames, resized_height, resized_width)
+        writer = PatchWriter(self.video_config, grid[0], resized_height, resized_width)
+        _write_clip(writer, frames, threads)
+        return _processed(writer, "pixel_values_videos", "video_grid_thw", grid)
+
+    def process_image(self, image: np.ndarray) -> ProcessedMedia:
+        """`image`: uint8 (H, W, 3) RGB; one temporal block of `temporal_patch_size` copies."""
+        config = self._image()
+        _check_pixels(image, 3, "image", "(H, W, 3)")
+        resized_height, resized_width = self.image_size(*image.shape[:2])
+        writer = PatchWriter(config, 1, resized_height, resized_width)
+        _write_clip(writer, image[np.newaxis], threads=1)  # a one-frame clip, padded with itself
+        return _processed(writer, "pixel_values", "image_grid_thw", (1, writer.grid_h, writer.grid_w))
+
+    # -- helpers --
+
+    def _image(self) -> ProcessorConfig:
+        if self.image_config is None:
+            raise ProcessorConfigError("this processor was loaded without an image processor config")
+        return self.image_config
+
+    def _video_grid(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+        config = self.video_config
+        grid_t = -(-num_frames // config.temporal_patch_size)
+        return grid_t, height // config.patch_size, width // config.patch_size
+
+    def _qwen2_video_cap(self, num_frames: int) -> int:
+        """Qwen2VLVideoProcessor.resize's per-frame pixel cap."""
+        config = self.video_config
+        if not config.cap_pixels_per_frame:
+            return config.max_pixels
+        total_pixels = int(config.max_video_tokens * config.factor * config.factor * 0.9)
+        share = total_pixels * config.temporal_patch_size // num_frames
+        return max(min(config.max_pixels, share), int(config.min_pixels * 1.05))
+
+    def _qwen3_video_cap(self, num_frames: int) -> int:
+        """Qwen3VLVideoProcessor.resize's whole-clip pixel cap."""
+        config = self.video_config
+        if not config.cap_pixels_per_frame:
+            return config.max_pixels
+        frame_cap = config.max_video_tokens * config.factor * config.factor
+        per_frame = max(min(frame_cap, config.max_pixels // num_frames), int(config.min_pixels * 1.05))
+        return per_frame * num_frames
+
+
+def _write_clip(writer: PatchWriter, frames: np.ndarray, threads: int | None) -> None:
+    """Resize and write every frame, the last one repeated to fill the last temporal block.
+    One block per task: threads take the next block when they finish one, so a thread the
+    OS holds back (the cores are shared) delays one block, not half the clip. Pillow and
+    numpy release the GIL for the heavy parts."""
+    temporal = writer.temporal
+    size = (writer.grid_h * writer.patch, writer.grid_w * writer.patch)
+
+    def write_block(block: int) -> None:
+        resized, resized_index = None, -1
+        for index in range(block * temporal, (block + 1) * temporal):
+            source_index = min(index, len(frames) - 1)
+            if source_index != resized_index:  # padding repeats the last frame: resize it once
+                resized, resized_index = resize_bicubic(frames[source_index], *size), source_index
+            writer.write(resized, index)
+
+    workers = max(1, min(threads or default_threads(), writer.grid_t))
+    if workers == 1:
+        for block in range(writer.grid_t):
+            write_block(block)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="processor") as pool:
+        for _ in pool.map(write_block, range(writer.grid_t)):
+            pass
+
+
+def _processed(writer: PatchWriter, pixels_key: str, grid_key: str, grid: tuple[int, int, int]) -> ProcessedMedia:
+    grid_t, grid_h, grid_w = grid
+    merge = writer.merge
+    return ProcessedMedia(
+        tensors={pixels_key: writer.output, grid_key: np.array([grid], dtype=np.int64)},
+        num_tokens=grid_t * grid_h * grid_w // (merge * merge),
+    )
+
+
+def _check_dimensions(height: int, width: int) -> None:
+    if height < 1 or width < 1:
+        raise ProcessorInputError(f"frames must be at least 1x1, got {width}x{height}")
+
+
+def _unresized(config: ProcessorConfig, height: int, width: int) -> tuple[int, int]:
+    if height % config.factor or width % config.factor:
+        raise ProcessorInputError(
+            f"do_resize is off, so frames must have both sides multiples of {config.factor}, got {width}x{height}"
+        )
+    return height, width
+
+
+def _check_pixels(array, ndim: int, name: str, layout: str) -> None:
+    if not isinstance(array, np.ndarray):
+        raise ProcessorInputError(f"{name} must be a numpy array {layout} of uint8 RGB, got {type(array).__name__}")
+    if array.dtype != np.uint8:
+        raise ProcessorInputError(f"{name} must be uint8 RGB, got dtype {array.dtype}")
+    if array.ndim != ndim or array.shape[-1] != 3 or 0 in array.shape:
+        raise ProcessorInputError(f"{name} must be shaped {layout} with 3 channels (RGB), got {array.shape}")

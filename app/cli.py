@@ -52,8 +52,8 @@ class Worker(WorkerSettings):
         import uvicorn
 
         from .core.logging import configure_logging
-        from .worker_server import create_worker_app
-        from .workers.loading import make_engine
+        from .engines.loading import make_engine
+        from .workers.server import create_worker_app
 
         log_config = configure_logging(self.log_level)
         try:

@@ -41,8 +41,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from servers import WorkerProcess  # the tests' helper: `mmprep worker` in a process on a free port
 
-from app.prepared import MediaItem, PreparedRequest, SamplingParams
-from app.workers import EchoEngine
+from app.engines import EchoEngine
+from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams
 from app.workers.remote import RemoteWorkersEngine
 from app.workers.wire import decode_request, encode_request
 

@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent), str(ROOT / "tes
 from footage import camera_clip
 from servers import AppProcess  # the tests' helper: mmprep in a process on a free port
 
-from app.decode_pool import DecodePool
+from app.preprocess.pool import DecodePool
 from decoders import decode_video
 
 SAMPLING = {"num_frames": 8}

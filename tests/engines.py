@@ -8,7 +8,7 @@ import asyncio
 import os
 import threading
 
-from app.workers import EchoEngine, EngineHTTPError, EngineOutput
+from app.engines import EchoEngine, EngineHTTPError, EngineOutput
 
 
 class SlowEngine:

@@ -66,10 +66,10 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
     [
         ("no_colon", "'no_colon' is not of the form package.module:ClassName"),
         ("no_such_module:Engine", "cannot import 'no_such_module'"),
-        ("app.workers.echo:Nothing", "module 'app.workers.echo' has no 'Nothing'"),
-        ("app.workers.echo:json", "'app.workers.echo:json' is not a class"),
-        ("app.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
-        ("app.prepared:MediaItem", "cannot make the engine app.prepared:MediaItem: MediaItem.__init__() missing"),
+        ("app.engines.echo:Nothing", "module 'app.engines.echo' has no 'Nothing'"),
+        ("app.engines.echo:json", "'app.engines.echo:json' is not a class"),
+        ("app.engines.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
+        ("app.engines.prepared:MediaItem", "cannot make the engine app.engines.prepared:MediaItem: MediaItem.__init__() missing"),
     ],
 )
 def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):

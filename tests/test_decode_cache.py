@@ -11,7 +11,7 @@ import pytest
 from conftest import MEDIA
 from servers import LiveServer
 
-from app.decode_cache import DecodeCache
+from app.preprocess.cache import DecodeCache
 
 WEBM = "data:video/webm;base64," + base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
 

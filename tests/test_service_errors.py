@@ -328,7 +328,7 @@ def test_a_client_that_disconnects_mid_stream_stops_generation():
 
 
 def test_a_request_body_over_the_limit_is_413(caplog):
-    caplog.set_level("INFO", logger="mmprep.service")
+    caplog.set_level("INFO", logger="mmprep")
     with LiveServer(max_request_bytes=10_000) as live:
         big = chat({"type": "text", "text": "x" * 20_000})
         declared = post(live, big)

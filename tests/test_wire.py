@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from app.prepared import MediaItem, PreparedRequest, SamplingParams
-from app.workers import EngineHTTPError, EngineOutput
+from app.engines import EngineHTTPError, EngineOutput
+from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams
 from app.workers.wire import (
     WireError,
     decode_line,
@@ -141,7 +141,7 @@ def test_outputs_and_errors_as_lines():
     assert decode_line(encode_output(output).decode()) == output
     assert encode_output(EngineOutput(text="x")).count(b"\n") == 1  # one line, whatever the text
     with pytest.raises(EngineHTTPError) as caught:
-        decode_line(encode_error(400, "too long", "context_length_exceeded", "messages").decode())
+        decode_line(encode_error(EngineHTTPError("too long", 400, "context_length_exceeded", "messages")).decode())
     assert (caught.value.status, caught.value.code, caught.value.param) == (400, "context_length_exceeded", "messages")
     for garbage in ("not json", "[1]", '{"error": {}}'):
         with pytest.raises(WireError):

@@ -19,7 +19,7 @@ from PIL import Image
 from servers import LiveServer, ThreadServer, WorkerProcess, free_port
 
 from app.core.config import Settings
-from app.worker_server import create_worker_app
+from app.workers.server import create_worker_app
 
 MODEL = "mmprep-echo"
 WEBM = "224p_6_vp9.webm"
@@ -224,14 +224,14 @@ def test_a_worker_whose_engine_is_not_ready_gets_no_requests(workers):
 
 
 def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
-    caplog.set_level("INFO", logger="mmprep.service")
+    caplog.set_level("INFO", logger="mmprep")
     nowhere = f"http://127.0.0.1:{free_port()}"
     with LiveServer(Settings(engine="workers", worker_url=[nowhere], allow_private_networks=True)) as front:
         assert httpx.get(f"{front.url}/ready").status_code == 503
         for stream in (False, True):
             body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
             assert_error(post(front, body), 503, "no_worker_available")
-    failures = [r for r in caplog.records if r.name == "mmprep.service" and r.levelname in ("WARNING", "ERROR")]
+    failures = [r for r in caplog.records if r.name.startswith("mmprep") and r.levelname in ("WARNING", "ERROR")]
     assert [(r.levelname, r.exc_info) for r in failures] == [("WARNING", None)] * 2  # the deployment's state, not a bug
 
 

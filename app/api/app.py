@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.config import Settings
+from ..core.errors import ServiceError, error_reply
 from ..service import Service
 from .body_limit import BodySizeLimit
-from .errors import install_error_handlers
 from .routes import router
 
 
@@ -31,6 +33,20 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=service.settings.max_request_bytes,
-        on_refused=lambda error: service.record_refusal(error.status, error.code, error.param),
+        on_refused=lambda error: service.record(error.status, error.code, error.param),
     )
     return app
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Errors nothing else caught, in OpenAI's shape: a route that does not exist is a 404
+    `not_found`; an unexpected exception a 500 whose traceback goes to the log."""
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        code = "not_found" if error.status_code == 404 else "http_error"
+        return JSONResponse(ServiceError(str(error.detail), code, status=error.status_code).body(), error.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception):
+        status, body = error_reply(error)
+        return JSONResponse(body, status_code=status)

@@ -10,20 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..errors import RequestError
-from .errors import error_body
+from ..core.errors import ServiceError
 
 BODY_REFUSED = "mmprep.body_refused"  # set in the ASGI scope when the 413 has gone out
 
 
-def body_too_large(limit: int) -> RequestError:
-    return RequestError(
+def body_too_large(limit: int) -> ServiceError:
+    return ServiceError(
         f"the request body is more than the {limit} bytes this server accepts", "request_too_large", status=413
     )
 
 
 class BodySizeLimit:
-    def __init__(self, app, max_bytes: int, on_refused: Callable[[RequestError], None] = lambda error: None):
+    def __init__(self, app, max_bytes: int, on_refused: Callable[[ServiceError], None] = lambda error: None):
         self.app, self.max_bytes, self.on_refused = app, max_bytes, on_refused
 
     async def __call__(self, scope, receive, send):
@@ -59,8 +58,8 @@ class BodySizeLimit:
         await _send_error(send, error)
 
 
-async def _send_error(send, error: RequestError) -> None:
-    body = json.dumps(error_body(error.message, error.code, error.param)).encode()
+async def _send_error(send, error: ServiceError) -> None:
+    body = json.dumps(error.body()).encode()
     await send(
         {
             "type": "http.response.start",

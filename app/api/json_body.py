@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..errors import RequestError
+from ..core.errors import ServiceError
 from ..media.data_url import DataURL
 
 SMALL_BODY = 1 << 20  # parsed at once, on the loop: about 2 ms of json.loads at most
@@ -29,14 +29,14 @@ LONG_STRING = 64 << 10
 
 
 async def read_json_body(request: Request) -> Any:
-    """The body, parsed. RequestError (400 or 415) saying what is wrong with it otherwise.
+    """The body, parsed. ServiceError (400 or 415) saying what is wrong with it otherwise.
     Raises starlette's ClientDisconnect if the client leaves (or the body limit cut it off)."""
     _check_content_type(request.headers.get("content-type"))
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
     if not body or body.isspace():
-        raise RequestError("the request has no body: send the chat request as a JSON object", "invalid_request")
+        raise ServiceError("the request has no body: send the chat request as a JSON object", "invalid_request")
     if len(body) <= SMALL_BODY:
         return _loads(body, [])
     return await asyncio.to_thread(_parse_large, body)
@@ -47,7 +47,7 @@ def _check_content_type(declared: str | None) -> None:
         return  # no header at all: read the body as JSON, as most servers do
     media_type = declared.split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
-        raise RequestError(
+        raise ServiceError(
             f"the request body must be JSON sent with 'Content-Type: application/json', not {declared!r} "
             "(with curl, add -H 'Content-Type: application/json')",
             "unsupported_media_type",
@@ -65,10 +65,10 @@ def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
     try:
         return json.loads(text)
     except UnicodeDecodeError as error:
-        raise RequestError(f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request") from None
+        raise ServiceError(f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request") from None
     except json.JSONDecodeError as error:
         at = error.pos + _shift_before(shifts, error.pos)
-        raise RequestError(
+        raise ServiceError(
             f"the request body is not valid JSON: {error.msg} at byte {at} "
             f"(line {error.lineno}); send the chat request as a JSON object",
             "invalid_request",

@@ -1,40 +1,32 @@
-"""The HTTP endpoints. Thin: each hands its work to the Service."""
+"""The HTTP endpoints. Thin: each gets the Service as a typed dependency and hands it the work."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
-from starlette.requests import ClientDisconnect
+from typing import Annotated
 
-from ..errors import RequestError
-from .body_limit import BODY_REFUSED
-from .json_body import read_json_body
-from .schemas import parse_chat_request
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..service import Service
+from .chat import chat_completion
 
 router = APIRouter()
 
 
-def _service(request: Request):
+def get_service(request: Request) -> Service:
     return request.app.state.service
 
 
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
 @router.post("/v1/chat/completions")
-async def chat_completions(request: Request) -> Response:
-    service = _service(request)
-    try:
-        body = parse_chat_request(await read_json_body(request))
-    except RequestError as error:
-        return service.refuse(error.status, error.message, error.code, error.param)
-    except ClientDisconnect:
-        if request.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
-            return Response(status_code=413)
-        return service.client_gone()
-    return await service.chat(body, request)
+async def chat_completions(service: ServiceDep, request: Request) -> Response:
+    return await chat_completion(service, request)
 
 
 @router.get("/v1/models")
-async def list_models(request: Request) -> dict:
-    service = _service(request)
+async def list_models(service: ServiceDep) -> dict:
     return {
         "object": "list",
         "data": [
@@ -51,14 +43,13 @@ async def health() -> dict:
 
 
 @router.get("/ready")
-async def ready(request: Request) -> Response:
+async def ready(service: ServiceDep) -> Response:
     """Ready to take work: started, and the engine says it can generate."""
-    if _service(request).ready():
+    if service.ready():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "not ready"}, status_code=503)
 
 
 @router.get("/metrics")
-async def metrics(request: Request) -> Response:
-    service = _service(request)
+async def metrics(service: ServiceDep) -> Response:
     return Response(service.metrics.render(), media_type=service.metrics.content_type)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import RequestError
+from ..core.errors import ServiceError
 
 
 class ChatMessage(BaseModel):
@@ -46,9 +46,9 @@ class ChatCompletionRequest(BaseModel):
 
 
 def parse_chat_request(document: Any) -> ChatCompletionRequest:
-    """The parsed JSON body as a ChatCompletionRequest, or a RequestError naming the field."""
+    """The parsed JSON body as a ChatCompletionRequest, or a ServiceError naming the field."""
     if not isinstance(document, dict):
-        raise RequestError(
+        raise ServiceError(
             f"the request body must be a JSON object (a chat request), not a JSON {_json_type(document)}",
             "invalid_request",
         )
@@ -57,7 +57,7 @@ def parse_chat_request(document: Any) -> ChatCompletionRequest:
     except ValidationError as error:
         first = error.errors()[0]
         param = _param(first["loc"])
-        raise RequestError(f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param) from None
+        raise ServiceError(f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param) from None
 
 
 def _param(location: tuple) -> str | None:

@@ -15,10 +15,12 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .imports import import_by_path
+
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 ENGINES = ("echo", "workers", "openai")
-DEFAULT_ENGINE_CLASS = "app.workers.echo:EchoEngine"
+DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
 
 
@@ -198,9 +200,7 @@ class WorkerSettings(BaseSettings):
     @field_validator("engine_class")
     @classmethod
     def _engine_class_loads(cls, path: str) -> str:
-        from ..workers.loading import load_engine_class
-
-        load_engine_class(path)  # raises ValueError saying what is wrong
+        import_by_path(path)  # raises ValueError saying what is wrong
         return path
 
 

@@ -8,9 +8,7 @@ import binascii
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-from decoders.errors import MediaTooLargeError
-
-from .errors import InvalidMediaURLError
+from .errors import FetchTooLargeError, InvalidMediaURLError
 
 # Base64 is decoded this many characters at a time (a multiple of 4): each piece holds the
 # GIL for a few milliseconds, so the event loop runs between pieces.
@@ -38,10 +36,10 @@ class DataURL:
         return len(self.payload) * 3 // 4 if self.is_base64 else len(self.payload)
 
     def decode(self, cap: int) -> bytes:
-        """The payload's bytes; MediaTooLargeError past `cap`, before any decoding if the
+        """The payload's bytes; FetchTooLargeError past `cap`, before any decoding if the
         length alone shows it. Slow for big payloads: call it off the event loop."""
         if self.size_bound() > cap:
-            raise MediaTooLargeError(
+            raise FetchTooLargeError(
                 f"the data URL holds about {self.size_bound()} bytes (judged by its length), more than the {cap} allowed"
             )
         if not self.is_base64:

@@ -1,16 +1,24 @@
-"""Why a media URL could not be fetched. MediaError subclasses, so the API maps them
-like decoding errors: 400, with the code in the body."""
+"""Why a media URL could not be fetched: 400s with a stable code, in the service's own
+error family (the decoders' MediaError is the library's, for what FFmpeg and Pillow find)."""
 
-from decoders.errors import MediaError
-
-
-class InvalidMediaURLError(MediaError):
-    code = "invalid_media_url"
+from ..core.errors import ServiceError
 
 
-class MediaFetchError(MediaError):
+class MediaFetchError(ServiceError):
     code = "media_fetch_failed"
 
 
-class MediaForbiddenError(MediaError):
+class InvalidMediaURLError(MediaFetchError):
+    code = "invalid_media_url"
+
+
+class MediaForbiddenError(MediaFetchError):
     code = "media_forbidden"
+
+
+class FetchTooLargeError(MediaFetchError):
+    code = "media_too_large"
+
+
+class LocalFileNotFoundError(MediaFetchError):
+    code = "media_not_found"

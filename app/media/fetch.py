@@ -15,10 +15,14 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 
-from decoders.errors import MediaNotFoundError, MediaTooLargeError
-
 from .data_url import DataURL
-from .errors import InvalidMediaURLError, MediaFetchError, MediaForbiddenError
+from .errors import (
+    FetchTooLargeError,
+    InvalidMediaURLError,
+    LocalFileNotFoundError,
+    MediaFetchError,
+    MediaForbiddenError,
+)
 from .network import NetworkPolicy
 
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
@@ -101,12 +105,12 @@ class MediaFetcher:
         cap = self.limits.max_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise MediaTooLargeError(f"{_short(url)} is {int(declared)} bytes, more than the {cap} allowed")
+            raise FetchTooLargeError(f"{_short(url)} is {int(declared)} bytes, more than the {cap} allowed")
         chunks, total = [], 0
         async for chunk in response.aiter_bytes():  # decoded: the cap is on what we keep
             total += len(chunk)
             if total > cap:
-                raise MediaTooLargeError(f"{_short(url)} is more than the {cap} bytes allowed")
+                raise FetchTooLargeError(f"{_short(url)} is more than the {cap} bytes allowed")
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -117,7 +121,7 @@ async def _decode_data_url(url: DataURL, cap: int) -> FetchedMedia:
     else:
         data = url.decode(cap)
     if len(data) > cap:
-        raise MediaTooLargeError(f"the data URL holds {len(data)} bytes, more than the {cap} allowed")
+        raise FetchTooLargeError(f"the data URL holds {len(data)} bytes, more than the {cap} allowed")
     return FetchedMedia(data, url.media_type, "data")
 
 
@@ -135,17 +139,17 @@ def _read_local_file(url: str, limits: FetchLimits) -> FetchedMedia:
     try:
         size = os.path.getsize(real)
         if size > limits.max_bytes:
-            raise MediaTooLargeError(f"{requested!r} is {size} bytes, more than the {limits.max_bytes} allowed")
+            raise FetchTooLargeError(f"{requested!r} is {size} bytes, more than the {limits.max_bytes} allowed")
         with open(real, "rb") as file:
             data = file.read(limits.max_bytes + 1)
     except (FileNotFoundError, NotADirectoryError) as error:
-        raise MediaNotFoundError(f"no file at {requested!r}") from error
+        raise LocalFileNotFoundError(f"no file at {requested!r}") from error
     except IsADirectoryError as error:
         raise InvalidMediaURLError(f"{requested!r} is a directory, not a file") from error
     except OSError as error:
         raise MediaFetchError(f"cannot read {requested!r}: {error.strerror}") from error
     if len(data) > limits.max_bytes:
-        raise MediaTooLargeError(f"{requested!r} is more than the {limits.max_bytes} bytes allowed")
+        raise FetchTooLargeError(f"{requested!r} is more than the {limits.max_bytes} bytes allowed")
     return FetchedMedia(data, None, "file")
 
 

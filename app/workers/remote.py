@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..prepared import PreparedRequest
-from .base import EngineHTTPError, EngineOutput
+from ..engines.base import EngineHTTPError, EngineOutput
+from ..engines.prepared import PreparedRequest
 from .wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
 
 log = logging.getLogger("mmprep.workers")

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..prepared import MediaItem, PreparedRequest, SamplingParams
-from .base import EngineHTTPError, EngineOutput
+from ..core.errors import ServiceError
+from ..engines.base import EngineHTTPError, EngineOutput
+from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
 
 FORMAT = "mmprep.tensor-request.v1"
 REQUEST_CONTENT_TYPE = "application/octet-stream"
@@ -258,8 +259,9 @@ def encode_output(output: EngineOutput) -> bytes:
     return json.dumps({k: v for k, v in fields.items() if v not in (None, "")}).encode() + b"\n"
 
 
-def encode_error(status: int, message: str, code: str, param: str | None = None) -> bytes:
-    return json.dumps({"error": {"status": status, "message": message, "code": code, "param": param}}).encode() + b"\n"
+def encode_error(error: ServiceError) -> bytes:
+    return json.dumps({"error": {"status": error.status, "message": error.message, "code": error.code,
+                                 "param": error.param}}).encode() + b"\n"
 
 
 def decode_line(line: str) -> EngineOutput:

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..prepared import PreparedRequest
+from ..core.errors import ServiceError
+from .prepared import PreparedRequest
 
 FinishReason = Literal["stop", "length"]
 
@@ -24,8 +25,14 @@ class EngineOutput:
     completion_tokens: int | None = None  # set on the last output only
 
 
-class EngineError(Exception):
-    """The engine failed mid-generation; `str(error)` says why."""
+class EngineError(ServiceError):
+    """The engine failed: a 500 whose message says why."""
+
+    status = 500
+    code = "engine_error"
+
+    def __init__(self, reason: str):
+        super().__init__(f"the engine failed: {reason}")
 
 
 class EngineHTTPError(EngineError):
@@ -38,8 +45,7 @@ class EngineHTTPError(EngineError):
     """
 
     def __init__(self, message: str, status: int, code: str, param: str | None = None):
-        super().__init__(message)
-        self.message, self.status, self.code, self.param = message, status, code, param
+        ServiceError.__init__(self, message, code, param, status)
 
 
 async def first_output(outputs: AsyncIterator[EngineOutput]) -> EngineOutput:

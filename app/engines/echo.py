@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import xxhash
 
-from ..prepared import MediaItem, PreparedRequest
 from .base import EngineOutput
+from .prepared import MediaItem, PreparedRequest
 
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
 # enough that a long answer does not cost a loop iteration per token.

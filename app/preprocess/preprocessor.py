@@ -18,17 +18,17 @@ from typing import Any
 import numpy as np
 
 from decoders import DecodedVideo, decode_image, decode_video
-from decoders.errors import CorruptMediaError, InvalidSamplingError, MediaError, MediaTooLargeError
+from decoders.errors import CorruptMediaError, InvalidSamplingError, MediaError
 from decoders.sampling import check_sampling
 
-from .core.config import Settings
-from .decode_cache import DecodeCache, content_key
-from .decode_pool import DecodePool
-from .errors import MediaPartError, RequestError
-from .media.data_url import DataURL
-from .media.fetch import MediaFetcher
-from .metrics import Metrics
-from .prepared import MediaItem, PreparedRequest, SamplingParams
+from ..core.config import Settings
+from ..core.errors import ServiceError
+from ..core.metrics import Metrics
+from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from ..media.data_url import DataURL
+from ..media.fetch import MediaFetcher
+from .cache import DecodeCache, content_key
+from .pool import DecodePool
 
 VIDEO_SAMPLING_KEYS = ("fps", "num_frames", "max_frames", "seek_mode")
 MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
@@ -100,7 +100,7 @@ class Preprocessor:
         self._cache = cache
 
     async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
-        """`request` is the validated ChatCompletionRequest. Raises RequestError or MediaPartError."""
+        """`request` is the validated ChatCompletionRequest. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
         messages, parts = self._find_media(request)
@@ -152,7 +152,7 @@ class Preprocessor:
                 parts.append(_MediaPart(kind, url, options, f"{where}.{key}"))
             messages.append({**message.model_dump(exclude_none=True), "content": new_content})
         if len(parts) > self._settings.max_media_parts:
-            raise RequestError(
+            raise ServiceError(
                 f"the request has {len(parts)} image and video parts, more than the {self._settings.max_media_parts} allowed",
                 "too_many_media_parts",
                 "messages",
@@ -163,10 +163,10 @@ class Preprocessor:
         kwargs = request.media_io_kwargs or {}
         video = kwargs.get("video") or {}
         if not isinstance(video, dict):
-            raise RequestError("media_io_kwargs.video must be an object", "invalid_sampling", "media_io_kwargs.video")
+            raise ServiceError("media_io_kwargs.video must be an object", "invalid_sampling", "media_io_kwargs.video")
         unknown = set(video) - set(VIDEO_SAMPLING_KEYS)
         if unknown:
-            raise RequestError(
+            raise ServiceError(
                 f"unknown media_io_kwargs.video keys {sorted(unknown)}: use {', '.join(VIDEO_SAMPLING_KEYS)}",
                 "invalid_sampling",
                 "media_io_kwargs.video",
@@ -185,7 +185,7 @@ class Preprocessor:
         try:
             check_sampling(merged.get("fps"), merged.get("num_frames"), merged.get("max_frames"), None, merged["seek_mode"])
         except InvalidSamplingError as error:
-            raise MediaPartError(error, param) from error
+            raise part_error(error, param) from error
         if "fps" not in merged and "num_frames" not in merged:
             merged["fps"] = settings.default_fps
         merged["max_frames"] = min(merged.get("max_frames", settings.default_max_frames), settings.max_frames)
@@ -206,7 +206,7 @@ class Preprocessor:
             cancel.set()  # decodes in threads stop at their next packet
             unfinished = _cancel_unfinished(tasks)
             if isinstance(error, TimeoutError):
-                raise RequestError(
+                raise ServiceError(
                     f"fetching and decoding the media took longer than the {self._settings.decode_timeout:g} s allowed",
                     "decode_timeout",
                     unique[unfinished[0]].param if unfinished else "messages",
@@ -231,8 +231,8 @@ class Preprocessor:
                 result = await self._decode_or_reuse(part, fetched.data, cancel)
             except CorruptMediaError as error:
                 raise _with_declared_type(error, fetched.content_type) from error
-        except MediaError as error:
-            raise MediaPartError(error, part.param) from error
+        except (MediaError, ServiceError) as error:  # the decoders' or the fetcher's
+            raise part_error(error, part.param) from error
         timing.add("decode", fetched_at, time.perf_counter())
         return result
 
@@ -268,11 +268,17 @@ class Preprocessor:
             seen.add(id(item.tensor))
             total += item.tensor.nbytes
             if total > self._settings.max_decoded_bytes:
-                error = MediaTooLargeError(
-                    f"the request's decoded media reaches {total} bytes, more than the "
-                    f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames"
+                raise ServiceError(
+                    f"{item.param}: the request's decoded media reaches {total} bytes, more than the "
+                    f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames",
+                    "media_too_large",
+                    item.param,
                 )
-                raise MediaPartError(error, item.param)
+
+
+def part_error(error: MediaError | ServiceError, param: str) -> ServiceError:
+    """A decoding or fetching error as the client sees it: a 400 naming the part."""
+    return ServiceError(f"{param}: {error}", error.code, param)
 
 
 def _with_declared_type(error: CorruptMediaError, content_type: str | None) -> CorruptMediaError:
@@ -320,13 +326,13 @@ def _media_item(part: _MediaPart, result) -> MediaItem:
 
 def _part_type(part: Any, where: str) -> str:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-        raise RequestError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
+        raise ServiceError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
     kind = part["type"]
     if kind == "text":
         return "text"
     if kind in MEDIA_PART_TYPES:
         return MEDIA_PART_TYPES[kind]
-    raise RequestError(
+    raise ServiceError(
         f"{where} has type {kind!r}; this server takes text, image_url and video_url parts",
         "unsupported_content_type",
         f"{where}.type",
@@ -336,7 +342,7 @@ def _part_type(part: Any, where: str) -> str:
 def _text_of(part: dict, where: str) -> str:
     text = part.get("text")
     if not isinstance(text, str):
-        raise RequestError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
+        raise ServiceError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
     return text
 
 
@@ -347,8 +353,8 @@ def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
     if isinstance(value, str | DataURL):  # some clients send the URL bare
         return value, {}
     if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
-        raise RequestError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
+        raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
     options = {k: value[k] for k in VIDEO_SAMPLING_KEYS if value.get(k) is not None}
     if options and key != "video_url":
-        raise RequestError(f"{where} takes no sampling keys; only video_url parts do", "invalid_sampling", where)
+        raise ServiceError(f"{where} takes no sampling keys; only video_url parts do", "invalid_sampling", where)
     return value["url"], options

@@ -1,19 +1,12 @@
-"""A user's engine, named by import path: `package.module:ClassName`.
-
-This is how a team puts its own model behind `mmprep worker` without forking mmprep: the
-class is imported, made with no arguments, and must have the four methods of base.Engine.
-"""
+"""A user's class by import path, `package.module:ClassName`: how a team names its own
+engine without forking mmprep."""
 
 from __future__ import annotations
 
 import importlib
 
-from .base import Engine
 
-ENGINE_METHODS = ("start", "stop", "ready", "generate")
-
-
-def load_engine_class(path: str):
+def import_by_path(path: str):
     """The class (or any callable that makes an engine) at `path`; ValueError says why not."""
     module_name, colon, attribute = path.partition(":")
     if not colon or not module_name or not attribute:
@@ -28,12 +21,3 @@ def load_engine_class(path: str):
     if not callable(engine_class):
         raise ValueError(f"{path!r} is not a class")  # noqa: TRY004 - settings report ValueErrors
     return engine_class
-
-
-def make_engine(path: str) -> Engine:
-    """An instance of the engine class at `path`, checked to have the Engine methods."""
-    engine = load_engine_class(path)()
-    missing = [name for name in ENGINE_METHODS if not callable(getattr(engine, name, None))]
-    if missing:
-        raise ValueError(f"{path!r} is not an engine: it lacks {', '.join(missing)} (see app/workers/base.py)")
-    return engine

@@ -1,6 +1,6 @@
 """`mmprep worker`: one engine behind HTTP, for a frontend that runs `--engine workers`.
 
-    POST /generate   a safetensors tensor request (app/workers/wire.py) -> one JSON delta a line
+    POST /generate   a safetensors tensor request (wire.py) -> one JSON delta a line
     GET  /health     200 when the engine is ready, 503 until then
     GET  /metrics    Prometheus: requests by status, requests in flight
 
@@ -20,19 +20,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 
-from .api.errors import error_response
-from .core.logging import request_id_var
-from .disconnect import ClientGone, close_shielded, until_disconnect
-from .workers.base import Engine, EngineHTTPError, EngineOutput, first_output
-from .workers.wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
+from ..core.disconnect import ClientGone, close_shielded, until_disconnect
+from ..core.errors import ServiceError, error_reply
+from ..core.logging import request_id_var
+from ..engines.base import Engine, EngineError, EngineOutput, first_output
+from .wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
 
 log = logging.getLogger("mmprep.worker")
-
-
-class BodyError(Exception):
-    def __init__(self, status: int, message: str, code: str):
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
 
 
 class WorkerServer:
@@ -45,7 +39,7 @@ class WorkerServer:
 
     async def generate(self, http: Request) -> Response:
         if not self.engine.ready():  # a 503 sends the frontend to another worker
-            return self._answered(error_response(503, "the engine is not ready", "not_ready"))
+            return self._answered(_reply(ServiceError("the engine is not ready", "not_ready", status=503)))
         self.in_flight.inc()
         streaming = False
         try:
@@ -57,12 +51,10 @@ class WorkerServer:
             return StreamingResponse(self._lines(first, outputs), media_type=DELTA_CONTENT_TYPE)
         except (ClientGone, ClientDisconnect):
             return self._answered(Response(status_code=499))
-        except BodyError as error:
-            return self._answered(error_response(error.status, error.message, error.code))
         except WireError as error:
-            return self._answered(error_response(400, f"not a tensor request: {error}", "invalid_tensor_request"))
-        except Exception as error:  # noqa: BLE001 - a user's engine may raise anything; _engine_error logs it
-            return self._answered(error_response(*_engine_error(error)))
+            return self._answered(_reply(ServiceError(f"not a tensor request: {error}", "invalid_tensor_request")))
+        except Exception as error:  # noqa: BLE001 - a user's engine may raise anything; _engine_failure logs it
+            return self._answered(_reply(_engine_failure(error)))
         finally:
             if not streaming:
                 self.in_flight.dec()
@@ -81,7 +73,7 @@ class WorkerServer:
                 output = await anext(outputs, None)
         except Exception as error:  # noqa: BLE001 - as above: the client gets an error line, the log the trace
             status = "500"
-            yield encode_error(*_engine_error(error))
+            yield encode_error(_engine_failure(error))
         except BaseException:  # cancelled: the frontend went away
             status = "499"
             log.info("the frontend went away; generation stopped")
@@ -92,12 +84,18 @@ class WorkerServer:
             self.in_flight.dec()
 
 
-def _engine_error(error: Exception) -> tuple[int, str, str, str | None]:
-    """(status, message, code, param) for the engine's error: its own, if it carries one."""
-    if isinstance(error, EngineHTTPError):
-        return error.status, error.message, error.code, error.param
+def _engine_failure(error: Exception) -> ServiceError:
+    """The engine's error as the frontend should see it: its own, if it is meant for a
+    client; anything else a user's engine raised is its bug: logged with the traceback."""
+    if isinstance(error, ServiceError):
+        return error
     log.error("the engine failed", exc_info=error)
-    return 500, f"the engine failed: {type(error).__name__}: {error}", "engine_error", None
+    return EngineError(f"{type(error).__name__}: {error}")
+
+
+def _reply(error: ServiceError) -> JSONResponse:
+    status, body = error_reply(error)
+    return JSONResponse(body, status_code=status)
 
 
 async def read_body(http: Request, limit: int) -> bytearray:
@@ -105,20 +103,22 @@ async def read_body(http: Request, limit: int) -> bytearray:
     makes of the tensors (decode_request takes views of it)."""
     declared = http.headers.get("content-length")
     if declared is None or not declared.isdigit():
-        raise BodyError(411, "send the tensor request with a Content-Length", "length_required")
+        raise ServiceError("send the tensor request with a Content-Length", "length_required", status=411)
     size = int(declared)
     if size > limit:
-        raise BodyError(413, f"the request has {size} bytes, more than the {limit} this worker takes", "request_too_large")
+        raise ServiceError(
+            f"the request has {size} bytes, more than the {limit} this worker takes", "request_too_large", status=413
+        )
     body = bytearray(size)
     filled = 0
     with memoryview(body) as view:
         async for chunk in http.stream():
             if filled + len(chunk) > size:
-                raise BodyError(400, f"the body is longer than its Content-Length of {size}", "invalid_tensor_request")
+                raise ServiceError(f"the body is longer than its Content-Length of {size}", "invalid_tensor_request")
             view[filled : filled + len(chunk)] = chunk
             filled += len(chunk)
     if filled != size:
-        raise BodyError(400, f"the body has {filled} of the {size} bytes it declared", "invalid_tensor_request")
+        raise ServiceError(f"the body has {filled} of the {size} bytes it declared", "invalid_tensor_request")
     return body
 
 

@@ -24,8 +24,8 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from ..prepared import MediaItem, PreparedRequest, SamplingParams
 from .base import EngineHTTPError, EngineOutput
+from .prepared import MediaItem, PreparedRequest, SamplingParams
 
 JPEG_QUALITY = 90
 

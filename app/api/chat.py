@@ -1,0 +1,173 @@
+"""POST /v1/chat/completions: one request, from its body to its answer, streamed or not.
+
+Admission, preprocessing, the engine's first output, then either a JSON completion or an
+SSE stream. Preprocessing finishes (and the engine has answered once) before any status
+goes out, so bad media is a JSON 400 and an engine that refuses at once is an HTTP error,
+not a broken stream. A client that leaves stops all work done for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from ..core.disconnect import ClientGone, close_shielded, until_disconnect
+from ..core.errors import ServiceError, as_service_error
+from ..core.logging import request_id_var
+from ..engines.base import EngineOutput, first_output
+from ..engines.prepared import PreparedRequest
+from ..preprocess import Timing
+from ..service import Service, Slot
+from .body_limit import BODY_REFUSED
+from .json_body import read_json_body
+from .responses import SSE_DONE, CompletionBuilder, sse, usage
+from .schemas import ChatCompletionRequest, parse_chat_request
+
+log = logging.getLogger("mmprep.api")
+
+
+async def chat_completion(service: Service, http: Request) -> Response:
+    try:
+        body = parse_chat_request(await read_json_body(http))
+    except ServiceError as error:
+        return refuse(service, error)
+    except ClientDisconnect:
+        if http.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
+            return Response(status_code=413)
+        return _client_gone(service)
+    try:
+        slot = service.admit()
+    except ServiceError as error:
+        return refuse(service, error)
+    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    request_id_var.set(request_id)
+    try:
+        return await _answer(service, body, http, request_id, slot)
+    except ClientGone:
+        return _client_gone(service)
+    except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500
+        return refuse(service, as_service_error(error))
+    finally:
+        if not slot.handed_over:
+            slot.release()
+
+
+async def _answer(service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot) -> Response:
+    service.check_request(body.model, body.n)
+    cancel = threading.Event()
+    prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
+    log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    builder = CompletionBuilder(request_id, body.model, include_usage)
+    if not body.stream:
+        answer = await until_disconnect(http, _complete(service, prepared, builder, timing), cancel)
+        service.record(200)
+        return JSONResponse(answer, headers=_headers(timing, request_id))
+    # The engine's first output comes before the 200: an engine (a worker, an upstream)
+    # that fails at once is an HTTP error response, not a broken stream.
+    handed_over = time.perf_counter()
+    outputs = service.engine.generate(prepared)
+    first = await until_disconnect(http, first_output(outputs), cancel)
+    timing.engine = time.perf_counter() - handed_over
+    events = _stream(service, prepared, first, outputs, builder, slot)
+    slot.handed_over = True  # from here the stream owns the admission slot
+    return _ClosingStream(
+        events, on_close=lambda: _end_stream(service, events, outputs, slot),
+        media_type="text/event-stream", headers=_headers(timing, request_id),
+    )
+
+
+def _headers(timing: Timing, request_id: str) -> dict[str, str]:
+    return {"Server-Timing": timing.header(), "X-Request-Id": request_id}
+
+
+async def _complete(service: Service, prepared: PreparedRequest, builder: CompletionBuilder, timing: Timing) -> dict:
+    text, last = [], None
+    handed_over = time.perf_counter()
+    async for output in service.engine.generate(prepared):
+        if last is None:
+            timing.engine = time.perf_counter() - handed_over
+        text.append(output.text)
+        last = output
+    return builder.completion(
+        "".join(text), last.finish_reason or "stop", usage(last.prompt_tokens or 0, last.completion_tokens or 0)
+    )
+
+
+async def _stream(
+    service: Service, prepared: PreparedRequest, first: EngineOutput, outputs: AsyncIterator[EngineOutput],
+    builder: CompletionBuilder, slot: Slot,
+):
+    """SSE events: a role chunk, content chunks, a finish chunk, maybe usage, [DONE].
+    A failure after the first event ends the stream with an error event, not silence."""
+    request_id_var.set(prepared.request_id)
+    status = 200
+    try:
+        yield sse(builder.chunk({"role": "assistant", "content": ""}))
+        output = last = first
+        while output is not None:
+            if output.text:
+                yield sse(builder.chunk({"content": output.text}))
+            last = output
+            output = await anext(outputs, None)
+        yield sse(builder.chunk({}, last.finish_reason or "stop"))
+        if builder.include_usage:
+            yield sse(builder.usage_chunk(usage(last.prompt_tokens or 0, last.completion_tokens or 0)))
+    except asyncio.CancelledError:
+        status = 499
+        log.info("client went away mid-stream; generation stopped")
+        raise
+    except Exception as error:  # noqa: BLE001 - as in chat_completion, but the status is already out
+        failure = as_service_error(error)
+        status = 500
+        service.metrics.errors.labels(failure.code).inc()
+        yield sse(failure.body())
+    finally:
+        await close_shielded(outputs)
+        service.record(status)
+        slot.release()
+    yield SSE_DONE
+
+
+async def _end_stream(service: Service, events, outputs, slot: Slot) -> None:
+    """However the response ended, even before its first byte (the client gone as the
+    headers went out): the events generator and the engine are closed, the slot freed."""
+    await events.aclose()  # runs _stream's cleanup if it started
+    await close_shielded(outputs)
+    if slot.release():  # still held: the stream never ran
+        service.record(499)
+
+
+def refuse(service: Service, error: ServiceError) -> JSONResponse:
+    """An error answer, counted in /metrics and logged."""
+    service.record(error.status, error.code, error.param)
+    return JSONResponse(error.body(), status_code=error.status, headers=getattr(error, "headers", None))
+
+
+def _client_gone(service: Service) -> Response:
+    log.info("client went away; work for it stopped")
+    service.record(499)
+    return Response(status_code=499)
+
+
+class _ClosingStream(StreamingResponse):
+    """A StreamingResponse that always runs `on_close` when it ends, however it ends:
+    Starlette runs nothing of the body if the client is gone before the first byte."""
+
+    def __init__(self, content, on_close, **kwargs):
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()

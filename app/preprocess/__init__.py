@@ -1,0 +1,8 @@
+"""From a chat request to a PreparedRequest: fetch, decode (in the pool, through the cache),
+and put the tensors where the parts were."""
+
+from .cache import DecodeCache
+from .pool import DecodePool
+from .preprocessor import Preprocessor, Timing
+
+__all__ = ["DecodeCache", "DecodePool", "Preprocessor", "Timing"]

@@ -24,6 +24,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from ..core.errors import read_error_body
 from .base import EngineHTTPError, EngineOutput
 from .prepared import MediaItem, PreparedRequest, SamplingParams
 
@@ -221,19 +222,12 @@ def _chunk(data: str) -> dict:
 
 
 def _upstream_error(status: int, payload: bytes) -> EngineHTTPError:
-    """The upstream's error with its status and message. Both OpenAI's shape
-    {"error": {message, type, param, code}} and vLLM's older flat one are read."""
-    try:
-        body = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
-    if not isinstance(error, dict):
-        error = {"message": payload[:500].decode("utf-8", "replace")}
-    message = str(error.get("message") or f"HTTP {status}")
-    code = error.get("code") if isinstance(error.get("code"), str) else "upstream_error"
+    """The upstream's error with its status and message."""
+    message, code, param = read_error_body(payload)
     status = status if 400 <= status <= 599 else 502
-    return EngineHTTPError(f"the upstream model server answered {status}: {message}", status, code, error.get("param"))
+    return EngineHTTPError(
+        f"the upstream model server answered {status}: {message or f'HTTP {status}'}", status, code or "upstream_error", param
+    )
 
 
 def _bad_answer(text: str) -> EngineHTTPError:

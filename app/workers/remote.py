@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ..core.errors import read_error_body
 from ..engines.base import EngineHTTPError, EngineOutput
 from ..engines.prepared import PreparedRequest
 from .wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
@@ -168,12 +169,8 @@ async def _check_status(response: httpx.Response) -> None:
         return
     if response.status_code == 503:
         raise WorkerUnreachable("the worker answered 503: not ready")
-    await response.aread()
-    try:
-        error = response.json()["error"]
-        message, code, param = str(error["message"]), str(error["code"]), error.get("param")
-    except (ValueError, KeyError, TypeError):
-        message, code, param = response.text[:500] or f"HTTP {response.status_code}", "worker_failed", None
+    message, code, param = read_error_body(await response.aread())
+    message, code = message or f"HTTP {response.status_code}", code or "worker_failed"
     if response.status_code < 500:
         raise EngineHTTPError(message, response.status_code, code, param)
     raise EngineHTTPError(f"the worker failed: {message}", 502, code)

@@ -15,6 +15,7 @@ from .errors import (
 )
 from .image import DecodedImage, ImageMetadata, decode_image
 from .metadata import VideoMetadata
+from .sampling import VideoSampling
 from .video import DecodedVideo, decode_video, probe_video
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "NoVideoStreamError",
     "UnsupportedCodecError",
     "VideoMetadata",
+    "VideoSampling",
     "decode_image",
     "decode_video",
     "probe_video",

@@ -9,6 +9,7 @@ each of them. The caller's numbers are checked first (`check_sampling`, `check_l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
 
@@ -24,6 +25,32 @@ FLOAT_TOLERANCE = 1e-7
 SEEK_MODES = ("exact", "keyframe")
 
 
+ALL_FRAMES = -1  # num_frames=-1: every frame, as vLLM spells it
+
+
+@dataclass(frozen=True)
+class VideoSampling:
+    """Which frames of a video to return, and how big: a request, checked once.
+
+    fps: frames per second of video, at t = k / fps from the first frame; num_frames: that
+    many, spread evenly from the first frame to the last (-1: every frame); neither: every
+    frame. max_frames caps fps and every-frame sampling (more would be spread evenly over
+    the whole video instead), and an explicit num_frames above it is an error naming it.
+    max_pixels: frames scaled down to at most that many pixels, aspect kept. seek_mode:
+    "exact" (the frame on screen at each time) or "keyframe" (the nearest keyframe).
+    Frozen and hashable: the service uses it as a cache and de-duplication key.
+    """
+
+    fps: float | None = None
+    num_frames: int | None = None
+    max_frames: int | None = None
+    max_pixels: int | None = None
+    seek_mode: str = "exact"
+
+    def __post_init__(self):
+        check_sampling(self.fps, self.num_frames, self.max_frames, self.max_pixels, self.seek_mode)
+
+
 def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, seek_mode="exact") -> None:
     """Raise InvalidSamplingError, naming the parameter, unless the request makes sense."""
     if seek_mode not in SEEK_MODES:
@@ -32,8 +59,14 @@ def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, 
         raise InvalidSamplingError("give fps or num_frames, not both")
     if fps is not None and not _positive_number(fps):
         raise InvalidSamplingError(f"fps must be a finite number above 0, got {fps!r}")
-    for name, value in (("num_frames", num_frames), ("max_frames", max_frames), ("max_pixels", max_pixels)):
+    if num_frames != ALL_FRAMES:
+        _check_whole("num_frames", num_frames, 1, InvalidSamplingError, "(or -1 for every frame)")
+    for name, value in (("max_frames", max_frames), ("max_pixels", max_pixels)):
         _check_whole(name, value, 1, InvalidSamplingError)
+    if num_frames is not None and max_frames is not None and num_frames > max_frames:
+        raise InvalidSamplingError(
+            f"num_frames={num_frames} is more than the limit of max_frames={max_frames}; ask for fewer frames"
+        )
 
 
 def check_limits(threads=0, timeout=None, max_bytes=None, max_source_pixels=None) -> None:
@@ -50,9 +83,9 @@ def _positive_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
 
 
-def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError]) -> None:
+def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError], alternative: str = "") -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
-        raise error(f"{name} must be a whole number of at least {minimum}, got {value!r}")
+        raise error(f"{name} must be a whole number of at least {minimum}{' ' + alternative if alternative else ''}, got {value!r}")
 
 
 def target_ticks(
@@ -69,13 +102,17 @@ def target_ticks(
     `tick` seconds (the stream's time base); duration: D, seconds of video.
     """
     cap = max_frames if max_frames is not None else math.inf
-    if num_frames is not None:
-        return spread(int(ticks[-1]), int(min(num_frames, cap)))
+    if num_frames == ALL_FRAMES and len(ticks) > cap:
+        raise InvalidSamplingError(
+            f"num_frames=-1 asks for every frame, {len(ticks)} here, more than the limit of max_frames={cap}"
+        )
+    if num_frames not in (None, ALL_FRAMES):
+        return spread(int(ticks[-1]), int(num_frames))
     if fps is not None:
         count = max(1, math.floor(duration * fps + 1e-9))
         if count <= cap:
             return seconds_to_ticks(np.arange(count) / fps, tick)
-    elif len(ticks) <= cap:
+    elif len(ticks) <= cap:  # every frame (num_frames -1, or nothing asked)
         return np.asarray(ticks, dtype=np.int64)
     return seconds_to_ticks(np.arange(int(cap)) * (duration / cap), tick)
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MediaTooLargeError
+from .errors import InvalidArgumentError, MediaTooLargeError
 from .frames import scaled_size
 from .metadata import VideoMetadata
 from .reader import VideoReader
-from .sampling import FLOAT_TOLERANCE, check_limits, check_sampling, pick_frames, pick_nearest, target_ticks
+from .sampling import FLOAT_TOLERANCE, VideoSampling, check_limits, pick_frames, pick_nearest, target_ticks
 from .source import ReopenableSource, Source
 
 
@@ -64,6 +64,7 @@ def decode_video(
     max_source_pixels: int | None = None,
     seek_mode: str = "exact",
     cancel: threading.Event | None = None,
+    sampling: VideoSampling | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
 
@@ -75,10 +76,17 @@ def decode_video(
     seek_mode: "exact" (the frame on screen at each time) or "keyframe" (the keyframe
     nearest each time: much faster on long GOPs; timestamps are the keyframes' own).
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
+    sampling: the same five sampling keywords as one checked VideoSampling value, instead of them.
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
     InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
-    check_sampling(fps, num_frames, max_frames, max_pixels, seek_mode)
+    if sampling is None:
+        sampling = VideoSampling(fps, num_frames, max_frames, max_pixels, seek_mode)
+    elif (fps, num_frames, max_frames, max_pixels, seek_mode) != (None, None, None, None, "exact"):
+        raise InvalidArgumentError("give sampling or the sampling keywords, not both")
+    fps, num_frames, max_frames, max_pixels, seek_mode = (
+        sampling.fps, sampling.num_frames, sampling.max_frames, sampling.max_pixels, sampling.seek_mode
+    )
     check_limits(threads, timeout, max_bytes, max_source_pixels)
     deadline = None if timeout is None else time.monotonic() + timeout
     with VideoReader(ReopenableSource(source), threads, deadline, cancel) as reader:

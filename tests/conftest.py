@@ -54,8 +54,8 @@ def reference_decode(path) -> Reference:
 def reference_targets(ref: Reference, duration: float, fps=None, num_frames=None, max_frames=None):
     """The moments the contract names for a request, as exact seconds (Fractions)."""
     cap = max_frames or math.inf
-    if num_frames is not None:
-        count = min(num_frames, cap)
+    if num_frames is not None and num_frames != -1:  # never above max_frames: refused before this
+        count = num_frames
         if count == 1:
             return [Fraction(0)]
         return [ref.seconds(-1) * j / (count - 1) for j in range(count)]

@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from decoders import InvalidArgumentError, InvalidSamplingError, MediaError
+from decoders import InvalidArgumentError, InvalidSamplingError, MediaError, VideoSampling
 from decoders.sampling import (
     check_limits,
     check_sampling,
@@ -102,8 +102,22 @@ def test_spread_does_not_overflow_on_long_spans():
     assert spread(span, 7).tolist() == [j * span // 6 for j in range(7)]
 
 
-def test_num_frames_is_capped_by_max_frames():
-    assert targets(num_frames=10, max_frames=3) == [0, 1250, 2500]
+def test_an_explicit_num_frames_over_max_frames_is_refused_naming_the_limit():
+    with pytest.raises(InvalidSamplingError, match="num_frames=10 is more than the limit of max_frames=3"):
+        check_sampling(num_frames=10, max_frames=3)
+
+
+def test_num_frames_minus_one_is_every_frame_within_max_frames():
+    assert targets(num_frames=-1) == targets() == [0, 500, 1000, 1500, 2000, 2500]
+    with pytest.raises(InvalidSamplingError, match="every frame, 6 here, more than the limit of max_frames=4"):
+        targets(num_frames=-1, max_frames=4)
+
+
+def test_sampling_is_a_frozen_value_checked_once():
+    sampling = VideoSampling(num_frames=4, max_frames=8)
+    assert sampling == VideoSampling(num_frames=4, max_frames=8) and hash(sampling) == hash(VideoSampling(num_frames=4, max_frames=8))
+    with pytest.raises(InvalidSamplingError, match="num_frames"):
+        VideoSampling(num_frames=0)
 
 
 def test_neither_means_every_frame():
@@ -125,6 +139,7 @@ def test_every_frame_over_max_frames_spreads_max_frames():
         {"fps": True},
         {"fps": "2"},
         {"num_frames": 0},
+        {"num_frames": -2},
         {"num_frames": 2.5},
         {"num_frames": True},
         {"max_frames": 0},
@@ -141,7 +156,8 @@ def test_nonsense_requests_are_refused_by_name(request_):
 
 def test_sensible_requests_pass():
     check_sampling(fps=2.0)
-    check_sampling(num_frames=8, max_frames=4, max_pixels=448 * 448)
+    check_sampling(num_frames=4, max_frames=8, max_pixels=448 * 448)
+    check_sampling(num_frames=-1, max_frames=8)
     check_sampling(fps=1, max_frames=np.int64(4))
 
 

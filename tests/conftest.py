@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from make_fixtures import read_painted_index, write_painted_clip
 
+from app.testing.fileserver import FileServer
+
 MEDIA = Path(__file__).parent / "data" / "media"
 
 
@@ -83,10 +85,8 @@ def on_screen(ref: Reference, targets) -> list[int]:
 
 @pytest.fixture(scope="session")
 def media_server():
-    """The fixtures folder over HTTP on loopback (see servers.MediaServer for its extra routes)."""
-    from servers import MediaServer
-
-    with MediaServer(MEDIA) as server:
+    """The fixtures folder over HTTP on loopback (see app/testing/fileserver.py for its extra routes)."""
+    with FileServer(MEDIA) as server:
         yield server
 
 

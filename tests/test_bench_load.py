@@ -9,12 +9,12 @@ import socket
 import time
 
 import pytest
-from servers import LiveServer
 
-from app.bench.fileserver import FileServer
 from app.bench.load import LoadPlan
 from app.bench.synthetic import write_clip
 from app.cli import main
+from app.testing.fileserver import FileServer
+from app.testing.servers import LiveServer
 
 
 def connected(sockets: list[socket.socket], within: float) -> int:

@@ -86,7 +86,7 @@ def on_screen(ref: Reference, targets) -> list[int]:
 @pytest.fixture(scope="session")
 def media_server():
     """The fixtures folder over HTTP on loopback (see app/testing/fileserver.py for its extra routes)."""
-    with FileServer(MEDIA) as server:
+    with FileServer(folder=MEDIA) as server:
         yield server
 
 

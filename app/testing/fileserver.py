@@ -51,9 +51,9 @@ class Published:
 
 
 class FileServer:
-    def __init__(self, folder: Path | None = None, host: str = "127.0.0.1", port: int = 0, connections: int = 64):
-        """`folder`: served as it is; `connections`: how many may arrive at once (bench passes
-        its largest concurrency)."""
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, connections: int = 64, folder: Path | None = None):
+        """`connections`: how many may arrive at once (bench passes its largest concurrency);
+        `folder`: served as it is, beside what is published."""
         self.folder = folder.resolve() if folder is not None else None
         self.fetches: Counter[str] = Counter()
         self.hosts: dict[str, str] = {}  # path -> the Host header it was last asked with

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from make_fixtures import read_painted_index, write_painted_clip
 
+from app.cli import main
 from app.testing.fileserver import FileServer
 
 MEDIA = Path(__file__).parent / "data" / "media"
@@ -81,6 +83,13 @@ def on_screen(ref: Reference, targets) -> list[int]:
         if position not in chosen:
             chosen.append(position)
     return chosen
+
+
+def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
+    """Run `mmprep bench` in this process; (exit status, the JSON results)."""
+    output = tmp_path / "results.json"
+    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
+    return status, json.loads(output.read_text()) if output.exists() else {}
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import xxhash
-from conftest import MEDIA
+from conftest import MEDIA, bench
 from PIL import Image
 
 from app.bench.errors import BenchError
@@ -59,13 +59,6 @@ def still(tmp_path_factory):
     path = tmp_path_factory.mktemp("images") / "still.png"
     Image.new("RGB", (40, 30), (200, 30, 60)).save(path)
     return path
-
-
-def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
-    """Run `mmprep bench` in this process; (exit status, the JSON results)."""
-    output = tmp_path / "results.json"
-    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
-    return status, json.loads(output.read_text()) if output.exists() else {}
 
 
 def accounts(run: dict) -> list[dict]:

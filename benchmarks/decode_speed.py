@@ -19,9 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from footage import camera_clip
 
 from app.bench.decode import time_loaders
@@ -49,14 +46,14 @@ def peak_rss_mib(clip: Path, work: str) -> float:
     here = Path(__file__).resolve().parent
     code = "\n".join(
         [
-            f"import sys; sys.path[:0] = [{str(here.parent)!r}, {str(here)!r}]",
             "from decode_speed import *",
             f"data = open({str(clip)!r}, 'rb').read()",
             work,
             "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])",
         ]
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # run in this folder: `python -c` imports from the working directory
+    out = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, check=True)
     return int(out.stdout.split()[-1]) / 1024
 
 

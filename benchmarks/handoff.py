@@ -29,20 +29,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from servers import WorkerProcess  # the tests' helper: `mmprep worker` in a process on a free port
-
 from app.engines import EchoEngine
 from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from app.testing.servers import WorkerProcess
 from app.workers.remote import RemoteWorkersEngine
 from app.workers.wire import decode_request, encode_request
 

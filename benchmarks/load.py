@@ -2,7 +2,7 @@
 gets a 5xx, and memory comes back near where it started.
 
     python benchmarks/load.py --requests 2000 --concurrency 64     # the long run
-    (tests/test_load.py runs a few hundred requests of the same mix)
+    (tests/test_load.py runs it with a few hundred requests)
 
 Valid requests (WebM and PNG by data URL, MP4 by http URL, text only) and invalid ones
 (damaged video, a video sent as an image, a 404 URL, a forbidden scheme, bad sampling, an
@@ -16,56 +16,38 @@ import asyncio
 import base64
 import json
 import random
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-MEDIA = ROOT / "tests" / "data" / "media"
-sys.path.insert(0, str(ROOT / "tests"))
+from app.testing.chat import chat, image, png_data_url, video
+from app.testing.fileserver import FileServer
+from app.testing.servers import AppProcess
 
-from servers import AppProcess, MediaServer  # the tests' servers: mmprep in a process, a media folder
-
+MEDIA = Path(__file__).resolve().parent.parent / "tests" / "data" / "media"
 WEBM = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
-
-
-def _png() -> str:
-    from io import BytesIO
-
-    from PIL import Image
-
-    buffer = BytesIO()
-    Image.new("RGB", (96, 64), (30, 120, 200)).save(buffer, "PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-PNG = _png()
-
-
-def _video(url: str, **sampling) -> dict:
-    return {"type": "video_url", "video_url": {"url": url, **sampling}}
+PNG = png_data_url(96, 64)
 
 
 def request_kinds(media_url: str) -> dict[str, tuple[dict | bytes, int]]:
     """name -> (body, the status it must get)."""
-    def chat(*parts, **extra):
-        return {"model": "mmprep-echo", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, *parts]}], **extra}
+    def ask(*parts, **extra):
+        return chat({"type": "text", "text": "hi"}, *parts, **extra)
 
     return {
-        "webm_data_url": (chat(_video(f"data:video/webm;base64,{WEBM}")), 200),
-        "mp4_http": (chat(_video(f"{media_url}/bframes_h264.mp4", num_frames=8)), 200),
-        "image_data_url": (chat({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}), 200),
-        "video_as_image": (chat({"type": "image_url", "image_url": {"url": f"{media_url}/224p_6_vp9.webm"}}), 400),
-        "text_only": (chat(), 200),
-        "damaged_video": (chat(_video(f"data:video/webm;base64,{WEBM[:300]}")), 400),
-        "missing_url": (chat(_video(f"{media_url}/status/404")), 400),
-        "forbidden_scheme": (chat(_video("ftp://example.com/a.mp4")), 400),
-        "bad_sampling": (chat(_video(f"{media_url}/vp8.webm", fps=-2)), 400),
-        "unknown_model": ({**chat(), "model": "nope"}, 404),
-        "two_choices": (chat(n=2), 400),
+        "webm_data_url": (ask(video(f"data:video/webm;base64,{WEBM}")), 200),
+        "mp4_http": (ask(video(f"{media_url}/bframes_h264.mp4", num_frames=8)), 200),
+        "image_data_url": (ask(image(PNG)), 200),
+        "video_as_image": (ask(image(f"{media_url}/224p_6_vp9.webm")), 400),
+        "text_only": (ask(), 200),
+        "damaged_video": (ask(video(f"data:video/webm;base64,{WEBM[:300]}")), 400),
+        "missing_url": (ask(video(f"{media_url}/status/404")), 400),
+        "forbidden_scheme": (ask(video("ftp://example.com/a.mp4")), 400),
+        "bad_sampling": (ask(video(f"{media_url}/vp8.webm", fps=-2)), 400),
+        "unknown_model": (ask(model="nope"), 404),
+        "two_choices": (ask(n=2), 400),
         "not_json": (b"{this is not json", 400),
     }
 
@@ -122,7 +104,7 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
     """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
     flags = ("--allow-private-networks", "--max-concurrent-requests", str(max(64, concurrency)))
-    with AppProcess("serve", *flags) as server, MediaServer(MEDIA) as media:
+    with AppProcess("serve", *flags) as server, FileServer(folder=MEDIA) as media:
         pid = server.process.pid
         asyncio.run(run_load(server.url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
         before = rss_mib(pid)

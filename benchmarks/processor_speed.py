@@ -22,8 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from processors import Processor, load_processor
 
 PROCESSORS = ["qwen2_vl", "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct"]
@@ -76,7 +74,6 @@ def peak_added_mib(name: str, side: str, threads: int | None) -> float:
         else f"proc.process_video(frames, threads={threads})"
     )
     code = "\n".join([
-        f"import sys; sys.path[:0] = [{str(here.parent)!r}, {str(here)!r}]",
         "import warnings; warnings.simplefilter('ignore')",
         "from processor_speed import *",
         f"proc = load_processor({name!r}); frames = test_frames()",
@@ -86,7 +83,8 @@ def peak_added_mib(name: str, side: str, threads: int | None) -> float:
         f"out = {work}",
         "print(rss('VmHWM') - before)",
     ])
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # Run from this folder, so the child imports this script as a module.
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=here)
     return int(result.stdout.split()[-1]) / 1024
 
 

@@ -22,17 +22,14 @@ import base64
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent), str(ROOT / "tests")]
-
 from footage import camera_clip
-from servers import AppProcess  # the tests' helper: mmprep in a process on a free port
 
 from app.preprocess.pool import DecodePool
+from app.testing.chat import chat, video
+from app.testing.servers import AppProcess
 from decoders import decode_video
 
 SAMPLING = {"num_frames": 8}
@@ -41,8 +38,7 @@ CORES = os.cpu_count() or 1
 
 def request_body(data: bytes) -> bytes:
     url = "data:video/mp4;base64," + base64.b64encode(data).decode()
-    part = {"type": "video_url", "video_url": {"url": url, **SAMPLING}}
-    return json.dumps({"model": "mmprep-echo", "messages": [{"role": "user", "content": [part]}]}).encode()
+    return json.dumps(chat(video(url, **SAMPLING))).encode()
 
 
 def Server(*flags: str) -> AppProcess:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -11,6 +12,9 @@ import av
 import numpy as np
 import pytest
 from make_fixtures import read_painted_index, write_painted_clip
+
+from app.cli import main
+from app.testing.fileserver import FileServer
 
 MEDIA = Path(__file__).parent / "data" / "media"
 
@@ -81,12 +85,17 @@ def on_screen(ref: Reference, targets) -> list[int]:
     return chosen
 
 
+def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
+    """Run `mmprep bench` in this process; (exit status, the JSON results)."""
+    output = tmp_path / "results.json"
+    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
+    return status, json.loads(output.read_text()) if output.exists() else {}
+
+
 @pytest.fixture(scope="session")
 def media_server():
-    """The fixtures folder over HTTP on loopback (see servers.MediaServer for its extra routes)."""
-    from servers import MediaServer
-
-    with MediaServer(MEDIA) as server:
+    """The fixtures folder over HTTP on loopback (see app/testing/fileserver.py for its extra routes)."""
+    with FileServer(folder=MEDIA) as server:
         yield server
 
 

@@ -23,8 +23,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from decoders import MediaError, decode_image, decode_video
 
 MEDIA = Path(__file__).resolve().parent / "data" / "media"

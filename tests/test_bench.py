@@ -19,15 +19,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import xxhash
-from conftest import MEDIA
+from conftest import MEDIA, bench
 from PIL import Image
-from servers import LiveServer, WorkerProcess
 
 from app.bench.errors import BenchError
 from app.bench.inputs import unique_trailer
 from app.bench.synthetic import write_clip
 from app.cli import main
 from app.core.config import Settings
+from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_video
 
 WEBM = "224p_6_vp9.webm"
@@ -59,13 +59,6 @@ def still(tmp_path_factory):
     path = tmp_path_factory.mktemp("images") / "still.png"
     Image.new("RGB", (40, 30), (200, 30, 60)).save(path)
     return path
-
-
-def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
-    """Run `mmprep bench` in this process; (exit status, the JSON results)."""
-    output = tmp_path / "results.json"
-    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
-    return status, json.loads(output.read_text()) if output.exists() else {}
 
 
 def accounts(run: dict) -> list[dict]:
@@ -130,11 +123,11 @@ def test_not_streaming_with_data_urls(server, clips, tmp_path):
 
 def test_http_url_video_and_a_local_image_in_every_request(server, still, media_server, tmp_path):
     url = f"{media_server.url}/{WEBM}"
-    before = media_server.hits[f"/{WEBM}"]
+    before = media_server.fetches[f"/{WEBM}"]
     status, results = bench(server.url, tmp_path, "--video", url, "--image", str(still),
                             "--requests", "3", "--concurrency", "3")
     assert status == 0
-    assert media_server.hits[f"/{WEBM}"] - before == 3  # the target fetched the URL itself, each time
+    assert media_server.fetches[f"/{WEBM}"] - before == 3  # the target fetched the URL itself, each time
     # the same image bytes in every request: one URL of bench's file server, fetched each time
     assert results["file_server"]["urls_fetched"] == 1 and results["file_server"]["fetches"] == 3
     # two media items fetched and decoded side by side: the server's phases are wall-clock

@@ -9,12 +9,12 @@ import socket
 import time
 
 import pytest
-from servers import LiveServer
+from conftest import bench
 
-from app.bench.fileserver import FileServer
 from app.bench.load import LoadPlan
 from app.bench.synthetic import write_clip
-from app.cli import main
+from app.testing.fileserver import FileServer
+from app.testing.servers import LiveServer
 
 
 def connected(sockets: list[socket.socket], within: float) -> int:
@@ -78,12 +78,6 @@ def server():
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     return write_clip(tmp_path_factory.mktemp("clip") / "pan.mp4", 64, 64, 1.0, 10, "h264", seed=1)
-
-
-def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
-    output = tmp_path / "results.json"
-    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
-    return status, json.loads(output.read_text()) if output.exists() else {}
 
 
 def test_two_client_processes_send_every_request_once_within_the_concurrency(server, clip, tmp_path):

@@ -9,7 +9,8 @@ import time
 
 import httpx
 import pytest
-from servers import AppProcess
+
+from app.testing.servers import AppProcess
 
 MMPREP = [sys.executable, "-m", "app"]
 

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 
 import httpx
 import pytest
 from conftest import MEDIA
-from servers import LiveServer
 
 from app.preprocess.cache import DecodeCache
+from app.testing.chat import chat, data_url, post, video
+from app.testing.servers import LiveServer
 
-WEBM = "data:video/webm;base64," + base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
+WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
 
 
 def turn(server, text: str, **sampling) -> httpx.Response:
-    content = [{"type": "text", "text": text}, {"type": "video_url", "video_url": {"url": WEBM, **sampling}}]
-    body = {"model": "mmprep-echo", "messages": [{"role": "user", "content": content}]}
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    return post(server, chat({"type": "text", "text": text}, video(WEBM, **sampling)), timeout=30)
 
 
 def lookups(server) -> dict:

@@ -10,7 +10,8 @@ import textwrap
 import time
 
 import httpx
-from servers import AppProcess
+
+from app.testing.servers import AppProcess
 
 MIB = 1024**2
 BODY_MIB = 300

@@ -8,7 +8,6 @@ least 99.9% of values within one uint8 level after normalization and none beyond
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ import pytest
 from processors import load_processor
 
 GOLDENS = Path(__file__).parent / "data" / "processors"
-sys.path.insert(0, str(GOLDENS))
 
 from make_goldens import case_input, to_levels
 

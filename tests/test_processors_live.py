@@ -4,9 +4,7 @@ stored goldens in test_processors_golden.py instead)."""
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,6 @@ REASON = "needs torch, torchvision and transformers (pip install torch torchvisi
 pytest.importorskip("torch", reason=REASON)
 pytest.importorskip("torchvision", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
-
-sys.path.insert(0, str(Path(__file__).parent / "data" / "processors"))
 
 from make_goldens import to_levels, transformers_output
 

@@ -13,13 +13,14 @@ import pytest
 import xxhash
 from conftest import MEDIA
 from PIL import Image
-from servers import LiveServer
 
+from app.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
+from app.testing.servers import LiveServer
 from decoders import decode_image, decode_video
 
-MODEL = "mmprep-echo"
 WEBM = "224p_6_vp9.webm"
 MP4 = "bframes_h264.mp4"
+WEBM_URL = data_url(MEDIA / WEBM, "video/webm")
 
 
 @pytest.fixture(scope="module")
@@ -37,32 +38,14 @@ def server(allowed_dir):
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    return openai_client(server)
 
 
-def data_url(name: str, mime: str = "video/webm") -> str:
-    return f"data:{mime};base64," + base64.b64encode((MEDIA / name).read_bytes()).decode()
-
-
-def video_part(url: str, **sampling) -> dict:
-    return {"type": "video_url", "video_url": {"url": url, **sampling}}
-
-
-def ask(client, *parts, stream=False, **kwargs):
+def ask_echo(client, *parts, stream=False, **kwargs):
     """Send one user message; return (account, finish_reason, usage) from the echo engine."""
-    messages = [{"role": "user", "content": [{"type": "text", "text": "What happens here?"}, *parts]}]
-    if not stream:
-        response = client.chat.completions.create(model=MODEL, messages=messages, **kwargs)
-        choice = response.choices[0]
-        return json.loads(choice.message.content), choice.finish_reason, response.usage
-    text, finish, usage_ = "", None, None
-    for chunk in client.chat.completions.create(model=MODEL, messages=messages, stream=True, **kwargs):
-        if chunk.choices:
-            text += chunk.choices[0].delta.content or ""
-            finish = chunk.choices[0].finish_reason or finish
-        if chunk.usage:
-            usage_ = chunk.usage
-    return json.loads(text), finish, usage_
+    content = [{"type": "text", "text": "What happens here?"}, *parts]
+    text, finish, usage = ask(client, content, stream=stream, **kwargs)
+    return json.loads(text), finish, usage
 
 
 def expected_video(name: str, **sampling) -> dict:
@@ -89,7 +72,7 @@ def assert_video_account(item: dict, name: str, **sampling) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_webm_by_data_url(client, stream):
-    account, finish, _ = ask(client, video_part(data_url(WEBM)), stream=stream)
+    account, finish, _ = ask_echo(client, video(WEBM_URL), stream=stream)
     assert finish == "stop"
     assert account["text"] == "What happens here?\n<video_0>"
     assert_video_account(account["media"][0], WEBM)
@@ -98,7 +81,7 @@ def test_webm_by_data_url(client, stream):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_mp4_by_http_url(client, media_server, stream):
-    account, _, _ = ask(client, video_part(f"{media_server.url}/{MP4}"), stream=stream)
+    account, _, _ = ask_echo(client, video(f"{media_server.url}/{MP4}"), stream=stream)
     assert_video_account(account["media"][0], MP4)
 
 
@@ -107,7 +90,7 @@ def test_image_by_data_url(client, stream):
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (200, 30, 30)).save(buffer, "PNG")
     url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-    account, _, _ = ask(client, {"type": "image_url", "image_url": {"url": url}}, stream=stream)
+    account, _, _ = ask_echo(client, image(url), stream=stream)
     item = account["media"][0]
     pixels = decode_image(buffer.getvalue()).pixels
     assert item["kind"] == "image" and item["shape"] == [48, 64, 3]
@@ -117,7 +100,7 @@ def test_image_by_data_url(client, stream):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_file_url_under_the_allowed_path(client, allowed_dir, stream):
-    account, _, _ = ask(client, video_part(f"file://{allowed_dir}/clip.mp4"), stream=stream)
+    account, _, _ = ask_echo(client, video(f"file://{allowed_dir}/clip.mp4"), stream=stream)
     assert_video_account(account["media"][0], MP4)
 
 
@@ -125,16 +108,16 @@ def test_file_url_under_the_allowed_path(client, allowed_dir, stream):
 
 
 def test_request_level_sampling_applies_to_every_video(client):
-    account, _, _ = ask(client, video_part(data_url(WEBM)), extra_body={"media_io_kwargs": {"video": {"num_frames": 2}}})
+    account, _, _ = ask_echo(client, video(WEBM_URL), extra_body={"media_io_kwargs": {"video": {"num_frames": 2}}})
     assert_video_account(account["media"][0], WEBM, num_frames=2)
     assert account["media"][0]["timestamps"] == [0.0, 2.5]
 
 
 def test_part_level_sampling_wins_and_replaces_the_other_kind(client):
-    account, _, _ = ask(
+    account, _, _ = ask_echo(
         client,
-        video_part(data_url(WEBM), fps=1.0),
-        video_part(data_url(WEBM)),
+        video(WEBM_URL, fps=1.0),
+        video(WEBM_URL),
         extra_body={"media_io_kwargs": {"video": {"num_frames": 2}}},
     )
     first, second = account["media"]
@@ -143,10 +126,10 @@ def test_part_level_sampling_wins_and_replaces_the_other_kind(client):
 
 
 def test_keyframe_seek_mode_per_request_and_per_part(client):
-    account, _, _ = ask(
+    account, _, _ = ask_echo(
         client,
-        video_part(data_url("bframes_h264.mp4", "video/mp4")),
-        video_part(data_url("bframes_h264.mp4", "video/mp4"), seek_mode="exact"),
+        video(data_url(MEDIA / MP4, "video/mp4")),
+        video(data_url(MEDIA / MP4, "video/mp4"), seek_mode="exact"),
         extra_body={"media_io_kwargs": {"video": {"num_frames": 4, "seek_mode": "keyframe"}}},
     )
     keyframe, exact = account["media"]
@@ -156,17 +139,17 @@ def test_keyframe_seek_mode_per_request_and_per_part(client):
 
 def test_no_request_can_raise_the_server_frame_limit(allowed_dir):
     with LiveServer(max_frames=4, default_max_frames=3) as live:
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0)
-        default, _, _ = ask(client, video_part(data_url(WEBM)))
-        asked, _, _ = ask(client, video_part(data_url(WEBM), max_frames=100, fps=10.0))
+        client = openai_client(live)
+        default, _, _ = ask_echo(client, video(WEBM_URL))
+        asked, _, _ = ask_echo(client, video(WEBM_URL, max_frames=100, fps=10.0))
     assert default["media"][0]["shape"][0] == 3
     assert asked["media"][0]["shape"][0] == 4
 
 
 def test_identical_media_is_fetched_once(client, media_server):
     url = f"{media_server.url}/{MP4}?once"
-    account, _, _ = ask(client, video_part(url), video_part(url))
-    assert media_server.hits[f"/{MP4}?once"] == 1
+    account, _, _ = ask_echo(client, video(url), video(url))
+    assert media_server.fetches[f"/{MP4}?once"] == 1
     assert account["media"][0]["xxh3"] == account["media"][1]["xxh3"]
     assert [m["param"] for m in account["media"]] == [
         "messages[0].content[1].video_url",
@@ -222,7 +205,7 @@ def test_stream_usage_comes_last_with_no_choices(client):
 
 
 def test_usage_counts_frames_as_prompt_tokens(client):
-    _, _, usage_ = ask(client, video_part(data_url(WEBM)))
+    _, _, usage_ = ask_echo(client, video(WEBM_URL))
     # "What happens here?\n<video_0>" is 28 characters: 4 pieces of 8, plus 6 frames.
     assert usage_.prompt_tokens == 4 + 6
     assert usage_.total_tokens == usage_.prompt_tokens + usage_.completion_tokens
@@ -238,12 +221,9 @@ def test_raw_sse_ends_with_done(server):
 
 
 def test_server_timing_splits_fetch_and_decode(media_server):
-    body = {"model": MODEL, "messages": [{"role": "user", "content": [video_part(f"{media_server.url}/{MP4}")]}]}
+    body = chat(video(f"{media_server.url}/{MP4}"))
     with LiveServer(decode_cache_bytes=0) as live:  # every request decodes
-        responses = [
-            httpx.post(f"{live.url}/v1/chat/completions", json={**body, "stream": stream}, timeout=30)
-            for stream in (False, True)
-        ]
+        responses = [post(live, {**body, "stream": stream}, timeout=30) for stream in (False, True)]
     for response in responses:
         timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
         assert set(timing) == {"fetch", "decode", "preprocess", "engine"}
@@ -264,9 +244,9 @@ def test_health_and_ready(server):
 
 
 def test_metrics_count_requests_errors_fetches_and_frames(server, client):
-    ask(client, video_part(data_url(WEBM)))
+    ask_echo(client, video(WEBM_URL))
     with pytest.raises(openai.BadRequestError):
-        ask(client, video_part("data:video/webm;base64,AAAA"))
+        ask_echo(client, video("data:video/webm;base64,AAAA"))
     text = httpx.get(f"{server.url}/metrics").text
     for name in (
         'mmprep_requests_total{status="200"}',

@@ -12,9 +12,9 @@ import openai
 import pytest
 from conftest import MEDIA
 from engines import SlowEngine
-from servers import LiveServer, free_port
 
-MODEL = "mmprep-echo"
+from app.testing.chat import MODEL, assert_error, chat, post, video
+from app.testing.servers import LiveServer, free_port
 
 
 @pytest.fixture(scope="module")
@@ -34,30 +34,7 @@ def server(allowed_dir):
         yield live
 
 
-def post(server, body: dict, timeout: float = 60) -> httpx.Response:
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=timeout)
-
-
-def chat(*parts, **extra) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": list(parts)}], **extra}
-
-
-def video(url: str, **sampling) -> dict:
-    return {"type": "video_url", "video_url": {"url": url, **sampling}}
-
-
-def assert_error(response: httpx.Response, status: int, code: str, param: str | None = None) -> dict:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["code"] == code and error["message"]
-    if param is not None:
-        assert error["param"] == param
-    return error
-
-
 PART = "messages[0].content[0].video_url"
-
 
 
 # -- the request itself ----------------------------------------------------------------

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from servers import LiveServer
 
 from app.media.network import is_public
+from app.testing.chat import chat, post, video
+from app.testing.servers import LiveServer
 
-MODEL = "mmprep-echo"
 PART = "messages[0].content[0].video_url"
 
 
 def ask(server, url: str) -> httpx.Response:
-    body = {"model": MODEL, "messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": url}}]}]}
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    return post(server, chat(video(url)), timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +43,7 @@ def test_loopback_in_any_spelling_is_refused_before_connecting(locked_down, medi
     if error["code"] != "invalid_media_url":  # a spelling the URL parser itself rejects
         assert error["code"] == "media_forbidden"
         assert "--allow-private-networks" in error["message"]
-    assert media_server.hits[path] == 0  # refused before any connection
+    assert media_server.fetches[path] == 0  # refused before any connection
 
 
 @pytest.mark.parametrize(

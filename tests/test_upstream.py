@@ -8,17 +8,17 @@ import base64
 import io
 import json
 
-import httpx
 import numpy as np
 import openai
 import pytest
 from conftest import MEDIA, painted
 from make_fixtures import write_painted_clip
 from PIL import Image
-from servers import LiveServer, ThreadServer, free_port
 from vllm_like import TOKENS_PER_FRAME, VllmLike
 
 from app.core.config import Settings
+from app.testing.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
+from app.testing.servers import LiveServer, ThreadServer, free_port
 from decoders import decode_image, decode_video
 
 MODEL = "test-vlm"
@@ -52,34 +52,6 @@ def long_clip(tmp_path_factory):
     return write_painted_clip(folder / "long.mp4", "mp4", "libx264", 10, 60, 128, 64, {"crf": "18", "g": "10"})
 
 
-def ask(server, content, stream=False, **kwargs):
-    """One user message through the openai client: (answer dict, finish_reason, usage)."""
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
-    messages = [{"role": "user", "content": content}]
-    if not stream:
-        response = client.chat.completions.create(model=MODEL, messages=messages, **kwargs)
-        choice = response.choices[0]
-        return choice.message.content, choice.finish_reason, response.usage
-    text, finish, usage = "", None, None
-    stream_ = client.chat.completions.create(
-        model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
-    )
-    for chunk in stream_:
-        if chunk.choices:
-            text += chunk.choices[0].delta.content or ""
-            finish = chunk.choices[0].finish_reason or finish
-        usage = chunk.usage or usage
-    return text, finish, usage
-
-
-def video_part(url: str, **sampling) -> dict:
-    return {"type": "video_url", "video_url": {"url": url, **sampling}}
-
-
-def data_url(path, mime: str) -> str:
-    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
-
-
 def assert_same_frames(received: np.ndarray, decoded: np.ndarray) -> None:
     """The frames the upstream decoded are mmprep's, through JPEG at quality 90."""
     assert received.shape == decoded.shape
@@ -87,22 +59,13 @@ def assert_same_frames(received: np.ndarray, decoded: np.ndarray) -> None:
     assert painted(received) == painted(decoded)
 
 
-def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    if code is not None:
-        assert error["code"] == code
-    return error
-
-
 # -- what the upstream gets ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_video_goes_as_the_frames_mmprep_sampled(vllm, front, media_server, stream):
-    text, finish, usage = ask(front, [{"type": "text", "text": "What happens?"}, video_part(f"{media_server.url}/{MP4}", num_frames=5)], stream=stream)
+    content = [{"type": "text", "text": "What happens?"}, video(f"{media_server.url}/{MP4}", num_frames=5)]
+    text, finish, usage = ask(openai_client(front), content, model=MODEL, stream=stream)
     answer = json.loads(text)
     expected = decode_video(MEDIA / MP4, num_frames=5, max_frames=32, max_pixels=1920 * 1080)
     frames, metadata = vllm.received[-1]["videos"][0]
@@ -124,7 +87,8 @@ def test_a_video_goes_as_the_frames_mmprep_sampled(vllm, front, media_server, st
 
 def test_more_frames_than_vllm_keeps_by_default(vllm, front, long_clip):
     """vLLM keeps the first 32 frames of a data:video/jpeg URL unless num_frames says more."""
-    text, _, _ = ask(front, [video_part(data_url(long_clip, "video/mp4"), num_frames=40, max_frames=40)])
+    long_video = video(data_url(long_clip, "video/mp4"), num_frames=40, max_frames=40)
+    text, _, _ = ask(openai_client(front), [long_video], model=MODEL)
     expected = decode_video(long_clip, num_frames=40, max_frames=40, max_pixels=1920 * 1080)
     frames, metadata = vllm.received[-1]["videos"][0]
     assert len(expected.frames) == 40
@@ -137,7 +101,7 @@ def test_an_image_goes_as_a_data_url(vllm, front):
     buffer = io.BytesIO()
     Image.effect_mandelbrot((96, 64), (-2, -1, 1, 1), 40).convert("RGB").save(buffer, "PNG")
     url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-    text, _, _ = ask(front, [{"type": "image_url", "image_url": {"url": url}}])
+    text, _, _ = ask(openai_client(front), [image(url)], model=MODEL)
     received = vllm.received[-1]["images"][0]
     assert json.loads(text)["images"] == [{"shape": [64, 96, 3]}]
     assert np.abs(received.astype(np.int16) - decode_image(buffer.getvalue()).pixels).mean() < 3
@@ -145,13 +109,14 @@ def test_an_image_goes_as_a_data_url(vllm, front):
 
 def test_the_same_video_twice_shares_one_set_of_metadata(vllm, front):
     url = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
-    text, _, _ = ask(front, [video_part(url, num_frames=3), video_part(url, num_frames=3)])
+    text, _, _ = ask(openai_client(front), [video(url, num_frames=3), video(url, num_frames=3)], model=MODEL)
     assert [video["shape"][0] for video in json.loads(text)["videos"]] == [3, 3]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_sampling_parameters_usage_and_finish_reason_pass_through(vllm, front, stream):
-    text, finish, usage = ask(front, "one two three", stream=stream, max_tokens=2, temperature=0.5, top_p=0.8, seed=3, stop=["zz"])
+    text, finish, usage = ask(openai_client(front), "one two three", model=MODEL, stream=stream, max_tokens=2,
+                              temperature=0.5, top_p=0.8, seed=3, stop=["zz"])
     body = vllm.received[-1]["body"]
     assert {key: body.get(key) for key in ("max_tokens", "temperature", "top_p", "seed", "stop")} == {
         "max_tokens": 2, "temperature": 0.5, "top_p": 0.8, "seed": 3, "stop": ["zz"],
@@ -167,16 +132,13 @@ def test_sampling_parameters_usage_and_finish_reason_pass_through(vllm, front, s
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_an_upstream_refusal_keeps_its_status_and_message(front, stream):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000, "stream": stream}
-    response = httpx.post(f"{front.url}/v1/chat/completions", json=body, timeout=30)
-    error = assert_error(response, 400)  # JSON, even when streamed
+    error = assert_error(post(front, body, timeout=30), 400)  # JSON, even when streamed
     assert "maximum context length is 4096 tokens" in error["message"]
 
 
 def test_an_unknown_upstream_model_is_a_404(vllm):
-    with mmprep_before(f"{vllm.url}/v1", model="no-such-model") as live:
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0)
-        with pytest.raises(openai.NotFoundError) as caught:
-            client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    with mmprep_before(f"{vllm.url}/v1", model="no-such-model") as live, pytest.raises(openai.NotFoundError) as caught:
+        openai_client(live).chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert "does not exist" in caught.value.body["message"]
 
 
@@ -184,18 +146,14 @@ def test_an_unknown_upstream_model_is_a_404(vllm):
 def test_an_unreachable_upstream_is_a_502(stream):
     with mmprep_before(f"http://127.0.0.1:{free_port()}/v1") as live:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-        response = httpx.post(f"{live.url}/v1/chat/completions", json=body, timeout=30)
+        response = post(live, body, timeout=30)
     assert_error(response, 502, "upstream_unreachable")
 
 
 def test_videos_sampled_differently_cannot_share_one_request(front):
     url = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": [video_part(url, num_frames=2), video_part(url, num_frames=3)]}],
-    }
-    response = httpx.post(f"{front.url}/v1/chat/completions", json=body, timeout=30)
-    error = assert_error(response, 400, "conflicting_video_metadata")
+    body = chat(video(url, num_frames=2), video(url, num_frames=3), model=MODEL)
+    error = assert_error(post(front, body, timeout=30), 400, "conflicting_video_metadata")
     assert error["param"] == "messages[0].content[1].video_url"
 
 
@@ -223,11 +181,6 @@ FRAME = _jpeg_b64(np.zeros((8, 8, 3), np.uint8))
     ids=["http-url", "undecoded-video", "indices-count", "total-frames", "not-jpeg"],
 )
 def test_the_test_upstream_refuses_what_vllm_refuses(vllm, url, kwargs, says):
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": [video_part(url)]}],
-        "media_io_kwargs": {"video": kwargs},
-    }
-    response = httpx.post(f"{vllm.url}/v1/chat/completions", json=body, timeout=30)
+    response = post(vllm, chat(video(url), model=MODEL, media_io_kwargs={"video": kwargs}), timeout=30)
     assert response.status_code == 400
     assert says in response.json()["error"]["message"]

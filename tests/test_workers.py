@@ -4,25 +4,33 @@ echo engine or the test engines of tests/engines.py."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import threading
 import time
+from pathlib import Path
 
 import httpx
-import openai
 import pytest
 from conftest import MEDIA
 from engines import NeverReadyEngine
-from PIL import Image
-from servers import LiveServer, ThreadServer, WorkerProcess, free_port
 
 from app.core.config import Settings
+from app.testing.chat import (
+    MODEL,
+    ask,
+    assert_error,
+    data_url,
+    image,
+    openai_client,
+    png_data_url,
+    post,
+    video,
+)
+from app.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
 from app.workers.server import create_worker_app
 
-MODEL = "mmprep-echo"
 WEBM = "224p_6_vp9.webm"
+TESTS = Path(__file__).parent  # where the worker processes find engines.py
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +45,10 @@ def workers(slow_log):
     processes = {
         "a": WorkerProcess(),
         "b": WorkerProcess(),
-        "slow": WorkerProcess("--engine-class", "engines:SlowEngine", env={"SLOW_ENGINE_LOG": str(slow_log)}),
-        "budget": WorkerProcess("--engine-class", "engines:FrameBudgetEngine", "--max-request-bytes", "1000000"),
+        "slow": WorkerProcess("--engine-class", "engines:SlowEngine", env={"SLOW_ENGINE_LOG": str(slow_log)},
+                              import_from=[TESTS]),
+        "budget": WorkerProcess("--engine-class", "engines:FrameBudgetEngine", "--max-request-bytes", "1000000",
+                                import_from=[TESTS]),
     }
     try:
         for process in processes.values():
@@ -65,47 +75,12 @@ def frontend(*workers: WorkerProcess, probe_interval: float = 0.2) -> LiveServer
     return LiveServer(settings)
 
 
-def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
-
-
-def ask(server, content, stream=False, **kwargs) -> tuple[str, str, object]:
-    """One user message through the openai client: (text, finish_reason, usage)."""
-    messages = [{"role": "user", "content": content}]
-    create = client(server).chat.completions.create
-    if not stream:
-        response = create(model=MODEL, messages=messages, **kwargs)
-        return response.choices[0].message.content, response.choices[0].finish_reason, response.usage
-    text, finish, usage = "", None, None
-    for chunk in create(model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs):
-        if chunk.choices:
-            text += chunk.choices[0].delta.content or ""
-            finish = chunk.choices[0].finish_reason or finish
-        usage = chunk.usage or usage
-    return text, finish, usage
-
-
 def video_part(name: str = WEBM, **sampling) -> dict:
-    url = "data:video/webm;base64," + base64.b64encode((MEDIA / name).read_bytes()).decode()
-    return {"type": "video_url", "video_url": {"url": url, **sampling}}
+    return video(data_url(MEDIA / name, "video/webm"), **sampling)
 
 
 def image_part(width: int, height: int) -> dict:
-    buffer = io.BytesIO()
-    Image.effect_noise((width, height), 60).convert("RGB").save(buffer, "PNG")
-    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()}}
-
-
-def post(server, body: dict, timeout: float = 30) -> httpx.Response:
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=timeout)
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    error = response.json()["error"]
-    assert error["code"] == code and error["message"]
-    return error
+    return image(png_data_url(width, height, noise=True))
 
 
 def stopped_early(log) -> int:
@@ -136,8 +111,8 @@ def test_a_worker_sees_exactly_what_the_embedded_engine_sees(workers, echo_serve
     ]
     options = {"temperature": 0.3, "seed": 5, "top_p": 0.9, "max_tokens": 1000}
     with frontend(workers["a"], workers["b"]) as front:
-        remote = ask(front, content, stream=stream, **options)
-    local = ask(echo_server, content, stream=stream, **options)
+        remote = ask(openai_client(front), content, stream=stream, **options)
+    local = ask(openai_client(echo_server), content, stream=stream, **options)
     assert remote[0] == local[0]
     assert [m["shape"] for m in json.loads(remote[0])["media"]] == [[4, 224, 224, 3], [48, 64, 3], [4, 224, 224, 3]]
     assert remote[1:] == local[1:]
@@ -145,7 +120,7 @@ def test_a_worker_sees_exactly_what_the_embedded_engine_sees(workers, echo_serve
 
 def test_max_tokens_reaches_the_worker(workers):
     with frontend(workers["a"]) as front:
-        text, finish, usage = ask(front, "hello", max_tokens=3)
+        text, finish, usage = ask(openai_client(front), "hello", max_tokens=3)
     assert (len(text), finish, usage.completion_tokens) == (24, "length", 3)
 
 
@@ -157,7 +132,7 @@ def test_requests_spread_over_both_workers(workers):
     before = a.served(), b.served()
     with frontend(a, b) as front:
         for i in range(6):
-            ask(front, "hi", stream=i % 2 == 0)
+            ask(openai_client(front), "hi", stream=i % 2 == 0)
     assert (a.served() - before[0], b.served() - before[1]) == (3, 3)
 
 
@@ -170,7 +145,7 @@ def test_a_busy_worker_gets_nothing_while_another_has_fewer_in_flight(workers, s
             lines = held.iter_lines()  # kept: a dropped iterator would close the connection
             assert '"word "' in next(line for line in lines if '"content":"word' in line)  # slow is answering
             for _ in range(3):
-                ask(front, "hi")
+                ask(openai_client(front), "hi")
     assert a.served() - before == 3
 
 
@@ -181,18 +156,18 @@ def test_a_stopped_worker_is_skipped_and_used_again_once_back(workers):
     with frontend(a, b, probe_interval=60) as unprobed, frontend(a, b) as probed:
         for front in (unprobed, probed):
             for i in range(2):
-                ask(front, "hi", stream=i == 1)
+                ask(openai_client(front), "hi", stream=i == 1)
         b.kill()
         before = a.served()
         for front in (unprobed, probed):
             for i in range(4):  # every later request succeeds, streamed or not
-                text, finish, _ = ask(front, [{"type": "text", "text": "after"}, video_part(num_frames=2)], stream=i % 2 == 1)
+                text, finish, _ = ask(openai_client(front), [{"type": "text", "text": "after"}, video_part(num_frames=2)], stream=i % 2 == 1)
                 assert finish == "stop" and json.loads(text)["text"] == "after\n<video_0>"
         assert a.served() - before == 8
         assert not unprobed.service.engine.workers[1].healthy  # the failed connection said so
 
         b.start().wait_ready()
-        assert wait_for(lambda: ask(probed, "back?")[1] == "stop" and b.served() > 0), "b is never used again"
+        assert wait_for(lambda: ask(openai_client(probed), "back?")[1] == "stop" and b.served() > 0), "b is never used again"
 
 
 def test_a_worker_that_dies_mid_answer_ends_the_stream_with_an_error_event(workers, slow_log):
@@ -219,7 +194,7 @@ def test_a_worker_whose_engine_is_not_ready_gets_no_requests(workers):
         before = a.served()
         with frontend(loading, a) as front:
             for i in range(3):
-                assert ask(front, "hi", stream=i == 1)[1] == "stop"
+                assert ask(openai_client(front), "hi", stream=i == 1)[1] == "stop"
     assert a.served() - before == 3
 
 
@@ -230,7 +205,7 @@ def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
         assert httpx.get(f"{front.url}/ready").status_code == 503
         for stream in (False, True):
             body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-            assert_error(post(front, body), 503, "no_worker_available")
+            assert_error(post(front, body, timeout=30), 503, "no_worker_available")
     failures = [r for r in caplog.records if r.name.startswith("mmprep") and r.levelname in ("WARNING", "ERROR")]
     assert [(r.levelname, r.exc_info) for r in failures] == [("WARNING", None)] * 2  # the deployment's state, not a bug
 
@@ -242,16 +217,16 @@ def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
 def test_an_engine_refusal_before_output_keeps_its_status(workers, stream):
     with frontend(workers["budget"]) as front:
         body = {"model": MODEL, "messages": [{"role": "user", "content": [video_part(num_frames=6)]}], "stream": stream}
-        error = assert_error(post(front, body), 400, "context_length_exceeded")  # JSON, even when streamed
+        error = assert_error(post(front, body, timeout=30), 400, "context_length_exceeded")  # JSON, even when streamed
         assert "6 frames" in error["message"] and error["param"] == "messages"
-        text, finish, _ = ask(front, [video_part(num_frames=2)], stream=stream)  # within its context
+        text, finish, _ = ask(openai_client(front), [video_part(num_frames=2)], stream=stream)  # within its context
         assert finish == "stop" and json.loads(text)["media"][0]["shape"][0] == 2
 
 
 def test_a_request_over_the_workers_size_limit_is_a_413(workers):
     with frontend(workers["budget"]) as front:
         body = {"model": MODEL, "messages": [{"role": "user", "content": [image_part(800, 600)]}]}
-        error = assert_error(post(front, body), 413, "request_too_large")
+        error = assert_error(post(front, body, timeout=30), 413, "request_too_large")
     assert "1000000" in error["message"]
 
 
@@ -296,7 +271,7 @@ def test_many_clients_at_once(workers):
     results = []
     with frontend(a, b) as front:
         threads = [
-            threading.Thread(target=lambda i=i: results.append(ask(front, [video_part(num_frames=3)], stream=i % 2)))
+            threading.Thread(target=lambda i=i: results.append(ask(openai_client(front), [video_part(num_frames=3)], stream=i % 2)))
             for i in range(8)
         ]
         for thread in threads:

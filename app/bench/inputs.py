@@ -25,9 +25,9 @@ from pathlib import Path
 import av
 import httpx
 
+from ..testing.fileserver import FileServer
 from .config import BenchConfig, SyntheticOptions
 from .errors import BenchError
-from .fileserver import FileServer
 from .synthetic import CLIP_VERSION, CODECS, synthetic_cache, write_clip
 
 VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ts", ".mpg", ".mpeg", ".flv", ".3gp"}

@@ -14,13 +14,11 @@ tolerance is stated in.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2]))
 
 SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}
 SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}

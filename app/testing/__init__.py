@@ -1,0 +1,14 @@
+"""What tests and benchmarks share, real parts only: servers on loopback and the requests
+sent to them. Nothing in the service imports it; `mmprep bench` serves its local media with
+fileserver.FileServer.
+
+    servers.py     uvicorn in a thread for an ASGI app (mmprep itself among them), `python
+                   -m app <command>` as a process, free_port
+    fileserver.py  the loopback file server: a folder, published files (padded per request),
+                   and the misbehaviours of media stores (slow, drip, redirects, statuses)
+    chat.py        chat request bodies and parts, the POST, a turn through the openai
+                   client, and the check of an error body
+
+Each module is imported by name (`from app.testing.servers import LiveServer`): bench
+loads the file server without loading the service.
+"""

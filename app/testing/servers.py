@@ -1,0 +1,147 @@
+"""Real servers on loopback for tests and benchmarks: any ASGI app served by uvicorn in a
+thread, mmprep itself that way, and `python -m app <command>` as a process (`mmprep
+worker` among them). The media they fetch comes from fileserver.FileServer."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Self
+
+import httpx
+import uvicorn
+
+from app.api.app import create_app
+from app.core.config import Settings
+from app.service import Service  # the one place this module names where Service lives
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ThreadServer:
+    """An ASGI app served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
+
+    def __init__(self, app):
+        self.app = app
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+class LiveServer(ThreadServer):
+    """mmprep itself, served in a background thread.
+
+    Media URLs may reach loopback (the tests' own media servers live there) unless a
+    test says allow_private_networks=False, as the SSRF tests do.
+    """
+
+    def __init__(self, settings: Settings | None = None, engine=None, **overrides):
+        overrides.setdefault("allow_private_networks", True)
+        settings = settings or Settings(**overrides)
+        super().__init__(create_app(service=Service(settings, engine)))
+        self.service = self.app.state.service
+
+
+class AppProcess:
+    """`python -m app <command>` as an operator runs it: a real process on a free loopback
+    port, ready when `ready_path` answers 200, which a test can kill (SIGKILL, as a crash)
+    and start again on the same port. Its log goes to a file `log()` reads. Modules in the
+    `import_from` folders are importable by it (tests/ for `--engine-class engines:SlowEngine`)."""
+
+    def __init__(self, command: str, *args: str, ready_path: str = "/ready", env: dict[str, str] | None = None,
+                 import_from: Iterable[Path] = ()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command, self.args, self.ready_path = command, args, ready_path
+        self.env = {"MMPREP_LOG_LEVEL": "warning", "MMPREP_WORKER_LOG_LEVEL": "warning", **(env or {})}
+        if import_from:
+            self.env["PYTHONPATH"] = os.pathsep.join(str(folder) for folder in import_from)
+        self.process: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; close() closes it
+
+    def start(self) -> Self:
+        """Start the process; `wait_ready` waits for it to answer."""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", self.command, "--port", str(self.port), *self.args],
+            env={**os.environ, **self.env},
+            stdout=subprocess.DEVNULL, stderr=self._log,
+        )
+        return self
+
+    def wait_ready(self, timeout: float = 30) -> Self:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mmprep {self.command} did not start:\n{self.log()}")
+            time.sleep(0.05)
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode()
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> int:
+        """SIGTERM, and wait: the exit status."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.stop()
+        self._log.close()
+
+    def __enter__(self) -> Self:
+        return self.start().wait_ready()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class WorkerProcess(AppProcess):
+    """`mmprep worker`, ready when /health answers."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, import_from: Iterable[Path] = ()):
+        super().__init__("worker", *args, ready_path="/health", env=env, import_from=import_from)
+
+    def served(self, status: str = "200") -> int:
+        """Requests this process answered with `status`, from its /metrics."""
+        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
+        return int(float(found.group(1))) if found else 0

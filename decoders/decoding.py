@@ -39,7 +39,9 @@ def decode_frames(source: VideoSource, survey: Survey, plan: DecodePlan, guard: 
     return frames, timestamps, rotation
 
 
-def _decode_side_by_side(source, survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray]):
+def _decode_side_by_side(
+    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray]
+):
     """Decode runs of keyframe intervals side by side, one decoder each: intervals are
     independent, so this scales better than one decoder's frame threads. Each writes
     into its own stretch of the one output buffer."""

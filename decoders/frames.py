@@ -27,27 +27,24 @@ def quarter_turns(rotation: float) -> int:
 
 
 class FrameConverter:
-    """Converts frames to RGB of one fixed size (`size`, or set by the first frame) in
-    one swscale call each, with the scaler reused, then turns them upright.
+    """Converts frames to RGB of one fixed size (the plan's `(width, height)`, whatever
+    size each frame is decoded at) in one swscale call each, with the scaler reused, then
+    turns them upright as the first frame's display matrix says.
 
     Colour follows each frame's own matrix and range: swscale reads them from the frame.
     """
 
-    def __init__(self, max_pixels: int | None = None, threads: int = 0, size: tuple[int, int] | None = None):
-        self._max_pixels = max_pixels
+    def __init__(self, size: tuple[int, int], threads: int = 0):
+        self._width, self._height = size
         self._threads = threads
         self._scaler = VideoReformatter()
-        self.size = size  # (width, height) before turning
         self.turns: int | None = None
 
     def __call__(self, frame) -> np.ndarray:
         if self.turns is None:
             self.turns = quarter_turns(frame.rotation)
-        if self.size is None:
-            self.size = scaled_size(frame.width, frame.height, self._max_pixels)
-        width, height = self.size
         rgb = self._scaler.reformat(
-            frame, width, height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
+            frame, self._width, self._height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
         ).to_ndarray()
         return np.rot90(rgb, self.turns) if self.turns else rgb
 
@@ -57,7 +54,7 @@ class FrameStack:
     so peak memory is the returned frames, not twice them.
 
     `buffer`: flat uint8 memory to fill instead (a slice of a larger output), sized for
-    `capacity` frames; its shape is set by the first frame (rotation decides it).
+    `capacity` frames. The shape is the first frame's: the plan's size, turned upright.
     """
 
     def __init__(self, capacity: int, buffer: np.ndarray | None = None):

@@ -1,16 +1,21 @@
-"""Open what a caller hands us (bytes, a path or a file object) as an FFmpeg container."""
+"""The input as FFmpeg containers: what a caller hands us (bytes, a path or a file object)
+opened, as often as the passes over it need, with its video stream chosen and set up for
+decoding; the survey's container kept and rewound; FFmpeg's exceptions as MediaErrors."""
 
 from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 import av
 
-from .errors import CorruptMediaError, MediaNotFoundError
+from .errors import CorruptMediaError, MediaNotFoundError, NoVideoStreamError, UnsupportedCodecError
+from .index import FrameIndex
+from .seeking import rewind
 from .sniff import HEAD_BYTES, describe_bytes
 
 Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
@@ -22,6 +27,9 @@ FFMPEG_ERRORS = (av.FFmpegError, EOFError, UnicodeDecodeError)
 # UTF-8 fails the open unless told to replace what it cannot decode; PyAV 19 decodes tags only
 # when read (we never read them) and no longer takes the option.
 _OPEN_OPTIONS = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
+# Frame threads cost a few tens of microseconds of hand-over per frame: more than decoding
+# a frame this small takes. Such videos decode on one thread.
+SMALL_FRAME_PIXELS = 320 * 240
 
 
 class ReopenableSource:
@@ -100,3 +108,150 @@ def _seekable(file) -> bool:
         return bool(file.seekable())
     except (AttributeError, OSError, ValueError):
         return False
+
+
+class VideoSource:
+    """The input's video stream, opened for each pass that reads it. The container opened
+    for the survey is kept and rewound for the first decode pass after it (opening costs
+    FFmpeg a probe that decodes a few frames); a fresh one is opened if rewinding fails."""
+
+    def __init__(self, source: Source):
+        self._input = ReopenableSource(source)
+        self._kept: OpenVideo | None = None
+        self._lock = threading.Lock()  # passes running side by side each ask for the kept one
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        kept = self._take_kept()
+        if kept is not None:
+            kept.__exit__(None, None, None)
+
+    def open(self, threads: int) -> OpenVideo:
+        """A fresh container; `threads`: FFmpeg threads for its decoder."""
+        return OpenVideo(self._input, threads)
+
+    @contextmanager
+    def kept_open(self, threads: int):
+        """(container, stream), left open after the block for `rewound` to reuse."""
+        opened = self.open(threads)
+        streams = opened.__enter__()
+        self._kept = opened
+        with opened.mapping_errors():
+            yield streams
+
+    @contextmanager
+    def rewound(self, index: FrameIndex, threads: int):
+        """(container, stream, packets from the first keyframe): the kept container
+        rewound if there is one and it can be, else a fresh one."""
+        kept = self._take_kept()  # one user; closed when it is done
+        if kept is not None:
+            try:
+                if index.complete and len(index.keyframes):
+                    container, stream = kept.opened
+                    set_threads(stream, threads)  # the decoder is not open yet
+                    with kept.mapping_errors():
+                        packets = rewind(container, stream, index)
+                        if packets is not None:
+                            yield container, stream, packets
+                            return
+            finally:
+                kept.__exit__(None, None, None)
+        with self.open(threads) as (container, stream):
+            yield container, stream, container.demux(stream)
+
+    def _take_kept(self) -> OpenVideo | None:
+        with self._lock:
+            kept, self._kept = self._kept, None
+            return kept
+
+
+class OpenVideo:
+    """Context manager: the container and its video stream, set up for decoding.
+
+    Maps FFmpeg's exceptions to MediaError on the way out.
+    """
+
+    def __init__(self, source: ReopenableSource, threads: int):
+        self._source, self._threads = source, threads
+
+    def __enter__(self):
+        self._opened = self._source.open()
+        container = self._opened.__enter__()
+        try:
+            stream = select_video_stream(container)
+            set_threads(stream, self._threads)
+        except BaseException:
+            self._opened.__exit__(None, None, None)
+            raise
+        self.opened = container, stream
+        return self.opened
+
+    def __exit__(self, kind, error, traceback):
+        self._opened.__exit__(None, None, None)
+        if isinstance(error, FFMPEG_ERRORS):
+            raise _damaged(error) from error
+        return False
+
+    @contextmanager
+    def mapping_errors(self):
+        """FFmpeg's exceptions as CorruptMediaError, for work done outside `with`."""
+        try:
+            yield
+        except FFMPEG_ERRORS as error:
+            raise _damaged(error) from error
+
+
+def _damaged(error: Exception) -> CorruptMediaError:
+    return CorruptMediaError(f"the video is damaged or truncated: {error}")
+
+
+def set_threads(stream, threads: int) -> None:
+    ctx = stream.codec_context
+    ctx.thread_type = "AUTO"  # frame and slice threads
+    ctx.thread_count = 1 if ctx.width * ctx.height <= SMALL_FRAME_PIXELS else threads
+
+
+def select_video_stream(container):
+    """FFmpeg's best video stream (av_find_best_stream, as ffprobe, torchcodec and decord
+    choose): the default one, then the one with the most frames probed, then the highest
+    bit rate. Not the first: a file may carry a small preview stream before the real one."""
+    candidates = [
+        s for s in container.streams.video
+        if not (s.disposition & av.stream.Disposition.attached_pic)
+    ]
+    if not candidates:
+        kinds = sorted({s.type for s in container.streams}) or ["nothing"]
+        raise NoVideoStreamError(f"the input has no video stream (it holds: {', '.join(kinds)})")
+    if container.format.name.endswith("_pipe") or container.format.name == "image2":
+        raise NoVideoStreamError(
+            f"the input is a still image ({container.format.name.removesuffix('_pipe')}), not a video"
+        )
+    best = container.streams.best("video")
+    # FFmpeg passes over streams for the hearing or visually impaired, and may rank cover art.
+    stream = best if best in candidates else candidates[0]
+    if stream.codec_context is None:
+        raise UnsupportedCodecError("the video's codec is not one FFmpeg can decode")
+    if not stream.codec_context.width or not stream.codec_context.height:
+        raise CorruptMediaError("the video stream does not say its frame size")
+    return stream
+
+
+def decode_packet(ctx, packet):
+    """Decode one packet; a packet the decoder rejects is skipped like a lost packet,
+    as players do (the frames after it may still decode)."""
+    try:
+        return ctx.decode(packet)
+    except av.InvalidDataError:
+        return ()
+
+
+def decode_all(container, stream, check):
+    """Every frame of the stream from where the container stands; `check` between packets."""
+    ctx = stream.codec_context
+    for packet in container.demux(stream):
+        check()
+        if packet.size:
+            yield from decode_packet(ctx, packet)
+    yield from decode_packet(ctx, None)

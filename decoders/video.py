@@ -1,11 +1,12 @@
 """decode_video and probe_video: the frames a model should see, exactly, and no more work
 than that takes.
 
-One call makes up to three passes over the input (reader.py):
-1. demux only: the frame index (every frame's time, every keyframe), from which the
-   duration, frame count and the exact frames to return are worked out;
+One call makes up to three passes over the input (source.py opens the containers they read):
+1. demux only (survey.py): the frame index (every frame's time, every keyframe), the
+   duration and the frame count; from these plan.py decides the exact frames to return
+   and the size they come out at;
 2. (only for streams without timestamps) decode everything once to count frames;
-3. decode, in the surveyed container rewound: seek to the keyframe before each wanted
+3. decode (decoding.py), in the surveyed container rewound: seek to the keyframe before each wanted
    frame when a keyframe lies between here and there (seeking.py), let the decoder drop
    non-reference frames nobody asked for, decode runs of keyframe intervals side by side
    when the thread budget allows, and convert to RGB only the frames returned.
@@ -16,17 +17,18 @@ frame on screen at each wanted time), so a lying index costs speed, never correc
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidArgumentError, MediaTooLargeError
-from .frames import scaled_size
+from .decoding import decode_frames
+from .errors import InvalidArgumentError
+from .guard import DecodeGuard
 from .metadata import VideoMetadata
-from .reader import VideoReader
-from .sampling import FLOAT_TOLERANCE, VideoSampling, check_limits, pick_frames, pick_nearest, target_ticks
-from .source import ReopenableSource, Source
+from .plan import plan_decode
+from .sampling import FLOAT_TOLERANCE, VideoSampling, check_limits
+from .source import Source, VideoSource
+from .survey import first_frame_rotation, read_survey
 
 
 @dataclass(frozen=True)
@@ -84,23 +86,13 @@ def decode_video(
         sampling = VideoSampling(fps, num_frames, max_frames, max_pixels, seek_mode)
     elif (fps, num_frames, max_frames, max_pixels, seek_mode) != (None, None, None, None, "exact"):
         raise InvalidArgumentError("give sampling or the sampling keywords, not both")
-    fps, num_frames, max_frames, max_pixels, seek_mode = (
-        sampling.fps, sampling.num_frames, sampling.max_frames, sampling.max_pixels, sampling.seek_mode
-    )
     check_limits(threads, timeout, max_bytes, max_source_pixels)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    with VideoReader(ReopenableSource(source), threads, deadline, cancel) as reader:
-        survey = reader.survey(max_source_pixels)
-        ticks = survey.frame_ticks()
-        targets = target_ticks(ticks, survey.tick, survey.duration, fps, num_frames, max_frames)
-        keyframes_only = seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
-        if keyframes_only:
-            key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
-            wanted = key_positions[pick_nearest(ticks[key_positions], targets)]
-        else:
-            wanted = pick_frames(ticks, targets)
-        _check_output_size(len(wanted), survey.coded_size, max_pixels, max_bytes)
-        frames, timestamps, rotation = reader.decode(survey, wanted, max_pixels, keyframes_only)
+    guard = DecodeGuard.starting_now(timeout, cancel, threads)
+    with VideoSource(source) as video:
+        survey = read_survey(video, guard, max_source_pixels)
+        plan = plan_decode(survey, sampling)
+        plan.check_fits(max_bytes)
+        frames, timestamps, rotation = decode_frames(video, survey, plan, guard)
     indices = frame_positions(survey.frame_times(), timestamps)
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, survey.metadata(rotation))
 
@@ -110,10 +102,10 @@ def probe_video(
 ) -> VideoMetadata:
     """The video's metadata, from demuxing (and one decoded frame, for its rotation)."""
     check_limits(timeout=timeout, max_source_pixels=max_source_pixels)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    with VideoReader(ReopenableSource(source), threads=1, deadline=deadline, cancel=None) as reader:
-        survey = reader.survey(max_source_pixels)
-        return survey.metadata(reader.first_frame_rotation(survey))
+    guard = DecodeGuard.starting_now(timeout, threads=1)
+    with VideoSource(source) as video:
+        survey = read_survey(video, guard, max_source_pixels)
+        return survey.metadata(first_frame_rotation(video, survey, guard))
 
 
 def frame_positions(frame_times: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
@@ -121,16 +113,3 @@ def frame_positions(frame_times: np.ndarray, timestamps: np.ndarray) -> np.ndarr
     whose time it is (times are computed alike on both sides, so they match exactly)."""
     positions = np.searchsorted(frame_times, timestamps + FLOAT_TOLERANCE, side="right") - 1
     return np.clip(positions, 0, None).astype(np.int64)
-
-
-def _check_output_size(count: int, coded_size, max_pixels: int | None, max_bytes: int | None) -> None:
-    """Refuse before decoding when the frames asked for cannot fit in max_bytes."""
-    if max_bytes is None:
-        return
-    width, height = scaled_size(*coded_size, max_pixels)
-    needed = count * width * height * 3
-    if needed > max_bytes:
-        raise MediaTooLargeError(
-            f"{count} frames of {width}x{height} need {needed} bytes, more than the {max_bytes} allowed; "
-            "ask for fewer frames or smaller ones"
-        )

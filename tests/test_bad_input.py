@@ -3,6 +3,7 @@ never another exception, never a crash, never a hang."""
 
 import io
 import random
+import threading
 
 import pytest
 from conftest import MEDIA
@@ -10,6 +11,7 @@ from PIL import Image
 
 from decoders import (
     CorruptMediaError,
+    DecodeCancelledError,
     DecodeTimeoutError,
     MediaError,
     MediaNotFoundError,
@@ -81,6 +83,16 @@ def test_a_passed_deadline_stops_the_decode():
     with pytest.raises(DecodeTimeoutError) as caught:
         decode_video(MEDIA / "bframes_h264.mp4", timeout=0)
     assert caught.value.code == "decode_timeout"
+
+
+def test_a_cancelled_decode_does_no_work():
+    # The service sets the event when the client goes away; a decode still queued then
+    # must stop at once rather than decode frames nobody will read.
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(DecodeCancelledError) as caught:
+        decode_video(MEDIA / "bframes_h264.mp4", cancel=cancel)
+    assert caught.value.code == "cancelled"
 
 
 def test_a_nonsense_argument_is_named_not_blamed_on_the_video():

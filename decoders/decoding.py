@@ -1,0 +1,153 @@
+"""The decode pass: the planned frames out of the decoder, seeking past what nobody asked
+for, and runs of keyframe intervals decoded side by side when the thread budget allows."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .errors import CorruptMediaError
+from .frames import FrameConverter, FrameStack
+from .guard import DecodeGuard
+from .picker import FramePicker
+from .plan import DecodePlan
+from .seeking import Seeker, SeekMissed, seek_keyframe, split_by_keyframe
+from .source import VideoSource, decode_packet
+from .survey import Survey
+
+# Codecs whose decoders honour skip_frame=NONREF packet by packet. VP8 and VP9 ignore it;
+# libdav1d (AV1) reads it once, when it opens, and would then skip wanted frames too.
+SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263"}
+
+
+def decode_frames(source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard):
+    """Decode the planned frames. Returns (frames, timestamps, rotation)."""
+    index = survey.index
+    seekable = index.complete and len(index.keyframes) > 1
+    groups = split_by_keyframe(index, plan.wanted, guard.budget) if seekable else [plan.wanted]
+    try:
+        if len(groups) > 1:
+            frames, timestamps, rotation = _decode_side_by_side(source, survey, plan, guard, groups)
+        else:
+            frames, timestamps, rotation = DecodePass(source, survey, plan, guard, seekable).run()
+    except SeekMissed:
+        frames, timestamps, rotation = DecodePass(source, survey, plan, guard, allow_seek=False).run()
+    if len(frames) == 0:
+        raise CorruptMediaError("no frame of the video could be decoded")
+    return frames, timestamps, rotation
+
+
+def _decode_side_by_side(
+    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray]
+):
+    """Decode runs of keyframe intervals side by side, one decoder each: intervals are
+    independent, so this scales better than one decoder's frame threads. Each writes
+    into its own stretch of the one output buffer."""
+    output = np.empty(len(plan.wanted) * plan.frame_bytes, dtype=np.uint8)
+    share, start, passes = guard.share(len(groups)), 0, []
+    for group in groups:
+        stack = FrameStack(len(group), output[start * plan.frame_bytes : (start + len(group)) * plan.frame_bytes])
+        passes.append(DecodePass(source, survey, plan.only(group), share, True, stack))
+        start += len(group)
+    with ThreadPoolExecutor(len(passes), thread_name_prefix="mmprep-gop") as pool:
+        results = list(pool.map(DecodePass.run, passes))
+    timestamps = np.concatenate([times for _, times, _ in results])
+    if all(p.complete for p in passes):
+        frames = output.reshape(len(timestamps), *results[0][0].shape[1:])
+    else:  # a damaged stretch returned fewer frames: close the gaps
+        frames = np.concatenate([frames for frames, _, _ in results if len(frames)])
+    rotation = next((rotation for frames, _, rotation in results if len(frames)), 0)
+    return frames, timestamps, rotation
+
+
+class DecodePass:
+    """One pass of the decoder over the file, taking the planned frames.
+
+    Seeks ahead when a keyframe lies between here and the next wanted frame; before such
+    a seek, drains the decoder as soon as the wanted frame's packet is in, instead of
+    feeding it the packets after it (frame threads and B-frames hold a few back).
+    """
+
+    def __init__(
+        self, source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard,
+        allow_seek: bool, stack: FrameStack | None = None,
+    ):
+        index, wanted = survey.index, plan.wanted
+        self._source, self._survey, self._guard = source, survey, guard
+        self._stack = stack if stack is not None else FrameStack(len(wanted))
+        self._convert = FrameConverter(plan.size, guard.threads)
+        self._picker = FramePicker(
+            survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
+        )
+        self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
+        self._seeker = Seeker(index, self._wanted_pts) if allow_seek else None
+        exact_times = self._wanted_pts is not None and index.complete
+        self._protected = set(self._wanted_pts.tolist()) if exact_times else None
+        self._skip_mode = "NONKEY" if plan.keyframes_only else "NONREF"
+        self._may_skip = exact_times and (plan.keyframes_only or survey.codec in SKIPPABLE_CODECS)
+        self._floor = None  # after a seek, frames shown before the keyframe are leftovers
+        self._fed_max = -math.inf
+
+    def run(self):
+        picker = self._picker
+        with self._source.rewound(self._survey.index, self._guard.threads) as (container, stream, packets):
+            self._container, self._stream, self._ctx = container, stream, stream.codec_context
+            self._clock = self._survey.clock(stream)
+            self._packets = packets
+            while not picker.done:
+                self._guard.check()
+                if self._seeker is not None:
+                    jump = self._seeker.jump(picker.pending, self._fed_max)
+                    if jump is not None:
+                        self._seek(jump)
+                packet = next(self._packets, None)
+                if packet is None:
+                    break
+                if packet.size:
+                    self._feed(packet)
+            if not picker.done:
+                self._offer(decode_packet(self._ctx, None))
+                picker.finish()
+        frames, timestamps = self._stack.result()
+        return frames, timestamps, 90 * (self._convert.turns or 0)
+
+    @property
+    def complete(self) -> bool:
+        """Every wanted frame got one of its own (none missing, none shared)."""
+        return self._stack.full
+
+    def _feed(self, packet) -> None:
+        if self._may_skip:
+            self._ctx.skip_frame = "DEFAULT" if packet.pts in self._protected else self._skip_mode
+        if packet.pts is not None:
+            self._fed_max = max(self._fed_max, packet.pts)
+        self._offer(decode_packet(self._ctx, packet))
+        picker = self._picker
+        if self._seeker is not None and not picker.done and packet.pts == self._wanted_pts[picker.pending]:
+            self._drain_if_seeking_next()
+
+    def _drain_if_seeking_next(self) -> None:
+        """The pending wanted frame's packet is in: if the next wanted frame is reached by a
+        seek, drain the decoder now and seek."""
+        pending = self._picker.pending
+        jump = self._seeker.plan(pending + 1, self._fed_max)
+        if jump is None:
+            return
+        self._offer(decode_packet(self._ctx, None))
+        if self._picker.pending != pending + 1:
+            raise SeekMissed()  # the frame the index promised did not come out
+        if not self._picker.done:
+            self._seeker.decided(pending + 1)
+            self._seek(jump)
+
+    def _seek(self, jump: tuple[int, int]) -> None:
+        self._packets = seek_keyframe(self._container, self._stream, *jump)  # flushes the decoder
+        self._picker.after_seek()
+        self._floor, self._fed_max = jump[0], -math.inf
+
+    def _offer(self, frames) -> None:
+        for frame in frames:
+            if self._floor is None or frame.pts is None or frame.pts >= self._floor:
+                self._picker.offer(frame, self._clock(frame))

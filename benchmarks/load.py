@@ -45,7 +45,7 @@ def request_kinds(media_url: str) -> dict[str, tuple[dict | bytes, int]]:
         "damaged_video": (ask(video(f"data:video/webm;base64,{WEBM[:300]}")), 400),
         "missing_url": (ask(video(f"{media_url}/status/404")), 400),
         "forbidden_scheme": (ask(video("ftp://example.com/a.mp4")), 400),
-        "bad_sampling": (ask(video(f"{media_url}/vp8.webm", fps=-2)), 400),
+        "bad_sampling": (ask(video(f"{media_url}/vp8.webm", num_frames=0)), 400),  # fps <= 0 is "not set"
         "unknown_model": (ask(model="nope"), 404),
         "two_choices": (ask(n=2), 400),
         "not_json": (b"{this is not json", 400),

@@ -70,3 +70,9 @@ def _note(line: str) -> None:
     if "SLOW_ENGINE_LOG" in os.environ:
         with open(os.environ["SLOW_ENGINE_LOG"], "a") as log:
             log.write(line + "\n")
+
+
+class FieldsEngine(EchoEngine):
+    """The echo engine, declaring the one request field beyond mmprep's own it honours."""
+
+    accepted_fields = frozenset({"top_k"})

@@ -228,8 +228,9 @@ def test_file_urls_are_off_by_default(media_server):
 @pytest.mark.parametrize(
     "sampling, param",
     [
-        ({"fps": -1}, PART),
+        ({"fps": "fast"}, PART),
         ({"num_frames": 0}, PART),
+        ({"num_frames": -2}, PART),
         ({"max_frames": "many"}, PART),
     ],
 )

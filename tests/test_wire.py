@@ -41,6 +41,7 @@ def prepared() -> PreparedRequest:
     return PreparedRequest(
         "chatcmpl-1", "m", [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}],
         [video, image, video], SamplingParams(max_tokens=7, temperature=0.5, seed=1, stop=("a", "b")), stream=True,
+        mm_processor_kwargs={"fps": 1, "max_pixels": 1000}, extra={"top_k": 20, "tools": [{"type": "function"}]},
     )
 
 
@@ -59,6 +60,7 @@ def test_a_request_survives_the_wire_and_its_tensors_are_views_of_the_body():
     assert (decoded.request_id, decoded.model, decoded.messages, decoded.sampling, decoded.stream) == (
         request.request_id, request.model, request.messages, request.sampling, True,
     )
+    assert (decoded.mm_processor_kwargs, decoded.extra) == (request.mm_processor_kwargs, request.extra)
     everything = np.frombuffer(body, np.uint8)
     for got, sent in zip(decoded.media, request.media, strict=True):
         assert (got.kind, got.param, got.metadata, got.hf_metadata) == (sent.kind, sent.param, sent.metadata, sent.hf_metadata)

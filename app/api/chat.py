@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect
 from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..core.logging import request_id_var
-from ..engines.base import EngineOutput, first_output
+from ..engines.base import EngineOutput, check_fields, first_output
 from ..engines.prepared import PreparedRequest
 from ..preprocess import Timing
 from ..service import Service, Slot
@@ -47,7 +47,7 @@ async def chat_completion(service: Service, http: Request) -> Response:
         slot = service.admit()
     except ServiceError as error:
         return refuse(service, error)
-    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
     try:
         return await _answer(service, body, http, request_id, slot)
@@ -62,6 +62,7 @@ async def chat_completion(service: Service, http: Request) -> Response:
 
 async def _answer(service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot) -> Response:
     service.check_request(body.model, body.n)
+    check_fields(service.engine, body.model_extra or {})
     cancel = threading.Event()
     prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
@@ -83,6 +84,14 @@ async def _answer(service: Service, body: ChatCompletionRequest, http: Request, 
         events, on_close=lambda: _end_stream(service, events, outputs, slot),
         media_type="text/event-stream", headers=_headers(timing, request_id),
     )
+
+
+def _request_id(sent: str | None) -> str:
+    """The client's X-Request-Id, as vLLM takes it (benchmark clients match their ids to the
+    server's logs by it), if it is a sensible one; else a new one."""
+    if sent and len(sent) <= 128 and sent.isprintable() and sent.isascii():
+        return sent
+    return f"chatcmpl-{uuid.uuid4().hex}"
 
 
 def _headers(timing: Timing, request_id: str) -> dict[str, str]:

@@ -5,9 +5,9 @@ joined, decoded and parsed on the event loop, which then answers nobody (not eve
 for seconds, and its long strings are copied three times over. Here the body is gathered
 into one buffer as it arrives; a body over SMALL_BODY bytes is then taken apart in a thread:
 every string longer than LONG_STRING bytes is cut out (a view of the buffer, not a copy),
-json.loads reads the small rest, and the long strings go back where they were: data URLs as
-DataURL values, whose size is judged by their length before anything decodes them, other
-text as str. The loop stays free because no single step holds the GIL for long: finding the
+json.loads reads the small rest, and the long strings go back where they were: a data URL
+where a URL goes (`url`, `image_url`, `video_url`) as a DataURL, whose size is judged by its
+length before anything decodes it; anything else as str. The loop stays free because no single step holds the GIL for long: finding the
 strings is a series of short C searches, and the rest that json.loads sees is small.
 """
 
@@ -17,6 +17,7 @@ import asyncio
 import bisect
 import json
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -78,10 +79,10 @@ def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
 # -- long strings out, and back in -------------------------------------------------------
 
 
-def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, str | DataURL], list[tuple[int, int]]]:
-    """The body with every long string replaced by a short token; the strings' values by
-    token; and where tokens shift positions (skeleton position after a token, bytes removed
-    up to there), so an error message can name the byte in the body."""
+def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, LongString], list[tuple[int, int]]]:
+    """The body with every long string replaced by a short token; the strings by token;
+    and where tokens shift positions (skeleton position after a token, bytes removed up to
+    there), so an error message can name the byte in the body."""
     view = memoryview(body)
     nonce = secrets.token_hex(8)  # a client cannot guess it, so no string of theirs is a token
     skeleton, cut, shifts = bytearray(), {}, []
@@ -95,7 +96,7 @@ def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, str | DataU
             skeleton += view[copied:opening]
             skeleton += json.dumps(token).encode()
             escaped = body.find(b"\\", opening + 1, closing) >= 0
-            cut[token] = _long_value(view[opening + 1 : closing], escaped)
+            cut[token] = LongString(view[opening + 1 : closing], escaped)
             copied = closing + 1
             shifts.append((len(skeleton), copied - len(skeleton)))
         start = closing + 1
@@ -123,18 +124,31 @@ def _shift_before(shifts: list[tuple[int, int]], position: int) -> int:
     return shifts[index][1] if index >= 0 else 0
 
 
-def _put_back(value: Any, long_strings: dict[str, str | DataURL]) -> Any:
+URL_KEYS = ("url", "image_url", "video_url")  # where a data URL may stay bytes; anywhere else it is text
+
+
+def _put_back(value: Any, long_strings: dict[str, LongString], key: str | None = None) -> Any:
     if isinstance(value, str):
-        return long_strings.get(value, value)
+        long = long_strings.get(value)
+        return value if long is None else long.value(as_url=key in URL_KEYS)
     if isinstance(value, list):
         return [_put_back(item, long_strings) for item in value]
     if isinstance(value, dict):
-        return {str(long_strings.get(key, key)): _put_back(item, long_strings) for key, item in value.items()}
+        return {
+            (long_strings[name].value(as_url=False) if name in long_strings else name): _put_back(item, long_strings, name)
+            for name, item in value.items()
+        }
     return value
 
 
-def _long_value(raw: memoryview, escaped: bool) -> str | DataURL:
-    """A data URL with nothing escaped stays the client's bytes; anything else becomes text."""
-    if not escaped and bytes(raw[:5]).lower() == b"data:":
-        return DataURL.parse(raw)
-    return _loads(b'"' + bytes(raw) + b'"', [])
+@dataclass(frozen=True)
+class LongString:
+    raw: memoryview  # the JSON string's text between its quotes, escapes and all
+    escaped: bool
+
+    def value(self, as_url: bool) -> str | DataURL:
+        """A data URL where a URL goes, with nothing escaped, stays the client's bytes;
+        anything else becomes text."""
+        if as_url and not self.escaped and bytes(self.raw[:5]).lower() == b"data:":
+            return DataURL.parse(self.raw)
+        return _loads(b'"' + bytes(self.raw) + b'"', [])

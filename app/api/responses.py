@@ -26,7 +26,9 @@ class CompletionBuilder:
     """Builds the response objects of one request: same id, model and creation time."""
 
     def __init__(self, request_id: str, model: str, include_usage: bool = False):
-        self.request_id, self.model, self.created = request_id, model, int(time.time())
+        # The completion's id, as vLLM makes it from a client's X-Request-Id.
+        self.request_id = request_id if request_id.startswith("chatcmpl-") else f"chatcmpl-{request_id}"
+        self.model, self.created = model, int(time.time())
         self.include_usage = include_usage
 
     def completion(self, text: str, finish_reason: str, usage_: dict) -> dict:

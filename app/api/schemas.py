@@ -1,8 +1,9 @@
 """The OpenAI chat-completions request, as far as this service reads it.
 
 Message content stays loosely typed here (a string or a list of part objects): the
-preprocessor walks the parts itself so that every error names the exact part.
-Fields this service does not use are accepted and ignored, as OpenAI clients send many.
+preprocessor walks the parts itself so that every error names the exact part. Fields this
+service does not read itself (tools, response_format, top_k, ignore_eos, ...) are kept as
+they came (`model_extra`) and go to the engine unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class StreamOptions(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -43,6 +44,8 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = None
     # vLLM's per-request media options: {"video": {"fps": ..., "num_frames": ..., "max_frames": ...}}
     media_io_kwargs: dict[str, Any] | None = None
+    # vLLM's per-request processor options: sampling keys read as sampling, all passed on
+    mm_processor_kwargs: dict[str, Any] | None = None
 
 
 def parse_chat_request(document: Any) -> ChatCompletionRequest:

@@ -58,6 +58,10 @@ async def first_output(outputs: AsyncIterator[EngineOutput]) -> EngineOutput:
 
 
 class Engine(Protocol):
+    """An engine may also have `accepted_fields`, a set of the request fields beyond those
+    mmprep reads (PreparedRequest.extra) that it can honour: a request with any other is
+    refused with a 400 naming it, before any work. Without it, every field is passed on."""
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
@@ -65,3 +69,17 @@ class Engine(Protocol):
     def ready(self) -> bool: ...
 
     def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]: ...
+
+
+def check_fields(engine: Engine, extra: dict) -> None:
+    """Refuse the fields an engine that declares what it takes cannot honour."""
+    accepted = getattr(engine, "accepted_fields", None)
+    if accepted is None:
+        return
+    refused = sorted(set(extra) - set(accepted))
+    if refused:
+        raise EngineHTTPError(
+            f"this model's engine does not take {', '.join(map(repr, refused))}; it takes "
+            f"{', '.join(map(repr, sorted(accepted))) or 'no fields beyond the standard ones'}",
+            400, "unsupported_field", refused[0],
+        )

@@ -69,6 +69,8 @@ def account(request: PreparedRequest) -> str:
                 "seed": request.sampling.seed,
                 "stop": list(request.sampling.stop),
             },
+            "mm_processor_kwargs": request.mm_processor_kwargs,
+            "extra": request.extra,
         },
         separators=(",", ":"),
     )

@@ -45,6 +45,11 @@ class PreparedRequest:
     # Whether the client asked for a stream. Engines may ignore it (the service streams or
     # not either way); one that forwards the request, like the OpenAI upstream, mirrors it.
     stream: bool = False
+    # The client's mm_processor_kwargs, unchanged: options for the model's processor.
+    mm_processor_kwargs: dict[str, Any] | None = None
+    # Every other field the client sent that mmprep does not read itself (tools,
+    # response_format, top_k, ignore_eos, chat_template_kwargs, ...), unchanged.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
         """All text parts in order, media shown as <image_i> / <video_i>."""

@@ -70,6 +70,7 @@ class OpenAIUpstreamEngine:
         """The chat request the upstream gets: media as data URLs, vLLM's video metadata."""
         urls = _data_urls(request.media)
         body: dict[str, Any] = {
+            **request.extra,  # the client's other fields (tools, top_k, ...), as it sent them
             "model": self._model,
             "messages": [_with_urls(message, request.media, urls) for message in request.messages],
             "stream": request.stream,
@@ -80,6 +81,8 @@ class OpenAIUpstreamEngine:
         video = _video_kwargs(request.media)
         if video is not None:
             body["media_io_kwargs"] = {"video": video}
+        if request.mm_processor_kwargs is not None:
+            body["mm_processor_kwargs"] = request.mm_processor_kwargs
         return body
 
     async def _complete(self, body: dict) -> EngineOutput:

@@ -3,6 +3,7 @@ and put the tensors where the parts were."""
 
 from .cache import DecodeCache
 from .pool import DecodePool
-from .preprocessor import Preprocessor, Timing
+from .preprocessor import Preprocessor
+from .timing import Timing
 
 __all__ = ["DecodeCache", "DecodePool", "Preprocessor", "Timing"]

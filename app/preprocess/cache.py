@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import xxhash
@@ -20,12 +20,13 @@ import xxhash
 INLINE_HASH_BYTES = 1 << 20
 
 
-async def content_key(kind: str, data: bytes, options: dict) -> tuple:
+async def content_key(kind: str, data: bytes, options: Hashable) -> tuple:
+    """The same bytes decoded the same way (`options`: a VideoSampling, say) share a key."""
     if len(data) > INLINE_HASH_BYTES:
         digest = await asyncio.to_thread(xxhash.xxh3_128_hexdigest, data)
     else:
         digest = xxhash.xxh3_128_hexdigest(data)
-    return kind, digest, tuple(sorted(options.items()))
+    return kind, digest, options
 
 
 class DecodeCache:

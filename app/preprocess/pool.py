@@ -29,16 +29,23 @@ class DecodePool:
         return self._active
 
     async def run(self, work, /, *args, **kwargs):
-        """Run work(*args, threads=N, **kwargs) in the pool; N is this decode's share of the cores."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run_with_budget, work, args, kwargs)
+        """Run work(*args, **kwargs) in the pool (work with no threads of its own: Pillow)."""
+        return await self._submit(work, args, kwargs, False)
 
-    def _run_with_budget(self, work, args, kwargs):
+    async def run_with_threads(self, work, /, *args, **kwargs):
+        """Run work(*args, threads=N, **kwargs) in the pool; N is this decode's share of the cores."""
+        return await self._submit(work, args, kwargs, True)
+
+    async def _submit(self, work, args, kwargs, give_threads: bool):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run_with_budget, work, args, kwargs, give_threads)
+
+    def _run_with_budget(self, work, args, kwargs, give_threads: bool):
         with self._lock:
             self._active += 1
             threads = self._fixed or max(1, self._cores // self._active)
         try:
-            return work(*args, threads=threads, **kwargs)
+            return work(*args, **kwargs, **({"threads": threads} if give_threads else {}))
         finally:
             with self._lock:
                 self._active -= 1

@@ -9,17 +9,15 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from decoders import DecodedVideo, decode_image, decode_video
-from decoders.errors import CorruptMediaError, InvalidSamplingError, MediaError
-from decoders.sampling import check_sampling
+from decoders import DecodedVideo, VideoSampling, decode_image, decode_video
+from decoders.errors import CorruptMediaError, MediaError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -28,67 +26,24 @@ from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from .cache import DecodeCache, content_key
+from .options import check_image_part, part_options, request_options, video_sampling
 from .pool import DecodePool
+from .timing import Timing
 
-VIDEO_SAMPLING_KEYS = ("fps", "num_frames", "max_frames", "seek_mode")
 MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
 
 
-@dataclass
-class Timing:
-    """Where a request's wall time went, for the Server-Timing header (milliseconds).
-
-    fetch is the time while any of its fetches ran; decode the time while a decode ran and
-    no fetch did; preprocess the whole of preprocessing. Media items fetched and decoded
-    side by side are not counted twice, so fetch + decode never exceed preprocess: the rest
-    is the other preprocessing. engine is the time from handing the PreparedRequest to the
-    engine until its first output (for remote workers: the hand-off and the worker's first
-    token), when there was one.
-    """
-
-    spans: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {"fetch": [], "decode": []})
-    preprocess: float = 0.0
-    engine: float | None = None
-
-    def add(self, phase: str, start: float, end: float) -> None:
-        self.spans[phase].append((start, end))
-
-    def header(self) -> str:
-        fetch = _rounded_ms(_covered(self.spans["fetch"]))
-        decode = _rounded_ms(_covered(self.spans["decode"], outside=self.spans["fetch"]))
-        # rounded so that fetch + decode + the rest add up to preprocess exactly
-        preprocess = round(fetch + decode + max(0.0, _rounded_ms(self.preprocess) - fetch - decode), 1)
-        phases = [("fetch", fetch), ("decode", decode), ("preprocess", preprocess)]
-        if self.engine is not None:
-            phases.append(("engine", _rounded_ms(self.engine)))
-        return ", ".join(f"{name};dur={ms:.1f}" for name, ms in phases)
-
-
-def _covered(spans: list[tuple[float, float]], outside: list[tuple[float, float]] = ()) -> float:
-    """Seconds during which at least one of `spans` ran and none of `outside` did."""
-    edges = sorted({edge for span in (*spans, *outside) for edge in span})
-    total = 0.0
-    for start, end in itertools.pairwise(edges):
-        middle = (start + end) / 2
-        if any(a <= middle < b for a, b in spans) and not any(a <= middle < b for a, b in outside):
-            total += end - start
-    return total
-
-
-def _rounded_ms(seconds: float) -> float:
-    return round(seconds * 1000, 1)
-
-
-@dataclass
+@dataclass(frozen=True)
 class _MediaPart:
     kind: str  # "image" or "video"
     url: str | DataURL
-    options: dict[str, Any]  # decoder keyword arguments
+    sampling: VideoSampling | None  # videos only
     param: str  # e.g. messages[0].content[1].video_url
-    key: tuple = field(init=False)
 
-    def __post_init__(self):
-        self.key = (self.kind, self.url, tuple(sorted(self.options.items())))
+    @property
+    def key(self) -> tuple:
+        """Parts with equal keys are fetched and decoded once."""
+        return self.kind, self.url, self.sampling
 
 
 class Preprocessor:
@@ -121,13 +76,15 @@ class Preprocessor:
                 stop=tuple([request.stop] if isinstance(request.stop, str) else request.stop or ()),
             ),
             stream=request.stream,
+            mm_processor_kwargs=request.mm_processor_kwargs,
+            extra=dict(request.model_extra or {}),
         )
         return prepared, timing
 
     # -- finding the parts -------------------------------------------------------------
 
     def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
-        request_video = self._request_video_options(request)
+        requested = request_options(request.media_io_kwargs, request.mm_processor_kwargs)
         messages, parts = [], []
         for i, message in enumerate(request.messages):
             content = message.content
@@ -141,15 +98,11 @@ class Preprocessor:
                 if kind == "text":
                     new_content.append({"type": "text", "text": _text_of(part, where)})
                     continue
-                key = f"{kind}_url"
-                url, part_options = _url_of(part, key, f"{where}.{key}")
-                options = (
-                    self._video_options(request_video, part_options, f"{where}.{key}")
-                    if kind == "video"
-                    else {"max_pixels": self._settings.max_pixels, "max_source_pixels": self._settings.max_source_pixels}
-                )
+                param = f"{where}.{kind}_url"
+                url, keys = _url_of(part, f"{kind}_url", param)
+                sampling = video_sampling(requested, keys, self._settings, param) if kind == "video" else None
                 new_content.append({"type": kind, "media_index": len(parts)})
-                parts.append(_MediaPart(kind, url, options, f"{where}.{key}"))
+                parts.append(_MediaPart(kind, url, sampling, param))
             messages.append({**message.model_dump(exclude_none=True), "content": new_content})
         if len(parts) > self._settings.max_media_parts:
             raise ServiceError(
@@ -158,40 +111,6 @@ class Preprocessor:
                 "messages",
             )
         return messages, parts
-
-    def _request_video_options(self, request) -> dict:
-        kwargs = request.media_io_kwargs or {}
-        video = kwargs.get("video") or {}
-        if not isinstance(video, dict):
-            raise ServiceError("media_io_kwargs.video must be an object", "invalid_sampling", "media_io_kwargs.video")
-        unknown = set(video) - set(VIDEO_SAMPLING_KEYS)
-        if unknown:
-            raise ServiceError(
-                f"unknown media_io_kwargs.video keys {sorted(unknown)}: use {', '.join(VIDEO_SAMPLING_KEYS)}",
-                "invalid_sampling",
-                "media_io_kwargs.video",
-            )
-        return {k: v for k, v in video.items() if v is not None}
-
-    def _video_options(self, request_video: dict, part_options: dict, param: str) -> dict:
-        """The part's sampling wins over the request's: fps and num_frames replace each other."""
-        merged = dict(request_video)
-        if "fps" in part_options or "num_frames" in part_options:
-            merged.pop("fps", None)
-            merged.pop("num_frames", None)
-        merged.update(part_options)
-        settings = self._settings
-        merged.setdefault("seek_mode", settings.seek_mode)
-        try:
-            check_sampling(merged.get("fps"), merged.get("num_frames"), merged.get("max_frames"), None, merged["seek_mode"])
-        except InvalidSamplingError as error:
-            raise part_error(error, param) from error
-        if "fps" not in merged and "num_frames" not in merged:
-            merged["fps"] = settings.default_fps
-        merged["max_frames"] = min(merged.get("max_frames", settings.default_max_frames), settings.max_frames)
-        merged["max_pixels"] = settings.max_pixels
-        merged["max_source_pixels"] = settings.max_source_pixels
-        return merged
 
     # -- fetching and decoding ---------------------------------------------------------
 
@@ -239,16 +158,19 @@ class Preprocessor:
     async def _decode_or_reuse(self, part: _MediaPart, data: bytes, cancel: threading.Event):
         """Decode in the pool, unless the same bytes were decoded the same way before."""
 
+        settings = self._settings
+
         async def decode():
             started = time.perf_counter()
             if part.kind == "video":
-                result = await self._pool.run(
-                    decode_video, data, **part.options,
-                    max_bytes=self._settings.max_decoded_bytes, cancel=cancel,
-                    timeout=self._settings.decode_timeout,
+                result = await self._pool.run_with_threads(
+                    decode_video, data, sampling=part.sampling, max_bytes=settings.max_decoded_bytes,
+                    max_source_pixels=settings.max_source_pixels, cancel=cancel, timeout=settings.decode_timeout,
                 )
             else:
-                result = await self._pool.run(_decode_image, data, **part.options)
+                result = await self._pool.run(
+                    decode_image, data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
+                )
             tensor = _tensor_of(result)
             tensor.flags.writeable = False  # shared: by parts, by requests through the cache
             self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
@@ -257,7 +179,7 @@ class Preprocessor:
 
         if self._cache is None:
             return await decode()
-        key = await content_key(part.kind, data, part.options)
+        key = await content_key(part.kind, data, part.sampling)
         return await self._cache.get_or_decode(key, decode, _tensor_bytes)
 
     def _check_total_size(self, media: list[MediaItem]) -> None:
@@ -306,10 +228,6 @@ def _tensor_bytes(result) -> int:
     return _tensor_of(result).nbytes
 
 
-def _decode_image(data: bytes, max_pixels: int, max_source_pixels: int, threads: int):
-    return decode_image(data, max_pixels=max_pixels, max_source_pixels=max_source_pixels)  # Pillow: one thread
-
-
 def _media_item(part: _MediaPart, result) -> MediaItem:
     if part.kind == "video":
         return MediaItem(
@@ -347,14 +265,14 @@ def _text_of(part: dict, where: str) -> str:
 
 
 def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
-    """The URL and the sampling keys of an image_url / video_url part. A long data URL
-    comes as a DataURL (see app/api/json_body.py)."""
+    """The URL of an image_url / video_url part, and a video's own sampling keys. A long data
+    URL comes as a DataURL (see app/api/json_body.py)."""
     value = part.get(key)
     if isinstance(value, str | DataURL):  # some clients send the URL bare
         return value, {}
     if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
         raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
-    options = {k: value[k] for k in VIDEO_SAMPLING_KEYS if value.get(k) is not None}
-    if options and key != "video_url":
-        raise ServiceError(f"{where} takes no sampling keys; only video_url parts do", "invalid_sampling", where)
-    return value["url"], options
+    if key == "image_url":
+        check_image_part(value, where)
+        return value["url"], {}
+    return value["url"], part_options(value, where)

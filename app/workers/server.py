@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect
 from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, error_reply
 from ..core.logging import request_id_var
-from ..engines.base import Engine, EngineError, EngineOutput, first_output
+from ..engines.base import Engine, EngineError, EngineOutput, check_fields, first_output
 from .wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
 
 log = logging.getLogger("mmprep.worker")
@@ -45,6 +45,7 @@ class WorkerServer:
         try:
             request = decode_request(await read_body(http, self.max_request_bytes))
             request_id_var.set(request.request_id)  # the frontend's id, on the worker's log lines too
+            check_fields(self.engine, request.extra)
             outputs = self.engine.generate(request)
             first = await until_disconnect(http, first_output(outputs))
             streaming = True  # from here the stream counts itself out

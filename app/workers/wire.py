@@ -106,6 +106,8 @@ def encode_request(request: PreparedRequest) -> TensorRequestBody:
         "messages": json.dumps(request.messages),
         "sampling": json.dumps(_sampling_fields(request.sampling)),
         "media": json.dumps(media),
+        "mm_processor_kwargs": json.dumps(request.mm_processor_kwargs),
+        "extra": json.dumps(request.extra),
     }
     header = json.dumps({"__metadata__": metadata, **entries}, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)  # safetensors pads the header so the data starts 8-aligned
@@ -131,6 +133,8 @@ def decode_request(body: bytes | bytearray | memoryview) -> PreparedRequest:
             media=media,
             sampling=SamplingParams(**{**sampling, "stop": tuple(sampling.get("stop", ()))}),
             stream=json.loads(metadata.get("stream", "false")) is True,
+            mm_processor_kwargs=json.loads(metadata.get("mm_processor_kwargs", "null")),
+            extra=json.loads(metadata.get("extra", "{}")),
         )
     except WireError:
         raise

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.config import Settings
 from ..core.errors import ServiceError, error_reply
+from ..core.lifespan import lifespan_of
 from ..service import Service
 from .body_limit import BodySizeLimit
 from .routes import router
@@ -18,15 +17,7 @@ from .routes import router
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
     service = service or Service(settings or Settings())
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        await service.start()
-        try:
-            yield
-        finally:
-            await service.stop()
-
-    app = FastAPI(title="mmprep", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="mmprep", version="0.1.0", lifespan=lifespan_of(service))
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)

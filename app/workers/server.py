@@ -12,7 +12,6 @@ that disconnects (its client left) cancels the engine's generation.
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -22,6 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, error_reply
+from ..core.lifespan import lifespan_of
 from ..core.logging import request_id_var
 from ..engines.base import Engine, EngineError, EngineOutput, check_fields, first_output
 from .wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
@@ -126,15 +126,7 @@ async def read_body(http: Request, limit: int) -> bytearray:
 def create_worker_app(engine: Engine, max_request_bytes: int = 4 * 1024**3) -> FastAPI:
     server = WorkerServer(engine, max_request_bytes)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        await engine.start()
-        try:
-            yield
-        finally:
-            await engine.stop()
-
-    app = FastAPI(title="mmprep worker", lifespan=lifespan)
+    app = FastAPI(title="mmprep worker", lifespan=lifespan_of(engine))
     app.state.server = server
 
     @app.post("/generate")

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Protocol
 
 import anyio
-from starlette.requests import Request
 
 POLL_SECONDS = 0.1
+
+
+class Connection(Protocol):
+    """What a server's request object offers: Starlette's Request is one."""
+
+    async def is_disconnected(self) -> bool: ...
 
 
 class ClientGone(Exception):
     """The client closed the connection; whatever was being done for it stops."""
 
 
-async def until_disconnect(http: Request, work, cancel: threading.Event | None = None):
+async def until_disconnect(http: Connection, work, cancel: threading.Event | None = None):
     """Await `work`, but stop it if the client disconnects: the task is cancelled, and
     `cancel` (if given) is set for work running in threads, such as decodes."""
     task = asyncio.ensure_future(work)

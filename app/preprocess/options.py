@@ -15,6 +15,7 @@ key mmprep does not know, or a vLLM key it does not do, is a 400 naming it, at e
 
 from __future__ import annotations
 
+from dataclasses import fields
 from numbers import Real
 from typing import Any
 
@@ -23,7 +24,8 @@ from decoders import InvalidSamplingError, VideoSampling
 from ..core.config import Settings
 from ..core.errors import ServiceError
 
-SAMPLING_KEYS = ("fps", "num_frames", "max_frames", "seek_mode")
+# What a request may say of a video's sampling: VideoSampling's fields but the server's max_pixels.
+SAMPLING_KEYS = tuple(field.name for field in fields(VideoSampling) if field.name != "max_pixels")
 # vLLM's video loader keys, by what mmprep does with them.
 FRAME_RECOVERY = "frame_recovery"  # true: what mmprep always does (a frame FFmpeg cannot produce is
 #                                    replaced by the frame on screen at its time); false: refused

@@ -32,7 +32,7 @@ from ..engines.sheet import contact_sheet, png_bytes
 from ..media.data_url import DataURL
 from ..service import Service
 from .body_limit import BODY_REFUSED
-from .chat import refuse
+from .chat import client_gone, refuse
 from .json_body import read_json_body
 from .schemas import parse_chat_request
 
@@ -60,7 +60,7 @@ class PreviewForm(BaseModel):
 
 def preview_request(url: str | DataURL, sampling: dict[str, Any], model: str) -> dict[str, Any]:
     """The chat request a client would send to have this one video seen."""
-    part = {"type": "video_url", "video_url": {"url": url, **sampling}}
+    part = {"type": "video_url", "video_url": {**sampling, "url": url}}  # sampling cannot replace the URL
     return {"model": model, "messages": [{"role": "user", "content": [part]}]}
 
 
@@ -111,14 +111,15 @@ async def preview_post(service: Service, http: Request) -> Response:
     except ServiceError as error:
         return refuse(service, error)
     except ClientDisconnect:
-        return Response(status_code=413 if http.scope.get(BODY_REFUSED) else 499)
+        if http.scope.get(BODY_REFUSED):  # the body limit cut it off, answered and counted the 413
+            return Response(status_code=413)
+        return client_gone(service)
     cancel = threading.Event()
     try:
         title = form.name or ("an upload" if isinstance(form.url, DataURL) or form.url.startswith("data:") else form.url)
         preview = await until_disconnect(http, preview_media(service, form.url, form.sampling, title, cancel), cancel)
     except ClientGone:
-        service.record(499)
-        return Response(status_code=499)
+        return client_gone(service)
     except Exception as error:  # noqa: BLE001 - as chat requests: a ServiceError is the answer, else a logged 500
         return refuse(service, as_service_error(error))
     finally:

@@ -6,6 +6,8 @@
                                                        an engine behind HTTP, for --engine workers
     mmprep bench --url URL --video clip.mp4 [...]      chat requests with video against any OpenAI-compatible server
     mmprep bench-decode VIDEO...                       decode_video against the usual loaders
+    mmprep preview VIDEO_OR_URL [--fps R | --num-frames N] -o sheet.png
+                                                       the frames the service would sample, as a contact sheet
 
 Settings come from flags, then MMPREP_* environment variables, then defaults. A wrong
 one stops the command with a message naming it.
@@ -21,6 +23,7 @@ from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, CliSubCom
 
 from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
+from .preview.config import PreviewConfig
 
 
 class Serve(Settings):
@@ -91,6 +94,15 @@ class BenchDecode(DecodeBenchConfig):
         raise SystemExit(run_decode_bench(self))
 
 
+class Preview(PreviewConfig):
+    """Draw the frames the service would sample from a video (or each video of a folder) as a contact sheet."""
+
+    def cli_cmd(self) -> None:
+        from .preview.command import run_preview
+
+        raise SystemExit(run_preview(self))
+
+
 class Mmprep(BaseSettings):
     # Every boolean is a flag with its --no- twin (--allow-private-networks, --no-stream).
     model_config = SettingsConfigDict(
@@ -101,6 +113,7 @@ class Mmprep(BaseSettings):
     worker: CliSubCommand[Worker]
     bench: CliSubCommand[Bench]
     bench_decode: CliSubCommand[BenchDecode]
+    preview: CliSubCommand[Preview]
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
@@ -121,9 +134,10 @@ Mmprep.__doc__ = (
     + _settings_summary(Settings, ENV_PREFIX)
     + "\n\nmmprep worker settings:\n"
     + _settings_summary(WorkerSettings, WORKER_ENV_PREFIX)
-    + "\n\nmmprep bench --help and mmprep bench-decode --help list the benchmarks' flags."
+    + "\n\nmmprep bench --help and mmprep bench-decode --help list the benchmarks' flags; "
+    "mmprep preview --help the contact sheet's."
 )
-SUBCOMMANDS = {"serve", "worker", "bench", "bench_decode"}
+SUBCOMMANDS = {"serve", "worker", "bench", "bench_decode", "preview"}
 
 
 class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ["app/__main__"],
     ["app/cli"],
+    ["app/preview"],
     ["app/bench"],
     ["app/testing"],
     ["app/api"],

@@ -42,7 +42,7 @@ async def chat_completion(service: Service, http: Request) -> Response:
     except ClientDisconnect:
         if http.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
             return Response(status_code=413)
-        return _client_gone(service)
+        return client_gone(service)
     try:
         slot = service.admit()
     except ServiceError as error:
@@ -52,7 +52,7 @@ async def chat_completion(service: Service, http: Request) -> Response:
     try:
         return await _answer(service, body, http, request_id, slot)
     except ClientGone:
-        return _client_gone(service)
+        return client_gone(service)
     except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500
         return refuse(service, as_service_error(error))
     finally:
@@ -161,7 +161,7 @@ def refuse(service: Service, error: ServiceError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=getattr(error, "headers", None))
 
 
-def _client_gone(service: Service) -> Response:
+def client_gone(service: Service) -> Response:
     log.info("client went away; work for it stopped")
     service.record(499)
     return Response(status_code=499)

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..service import Service
 from .chat import chat_completion
+from .preview import page, preview_post
 
 router = APIRouter()
 
@@ -23,6 +24,17 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 @router.post("/v1/chat/completions")
 async def chat_completions(service: ServiceDep, request: Request) -> Response:
     return await chat_completion(service, request)
+
+
+@router.get("/preview", include_in_schema=False)
+async def preview_page(service: ServiceDep) -> Response:
+    """A page that shows the frames a video's sampling gives (only with --enable-preview)."""
+    return page(service)
+
+
+@router.post("/preview", include_in_schema=False)
+async def preview(service: ServiceDep, request: Request) -> Response:
+    return await preview_post(service, request)
 
 
 @router.get("/v1/models")

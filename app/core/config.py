@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         "openai (an OpenAI-compatible server such as vLLM)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
+    enable_preview: bool = Field(
+        False,
+        description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
+        "(off by default: it fetches any URL it is given, for whoever asks)",
+    )
 
     # -- media ---------------------------------------------------------------------
     allow_private_networks: bool = Field(

@@ -25,15 +25,19 @@ class Timing:
     def add(self, phase: str, start: float, end: float) -> None:
         self.spans[phase].append((start, end))
 
-    def header(self) -> str:
+    def milliseconds(self) -> dict[str, float]:
+        """Each phase's milliseconds, as the header gives them (engine only when there was one)."""
         fetch = _rounded_ms(_covered(self.spans["fetch"]))
         decode = _rounded_ms(_covered(self.spans["decode"], outside=self.spans["fetch"]))
         # rounded so that fetch + decode + the rest add up to preprocess exactly
         preprocess = round(fetch + decode + max(0.0, _rounded_ms(self.preprocess) - fetch - decode), 1)
-        phases = [("fetch", fetch), ("decode", decode), ("preprocess", preprocess)]
+        phases = {"fetch": fetch, "decode": decode, "preprocess": preprocess}
         if self.engine is not None:
-            phases.append(("engine", _rounded_ms(self.engine)))
-        return ", ".join(f"{name};dur={ms:.1f}" for name, ms in phases)
+            phases["engine"] = _rounded_ms(self.engine)
+        return phases
+
+    def header(self) -> str:
+        return ", ".join(f"{name};dur={ms:.1f}" for name, ms in self.milliseconds().items())
 
 
 def _covered(spans: list[tuple[float, float]], outside: list[tuple[float, float]] = ()) -> float:

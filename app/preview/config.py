@@ -1,0 +1,42 @@
+"""What `mmprep preview` takes: a video, a folder of videos or a URL, the sampling, where to write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import CliPositionalArg
+
+
+class PreviewConfig(BaseModel):
+    """Draw the frames the service would sample from a video as one contact sheet (PNG).
+
+    The service's own settings (limits, which networks URLs may reach) come from its MMPREP_*
+    environment variables, as for `mmprep serve`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: CliPositionalArg[str] = Field(
+        description="a video file, a folder of videos (one sheet each), or a URL (http(s), data:)"
+    )
+    output: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("o", "output"),
+        description="the PNG to write; for a folder, the folder to write one PNG per video into "
+        "(default: NAME.sheet.png, or FOLDER-sheets/)",
+    )
+    fps: float | None = Field(None, description="frames per second to sample, as a video_url part's fps")
+    num_frames: int | None = Field(None, description="frames to sample evenly, as a video_url part's num_frames")
+    max_frames: int | None = Field(None, description="most frames, as a video_url part's max_frames")
+
+    @model_validator(mode="after")
+    def _one_way_to_sample(self) -> PreviewConfig:
+        if self.fps is not None and self.num_frames is not None:
+            raise ValueError("give --fps or --num-frames, not both")
+        return self
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling keys of the video_url part, as a client would send them."""
+        keys = {"fps": self.fps, "num_frames": self.num_frames, "max_frames": self.max_frames}
+        return {key: value for key, value in keys.items() if value is not None}

@@ -77,7 +77,7 @@ class DecodePass:
         index, wanted = survey.index, plan.wanted
         self._source, self._survey, self._guard = source, survey, guard
         self._stack = stack if stack is not None else FrameStack(len(wanted))
-        self._convert = FrameConverter(plan.size, guard.threads)
+        self._convert = FrameConverter(plan.rgb_size, guard.threads, plan.size)
         self._picker = FramePicker(
             survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
         )

@@ -27,26 +27,36 @@ def quarter_turns(rotation: float) -> int:
 
 
 class FrameConverter:
-    """Converts frames to RGB of one fixed size (the plan's `(width, height)`, whatever
-    size each frame is decoded at) in one swscale call each, with the scaler reused, then
-    turns them upright as the first frame's display matrix says.
+    """Converts frames to RGB of one fixed size (`rgb_size`, whatever size each frame is
+    decoded at) in one swscale call each, with the scaler reused, then turns them upright
+    as the first frame's display matrix says. `size`, if it differs, is reached by a second
+    swscale call, RGB to RGB (bicubic), before the turn.
 
     Colour follows each frame's own matrix and range: swscale reads them from the frame.
     """
 
-    def __init__(self, size: tuple[int, int], threads: int = 0):
-        self._width, self._height = size
+    def __init__(self, rgb_size: tuple[int, int], threads: int = 0, size: tuple[int, int] | None = None):
+        self._rgb_size = rgb_size
+        self._size = size if size != rgb_size else None
         self._threads = threads
         self._scaler = VideoReformatter()
+        self._resizer = VideoReformatter()
         self.turns: int | None = None
 
     def __call__(self, frame) -> np.ndarray:
         if self.turns is None:
             self.turns = quarter_turns(frame.rotation)
-        rgb = self._scaler.reformat(
-            frame, self._width, self._height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
-        ).to_ndarray()
+        rgb = self._scale(self._scaler, frame, self._rgb_size)
+        if self._size is not None:
+            rgb = self._scale(self._resizer, rgb, self._size)
+        rgb = rgb.to_ndarray()
         return np.rot90(rgb, self.turns) if self.turns else rgb
+
+    def _scale(self, scaler: VideoReformatter, frame, size: tuple[int, int]):
+        width, height = size
+        return scaler.reformat(
+            frame, width, height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
+        )
 
 
 class FrameStack:

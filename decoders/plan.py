@@ -4,11 +4,12 @@ at, decided once from the survey before any frame is decoded."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MediaTooLargeError
+from .errors import InvalidArgumentError, MediaTooLargeError
 from .frames import scaled_size
 from .sampling import VideoSampling, pick_frames, pick_nearest, target_ticks
 from .survey import Survey
@@ -21,6 +22,9 @@ class DecodePlan:
     # (width, height) of every returned frame as stored, scaled to max_pixels: the stream
     # header's size, so a mid-stream size change is scaled back to it. The first decoded
     # frame's rotation may still turn it.
+    rgb_size: tuple[int, int]
+    # The size returned: rgb_size, or what the caller's frame_size rule says, to which
+    # swscale scales the RGB frame in a second pass (see plan_decode).
     size: tuple[int, int]
 
     @property
@@ -42,8 +46,23 @@ class DecodePlan:
             )
 
 
-def plan_decode(survey: Survey, sampling: VideoSampling) -> DecodePlan:
-    """The frames `sampling` names (sampling.py), in the survey's integer ticks, and their size."""
+# (frames, height, width) -> (height, width): the size a caller wants every frame scaled to.
+FrameSizeRule = Callable[[int, int, int], tuple[int, int]]
+
+
+def plan_decode(survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRule | None = None) -> DecodePlan:
+    """The frames `sampling` names (sampling.py), in the survey's integer ticks, and their size.
+
+    `frame_size`, if given, is called once with the planned frame count and the size after
+    max_pixels, before anything is decoded, and its answer is the output size. Frames are
+    converted to RGB at the max_pixels size as without it, then scaled by swscale's bicubic,
+    RGB to RGB: scaling the YUV frame straight to the size resamples the subsampled chroma
+    differently, which lands up to 135 levels from a resize of the RGB frame (README,
+    "Into the service"). The rule sees the size as stored: the rotation is known only once
+    a frame is decoded, so it must treat height and width alike (give (w', h') for (w, h)
+    when it gives (h', w') for (h, w), as the vision processors' sizes do). It may raise,
+    to refuse the video before any decoding.
+    """
     ticks = survey.frame_ticks()
     targets = target_ticks(
         ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
@@ -54,4 +73,16 @@ def plan_decode(survey: Survey, sampling: VideoSampling) -> DecodePlan:
         wanted = key_positions[pick_nearest(ticks[key_positions], targets)]
     else:
         wanted = pick_frames(ticks, targets)
-    return DecodePlan(wanted, keyframes_only, scaled_size(*survey.coded_size, sampling.max_pixels))
+    rgb_size = scaled_size(*survey.coded_size, sampling.max_pixels)
+    size = rgb_size
+    if frame_size is not None:
+        height, width = _checked_size(frame_size(len(wanted), rgb_size[1], rgb_size[0]))
+        size = (width, height)
+    return DecodePlan(wanted, keyframes_only, rgb_size, size)
+
+
+def _checked_size(size) -> tuple[int, int]:
+    height, width = size
+    if not all(isinstance(side, int) and side >= 1 for side in (height, width)):
+        raise InvalidArgumentError(f"frame_size must give (height, width) as whole numbers of at least 1, got {size!r}")
+    return height, width

@@ -25,7 +25,7 @@ from .decoding import decode_frames
 from .errors import InvalidArgumentError
 from .guard import DecodeGuard
 from .metadata import VideoMetadata
-from .plan import plan_decode
+from .plan import FrameSizeRule, plan_decode
 from .sampling import FLOAT_TOLERANCE, VideoSampling, check_limits
 from .source import Source, VideoSource
 from .survey import first_frame_rotation, read_survey
@@ -67,6 +67,7 @@ def decode_video(
     seek_mode: str = "exact",
     cancel: threading.Event | None = None,
     sampling: VideoSampling | None = None,
+    frame_size: FrameSizeRule | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
 
@@ -79,6 +80,9 @@ def decode_video(
     nearest each time: much faster on long GOPs; timestamps are the keyframes' own).
     cancel: set it from another thread to stop the decode (DecodeCancelledError).
     sampling: the same five sampling keywords as one checked VideoSampling value, instead of them.
+    frame_size: a rule (frames, height, width) -> (height, width) for the output size, given
+    the planned count and the size after max_pixels, called once before any frame is
+    decoded (plan.py says what it must satisfy); what it raises is raised unchanged.
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
     InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
@@ -90,7 +94,7 @@ def decode_video(
     guard = DecodeGuard.starting_now(timeout, cancel, threads)
     with VideoSource(source) as video:
         survey = read_survey(video, guard, max_source_pixels)
-        plan = plan_decode(survey, sampling)
+        plan = plan_decode(survey, sampling, frame_size)
         plan.check_fits(max_bytes)
         frames, timestamps, rotation = decode_frames(video, survey, plan, guard)
     indices = frame_positions(survey.frame_times(), timestamps)

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from processors import load_processor
+
 from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
@@ -81,6 +83,22 @@ class Settings(BaseSettings):
     fetch_read_timeout: float = Field(30.0, gt=0, description="seconds a media server may go silent")
     max_redirects: int = Field(5, ge=0, description="redirects followed per media URL")
     decode_timeout: float = Field(120.0, gt=0, description="seconds one request may spend fetching and decoding")
+
+    # -- the vision processor ------------------------------------------------------
+    processor: str | None = Field(
+        None,
+        description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a family "
+        "(qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its "
+        "preprocessor config (default: none, engines get the decoded frames)",
+    )
+    processor_resize: Literal["exact", "ffmpeg"] = Field(
+        "exact",
+        description="--processor: how frames reach the model's size: exact (transformers' resize on the decoded "
+        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see README)",
+    )
+    max_vision_tokens: int | None = Field(
+        None, ge=1, description="--processor: refuse a request whose images and videos come to more placeholder tokens"
+    )
 
     # -- capacity -------------------------------------------------------------------
     decode_workers: int = Field(
@@ -159,6 +177,23 @@ class Settings(BaseSettings):
             if not path.is_dir():
                 raise ValueError(f"{str(path)!r} is not an existing directory")
         return [path.resolve() for path in paths]
+
+    @field_validator("processor")
+    @classmethod
+    def _processor_loads(cls, name: str | None) -> str | None:
+        if name is not None:
+            load_processor(name)  # a ProcessorConfigError (a ValueError) says what is wrong
+        return name
+
+    @model_validator(mode="after")
+    def _processor_options_need_one(self) -> Settings:
+        if self.processor is None:
+            given = [name for name in ("processor_resize", "max_vision_tokens")
+                     if getattr(self, name) != type(self).model_fields[name].default]
+            if given:
+                flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+                raise ValueError(f"{flags} only apply with --processor")
+        return self
 
     @model_validator(mode="after")
     def _limits_fit_together(self) -> Settings:

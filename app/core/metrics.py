@@ -23,6 +23,10 @@ class Metrics:
         self.decode_seconds = Histogram(
             "mmprep_decode_seconds", "Time to decode one media item", ["kind"], buckets=LATENCY_BUCKETS, registry=r
         )
+        self.process_seconds = Histogram(
+            "mmprep_process_seconds", "Time the vision processor took for one media item (--processor)", ["kind"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
         self.fetched_bytes = Counter("mmprep_fetched_bytes", "Bytes of media fetched", ["scheme"], registry=r)
         self.frames_decoded = Counter(
             "mmprep_frames_decoded", "Frames (and images) returned by the decoders", ["kind"], registry=r

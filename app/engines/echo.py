@@ -2,7 +2,8 @@
 
 Its answer is one JSON object, a faithful account of what it received (the text, and
 for each media item its kind, tensor shape, a fingerprint (xxh3) of its bytes, sampled timestamps and indices,
-and source metadata), streamed in pieces of a few characters, each piece one token.
+and source metadata; with a vision processor, each processed tensor's name, shape, dtype and
+xxh3, and the item's placeholder tokens, which prompt_tokens counts), streamed in pieces of a few characters, each piece one token.
 max_tokens and stop apply to it as to a model's answer.
 """
 
@@ -51,9 +52,10 @@ class EchoEngine:
         )
 
     def prompt_tokens(self, request: PreparedRequest) -> int:
-        """A piece of text per `chars_per_token` characters, plus one per frame or image."""
-        frames = sum(len(item.tensor) if item.kind == "video" else 1 for item in request.media)
-        return math.ceil(len(request.text()) / self._chars) + frames
+        """A piece of text per `chars_per_token` characters, plus each item's placeholder
+        tokens when a processor made them, else one per frame or image."""
+        media = sum(_media_tokens(item) for item in request.media)
+        return math.ceil(len(request.text()) / self._chars) + media
 
 
 def account(request: PreparedRequest) -> str:
@@ -76,19 +78,31 @@ def account(request: PreparedRequest) -> str:
     )
 
 
+def _media_tokens(item: MediaItem) -> int:
+    if item.processed is not None:
+        return item.processed.num_tokens
+    return len(item.tensor) if item.kind == "video" else 1
+
+
 def _describe(item: MediaItem) -> dict:
-    described = {
-        "kind": item.kind,
-        "param": item.param,
-        "shape": list(item.tensor.shape),
-        "dtype": str(item.tensor.dtype),
-        "xxh3": xxhash.xxh3_64_hexdigest(item.tensor.data),  # a fingerprint: 10x cheaper than crc32
-        "metadata": item.metadata,
-    }
+    described = {"kind": item.kind, "param": item.param, **_tensor_account(item.tensor), "metadata": item.metadata}
     if item.kind == "video":
         described["timestamps"] = [round(float(t), 6) for t in item.timestamps]
         described["indices"] = item.indices.tolist()
+    if item.processed is not None:
+        described["processed"] = {
+            "num_tokens": item.processed.num_tokens,
+            "tensors": {name: _tensor_account(tensor) for name, tensor in item.processed.tensors.items()},
+        }
     return described
+
+
+def _tensor_account(tensor) -> dict:
+    return {
+        "shape": list(tensor.shape),
+        "dtype": str(tensor.dtype),
+        "xxh3": xxhash.xxh3_64_hexdigest(tensor.data),  # a fingerprint: 10x cheaper than crc32
+    }
 
 
 def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """PreparedRequest: what preprocessing hands an engine. One object flows forward.
 
 The chat's text stays where the client put it; each image or video part is replaced by a
-placeholder part that points into `media`, which holds the decoded tensor and its metadata.
+placeholder part that points into `media`, which holds the decoded tensor and its metadata
+(and, with a vision processor, the model's tensors made from it).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+
+from processors import ProcessedMedia
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class MediaItem:
     timestamps: np.ndarray | None = None  # video: seconds from the first frame, per frame
     indices: np.ndarray | None = None  # video: round(timestamp * fps), per frame
     hf_metadata: dict[str, Any] | None = None  # video: transformers' VideoMetadata fields
+    # With --processor: the model's tensors for this item, named as transformers names them
+    # (pixel_values_videos float32 + video_grid_thw int64, or pixel_values + image_grid_thw),
+    # and the placeholder tokens it stands for. `tensor` holds the frames they were made from.
+    processed: ProcessedMedia | None = None
 
 
 @dataclass(frozen=True)

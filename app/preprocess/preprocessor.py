@@ -1,5 +1,6 @@
 """From an OpenAI chat request to a PreparedRequest: find the media parts, fetch each
-URL, decode it off the event loop, and put the tensors where the parts were.
+URL, decode it off the event loop (then run the vision processor, with --processor), and
+put the tensors where the parts were.
 
 Identical media in one request (same URL, same sampling) is fetched and decoded once.
 Everything runs under one deadline; when it passes or the client goes away, fetches are
@@ -18,6 +19,7 @@ import numpy as np
 
 from decoders import DecodedVideo, VideoSampling, decode_image, decode_video
 from decoders.errors import CorruptMediaError, MediaError
+from processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -29,8 +31,22 @@ from .cache import DecodeCache, content_key
 from .options import check_image_part, part_options, request_options, video_sampling
 from .pool import DecodePool
 from .timing import Timing
+from .vision import VisionProcessing
 
 MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One media item decoded (a DecodedVideo or DecodedImage), and processed with --processor."""
+
+    decoded: Any
+    processed: ProcessedMedia | None = None
+
+    @property
+    def nbytes(self) -> int:
+        processed = self.processed.tensors.values() if self.processed is not None else ()
+        return _tensor_of(self.decoded).nbytes + sum(tensor.nbytes for tensor in processed)
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,7 @@ class Preprocessor:
     ):
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
+        self._vision = VisionProcessing.from_settings(settings)
 
     async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
         """`request` is the validated ChatCompletionRequest. Raises ServiceError naming the part."""
@@ -62,6 +79,9 @@ class Preprocessor:
         loaded = await self._load_all(parts, timing, cancel)
         media = [_media_item(part, loaded[part.key]) for part in parts]
         self._check_total_size(media)
+        if self._vision is not None:  # before any engine work
+            tokens = sum(item.processed.num_tokens for item in media)
+            self._vision.check_tokens(tokens, "the request's media", "messages")
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
             request_id=request_id,
@@ -150,7 +170,7 @@ class Preprocessor:
                 result = await self._decode_or_reuse(part, fetched.data, cancel)
             except CorruptMediaError as error:
                 raise _with_declared_type(error, fetched.content_type) from error
-        except (MediaError, ServiceError) as error:  # the decoders' or the fetcher's
+        except (MediaError, ProcessorError, ServiceError) as error:  # the decoders', processor's or fetcher's
             raise part_error(error, part.param) from error
         timing.add("decode", fetched_at, time.perf_counter())
         return result
@@ -158,21 +178,16 @@ class Preprocessor:
     async def _decode_or_reuse(self, part: _MediaPart, data: bytes, cancel: threading.Event):
         """Decode in the pool, unless the same bytes were decoded the same way before."""
 
-        settings = self._settings
-
         async def decode():
             started = time.perf_counter()
             if part.kind == "video":
-                result = await self._pool.run_with_threads(
-                    decode_video, data, sampling=part.sampling, max_bytes=settings.max_decoded_bytes,
-                    max_source_pixels=settings.max_source_pixels, cancel=cancel, timeout=settings.decode_timeout,
-                )
+                result = await self._pool.run_with_threads(self._decode_video, data, part.sampling, cancel)
             else:
-                result = await self._pool.run(
-                    decode_image, data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
-                )
-            tensor = _tensor_of(result)
+                result = await self._pool.run_with_threads(self._decode_image, data)
+            tensor = _tensor_of(result.decoded)
             tensor.flags.writeable = False  # shared: by parts, by requests through the cache
+            for processed in result.processed.tensors.values() if result.processed is not None else ():
+                processed.flags.writeable = False
             self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
             self._metrics.frames_decoded.labels(part.kind).inc(len(tensor) if part.kind == "video" else 1)
             return result
@@ -180,7 +195,32 @@ class Preprocessor:
         if self._cache is None:
             return await decode()
         key = await content_key(part.kind, data, part.sampling)
-        return await self._cache.get_or_decode(key, decode, _tensor_bytes)
+        return await self._cache.get_or_decode(key, decode, lambda loaded: loaded.nbytes)
+
+    # -- in the pool's threads --
+
+    def _decode_video(self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int) -> _Loaded:
+        settings, vision = self._settings, self._vision
+        video = decode_video(
+            data, sampling=sampling, max_bytes=settings.max_decoded_bytes, max_source_pixels=settings.max_source_pixels,
+            cancel=cancel, timeout=settings.decode_timeout, threads=threads,
+            frame_size=vision.frame_rule if vision is not None else None,
+        )
+        return _Loaded(video, self._process(video, threads))
+
+    def _decode_image(self, data: bytes, threads: int) -> _Loaded:
+        settings = self._settings
+        image = decode_image(data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels)
+        return _Loaded(image, self._process(image, threads))
+
+    def _process(self, decoded, threads: int) -> ProcessedMedia | None:
+        if self._vision is None:
+            return None
+        started = time.perf_counter()
+        processed = self._vision.process(decoded, threads)
+        kind = "video" if isinstance(decoded, DecodedVideo) else "image"
+        self._metrics.process_seconds.labels(kind).observe(time.perf_counter() - started)
+        return processed
 
     def _check_total_size(self, media: list[MediaItem]) -> None:
         total, seen = 0, set()
@@ -224,11 +264,8 @@ def _tensor_of(result) -> np.ndarray:
     return result.frames if isinstance(result, DecodedVideo) else result.pixels
 
 
-def _tensor_bytes(result) -> int:
-    return _tensor_of(result).nbytes
-
-
-def _media_item(part: _MediaPart, result) -> MediaItem:
+def _media_item(part: _MediaPart, loaded: _Loaded) -> MediaItem:
+    result, processed = loaded.decoded, loaded.processed
     if part.kind == "video":
         return MediaItem(
             kind="video",
@@ -238,8 +275,11 @@ def _media_item(part: _MediaPart, result) -> MediaItem:
             timestamps=result.timestamps,
             indices=result.indices,
             hf_metadata=result.to_hf_metadata(),
+            processed=processed,
         )
-    return MediaItem(kind="image", tensor=result.pixels, metadata=result.metadata.to_dict(), param=part.param)
+    return MediaItem(
+        kind="image", tensor=result.pixels, metadata=result.metadata.to_dict(), param=part.param, processed=processed
+    )
 
 
 def _part_type(part: Any, where: str) -> str:

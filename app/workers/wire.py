@@ -2,7 +2,8 @@
 
 The request is one safetensors file (the Hugging Face tensor format: 8 bytes of header
 length, a JSON header, then the raw tensor bytes). Each distinct media tensor is one
-tensor; the messages, sampling parameters and per-item metadata are JSON strings in the
+tensor (with a vision processor, each of its tensors too: `media_0.pixel_values_videos`,
+`media_0.video_grid_thw`); the messages, sampling parameters and per-item metadata are JSON strings in the
 header's `__metadata__`, as safetensors asks. The answer is newline-delimited JSON: one
 EngineOutput per line, or one error line.
 
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from processors import ProcessedMedia
 
 from ..core.errors import ServiceError
 from ..engines.base import EngineHTTPError, EngineOutput
@@ -80,24 +83,8 @@ class TensorRequestBody:
 
 
 def encode_request(request: PreparedRequest) -> TensorRequestBody:
-    names: dict[int, str] = {}  # a tensor two parts share (the same video twice) goes once
-    tensors: list[np.ndarray] = []
-    entries: dict[str, dict] = {}
-    media = []
-    offset = 0
-    for item in request.media:
-        name = names.get(id(item.tensor))
-        if name is None:
-            tensor = _little_endian(item.tensor)
-            name = names[id(item.tensor)] = f"media_{len(tensors)}"
-            entries[name] = {
-                "dtype": DTYPE_NAMES[tensor.dtype],
-                "shape": list(tensor.shape),
-                "data_offsets": [offset, offset + tensor.nbytes],
-            }
-            offset += tensor.nbytes
-            tensors.append(tensor)
-        media.append(_describe_item(item, name))
+    tensors = _TensorTable()
+    media = [_describe_item(item, tensors) for item in request.media]
     metadata = {
         "format": FORMAT,
         "request_id": request.request_id,
@@ -109,9 +96,42 @@ def encode_request(request: PreparedRequest) -> TensorRequestBody:
         "mm_processor_kwargs": json.dumps(request.mm_processor_kwargs),
         "extra": json.dumps(request.extra),
     }
-    header = json.dumps({"__metadata__": metadata, **entries}, separators=(",", ":")).encode()
+    header = json.dumps({"__metadata__": metadata, **tensors.entries}, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)  # safetensors pads the header so the data starts 8-aligned
-    return TensorRequestBody(struct.pack("<Q", len(header)) + header, tensors)
+    return TensorRequestBody(struct.pack("<Q", len(header)) + header, tensors.tensors)
+
+
+class _TensorTable:
+    """The tensors of one request, each once: a tensor two parts share (the same video
+    twice) is named and sent once."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.tensors: list[np.ndarray] = []
+        self.entries: dict[str, dict] = {}
+        self._offset = 0
+        self._media = 0
+
+    def add_media(self, frames: np.ndarray) -> str:
+        """The name of a media item's decoded tensor: media_0, media_1, ... as they come."""
+        if id(frames) not in self.names:
+            self._media += 1
+        return self.add(frames, f"media_{self._media - 1}")
+
+    def add(self, tensor: np.ndarray, name: str) -> str:
+        """The name `tensor` goes by: `name`, or the one it was given before."""
+        if id(tensor) in self.names:
+            return self.names[id(tensor)]
+        self.names[id(tensor)] = name
+        stored = _little_endian(tensor)
+        self.entries[name] = {
+            "dtype": DTYPE_NAMES[stored.dtype],
+            "shape": list(stored.shape),
+            "data_offsets": [self._offset, self._offset + stored.nbytes],
+        }
+        self._offset += stored.nbytes
+        self.tensors.append(stored)
+        return name
 
 
 def decode_request(body: bytes | bytearray | memoryview) -> PreparedRequest:
@@ -151,11 +171,19 @@ def _little_endian(tensor: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(tensor, dtype=dtype)
 
 
-def _describe_item(item: MediaItem, tensor_name: str) -> dict[str, Any]:
+def _describe_item(item: MediaItem, tensors: _TensorTable) -> dict[str, Any]:
+    name = tensors.add_media(item.tensor)
+    processed = None
+    if item.processed is not None:  # the model's tensors, named after the frames they came from
+        processed = {
+            "num_tokens": item.processed.num_tokens,
+            "tensors": {key: tensors.add(value, f"{name}.{key}") for key, value in item.processed.tensors.items()},
+        }
     return {
         "kind": item.kind,
         "param": item.param,
-        "tensor": tensor_name,
+        "tensor": name,
+        "processed": processed,
         "metadata": item.metadata,
         "timestamps": None if item.timestamps is None else item.timestamps.tolist(),
         "indices": None if item.indices is None else item.indices.tolist(),
@@ -235,19 +263,28 @@ def _json_field(metadata: dict, key: str, kind: type):
 
 
 def _media_item(entry: dict, tensors: dict[str, np.ndarray]) -> MediaItem:
-    if entry["tensor"] not in tensors:
-        raise WireError(f"media item {entry.get('param')!r} names tensor {entry['tensor']!r}, which the body lacks")
     if entry["kind"] not in ("image", "video"):
         raise WireError(f"media item {entry.get('param')!r} has kind {entry['kind']!r}; expected image or video")
+    processed = entry.get("processed")
+    if processed is not None:
+        named = {key: _named_tensor(entry, name, tensors) for key, name in processed["tensors"].items()}
+        processed = ProcessedMedia(named, int(processed["num_tokens"]))
     return MediaItem(
         kind=entry["kind"],
-        tensor=tensors[entry["tensor"]],
+        tensor=_named_tensor(entry, entry["tensor"], tensors),
         metadata=entry["metadata"],
         param=entry["param"],
         timestamps=None if entry["timestamps"] is None else np.asarray(entry["timestamps"], dtype=np.float64),
         indices=None if entry["indices"] is None else np.asarray(entry["indices"], dtype=np.int64),
         hf_metadata=entry["hf_metadata"],
+        processed=processed,
     )
+
+
+def _named_tensor(entry: dict, name: str, tensors: dict[str, np.ndarray]) -> np.ndarray:
+    if name not in tensors:
+        raise WireError(f"media item {entry.get('param')!r} names tensor {name!r}, which the body lacks")
+    return tensors[name]
 
 
 # -- the answer -----------------------------------------------------------------------

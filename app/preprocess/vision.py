@@ -1,0 +1,56 @@
+"""The model's vision processor after decoding (`mmprep serve --processor`): each decoded
+video or image becomes the tensors the model takes, and its placeholder tokens are counted
+against `--max-vision-tokens`.
+
+A video's token count is known from its planned frame count and size, before any frame is
+decoded (processors count without pixels): the decoder calls `frame_rule`'s rule once it
+has planned, so a video that alone exceeds the limit is refused before it is decoded. The
+request's total is checked once everything is loaded, before any engine work.
+"""
+
+from __future__ import annotations
+
+from decoders import DecodedImage, DecodedVideo
+from processors import ProcessedMedia, Processor, load_processor
+
+from ..core.config import Settings
+from ..core.errors import ServiceError
+
+
+class VisionProcessing:
+    def __init__(self, processor: Processor, resize: str, max_tokens: int | None):
+        self.processor = processor
+        self._ffmpeg_resize = resize == "ffmpeg"
+        self._max_tokens = max_tokens
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VisionProcessing | None:
+        if settings.processor is None:
+            return None
+        return cls(load_processor(settings.processor), settings.processor_resize, settings.max_vision_tokens)
+
+    def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
+        """decode_video's frame_size rule: refuse a video whose tokens alone are too many;
+        with --processor-resize ffmpeg, the size the processor resizes to (FFmpeg's scaler
+        gets there while decoding), else the size unchanged (the processor resizes)."""
+        self.check_tokens(self.processor.video_tokens(num_frames, height, width), "this video")
+        if self._ffmpeg_resize:
+            return self.processor.video_size(num_frames, height, width)
+        return height, width
+
+    def process(self, decoded: DecodedVideo | DecodedImage, threads: int) -> ProcessedMedia:
+        """The model's tensors for one decoded item (a ProcessorError if it cannot be)."""
+        if isinstance(decoded, DecodedVideo):
+            return self.processor.process_video(decoded.frames, threads=threads)
+        self.check_tokens(self.processor.image_tokens(*decoded.pixels.shape[:2]), "this image")
+        return self.processor.process_image(decoded.pixels)
+
+    def check_tokens(self, tokens: int, what: str, param: str | None = None) -> None:
+        """A 400 if `tokens` (of `what`: an item, or the request) exceed --max-vision-tokens."""
+        if self._max_tokens is not None and tokens > self._max_tokens:
+            raise ServiceError(
+                f"{what} comes to {tokens} vision tokens, more than the {self._max_tokens} allowed "
+                "(--max-vision-tokens); ask for fewer or smaller frames",
+                "too_many_vision_tokens",
+                param,
+            )

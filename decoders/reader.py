@@ -271,10 +271,12 @@ class DecodePass:
         index = survey.index
         self._reader, self._survey, self._threads = reader, survey, threads
         self._stack = stack if stack is not None else FrameStack(len(wanted))
-        self._convert = FrameConverter(max_pixels, reader._threads if threads is None else threads, size)
-        self._picker = FramePicker(
-            survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
-        )
+        self._convert = convert = FrameConverter(max_pixels, reader._threads if threads is None else threads, size)
+        stack = self._stack
+        # The callback must not hold `self`: that cycle kept the output buffer, the decoder and
+        # the container alive until the garbage collector ran, and the next decode's buffer then
+        # had to be faulted in on fresh pages (system time) instead of reusing these.
+        self._picker = FramePicker(survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t))
         self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
         self._seeker = Seeker(index, self._wanted_pts) if allow_seek else None
         exact_times = self._wanted_pts is not None and index.complete

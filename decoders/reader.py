@@ -23,7 +23,7 @@ from .errors import (
     NoVideoStreamError,
     UnsupportedCodecError,
 )
-from .frames import FrameConverter, FrameStack, scaled_size
+from .frames import FrameConverter, FrameStack, output_memory, scaled_size
 from .index import FrameIndex, read_index
 from .metadata import VideoMetadata, resolve_duration, stream_fps
 from .picker import Clock, FramePicker
@@ -217,7 +217,7 @@ class VideoReader:
         into its own stretch of the one output buffer."""
         size = scaled_size(*survey.coded_size, max_pixels)  # the header's size, for all groups
         frame_bytes = size[0] * size[1] * 3
-        output = np.empty(sum(len(group) for group in groups) * frame_bytes, dtype=np.uint8)
+        output = output_memory(sum(len(group) for group in groups) * frame_bytes)
         threads, start, passes = max(1, self._budget() // len(groups)), 0, []
         for group in groups:
             stack = FrameStack(len(group), output[start * frame_bytes : (start + len(group)) * frame_bytes])

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .errors import CorruptMediaError
-from .frames import FrameConverter, FrameStack
+from .frames import FrameConverter, FrameStack, output_memory
 from .guard import DecodeGuard
 from .picker import FramePicker
 from .plan import DecodePlan
@@ -45,7 +45,7 @@ def _decode_side_by_side(
     """Decode runs of keyframe intervals side by side, one decoder each: intervals are
     independent, so this scales better than one decoder's frame threads. Each writes
     into its own stretch of the one output buffer."""
-    output = np.empty(len(plan.wanted) * plan.frame_bytes, dtype=np.uint8)
+    output = output_memory(len(plan.wanted) * plan.frame_bytes)
     share, start, passes = guard.share(len(groups)), 0, []
     for group in groups:
         stack = FrameStack(len(group), output[start * plan.frame_bytes : (start + len(group)) * plan.frame_bytes])
@@ -76,11 +76,12 @@ class DecodePass:
     ):
         index, wanted = survey.index, plan.wanted
         self._source, self._survey, self._guard = source, survey, guard
-        self._stack = stack if stack is not None else FrameStack(len(wanted))
-        self._convert = FrameConverter(plan.rgb_size, guard.threads, plan.size)
-        self._picker = FramePicker(
-            survey.frame_times()[wanted], lambda frame, t: self._stack.add(self._convert(frame), t)
-        )
+        self._stack = stack = stack if stack is not None else FrameStack(len(wanted))
+        self._convert = convert = FrameConverter(plan.rgb_size, guard.threads, plan.size)
+        # The callback must not hold `self`: that cycle kept the output buffer, the decoder and
+        # the container alive until the garbage collector ran, and the next decode's buffer then
+        # had to be faulted in on fresh pages (system time) instead of reusing these.
+        self._picker = FramePicker(survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t))
         self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
         self._seeker = Seeker(index, self._wanted_pts) if allow_seek else None
         exact_times = self._wanted_pts is not None and index.complete

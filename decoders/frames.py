@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import mmap
 
 import numpy as np
 from av.video.reformatter import Interpolation, VideoReformatter
@@ -24,6 +25,20 @@ def quarter_turns(rotation: float) -> int:
     """
     turns = round(rotation / 90)
     return turns % 4 if abs(rotation - 90 * turns) < 1 else 0
+
+
+def output_memory(nbytes: int) -> np.ndarray:
+    """Flat uint8 memory for the returned frames, in the kernel's ordinary pages.
+
+    numpy asks for transparent huge pages (madvise) on every array of 4 MiB or more. A
+    2 MiB page is zeroed when first written, and on a VM whose host takes back free memory
+    (virtio-balloon free page reporting) that costs about 2 ms a page in system time: 0.6-0.8
+    CPU-s for 120 frames of 720p, against 0.13 s in 4 KiB pages (benchmarks/cost.py, README).
+    An anonymous mapping of our own is freed (unmapped) with the last array that views it.
+    """
+    if nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
 
 
 class FrameConverter:
@@ -86,7 +101,7 @@ class FrameStack:
             if self._buffer is not None:
                 self._frames = self._buffer.reshape(shape)
             else:
-                self._frames = np.empty(shape, dtype=np.uint8)
+                self._frames = output_memory(math.prod(shape)).reshape(shape)
         self._frames[len(self._times)] = rgb
         self._times.append(time)
 

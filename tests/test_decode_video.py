@@ -365,3 +365,27 @@ def test_a_title_tag_that_is_not_utf8_does_not_stop_the_decode(tmp_path):
     assert data.count(utf8) == 1
     video = decode_video(data.replace(utf8, latin1_broken), num_frames=3)
     assert painted(video.frames) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("threads", [1, 2])  # 2: keyframe intervals side by side, when there are several
+def test_a_decode_leaves_nothing_for_the_garbage_collector(threads):
+    """A reference cycle once kept the output buffer, the decoder and the container of every
+    decode alive until the cyclic collector ran (hundreds of MB for a long request)."""
+    import gc
+
+    decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=4, threads=threads)  # imports, caches
+    gc.collect()
+    gc.disable()
+    try:
+        video = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=4, threads=threads)
+        del video
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_frames_are_a_writable_contiguous_array_of_their_own_memory():
+    frames = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=3).frames
+    assert frames.flags.c_contiguous and frames.flags.writeable
+    frames[:] = 7  # the memory is ours to write, and freed with the array
+    assert (frames == 7).all()

@@ -41,18 +41,22 @@ def mmprep_decode(data: bytes, num_frames: int) -> int:
     return len(decode_video(data, num_frames=num_frames).frames)
 
 
-def decode_every_frame(data: bytes, num_frames: int = 0) -> int:
-    """The floor any full-decode loader pays: every frame decoded, none converted."""
+def decode_every_frame(data: bytes, num_frames: int = 0, threads: int = 0) -> int:
+    """The floor any full-decode loader pays: every frame decoded, none converted.
+    threads: the decoder's threads, 0 for FFmpeg's choice (one per core)."""
     with av.open(io.BytesIO(data)) as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_type = "AUTO"
+        stream.codec_context.thread_count = threads
         return sum(1 for _ in container.decode(stream))
 
 
-def transformers_pyav(data: bytes, num_frames: int) -> int:
+def transformers_pyav(data: bytes, num_frames: int, threads: int = 0) -> int:
     """transformers' read_video_pyav with its default uniform sampler, as written there
-    (threading left at PyAV's default, as there)."""
+    (threading left at PyAV's default, as there, unless `threads` sets the decoder's count)."""
     with av.open(io.BytesIO(data)) as container:
+        if threads:
+            container.streams.video[0].codec_context.thread_count = threads
         total = container.streams.video[0].frames  # 0 when the container does not say (WebM)
         if total == 0:
             raise ValueError("the stream reports 0 frames, so there is nothing to sample")
@@ -67,12 +71,14 @@ def transformers_pyav(data: bytes, num_frames: int) -> int:
         return len(np.stack([frame.to_ndarray(format="rgb24") for frame in frames]))
 
 
-def vllm_opencv(data: bytes, num_frames: int) -> int:
+def vllm_opencv(data: bytes, num_frames: int, threads: int = 0) -> int:
     """vLLM's OpenCV video loader: frame count from OpenCV, indices by np.linspace, grab()
-    every frame up to the last index, retrieve() the wanted ones."""
+    every frame up to the last index, retrieve() the wanted ones. threads: the FFmpeg
+    decoder's (CAP_PROP_N_THREADS), 0 for OpenCV's default (one per core), as in vLLM."""
     import cv2
 
-    capture = cv2.VideoCapture(io.BytesIO(data), _opencv_stream_backend(), [])
+    params = [cv2.CAP_PROP_N_THREADS, threads] if threads else []
+    capture = cv2.VideoCapture(io.BytesIO(data), _opencv_stream_backend(), params)
     if not capture.isOpened():
         raise ValueError("OpenCV could not open the video")
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))

@@ -41,6 +41,12 @@ def output_memory(nbytes: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
 
 
+# Frames NVDEC hands back interleave their chroma; swscale turns those into RGB a little
+# differently (up to 2 levels) from the planar layout the CPU decoder gives, and repacking
+# them to it first is exact.
+HW_LAYOUTS = {"nv12": "yuv420p", "p010le": "yuv420p10le", "p016le": "yuv420p16le"}
+
+
 class FrameConverter:
     """Converts frames to RGB of one fixed size (`rgb_size`, whatever size each frame is
     decoded at) in one swscale call each, with the scaler reused, then turns them upright
@@ -56,11 +62,15 @@ class FrameConverter:
         self._threads = threads
         self._scaler = VideoReformatter()
         self._resizer = VideoReformatter()
+        self._repacker = VideoReformatter()
         self.turns: int | None = None
 
     def __call__(self, frame) -> np.ndarray:
         if self.turns is None:
             self.turns = quarter_turns(frame.rotation)
+        planar = HW_LAYOUTS.get(frame.format.name)
+        if planar is not None:  # from NVDEC: repacked losslessly, so the colours are the CPU path's
+            frame = self._repacker.reformat(frame, format=planar)
         rgb = self._scale(self._scaler, frame, self._rgb_size)
         if self._size is not None:
             rgb = self._scale(self._resizer, rgb, self._size)

@@ -13,6 +13,7 @@ from typing import BinaryIO, Self
 
 import av
 
+from . import gpu
 from .errors import CorruptMediaError, MediaNotFoundError, NoVideoStreamError, UnsupportedCodecError
 from .index import FrameIndex
 from .seeking import rewind
@@ -63,22 +64,23 @@ class ReopenableSource:
             raise CorruptMediaError(f"{self._path!r} is empty (0 bytes)")
 
     @contextmanager
-    def open(self) -> Iterator[av.container.InputContainer]:
-        if self._path is not None:
-            target = self._path
-        elif self._file is not None:
-            self._file.seek(self._start)
-            target = self._file
-        else:
-            target = io.BytesIO(self._data)
+    def open(self, device: str = "cpu") -> Iterator[av.container.InputContainer]:
         try:
-            container = av.open(target, mode="r", **_OPEN_OPTIONS)
+            container = av.open(self._target(), mode="r", hwaccel=gpu.hwaccel_for(device), **_OPEN_OPTIONS)
         except FFMPEG_ERRORS as error:
             raise CorruptMediaError(self._unreadable(error)) from error
         try:
             yield container
         finally:
             container.close()
+
+    def _target(self):
+        if self._path is not None:
+            return self._path
+        if self._file is not None:
+            self._file.seek(self._start)
+            return self._file
+        return io.BytesIO(self._data)
 
     def _unreadable(self, error: Exception) -> str:
         """Why FFmpeg found no media here, in words a person can act on."""
@@ -115,8 +117,9 @@ class VideoSource:
     for the survey is kept and rewound for the first decode pass after it (opening costs
     FFmpeg a probe that decodes a few frames); a fresh one is opened if rewinding fails."""
 
-    def __init__(self, source: Source):
-        self._input = ReopenableSource(source)
+    def __init__(self, source: Source, device: str = "cpu"):
+        self._input, self._device = ReopenableSource(source), device
+        self.decoded_on_gpu: bool | None = None  # once a decoder has run: whether NVDEC did the work
         self._kept: OpenVideo | None = None
         self._lock = threading.Lock()  # passes running side by side each ask for the kept one
 
@@ -130,7 +133,7 @@ class VideoSource:
 
     def open(self, threads: int) -> OpenVideo:
         """A fresh container; `threads`: FFmpeg threads for its decoder."""
-        return OpenVideo(self._input, threads)
+        return OpenVideo(self._input, threads, self._device, self)
 
     @contextmanager
     def kept_open(self, threads: int):
@@ -173,11 +176,13 @@ class OpenVideo:
     Maps FFmpeg's exceptions to MediaError on the way out.
     """
 
-    def __init__(self, source: ReopenableSource, threads: int):
-        self._source, self._threads = source, threads
+    def __init__(
+        self, source: ReopenableSource, threads: int, device: str = "cpu", video: VideoSource | None = None
+    ):
+        self._source, self._threads, self._device, self._video = source, threads, device, video
 
     def __enter__(self):
-        self._opened = self._source.open()
+        self._opened = self._source.open(self._device)
         container = self._opened.__enter__()
         try:
             stream = select_video_stream(container)
@@ -189,6 +194,9 @@ class OpenVideo:
         return self.opened
 
     def __exit__(self, kind, error, traceback):
+        ctx = self.opened[1].codec_context if hasattr(self, "opened") else None
+        if self._video is not None and ctx is not None and ctx.is_open:
+            self._video.decoded_on_gpu = bool(ctx.is_hwaccel)
         self._opened.__exit__(None, None, None)
         if isinstance(error, FFMPEG_ERRORS):
             raise _damaged(error) from error

@@ -31,6 +31,7 @@ class Survey:
     container: str
     coded_size: tuple[int, int]  # (width, height) as the stream header gives it, before rotation
     decoded_times: np.ndarray | None  # only for streams without timestamps
+    decoder: str = ""  # FFmpeg's decoder for it ("libdav1d" for "av1")
 
     @property
     def tick(self) -> Fraction:
@@ -81,7 +82,7 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         check_source_size(stream, max_source_pixels)
         index = read_index(container, stream, guard.check)
         duration, duration_source = resolve_duration(stream, container, index)
-        codec, fmt = codec_name(stream), container.format.name
+        codec, fmt, decoder = codec_name(stream), container.format.name, stream.codec_context.codec.name
         coded_size = (stream.codec_context.width, stream.codec_context.height)
         claimed_fps = stream_fps(stream)
     decoded_times = None
@@ -95,7 +96,7 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
     if num_frames == 0:
         raise CorruptMediaError("the video stream holds no frames")
     fps = claimed_fps or num_frames / duration
-    return Survey(index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times)
+    return Survey(index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder)
 
 
 def _count_frames(source: VideoSource, guard: DecodeGuard, fps: float) -> np.ndarray:

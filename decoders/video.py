@@ -16,11 +16,13 @@ frame on screen at each wanted time), so a lying index costs speed, never correc
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import gpu
 from .decoding import decode_frames
 from .errors import InvalidArgumentError
 from .guard import DecodeGuard
@@ -68,6 +70,7 @@ def decode_video(
     cancel: threading.Event | None = None,
     sampling: VideoSampling | None = None,
     frame_size: FrameSizeRule | None = None,
+    device: str = "cpu",
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
 
@@ -83,6 +86,8 @@ def decode_video(
     frame_size: a rule (frames, height, width) -> (height, width) for the output size, given
     the planned count and the size after max_pixels, called once before any frame is
     decoded (plan.py says what it must satisfy); what it raises is raised unchanged.
+    device: "cpu", or "cuda" to decode on the GPU (NVDEC) where it can (gpu.py): the same
+    frames; where it cannot, the CPU decodes and a log line says why.
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
     InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
@@ -91,12 +96,18 @@ def decode_video(
     elif (fps, num_frames, max_frames, max_pixels, seek_mode) != (None, None, None, None, "exact"):
         raise InvalidArgumentError("give sampling or the sampling keywords, not both")
     check_limits(threads, timeout, max_bytes, max_source_pixels)
+    gpu.check_device(device)
     guard = DecodeGuard.starting_now(timeout, cancel, threads)
-    with VideoSource(source) as video:
+    with VideoSource(source, device) as video:
         survey = read_survey(video, guard, max_source_pixels)
         plan = plan_decode(survey, sampling, frame_size)
         plan.check_fits(max_bytes)
+        on_gpu = device == "cuda" and gpu.decodes(survey.decoder, survey.codec, survey.coded_size)
+        if on_gpu:  # one decoder, one thread: NVDEC does the work; no runs side by side
+            guard = dataclasses.replace(guard, threads=1)
         frames, timestamps, rotation = decode_frames(video, survey, plan, guard)
+        if device == "cuda" and not (on_gpu and video.decoded_on_gpu):
+            gpu.note_software_decode(survey.codec, survey.coded_size)
     indices = frame_positions(survey.frame_times(), timestamps)
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, survey.metadata(rotation))
 

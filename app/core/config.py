@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     decode_threads: int = Field(
         0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
     )
+    decode_device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="where videos decode: cpu, or cuda (NVDEC, where the codec and size allow; "
+        "the CPU otherwise, with a log line saying why)",
+    )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"

@@ -203,7 +203,7 @@ class Preprocessor:
         settings, vision = self._settings, self._vision
         video = decode_video(
             data, sampling=sampling, max_bytes=settings.max_decoded_bytes, max_source_pixels=settings.max_source_pixels,
-            cancel=cancel, timeout=settings.decode_timeout, threads=threads,
+            cancel=cancel, timeout=settings.decode_timeout, threads=threads, device=settings.decode_device,
             frame_size=vision.frame_rule if vision is not None else None,
         )
         return _Loaded(video, self._process(video, threads))

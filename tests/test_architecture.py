@@ -16,6 +16,7 @@ LAYERS = [
     ["app/cli"],
     ["app/bench"],
     ["app/testing"],
+    ["app/rayserve"],
     ["app/api"],
     ["app/service"],
     ["app/workers"],

@@ -14,6 +14,10 @@ from .replicas import DecodeReplica, EngineReplica, FrontDoor
 # Room beyond --max-concurrent-requests for the front door's own answers: /health, /metrics,
 # and the 503s of admission, which must reach the front door to be given.
 FRONT_DOOR_SPARE = 16
+# CPUs each replica reserves unless the operator says otherwise: the front door parses and
+# routes, a decode replica decodes; an engine's needs are the operator's (GPUs, usually).
+# So all three fit on a machine of two cores.
+CPUS = {"FrontDoor": 1, "Decode": 1, "Engine": 0}
 
 
 def build_app(settings: Settings) -> Application:
@@ -34,6 +38,8 @@ def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
     """Replicas and requests in flight per replica from mmprep's settings, then the
     operator's own Ray options for this deployment laid over them."""
     s = settings
+    own = dict(s.ray_deployment_options.get(name, {}))
+    actor_options = {"num_cpus": CPUS[name], **own.pop("ray_actor_options", {})}
     if name == "FrontDoor":
         options = {"num_replicas": s.ray_front_door_replicas,
                    "max_ongoing_requests": s.max_concurrent_requests + FRONT_DOOR_SPARE}
@@ -44,10 +50,9 @@ def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
     else:
         options = _replicas(s.ray_engine_replicas, s.ray_max_engine_replicas, target=None)
         options["max_ongoing_requests"] = s.max_concurrent_requests
-    own = s.ray_deployment_options.get(name, {})
     if {"num_replicas", "autoscaling_config"} & set(own):  # the operator's choice replaces ours whole
         options = {key: value for key, value in options.items() if key not in ("num_replicas", "autoscaling_config")}
-    return {**options, **own}
+    return {**options, **own, "ray_actor_options": actor_options}
 
 
 def _replicas(least: int, most: int, target: int | None) -> dict[str, Any]:

@@ -18,9 +18,11 @@ from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable
 
 log = logging.getLogger("mmprep.ray")
 
-# A decode call whose replica died is sent again (nothing has reached the client, and
-# decoding has no side effects); Ray's router then picks a live replica, or waits for one.
+# A call whose replica died before answering is sent again (nothing has reached the
+# client; decoding has no side effects, and the engine had produced nothing): Ray's router
+# drops the dead replica and picks a live one, or waits for Serve to start one.
 DECODE_ATTEMPTS = 3
+ENGINE_ATTEMPTS = 3
 
 
 class RayPreprocessing:
@@ -62,8 +64,8 @@ class DecodeReplicas:
 
 
 class RayEngine:
-    """An Engine whose generation runs on an engine replica. Before the first output, a lost
-    replica is a 503 (the chat handler answers it as JSON); after, the stream's error event."""
+    """An Engine whose generation runs on an engine replica. A replica lost for good is a
+    503 (JSON before the first output; after it, the stream's error event)."""
 
     def __init__(self, engine: DeploymentHandle):
         self._engine = engine
@@ -82,14 +84,22 @@ class RayEngine:
         return self._started
 
     async def generate(self, request: PreparedInStore) -> AsyncIterator[EngineOutput]:
-        stream = self._engine.options(stream=True).generate.remote(request)
-        try:
-            async for batch in stream:
-                if isinstance(batch, ServiceError):
-                    raise batch
-                for output in batch:
-                    yield output
-        except RAY_UNAVAILABLE as error:
-            raise ReplicaUnavailable("engine", error) from error
-        finally:
-            stream.cancel()  # a no-op once it has ended; else the replica stops generating
+        """As the remote workers do: a replica lost before the first output gets the request
+        again (the PreparedRequest is still in the store); after it, the stream fails."""
+        for attempt in range(1, ENGINE_ATTEMPTS + 1):
+            stream = self._engine.options(stream=True).generate.remote(request)
+            started = False
+            try:
+                async for batch in stream:
+                    if isinstance(batch, ServiceError):
+                        raise batch
+                    started = True
+                    for output in batch:
+                        yield output
+                return
+            except RAY_UNAVAILABLE as error:
+                if started or attempt == ENGINE_ATTEMPTS:
+                    raise ReplicaUnavailable("engine", error) from error
+                log.warning("engine replica lost (%s); sending the request again", type(error).__name__)
+            finally:
+                stream.cancel()  # a no-op once it has ended; else the replica stops generating

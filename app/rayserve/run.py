@@ -1,16 +1,15 @@
 """`mmprep serve --runtime ray`: the application on a Ray cluster until SIGTERM or Ctrl-C.
 
-Without RAY_ADDRESS, Ray starts a cluster of this machine for the command and stops it
-after; with it, the command joins that cluster, and leaves it (and Serve on it) running
-when it ends, taking only its own application away.
+The cluster is the one Ray's own rules find: RAY_ADDRESS if set (`local`: a new one), else
+one started on this machine by `ray start`, else a new cluster of this machine, which ends
+with the command. On a cluster that outlives it, the command takes away only its own
+application.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import threading
 
 import ray
 from ray import serve
@@ -23,19 +22,24 @@ log = logging.getLogger("mmprep.ray")
 
 
 def run_on_ray(settings: Settings) -> int:
-    joined = bool(os.environ.get("RAY_ADDRESS"))
-    ray.init(logging_level=settings.log_level.upper())  # RAY_ADDRESS, if set, is the cluster to join
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    ray.init(logging_level=settings.log_level.upper())
+    # SIGTERM as Ctrl-C: it interrupts whatever the command waits for, starting up included
+    # (a replica that cannot be placed keeps serve.run waiting), and the cleanup runs. Set
+    # after ray.init, which installs a handler that aborts the process.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
         serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
-        log.info("serving", extra={"url": f"http://{settings.host}:{settings.port}", "ray": ray.get_runtime_context().gcs_address})
-        stop.wait()
+        log.info("serving on Ray", extra={"url": f"http://{settings.host}:{settings.port}"})
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
     finally:
         serve.delete(APP_NAME)
-        if not joined:
-            serve.shutdown()
-            ray.shutdown()
+        ray.shutdown()  # stops the cluster too if this command started it
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

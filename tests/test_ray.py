@@ -13,7 +13,7 @@ import httpx
 import pytest
 from conftest import MEDIA
 
-pytest.importorskip("ray", reason="needs mmprep[ray]; .ci/run installs it for its Python 3.13 run (see there)")
+pytest.importorskip("ray", reason="needs mmprep[ray]: pip install -e '.[test,ray]', as .ci/run does")
 
 from app.core.config import Settings
 from app.testing.chat import (

@@ -171,7 +171,7 @@ def test_an_engine_replica_killed_mid_run_is_replaced(ray_app, local):
 
 
 def test_a_node_removed_mid_run_takes_its_decode_replica_and_no_request_with_it(ray_app, local):
-    """Runs last: the module's cluster is one node short after it, until a node is added."""
+    """Ray places the lost decode replica again, on a node added in its stead."""
     ray_app.wait_running("Decode", 2)
     before = ray_app.replicas("Decode")
     load = Load(ray_app)
@@ -180,9 +180,10 @@ def test_a_node_removed_mid_run_takes_its_decode_replica_and_no_request_with_it(
         node = ray_app.workers.pop()
         (lost,) = [name for name in before if ray_app.node_of(name) == node.node_id]
         ray_app.cluster.remove_node(node)
-        after = post(ray_app, chat(*CONTENT, **OPTIONS))  # the decode replica left on the head
+        assert httpx.get(f"{ray_app.url}/health").status_code == 200  # the front door answers meanwhile
         ray_app.workers.append(ray_app.add_node())
         ray_app.wait_running("Decode", 2, replacing=(lost,))  # Ray places a new one on the new node
+        after = post(ray_app, chat(*CONTENT, **OPTIONS))
     finally:
         answers = load.stop()
     assert_right_or_unavailable([*answers, after], expected_answer(local))

@@ -21,8 +21,11 @@ log = logging.getLogger("mmprep.ray")
 # A call whose replica died before answering is sent again (nothing has reached the
 # client; decoding has no side effects, and the engine had produced nothing): Ray's router
 # drops the dead replica and picks a live one, or waits for Serve to start one.
+# Between attempts, a pause that grows: a replica whose node just went is "unavailable"
+# for a moment before Ray declares it dead, and the router may pick it again until then.
 DECODE_ATTEMPTS = 3
 ENGINE_ATTEMPTS = 3
+RETRY_PAUSE = 0.5
 
 
 class RayPreprocessing:
@@ -56,6 +59,7 @@ class DecodeReplicas:
                 if attempt == DECODE_ATTEMPTS:
                     raise ReplicaUnavailable("decode", error) from error
                 log.warning("decode replica lost (%s); sending the request again", type(error).__name__)
+                await asyncio.sleep(RETRY_PAUSE * attempt)
                 continue
             if isinstance(result, ServiceError):
                 raise result
@@ -101,5 +105,6 @@ class RayEngine:
                 if started or attempt == ENGINE_ATTEMPTS:
                     raise ReplicaUnavailable("engine", error) from error
                 log.warning("engine replica lost (%s); sending the request again", type(error).__name__)
+                await asyncio.sleep(RETRY_PAUSE * attempt)
             finally:
                 stream.cancel()  # a no-op once it has ended; else the replica stops generating

@@ -36,6 +36,10 @@ class Serve(Settings):
         from .core.logging import configure_logging
 
         log_config = configure_logging(self.log_level)
+        if self.runtime == "ray":
+            from .rayserve.run import run_on_ray
+
+            raise SystemExit(run_on_ray(Settings(**self.model_dump())))
         uvicorn.run(
             create_app(Settings(**self.model_dump())),
             host=self.host,

@@ -1,66 +1,49 @@
 """The Service: everything serving a chat request needs, made once and started and stopped
-with the server (the engine, the decode pool and cache, the fetcher, the preprocessor), and
-the admission of requests. It knows no web framework: app/api serves it over HTTP."""
+with the server (the engine, and preprocessing: the decode pool and cache, the fetcher, the
+preprocessor), and the admission of requests. It knows no web framework: app/api serves it
+over HTTP. On Ray (app/rayserve) the front door's Service has the same shape, with its
+preprocessing and its engine in other replicas."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import ClassVar
-
-from decoders.errors import DecodeCancelledError
 
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
 from .engines import EchoEngine, Engine
-from .media.fetch import FetchLimits, MediaFetcher
-from .media.network import NetworkPolicy
-from .preprocess import DecodeCache, DecodePool, Preprocessor
+from .engines.loading import make_engine
+from .preprocess import Preprocessing
 
 log = logging.getLogger("mmprep.service")
 
 
 class Service:
-    def __init__(self, settings: Settings, engine: Engine | None = None):
+    """`preprocessing`: anything with `start`, `stop` and, once started, a `preprocessor`
+    whose `prepare` the chat handler awaits (by default: this process's own, fetching and
+    decoding here)."""
+
+    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None):
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
-        self.pool = DecodePool(settings.decode_workers, fixed_threads=settings.decode_threads)
-        self.metrics.decodes_in_flight.set_function(lambda: self.pool.active)
-        self.cache = None
-        if settings.decode_cache_bytes:
-            self.cache = DecodeCache(
-                settings.decode_cache_bytes,
-                on_lookup=lambda hit: self.metrics.decode_cache.labels("hit" if hit else "miss").inc(),
-                retry_on=(asyncio.CancelledError, DecodeCancelledError),
-            )
-            self.metrics.decode_cache_bytes.set_function(lambda: self.cache.bytes)
+        self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
-        self.fetcher: MediaFetcher | None = None
-        self.preprocessor: Preprocessor | None = None
         self._in_flight = 0
 
+    @property
+    def preprocessor(self):
+        return self.preprocessing.preprocessor
+
     async def start(self) -> None:
-        s = self.settings
-        limits = FetchLimits(
-            max_bytes=s.max_fetch_bytes,
-            connect_timeout=s.fetch_connect_timeout,
-            read_timeout=s.fetch_read_timeout,
-            max_redirects=s.max_redirects,
-            allowed_local_paths=tuple(s.allowed_local_media_path),
-        )
-        policy = NetworkPolicy(s.allow_private_networks, tuple(s.allowed_media_domains))
-        self.fetcher = MediaFetcher(limits, policy)
-        self.preprocessor = Preprocessor(s, self.fetcher, self.pool, self.metrics, self.cache)
+        await self.preprocessing.start()
         await self.engine.start()
 
     async def stop(self) -> None:
         await self.engine.stop()
-        if self.fetcher is not None:
-            await self.fetcher.aclose()
-        self.pool.shutdown()
+        await self.preprocessing.stop()
 
     def ready(self) -> bool:
         return self.preprocessor is not None and self.engine.ready()
@@ -122,6 +105,8 @@ class Slot:
 
 def build_engine(settings: Settings) -> Engine:
     """The engine the settings name (the names are checked when settings load)."""
+    if settings.engine_class is not None:
+        return make_engine(settings.engine_class)
     if settings.engine == "echo":
         return EchoEngine(settings.echo_chars_per_token)
     if settings.engine == "workers":

@@ -17,6 +17,7 @@ LAYERS = [
     ["app/preview"],
     ["app/bench"],
     ["app/testing"],
+    ["app/rayserve"],
     ["app/api"],
     ["app/service"],
     ["app/workers"],

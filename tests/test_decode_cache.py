@@ -35,7 +35,7 @@ def test_a_multi_turn_chat_decodes_its_video_once():
     assert account[0] == account[1]  # the same frames, timestamps and metadata
     assert counts == {"hit": 1, "miss": 2}
     assert 'mmprep_decode_cache_lookups_total{result="hit"} 1.0' in metrics
-    assert live.service.cache.bytes == 224 * 224 * 3 * (6 + 1)  # six frames, then one
+    assert live.service.preprocessing.cache.bytes == 224 * 224 * 3 * (6 + 1)  # six frames, then one
     assert "mmprep_decode_cache_bytes 1.053696e+06" in metrics
     assert other_sampling.status_code == 200
 

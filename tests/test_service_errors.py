@@ -352,7 +352,7 @@ def test_a_client_that_disconnects_stops_its_decode(long_decode):
         with pytest.raises(httpx.ReadTimeout):
             post(live, chat(video(f"file://{clip}", num_frames=2)), timeout=full_decode / 5)
         gone = time.monotonic()
-        while live.service.pool.active and time.monotonic() - gone < full_decode:
+        while live.service.preprocessing.pool.active and time.monotonic() - gone < full_decode:
             time.sleep(0.01)
         stopped_after = time.monotonic() - gone
         time.sleep(full_decode / 2)  # an unstopped decode would deliver its frames meanwhile
@@ -366,9 +366,9 @@ def test_the_deadline_stops_a_long_decode(long_decode):
         started = time.monotonic()
         response = post(live, chat(video(f"file://{clip}", num_frames=2)))
         took = time.monotonic() - started
-        while live.service.pool.active and time.monotonic() - started < full_decode:
+        while live.service.preprocessing.pool.active and time.monotonic() - started < full_decode:
             time.sleep(0.01)  # the decode stops at its next packet
-        assert live.service.pool.active == 0 and time.monotonic() - started < full_decode / 2
+        assert live.service.preprocessing.pool.active == 0 and time.monotonic() - started < full_decode / 2
     assert_error(response, 400, "decode_timeout", PART)
     assert took < full_decode / 2
 

@@ -7,6 +7,7 @@ says which and why. Nothing silently falls back to a default.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,7 @@ from .imports import import_by_path
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 ENGINES = ("echo", "workers", "openai")
+RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
 
@@ -45,6 +47,11 @@ class Settings(BaseSettings):
         False,
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
         "(off by default: it fetches any URL it is given, for whoever asks)",
+    )
+    runtime: Literal["local", "ray"] = Field(
+        "local",
+        description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
+        "replicas; needs mmprep[ray]; a local Ray cluster, or the one RAY_ADDRESS names)",
     )
 
     # -- media ---------------------------------------------------------------------
@@ -136,6 +143,31 @@ class Settings(BaseSettings):
     engine_read_timeout: float = Field(
         300.0, gt=0, description="seconds a worker or upstream may stay silent while it answers"
     )
+    engine_class: str | None = Field(
+        None,
+        description="your engine instead of --engine, as package.module:ClassName, made with no arguments "
+        "(with --runtime ray: hosted by the engine replicas)",
+    )
+
+    # -- runtime=ray ----------------------------------------------------------------
+    ray_front_door_replicas: int = Field(1, ge=1, description="runtime=ray: front door (HTTP) replicas")
+    ray_decode_replicas: int = Field(
+        1, ge=1, description="runtime=ray: decode replicas (each fetches and decodes with --decode-workers)"
+    )
+    ray_max_decode_replicas: int = Field(
+        0, ge=0, description="runtime=ray: above --ray-decode-replicas, autoscale decode replicas up to this many, "
+        "aiming at --decode-workers requests in flight per replica (0: a fixed count)",
+    )
+    ray_engine_replicas: int = Field(1, ge=1, description="runtime=ray: engine replicas")
+    ray_max_engine_replicas: int = Field(
+        0, ge=0, description="runtime=ray: above --ray-engine-replicas, autoscale engine replicas up to this many, "
+        "by requests in flight (0: a fixed count)",
+    )
+    ray_deployment_options: dict[str, dict] = Field(
+        {},
+        description="runtime=ray: Ray Serve options per deployment (FrontDoor, Decode, Engine), as in Ray's "
+        """config file and laid over the above, e.g. '{"Engine": {"ray_actor_options": {"num_gpus": 1}}}'""",
+    )
 
     @field_validator("served_model_name")
     @classmethod
@@ -152,6 +184,21 @@ class Settings(BaseSettings):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
+
+    @field_validator("engine_class")
+    @classmethod
+    def _engine_class_loads(cls, path: str | None) -> str | None:
+        if path is not None:
+            import_by_path(path)  # raises ValueError saying what is wrong
+        return path
+
+    @field_validator("ray_deployment_options")
+    @classmethod
+    def _deployments_known(cls, options: dict[str, dict]) -> dict[str, dict]:
+        unknown = sorted(set(options) - set(RAY_DEPLOYMENTS))
+        if unknown:
+            raise ValueError(f"no deployment is named {', '.join(unknown)}: they are {', '.join(RAY_DEPLOYMENTS)}")
+        return options
 
     @field_validator("allowed_media_domains")
     @classmethod
@@ -212,7 +259,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _ray_installed(self) -> Settings:
+        if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("runtime 'ray' needs Ray: pip install 'mmprep[ray]'")
+        return self
+
+    @model_validator(mode="after")
     def _engine_has_what_it_needs(self) -> Settings:
+        if self.engine_class is not None and "engine" in self.model_fields_set and self.engine != "echo":
+            raise ValueError(f"give --engine {self.engine} or --engine-class, not both")
         if self.engine == "workers" and not self.worker_url:
             raise ValueError("engine 'workers' needs at least one worker_url (--worker-url URL)")
         if self.engine == "openai":

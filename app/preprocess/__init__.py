@@ -2,8 +2,9 @@
 and put the tensors where the parts were."""
 
 from .cache import DecodeCache
+from .parts import Preprocessing
 from .pool import DecodePool
 from .preprocessor import Preprocessor
 from .timing import Timing
 
-__all__ = ["DecodeCache", "DecodePool", "Preprocessor", "Timing"]
+__all__ = ["DecodeCache", "DecodePool", "Preprocessing", "Preprocessor", "Timing"]

@@ -1,0 +1,65 @@
+"""The application: the three deployments bound with the options mmprep's settings give,
+for `mmprep serve --runtime ray` and for Ray's own `serve run` and config files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+from ..core.config import Settings
+from .replicas import DecodeReplica, EngineReplica, FrontDoor
+
+# Room beyond --max-concurrent-requests for the front door's own answers: /health, /metrics,
+# and the 503s of admission, which must reach the front door to be given.
+FRONT_DOOR_SPARE = 16
+# CPUs each replica reserves unless the operator says otherwise: the front door parses and
+# routes, a decode replica decodes; an engine's needs are the operator's (GPUs, usually).
+# So all three fit on a machine of two cores.
+CPUS = {"FrontDoor": 1, "Decode": 1, "Engine": 0}
+
+
+def build_app(settings: Settings) -> Application:
+    decode = serve.deployment(DecodeReplica, name="Decode").options(**deployment_options(settings, "Decode"))
+    engine = serve.deployment(EngineReplica, name="Engine").options(**deployment_options(settings, "Engine"))
+    front = serve.deployment(FrontDoor, name="FrontDoor").options(**deployment_options(settings, "FrontDoor"))
+    return front.bind(settings, decode.bind(settings), engine.bind(settings))
+
+
+def build(args: dict[str, Any]) -> Application:
+    """For `serve run app.rayserve.application:build key=value ...` and `import_path` in a
+    config file: `args` are mmprep's settings (MMPREP_* variables apply too). Host and port
+    are then Ray's (http_options), and Ray's config file may override any deployment."""
+    return build_app(Settings(**args))
+
+
+def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
+    """Replicas and requests in flight per replica from mmprep's settings, then the
+    operator's own Ray options for this deployment laid over them."""
+    s = settings
+    own = dict(s.ray_deployment_options.get(name, {}))
+    actor_options = {"num_cpus": CPUS[name], **own.pop("ray_actor_options", {})}
+    if name == "FrontDoor":
+        options = {"num_replicas": s.ray_front_door_replicas,
+                   "max_ongoing_requests": s.max_concurrent_requests + FRONT_DOOR_SPARE}
+    elif name == "Decode":
+        # Twice the decodes a replica runs at once, so its next fetches overlap its decodes.
+        options = _replicas(s.ray_decode_replicas, s.ray_max_decode_replicas, target=s.decode_workers)
+        options["max_ongoing_requests"] = 2 * s.decode_workers
+    else:
+        options = _replicas(s.ray_engine_replicas, s.ray_max_engine_replicas, target=None)
+        options["max_ongoing_requests"] = s.max_concurrent_requests
+    if {"num_replicas", "autoscaling_config"} & set(own):  # the operator's choice replaces ours whole
+        options = {key: value for key, value in options.items() if key not in ("num_replicas", "autoscaling_config")}
+    return {**options, **own, "ray_actor_options": actor_options}
+
+
+def _replicas(least: int, most: int, target: int | None) -> dict[str, Any]:
+    """A fixed count, or autoscaling by requests in flight (`target` per replica; None: Ray's)."""
+    if most <= least:
+        return {"num_replicas": least}
+    config: dict[str, Any] = {"min_replicas": least, "initial_replicas": least, "max_replicas": most}
+    if target is not None:
+        config["target_ongoing_requests"] = target
+    return {"autoscaling_config": config}

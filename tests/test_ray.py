@@ -1,0 +1,190 @@
+"""mmprep on Ray Serve (`--runtime ray`, app/rayserve) on a real local cluster of two nodes,
+through Serve's HTTP proxy, with the official openai client: the same answers as `mmprep
+serve`, bad input still refused as such, and replicas lost mid-run (killed, or their node
+removed) never leave a request hanging or answered wrongly."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from conftest import MEDIA
+
+pytest.importorskip("ray", reason="needs mmprep[ray]: pip install -e '.[test,ray]', as .ci/run does")
+
+from app.core.config import Settings
+from app.testing.chat import (
+    ask,
+    assert_error,
+    chat,
+    data_url,
+    image,
+    openai_client,
+    png_data_url,
+    post,
+    video,
+)
+from app.testing.raycluster import RayCluster
+from app.testing.servers import AppProcess, LiveServer
+
+ON_HEAD = {"num_cpus": 0, "resources": {"head": 0.01}}  # kept off the node a test removes
+SETTINGS = Settings(
+    allow_private_networks=True,
+    decode_workers=2,
+    ray_decode_replicas=2,
+    ray_deployment_options={
+        "FrontDoor": {"ray_actor_options": ON_HEAD},
+        "Engine": {"ray_actor_options": ON_HEAD},
+        # one decode replica on each node
+        "Decode": {"ray_actor_options": {"num_cpus": 1}, "max_replicas_per_node": 1},
+    },
+)
+CONTENT = [
+    {"type": "text", "text": "Compare these."},
+    video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"), num_frames=4),  # a data URL: > 64 KiB
+    image(png_data_url(64, 48, noise=True)),
+    video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"), num_frames=4),  # decoded once, two items
+]
+OPTIONS = {"temperature": 0.3, "seed": 5, "top_p": 0.9, "max_tokens": 1000}
+
+
+@pytest.fixture(scope="module")
+def ray_app():
+    with RayCluster(nodes=2) as cluster:
+        yield cluster.deploy(SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def local():
+    with LiveServer() as live:
+        yield live
+
+
+def test_mmprep_serve_runtime_ray_starts_a_local_cluster_and_stops_it_on_sigterm(local):
+    """The command as an operator runs it (before the module's cluster starts: one at a time
+    on this machine): its own Ray cluster, the proxy on --host/--port, the same answer."""
+    serving = AppProcess("serve", "--runtime", "ray", "--allow-private-networks", "--decode-workers", "1",
+                         env={"RAY_ADDRESS": "local"}).start()  # a new cluster, whatever else runs here
+    try:
+        serving.wait_ready(timeout=120)
+        assert ask(openai_client(serving), CONTENT) == ask(openai_client(local), CONTENT)
+        assert serving.stop() == 0, serving.log()
+    finally:
+        serving.close()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{serving.url}/health")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_the_openai_client_gets_the_account_mmprep_serve_gives(ray_app, local, stream):
+    on_ray = ask(openai_client(ray_app), CONTENT, stream=stream, **OPTIONS)
+    assert on_ray == ask(openai_client(local), CONTENT, stream=stream, **OPTIONS)
+    media = json.loads(on_ray[0])["media"]
+    assert [item["shape"] for item in media] == [[4, 224, 224, 3], [48, 64, 3], [4, 224, 224, 3]]
+
+
+def test_the_front_door_serves_the_same_routes(ray_app):
+    assert httpx.get(f"{ray_app.url}/v1/models").json()["data"][0]["id"] == "mmprep-echo"
+    assert httpx.get(f"{ray_app.url}/ready").status_code == 200
+    post(ray_app, chat({"type": "text", "text": "hi"}))
+    assert 'mmprep_requests_total{status="200"}' in httpx.get(f"{ray_app.url}/metrics").text
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "param"),
+    [
+        (chat(video(data_url(MEDIA / "unknown_codec.avi", "video/x-msvideo"))), 400, "unsupported_codec",
+         "messages[0].content[0].video_url"),
+        (chat(video("http://127.0.0.1:9/nothing.mp4"), max_tokens=0), 400, "invalid_request", "max_tokens"),
+        (chat({"type": "audio_url", "audio_url": {"url": "x"}}), 400, "unsupported_content_type",
+         "messages[0].content[0].type"),
+        (chat({"type": "text", "text": "hi"}, model="nope"), 404, "model_not_found", "model"),
+    ],
+    ids=["undecodable", "bad-field", "bad-part", "unknown-model"],
+)
+def test_bad_input_is_refused_as_in_one_process(ray_app, body, status, code, param):
+    assert_error(post(ray_app, body), status, code, param)
+
+
+def test_a_body_that_is_not_json_is_a_400(ray_app):
+    response = httpx.post(f"{ray_app.url}/v1/chat/completions", content=b"{not json",
+                          headers={"content-type": "application/json"})
+    assert_error(response, 400, "invalid_request")
+
+
+# -- faults -----------------------------------------------------------------------------
+
+
+class Load:
+    """Clients sending the same request over and over, until stopped; every answer kept."""
+
+    def __init__(self, server, clients: int = 6):
+        self._server, self._stop = server, threading.Event()
+        self._pool = ThreadPoolExecutor(clients)
+        self._runs = [self._pool.submit(self._client) for _ in range(clients)]
+
+    def _client(self) -> list[httpx.Response]:
+        answers = []
+        while not self._stop.is_set():
+            answers.append(post(self._server, chat(*CONTENT, **OPTIONS), timeout=60))  # a hang fails here
+        return answers
+
+    def stop(self) -> list[httpx.Response]:
+        self._stop.set()
+        answers = [answer for run in self._runs for answer in run.result()]
+        self._pool.shutdown()
+        return answers
+
+
+def assert_right_or_unavailable(answers: list[httpx.Response], expected: str) -> None:
+    """Each answer is the right one, or a 503 saying a replica is gone."""
+    assert answers
+    for answer in answers:
+        if answer.status_code == 503:
+            assert_error(answer, 503, "replica_unavailable")
+            assert answer.headers["retry-after"] == "1"
+        else:
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == expected
+
+
+def expected_answer(local) -> str:
+    return post(local, chat(*CONTENT, **OPTIONS)).json()["choices"][0]["message"]["content"]
+
+
+def test_an_engine_replica_killed_mid_run_is_replaced(ray_app, local):
+    (engine,) = ray_app.replicas("Engine")
+    load = Load(ray_app)
+    try:
+        post(ray_app, chat(*CONTENT, **OPTIONS))  # the load is running
+        ray_app.kill_replica(engine)
+        assert httpx.get(f"{ray_app.url}/health").status_code == 200  # the front door answers meanwhile
+        ray_app.wait_running("Engine", 1, replacing=(engine,))
+        after = post(ray_app, chat(*CONTENT, **OPTIONS))
+    finally:
+        answers = load.stop()
+    assert_right_or_unavailable([*answers, after], expected_answer(local))
+    assert after.status_code == 200
+
+
+def test_a_node_removed_mid_run_takes_its_decode_replica_and_no_request_with_it(ray_app, local):
+    """Ray places the lost decode replica again, on a node added in its stead."""
+    ray_app.wait_running("Decode", 2)
+    before = ray_app.replicas("Decode")
+    load = Load(ray_app)
+    try:
+        post(ray_app, chat(*CONTENT, **OPTIONS))
+        node = ray_app.workers.pop()
+        (lost,) = [name for name in before if ray_app.node_of(name) == node.node_id]
+        ray_app.cluster.remove_node(node)
+        assert httpx.get(f"{ray_app.url}/health").status_code == 200  # the front door answers meanwhile
+        ray_app.workers.append(ray_app.add_node())
+        ray_app.wait_running("Decode", 2, replacing=(lost,))  # Ray places a new one on the new node
+        after = post(ray_app, chat(*CONTENT, **OPTIONS))
+    finally:
+        answers = load.stop()
+    assert_right_or_unavailable([*answers, after], expected_answer(local))
+    assert after.status_code == 200

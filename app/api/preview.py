@@ -78,7 +78,7 @@ async def preview_media(
         f"sampling asked: {describe_sampling(sampling, service.settings)}",
         f"the engine gets {count} frames of {width}x{height}  ·  fetch {ms['fetch']:.1f} ms  ·  decode {ms['decode']:.1f} ms",
     ]
-    sheet = await service.pool.run(lambda: png_bytes(contact_sheet(video, title, notes)))
+    sheet = await service.preprocessing.pool.run(lambda: png_bytes(contact_sheet(video, title, notes)))
     return Preview(sheet, json.loads(account(prepared)), ms)
 
 

@@ -95,6 +95,29 @@ def test_bad_sampling_is_refused_with_a_reason(tmp_path, capsys, args, status, s
     assert not (tmp_path / "s.png").exists()
 
 
+def test_with_a_processor_the_tiles_are_at_its_size_and_its_tokens_are_said(tmp_path):
+    from processors import load_processor
+
+    source = MEDIA / "cfr_25fps_h264.mp4"  # 64x48: the processor scales it up to its smallest grid
+    output = tmp_path / "sheet.png"
+    assert main(["preview", str(source), "--num-frames", "4", "--processor", "qwen2_vl", "-o", str(output)]) == 0
+    processor = load_processor("qwen2_vl")
+    height, width = processor.video_size(4, 48, 64)
+    tokens = processor.video_tokens(4, 48, 64)
+    assert (width, height) != (64, 48)
+    sheet = Image.open(output)
+    layout = SheetLayout.of(4, width, height, HEADER_LINES + 1)  # one more line: the processor's tokens
+    assert sheet.size == layout.size and tokens > 0
+    shown = painted([np.asarray(sheet.convert("RGB").crop(layout.tile_box(i))) for i in range(4)])
+    ref = reference_decode(source)
+    assert shown == [ref.indices[i] for i in on_screen(ref, reference_targets(ref, 3.2, num_frames=4))]
+
+
+def test_a_processor_that_does_not_load_is_named(tmp_path, capsys):
+    assert main(["preview", str(MEDIA / "vp8.webm"), "--processor", "nope", "-o", str(tmp_path / "s.png")]) == 2
+    assert "processor: 'nope' is neither a processor family" in capsys.readouterr().err
+
+
 def test_a_missing_source_is_refused(tmp_path, capsys):
     assert main(["preview", str(tmp_path / "nothing.mp4")]) == 2
     assert "is neither a file, a folder nor a URL" in capsys.readouterr().err

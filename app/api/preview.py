@@ -78,6 +78,8 @@ async def preview_media(
         f"sampling asked: {describe_sampling(sampling, service.settings)}",
         f"the engine gets {count} frames of {width}x{height}  ·  fetch {ms['fetch']:.1f} ms  ·  decode {ms['decode']:.1f} ms",
     ]
+    if video.processed is not None:
+        notes.append(f"processor {service.settings.processor}: {video.processed.num_tokens} tokens")
     sheet = await service.preprocessing.pool.run(lambda: png_bytes(contact_sheet(video, title, notes)))
     return Preview(sheet, json.loads(account(prepared)), ms)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from ..api.preview import preview_media, readable
 from ..bench.inputs import VIDEO_SUFFIXES
 from ..core.config import Settings
@@ -42,7 +44,14 @@ def run_preview(config: PreviewConfig) -> int:
         return 2
     # The service's settings from MMPREP_*, but the echo engine (nothing is generated), no
     # decode cache (each video is seen once), and file:// open to the source's folder only.
-    settings = Settings(engine="echo", decode_cache_bytes=0, allowed_local_media_path=folders)
+    # With a processor, frames are scaled to its size while decoding, so the tiles are what it sees.
+    vision = {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
+    try:
+        settings = Settings(engine="echo", decode_cache_bytes=0, allowed_local_media_path=folders, **vision)
+    except ValidationError as error:  # a processor that does not load, or a wrong MMPREP_* setting
+        problem = error.errors()[0]
+        print(f"mmprep preview: {problem['loc'][0]}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
     return asyncio.run(_draw_all(settings, sheets, config.sampling()))
 
 

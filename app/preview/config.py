@@ -29,6 +29,11 @@ class PreviewConfig(BaseModel):
     fps: float | None = Field(None, description="frames per second to sample, as a video_url part's fps")
     num_frames: int | None = Field(None, description="frames to sample evenly, as a video_url part's num_frames")
     max_frames: int | None = Field(None, description="most frames, as a video_url part's max_frames")
+    processor: str | None = Field(
+        None,
+        description="a model's vision processor (family, preset model id or folder, as mmprep serve's): "
+        "tiles at the size it resizes frames to, and its token count in the header",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_sample(self) -> PreviewConfig:

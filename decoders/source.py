@@ -194,8 +194,8 @@ class OpenVideo:
         return self.opened
 
     def __exit__(self, kind, error, traceback):
-        ctx = self.opened[1].codec_context if hasattr(self, "opened") else None
-        if self._video is not None and ctx is not None and ctx.is_open:
+        ctx = self.opened[1].codec_context
+        if self._video is not None and ctx.is_open:  # a decoder ran: say whether NVDEC did the work
             self._video.decoded_on_gpu = bool(ctx.is_hwaccel)
         self._opened.__exit__(None, None, None)
         if isinstance(error, FFMPEG_ERRORS):

@@ -19,7 +19,7 @@ from dataclasses import fields
 from numbers import Real
 from typing import Any
 
-from decoders import InvalidSamplingError, VideoSampling
+from decoders import InvalidSamplingError, MediaError, VideoSampling
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -90,7 +90,12 @@ def video_sampling(request: dict[str, Any], part: dict[str, Any], settings: Sett
     try:
         return VideoSampling(fps, num_frames, max_frames, settings.max_pixels, merged.get("seek_mode", settings.seek_mode))
     except InvalidSamplingError as error:
-        raise ServiceError(f"{param}: {error}", error.code, param) from error
+        raise part_error(error, param) from error
+
+
+def part_error(error: MediaError | ServiceError, param: str) -> ServiceError:
+    """A sampling, decoding or fetching error as the client sees it: a 400 naming the part."""
+    return ServiceError(f"{param}: {error}", error.code, param)
 
 
 # -- reading the keys --------------------------------------------------------------------

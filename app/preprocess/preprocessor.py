@@ -28,7 +28,7 @@ from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from .cache import DecodeCache, content_key
-from .options import check_image_part, part_options, request_options, video_sampling
+from .options import check_image_part, part_error, part_options, request_options, video_sampling
 from .pool import DecodePool
 from .timing import Timing
 from .vision import VisionProcessing
@@ -236,11 +236,6 @@ class Preprocessor:
                     "media_too_large",
                     item.param,
                 )
-
-
-def part_error(error: MediaError | ServiceError, param: str) -> ServiceError:
-    """A decoding or fetching error as the client sees it: a 400 naming the part."""
-    return ServiceError(f"{param}: {error}", error.code, param)
 
 
 def _with_declared_type(error: CorruptMediaError, content_type: str | None) -> CorruptMediaError:

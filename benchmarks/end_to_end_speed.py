@@ -6,9 +6,10 @@ transformers' processor, same video, one process.
 
 32 frames (num_frames=32) of 4 s of camera-like 1280x720 H.264, for each processor:
 - transformers: decode_video, then transformers' video processor on the frames;
-- exact (`--processor-resize exact`, the default): decode_video, then processors/;
-- ffmpeg (`--processor-resize ffmpeg`): decode_video scaling to the processor's size in
-  FFmpeg's scaler (frame_size=), then processors/, which only normalizes.
+- exact (`--processor-resize exact`, the default): decode_video with processors/ working on
+  each frame as it is decoded (on_frame=, a VideoStream), as the service does;
+- ffmpeg (`--processor-resize ffmpeg`): the same, with decode_video scaling to the processor's
+  size in FFmpeg's scaler (frame_size=), so processors/ only normalizes.
 Interleaved runs (a noisy neighbour slows all alike); the medians, the median of each run's
 ratio to the transformers run just before it, and how far each lands from transformers'
 output in uint8 levels after normalization. Needs torch, torchvision and transformers.
@@ -29,15 +30,20 @@ from processors import load_processor
 FRAMES = 32
 
 
+def decode_and_process(processor, data: bytes, **decode_options) -> dict:
+    """What `mmprep serve --processor` does: frames processed as they are decoded."""
+    with processor.stream_video() as stream:
+        video = decode_video(data, num_frames=FRAMES, on_frame=stream.add, **decode_options)
+        return stream.result(video.frames).tensors
+
+
 def measure(name: str, data: bytes, repeats: int) -> None:
     processor = load_processor(name)
     reference = transformers_processor(processor)
     ways = {
         "transformers": lambda: run_transformers(reference, decode_video(data, num_frames=FRAMES).frames),
-        "exact": lambda: processor.process_video(decode_video(data, num_frames=FRAMES).frames).tensors,
-        "ffmpeg": lambda: processor.process_video(
-            decode_video(data, num_frames=FRAMES, frame_size=processor.video_size).frames
-        ).tensors,
+        "exact": lambda: decode_and_process(processor, data),
+        "ffmpeg": lambda: decode_and_process(processor, data, frame_size=processor.video_size),
     }
     outputs = {way: run()["pixel_values_videos"] for way, run in ways.items()}  # warm up, and the tolerance
     times = {way: [] for way in ways}

@@ -4,6 +4,7 @@ for, and runs of keyframe intervals decoded side by side when the thread budget 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -22,33 +23,55 @@ from .survey import Survey
 SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263"}
 
 
-def decode_frames(source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard):
+# (position, count, frame): frame `position` of the `count` planned, as soon as it is
+# converted; see decode_video's on_frame.
+OnFrame = Callable[[int, int, np.ndarray], None]
+
+
+def decode_frames(
+    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, on_frame: OnFrame | None = None
+):
     """Decode the planned frames. Returns (frames, timestamps, rotation)."""
     index = survey.index
     seekable = index.complete and len(index.keyframes) > 1
     groups = split_by_keyframe(index, plan.wanted, guard.budget) if seekable else [plan.wanted]
+
+    def whole() -> FrameStack:  # a fresh one for each pass over the whole plan
+        return FrameStack(len(plan.wanted), announce=_announcer(on_frame, 0, len(plan.wanted)))
+
     try:
         if len(groups) > 1:
-            frames, timestamps, rotation = _decode_side_by_side(source, survey, plan, guard, groups)
+            frames, timestamps, rotation = _decode_side_by_side(source, survey, plan, guard, groups, on_frame)
         else:
-            frames, timestamps, rotation = DecodePass(source, survey, plan, guard, seekable).run()
-    except SeekMissed:
-        frames, timestamps, rotation = DecodePass(source, survey, plan, guard, allow_seek=False).run()
+            frames, timestamps, rotation = DecodePass(source, survey, plan, guard, seekable, whole()).run()
+    except SeekMissed:  # announced frames are announced again, each in its place
+        frames, timestamps, rotation = DecodePass(source, survey, plan, guard, False, whole()).run()
     if len(frames) == 0:
         raise CorruptMediaError("no frame of the video could be decoded")
     return frames, timestamps, rotation
 
 
+def _announcer(on_frame: OnFrame | None, start: int, count: int):
+    """A FrameStack's announce for the stretch of the plan from `start`: its slots are
+    positions in the whole plan from there."""
+    if on_frame is None:
+        return None
+    return lambda slot, frame: on_frame(start + slot, count, frame)
+
+
 def _decode_side_by_side(
-    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray]
+    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray],
+    on_frame: OnFrame | None,
 ):
     """Decode runs of keyframe intervals side by side, one decoder each: intervals are
     independent, so this scales better than one decoder's frame threads. Each writes
     into its own stretch of the one output buffer."""
-    output = output_memory(len(plan.wanted) * plan.frame_bytes)
+    count = len(plan.wanted)
+    output = output_memory(count * plan.frame_bytes)
     share, start, passes = guard.share(len(groups)), 0, []
     for group in groups:
-        stack = FrameStack(len(group), output[start * plan.frame_bytes : (start + len(group)) * plan.frame_bytes])
+        stretch = output[start * plan.frame_bytes : (start + len(group)) * plan.frame_bytes]
+        stack = FrameStack(len(group), stretch, _announcer(on_frame, start, count))
         passes.append(DecodePass(source, survey, plan.only(group), share, True, stack))
         start += len(group)
     with ThreadPoolExecutor(len(passes), thread_name_prefix="mmprep-gop") as pool:
@@ -72,11 +95,11 @@ class DecodePass:
 
     def __init__(
         self, source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard,
-        allow_seek: bool, stack: FrameStack | None = None,
+        allow_seek: bool, stack: FrameStack,
     ):
         index, wanted = survey.index, plan.wanted
         self._source, self._survey, self._guard = source, survey, guard
-        self._stack = stack = stack if stack is not None else FrameStack(len(wanted))
+        self._stack = stack
         self._convert = convert = FrameConverter(plan.rgb_size, guard.threads, plan.size)
         # The callback must not hold `self`: that cycle kept the output buffer, the decoder and
         # the container alive until the garbage collector ran, and the next decode's buffer then

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import mmap
+from collections.abc import Callable
 
 import numpy as np
 from av.video.reformatter import Interpolation, VideoReformatter
@@ -84,17 +85,23 @@ class FrameConverter:
         )
 
 
+# (slot, frame): told of each frame as it lands in a FrameStack.
+Announce = Callable[[int, np.ndarray], None]
+
+
 class FrameStack:
     """Collects the chosen frames straight into one preallocated (T, H, W, 3) array,
     so peak memory is the returned frames, not twice them.
 
     `buffer`: flat uint8 memory to fill instead (a slice of a larger output), sized for
     `capacity` frames. The shape is the first frame's: the plan's size, turned upright.
+    `announce`: called with each frame's slot and its row of the array once it is in.
     """
 
-    def __init__(self, capacity: int, buffer: np.ndarray | None = None):
+    def __init__(self, capacity: int, buffer: np.ndarray | None = None, announce: Announce | None = None):
         self._capacity = capacity
         self._buffer = buffer
+        self._announce = announce
         self._frames: np.ndarray | None = None
         self._times: list[float] = []
 
@@ -112,8 +119,11 @@ class FrameStack:
                 self._frames = self._buffer.reshape(shape)
             else:
                 self._frames = output_memory(math.prod(shape)).reshape(shape)
-        self._frames[len(self._times)] = rgb
+        slot = len(self._times)
+        self._frames[slot] = rgb
         self._times.append(time)
+        if self._announce is not None:
+            self._announce(slot, self._frames[slot])
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         count = len(self._times)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import gpu
-from .decoding import decode_frames
+from .decoding import OnFrame, decode_frames
 from .errors import InvalidArgumentError
 from .guard import DecodeGuard
 from .metadata import VideoMetadata
@@ -71,6 +71,7 @@ def decode_video(
     sampling: VideoSampling | None = None,
     frame_size: FrameSizeRule | None = None,
     device: str = "cpu",
+    on_frame: OnFrame | None = None,
 ) -> DecodedVideo:
     """Decode the frames a model should see from `source` (bytes, a path or a binary file).
 
@@ -88,6 +89,14 @@ def decode_video(
     decoded (plan.py says what it must satisfy); what it raises is raised unchanged.
     device: "cpu", or "cuda" to decode on the GPU (NVDEC) where it can (gpu.py): the same
     frames; where it cannot, the CPU decodes and a log line says why.
+    on_frame: called as on_frame(position, count, frame) from a decoding thread as soon as
+    each frame is converted, so work on it can start before the decode ends (the vision
+    processors' VideoStream does): frame `position` of the `count` planned, uint8 (H, W, 3),
+    the row of the returned array it will be (read it; do not write it). When the decode
+    returns `count` frames, every position was announced and `frames[position]` is the
+    frame announced last for it (a retried pass announces again); a damaged video may
+    return fewer. Side-by-side runs announce from several threads at once. What it raises
+    is raised unchanged.
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
     InvalidArgumentError (also a ValueError) for arguments that make no sense.
     """
@@ -105,7 +114,7 @@ def decode_video(
         on_gpu = device == "cuda" and gpu.decodes(survey.decoder, survey.codec, survey.coded_size)
         if on_gpu:  # one decoder, one thread: NVDEC does the work; no runs side by side
             guard = dataclasses.replace(guard, threads=1)
-        frames, timestamps, rotation = decode_frames(video, survey, plan, guard)
+        frames, timestamps, rotation = decode_frames(video, survey, plan, guard, on_frame)
         if device == "cuda" and not (on_gpu and video.decoded_on_gpu):
             gpu.note_software_decode(survey.codec, survey.coded_size)
     indices = frame_positions(survey.frame_times(), timestamps)

@@ -5,7 +5,8 @@ Pillow, nothing of HTTP or FFmpeg."""
 from .config import FAMILIES, ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError
 from .loading import load_processor, preset_models
-from .processor import ProcessedMedia, Processor
+from .patches import ProcessedMedia
+from .processor import Processor
 
 __all__ = [
     "FAMILIES",

@@ -5,13 +5,26 @@ Output rows are patches ordered (temporal block, merge-block row, merge-block co
 within the merge block, column within it); each row holds (channel, frame within the
 temporal block, pixel row, pixel column). Frames are written one at a time, so working
 memory is one frame's patch-ordered copy, not a float copy of the whole clip.
+`ProcessedMedia` is the finished output, as the processors return it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .config import ProcessorConfig
+
+
+@dataclass(frozen=True)
+class ProcessedMedia:
+    """`tensors`: named, shaped, ordered and typed as transformers returns them
+    (`pixel_values_videos` + `video_grid_thw`, or `pixel_values` + `image_grid_thw`).
+    `num_tokens`: the placeholder tokens the language model sees for this item."""
+
+    tensors: dict[str, np.ndarray]
+    num_tokens: int
 
 
 class Normalizer:
@@ -71,3 +84,11 @@ class PatchWriter:
         for row in range(blocks_h):
             pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
             self._normalize(pixels, target[row, :, :, :, :, slot])
+
+    def processed(self, pixels_key: str, grid_key: str) -> ProcessedMedia:
+        """The output, under transformers' names for it, with its grid and token count."""
+        grid = (self.grid_t, self.grid_h, self.grid_w)
+        return ProcessedMedia(
+            tensors={pixels_key: self.output, grid_key: np.array([grid], dtype=np.int64)},
+            num_tokens=self.grid_t * self.grid_h * self.grid_w // (self.merge * self.merge),
+        )

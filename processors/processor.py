@@ -1,29 +1,18 @@
 """`Processor`: a model family's vision processor (resize to its grid, rescale, normalize,
-patchify) for videos and images, equal to transformers' output; and `ProcessedMedia`."""
+patchify) for videos and images, equal to transformers' output."""
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
-from .patches import PatchWriter
+from .patches import PatchWriter, ProcessedMedia
 from .resize import resize_bicubic
 from .sizing import image_size, qwen3_video_size
-
-
-@dataclass(frozen=True)
-class ProcessedMedia:
-    """`tensors`: named, shaped, ordered and typed as transformers returns them
-    (`pixel_values_videos` + `video_grid_thw`, or `pixel_values` + `image_grid_thw`).
-    `num_tokens`: the placeholder tokens the language model sees for this item."""
-
-    tensors: dict[str, np.ndarray]
-    num_tokens: int
+from .streaming import VideoStream
 
 
 def default_threads() -> int:
@@ -87,14 +76,16 @@ class Processor:
 
     def process_video(self, frames: np.ndarray, threads: int | None = None) -> ProcessedMedia:
         """`frames`: uint8 (T, H, W, 3) RGB, already sampled. A clip whose length is not a
-        multiple of temporal_patch_size is padded with copies of its last frame."""
+        multiple of temporal_patch_size is padded with copies of its last frame.
+        `threads`: frames processed at once (default: one per core)."""
         _check_pixels(frames, 4, "frames", "(T, H, W, 3)")
-        num_frames, height, width = frames.shape[:3]
-        resized_height, resized_width = self.video_size(num_frames, height, width)
-        grid = self._video_grid(num_frames, resized_height, resized_width)
-        writer = PatchWriter(self.video_config, grid[0], resized_height, resized_width)
-        _write_clip(writer, frames, threads)
-        return _processed(writer, "pixel_values_videos", "video_grid_thw", grid)
+        with self.stream_video(threads) as stream:
+            return stream.result(frames)
+
+    def stream_video(self, threads: int | None = None) -> VideoStream:
+        """process_video's work started as frames are decoded: pass its `add` as
+        decode_video's on_frame, then ask it for `result(video.frames)` (streaming.py)."""
+        return VideoStream(self, threads or default_threads())
 
     def process_image(self, image: np.ndarray) -> ProcessedMedia:
         """`image`: uint8 (H, W, 3) RGB; one temporal block of `temporal_patch_size` copies."""
@@ -102,8 +93,10 @@ class Processor:
         _check_pixels(image, 3, "image", "(H, W, 3)")
         resized_height, resized_width = self.image_size(*image.shape[:2])
         writer = PatchWriter(config, 1, resized_height, resized_width)
-        _write_clip(writer, image[np.newaxis], threads=1)  # a one-frame clip, padded with itself
-        return _processed(writer, "pixel_values", "image_grid_thw", (1, writer.grid_h, writer.grid_w))
+        resized = resize_bicubic(image, resized_height, resized_width)
+        for index in range(writer.temporal):
+            writer.write(resized, index)
+        return writer.processed("pixel_values", "image_grid_thw")
 
     # -- helpers --
 
@@ -134,41 +127,6 @@ class Processor:
         frame_cap = config.max_video_tokens * config.factor * config.factor
         per_frame = max(min(frame_cap, config.max_pixels // num_frames), int(config.min_pixels * 1.05))
         return per_frame * num_frames
-
-
-def _write_clip(writer: PatchWriter, frames: np.ndarray, threads: int | None) -> None:
-    """Resize and write every frame, the last one repeated to fill the last temporal block.
-    One block per task: threads take the next block when they finish one, so a thread the
-    OS holds back (the cores are shared) delays one block, not half the clip. Pillow and
-    numpy release the GIL for the heavy parts."""
-    temporal = writer.temporal
-    size = (writer.grid_h * writer.patch, writer.grid_w * writer.patch)
-
-    def write_block(block: int) -> None:
-        resized, resized_index = None, -1
-        for index in range(block * temporal, (block + 1) * temporal):
-            source_index = min(index, len(frames) - 1)
-            if source_index != resized_index:  # padding repeats the last frame: resize it once
-                resized, resized_index = resize_bicubic(frames[source_index], *size), source_index
-            writer.write(resized, index)
-
-    workers = max(1, min(threads or default_threads(), writer.grid_t))
-    if workers == 1:
-        for block in range(writer.grid_t):
-            write_block(block)
-        return
-    with ThreadPoolExecutor(workers, thread_name_prefix="processor") as pool:
-        for _ in pool.map(write_block, range(writer.grid_t)):
-            pass
-
-
-def _processed(writer: PatchWriter, pixels_key: str, grid_key: str, grid: tuple[int, int, int]) -> ProcessedMedia:
-    grid_t, grid_h, grid_w = grid
-    merge = writer.merge
-    return ProcessedMedia(
-        tensors={pixels_key: writer.output, grid_key: np.array([grid], dtype=np.int64)},
-        num_tokens=grid_t * grid_h * grid_w // (merge * merge),
-    )
 
 
 def _check_dimensions(height: int, width: int) -> None:

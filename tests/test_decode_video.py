@@ -179,6 +179,35 @@ def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, requ
     assert_matches_reference(long_clips[clip], request_, threads)
 
 
+@pytest.mark.parametrize("clip", ["h264_bframes.mp4", "vp9.webm"])
+@pytest.mark.parametrize("threads", [1, 2], ids=["one decoder", "keyframe intervals side by side"])
+def test_on_frame_announces_every_returned_frame_in_its_place(long_clips, clip, threads):
+    """What a frame consumer (the vision processor) relies on to start before the decode ends."""
+    import threading
+
+    announced, announcers, lock = {}, set(), threading.Lock()
+
+    def on_frame(position, count, frame):
+        with lock:
+            announced[position] = (count, frame.copy())
+            announcers.add(threading.get_ident())
+
+    video = decode_video(long_clips[clip], num_frames=32, threads=threads, on_frame=on_frame)
+    assert sorted(announced) == list(range(len(video.frames))) and len(video.frames) == 32
+    assert {count for count, _ in announced.values()} == {32}
+    for position, (_, frame) in announced.items():
+        np.testing.assert_array_equal(frame, video.frames[position])
+    assert len(announcers) == threads  # side by side, the runs announce from their own threads
+
+
+def test_what_on_frame_raises_stops_the_decode_unchanged():
+    def on_frame(position, count, frame):
+        raise LookupError(f"no room for frame {position}")
+
+    with pytest.raises(LookupError, match="no room for frame 0"):
+        decode_video(VP9_224P, on_frame=on_frame)
+
+
 def keyframe_positions(path) -> list[int]:
     import av
 

@@ -179,6 +179,61 @@ def test_threads_do_not_change_the_result():
     np.testing.assert_array_equal(one, proc.process_video(clip, threads=3).tensors["pixel_values_videos"])
 
 
+# -- streaming: frames processed as they are decoded --
+
+
+def streamed(proc, clip: np.ndarray, announce, threads: int = 3):
+    """The stream's result for `clip`, after `announce(stream.add)` announced what it chose."""
+    with proc.stream_video(threads) as stream:
+        announce(stream.add)
+        return stream.result(clip).tensors["pixel_values_videos"]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_frames_processed_as_they_are_decoded_equal_process_video(threads):
+    from conftest import MEDIA
+
+    from decoders import decode_video
+
+    proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 40000})
+    with proc.stream_video(threads) as stream:
+        video = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=7, on_frame=stream.add)
+        out = stream.result(video.frames)
+    expected = proc.process_video(video.frames)
+    assert out.tensors["video_grid_thw"].tolist() == expected.tensors["video_grid_thw"].tolist()
+    assert out.num_tokens == expected.num_tokens
+    np.testing.assert_array_equal(out.tensors["pixel_values_videos"], expected.tensors["pixel_values_videos"])
+
+
+def test_frames_announced_out_of_order_again_or_not_at_all_give_the_same_result():
+    proc = load_processor("qwen3_vl", size={"shortest_edge": 4096, "longest_edge": 32 * 32 * 300})
+    clip, other = frames(5, 90, 150), frames(5, 90, 150, seed=1)
+    expected = proc.process_video(clip).tensors["pixel_values_videos"]
+
+    def backwards_and_twice(add):
+        for position in (4, 2, 0, 3, 1):
+            add(position, 5, other[position])  # a first pass's frames, replaced below
+        for position in reversed(range(5)):
+            add(position, 5, clip[position])
+
+    np.testing.assert_array_equal(streamed(proc, clip, backwards_and_twice), expected)
+    # a decode that returned fewer frames than it planned (and announced): done from the frames
+    fewer = frames(3, 90, 150)
+    partial = streamed(proc, fewer, lambda add: [add(i, 5, clip[i]) for i in range(3)])
+    np.testing.assert_array_equal(partial, proc.process_video(fewer).tensors["pixel_values_videos"])
+    np.testing.assert_array_equal(streamed(proc, clip, lambda add: None), expected)
+
+
+def test_a_clip_the_processor_refuses_is_refused_by_result_not_by_the_decoder():
+    proc = load_processor("qwen2_vl", do_resize=False)
+    clip = frames(2, 50, 84)
+    with proc.stream_video(2) as stream:
+        for position, frame in enumerate(clip):
+            stream.add(position, 2, frame)  # the decoder would go on undisturbed
+        with pytest.raises(ProcessorInputError, match="multiples of 28"):
+            stream.result(clip)
+
+
 def test_views_of_frames_are_accepted():
     proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 50000})
     clip = frames(4, 80, 120)

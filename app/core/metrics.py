@@ -24,7 +24,8 @@ class Metrics:
             "mmprep_decode_seconds", "Time to decode one media item", ["kind"], buckets=LATENCY_BUCKETS, registry=r
         )
         self.process_seconds = Histogram(
-            "mmprep_process_seconds", "Time the vision processor took for one media item (--processor)", ["kind"],
+            "mmprep_process_seconds",
+            "Time the vision processor took for one media item after its decode ended (--processor)", ["kind"],
             buckets=LATENCY_BUCKETS, registry=r,
         )
         self.fetched_bytes = Counter("mmprep_fetched_bytes", "Bytes of media fetched", ["scheme"], registry=r)

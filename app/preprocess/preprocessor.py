@@ -10,6 +10,7 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -201,24 +202,30 @@ class Preprocessor:
 
     def _decode_video(self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int) -> _Loaded:
         settings, vision = self._settings, self._vision
-        video = decode_video(
-            data, sampling=sampling, max_bytes=settings.max_decoded_bytes, max_source_pixels=settings.max_source_pixels,
-            cancel=cancel, timeout=settings.decode_timeout, threads=threads, device=settings.decode_device,
-            frame_size=vision.frame_rule if vision is not None else None,
+        decode = functools.partial(
+            decode_video, data, sampling=sampling, max_bytes=settings.max_decoded_bytes,
+            max_source_pixels=settings.max_source_pixels, cancel=cancel, timeout=settings.decode_timeout,
+            threads=threads, device=settings.decode_device,
         )
-        return _Loaded(video, self._process(video, threads))
+        if vision is None:
+            return _Loaded(decode(), None)
+        # The processor works on each frame as it is decoded (on_frame), on threads of its own.
+        with vision.processor.stream_video(threads) as stream:
+            video = decode(frame_size=vision.frame_rule, on_frame=stream.add)
+            return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
 
     def _decode_image(self, data: bytes, threads: int) -> _Loaded:
-        settings = self._settings
+        settings, vision = self._settings, self._vision
         image = decode_image(data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels)
-        return _Loaded(image, self._process(image, threads))
+        if vision is None:
+            return _Loaded(image, None)
+        return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)))
 
-    def _process(self, decoded, threads: int) -> ProcessedMedia | None:
-        if self._vision is None:
-            return None
+    def _timed_processing(self, kind: str, work) -> ProcessedMedia:
+        """work(), timed for mmprep_process_seconds: for a video, what is left of the
+        processing once the last frame is decoded."""
         started = time.perf_counter()
-        processed = self._vision.process(decoded, threads)
-        kind = "video" if isinstance(decoded, DecodedVideo) else "image"
+        processed = work()
         self._metrics.process_seconds.labels(kind).observe(time.perf_counter() - started)
         return processed
 

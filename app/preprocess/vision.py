@@ -1,6 +1,6 @@
-"""The model's vision processor after decoding (`mmprep serve --processor`): each decoded
-video or image becomes the tensors the model takes, and its placeholder tokens are counted
-against `--max-vision-tokens`.
+"""The model's vision processor (`mmprep serve --processor`): each video (frame by frame,
+as it is decoded) or image becomes the tensors the model takes, and its placeholder tokens
+are counted against `--max-vision-tokens`.
 
 A video's token count is known from its planned frame count and size, before any frame is
 decoded (processors count without pixels): the decoder calls `frame_rule`'s rule once it
@@ -10,7 +10,7 @@ request's total is checked once everything is loaded, before any engine work.
 
 from __future__ import annotations
 
-from decoders import DecodedImage, DecodedVideo
+from decoders import DecodedImage
 from processors import ProcessedMedia, Processor, load_processor
 
 from ..core.config import Settings
@@ -38,12 +38,11 @@ class VisionProcessing:
             return self.processor.video_size(num_frames, height, width)
         return height, width
 
-    def process(self, decoded: DecodedVideo | DecodedImage, threads: int) -> ProcessedMedia:
-        """The model's tensors for one decoded item (a ProcessorError if it cannot be)."""
-        if isinstance(decoded, DecodedVideo):
-            return self.processor.process_video(decoded.frames, threads=threads)
-        self.check_tokens(self.processor.image_tokens(*decoded.pixels.shape[:2]), "this image")
-        return self.processor.process_image(decoded.pixels)
+    def process_image(self, image: DecodedImage) -> ProcessedMedia:
+        """The model's tensors for one image (a ProcessorError if it cannot be). Videos are
+        processed as they are decoded: the processor's stream_video, fed by decode_video."""
+        self.check_tokens(self.processor.image_tokens(*image.pixels.shape[:2]), "this image")
+        return self.processor.process_image(image.pixels)
 
     def check_tokens(self, tokens: int, what: str, param: str | None = None) -> None:
         """A 400 if `tokens` (of `what`: an item, or the request) exceed --max-vision-tokens."""

@@ -24,16 +24,23 @@ import warnings
 from footage import camera_clip
 from processor_speed import PROCESSORS, levels_off, run_transformers, timed, transformers_processor
 
+from app.preprocess.vision import VisionProcessing
 from decoders import decode_video
 from processors import load_processor
+from processors.processor import default_threads
 
 FRAMES = 32
 
 
-def decode_and_process(processor, data: bytes, **decode_options) -> dict:
-    """What `mmprep serve --processor` does: frames processed as they are decoded."""
-    with processor.stream_video() as stream:
-        video = decode_video(data, num_frames=FRAMES, on_frame=stream.add, **decode_options)
+def decode_and_process(processor, data: bytes, resize: str) -> dict:
+    """What `mmprep serve --processor --processor-resize RESIZE` does for one request alone:
+    frames processed as they are decoded, by threads on every core."""
+    vision, threads = VisionProcessing(processor, resize, None), default_threads()
+    frame_size = processor.video_size if resize == "ffmpeg" else None
+    with processor.stream_video(threads) as stream:
+        video = decode_video(
+            data, num_frames=FRAMES, on_frame=stream.add, threads=vision.decoder_threads(threads), frame_size=frame_size
+        )
         return stream.result(video.frames).tensors
 
 
@@ -42,8 +49,8 @@ def measure(name: str, data: bytes, repeats: int) -> None:
     reference = transformers_processor(processor)
     ways = {
         "transformers": lambda: run_transformers(reference, decode_video(data, num_frames=FRAMES).frames),
-        "exact": lambda: decode_and_process(processor, data),
-        "ffmpeg": lambda: decode_and_process(processor, data, frame_size=processor.video_size),
+        "exact": lambda: decode_and_process(processor, data, "exact"),
+        "ffmpeg": lambda: decode_and_process(processor, data, "ffmpeg"),
     }
     outputs = {way: run()["pixel_values_videos"] for way, run in ways.items()}  # warm up, and the tolerance
     times = {way: [] for way in ways}

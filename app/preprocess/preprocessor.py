@@ -205,13 +205,15 @@ class Preprocessor:
         decode = functools.partial(
             decode_video, data, sampling=sampling, max_bytes=settings.max_decoded_bytes,
             max_source_pixels=settings.max_source_pixels, cancel=cancel, timeout=settings.decode_timeout,
-            threads=threads, device=settings.decode_device,
+            device=settings.decode_device,
         )
         if vision is None:
-            return _Loaded(decode(), None)
+            return _Loaded(decode(threads=threads), None)
         # The processor works on each frame as it is decoded (on_frame), on threads of its own.
         with vision.processor.stream_video(threads) as stream:
-            video = decode(frame_size=vision.frame_rule, on_frame=stream.add)
+            video = decode(
+                threads=vision.decoder_threads(threads), frame_size=vision.frame_rule, on_frame=stream.add
+            )
             return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
 
     def _decode_image(self, data: bytes, threads: int) -> _Loaded:

@@ -85,10 +85,11 @@ def main() -> int:
             runs["torchcodec, one per core"].append(through_torchcodec(paths, args.requests, os.cpu_count() or 1))
     print(f"{args.requests} requests of {FRAMES} frames over {CLIPS} clips, {IN_FLIGHT} in flight, "
           f"{os.cpu_count()} cores; median of {args.repeats} alternated runs")
-    print("| way | requests/s | mmprep / it |\n|---|---|---|")
+    print("| way | requests/s | runs | mmprep / it |\n|---|---|---|---|")
     ours = statistics.median(runs["mmprep serve"])
     for way, rates in runs.items():
-        print(f"| {way} | {statistics.median(rates):.2f} | {ours / statistics.median(rates):.2f}x |")
+        spread = f"{min(rates):.2f}-{max(rates):.2f}"
+        print(f"| {way} | {statistics.median(rates):.2f} | {spread} | {ours / statistics.median(rates):.2f}x |")
     return 0
 
 

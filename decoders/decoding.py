@@ -10,8 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .errors import CorruptMediaError
-from .frames import FrameConverter, FrameStack, output_memory
+from .frames import FrameConverter, FrameStack
 from .guard import DecodeGuard
+from .memory import output_memory
 from .picker import FramePicker
 from .plan import DecodePlan
 from .seeking import Seeker, SeekMissed, seek_keyframe, split_by_keyframe

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Callable
 
 import numpy as np
 from av.video.reformatter import Interpolation, VideoReformatter
+
+from .memory import output_memory
 
 
 def scaled_size(width: int, height: int, max_pixels: int | None) -> tuple[int, int]:
@@ -26,20 +27,6 @@ def quarter_turns(rotation: float) -> int:
     """
     turns = round(rotation / 90)
     return turns % 4 if abs(rotation - 90 * turns) < 1 else 0
-
-
-def output_memory(nbytes: int) -> np.ndarray:
-    """Flat uint8 memory for the returned frames, in the kernel's ordinary pages.
-
-    numpy asks for transparent huge pages (madvise) on every array of 4 MiB or more. A
-    2 MiB page is zeroed when first written, and on a VM whose host takes back free memory
-    (virtio-balloon free page reporting) that costs about 2 ms a page in system time: 0.6-0.8
-    CPU-s for 120 frames of 720p, against 0.13 s in 4 KiB pages (benchmarks/cost.py, README).
-    An anonymous mapping of our own is freed (unmapped) with the last array that views it.
-    """
-    if nbytes == 0:
-        return np.empty(0, dtype=np.uint8)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
 
 
 # Frames NVDEC hands back interleave their chroma; swscale turns those into RGB a little

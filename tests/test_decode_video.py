@@ -421,6 +421,48 @@ def test_a_decode_leaves_nothing_of_its_own_for_the_garbage_collector(threads):
         gc.enable()
 
 
+def test_memory_of_dropped_frames_is_reused_and_of_held_frames_never(monkeypatch):
+    """The next decode writes into the pages of frames nobody holds any more (no fresh pages
+    for the kernel to fault in), never into frames still held."""
+    from decoders import memory
+
+    monkeypatch.setattr(memory, "POOL", memory.MappingPool(1 << 30))
+    path = MEDIA / "cfr_25fps_h264.mp4"
+    held = decode_video(path, num_frames=5).frames
+    expected = held.copy()
+    dropped = decode_video(path, fps=2, max_frames=5).frames
+    assert dropped.shape == held.shape and painted(dropped) != painted(held)
+    address = dropped.__array_interface__["data"][0]
+    assert memory.POOL.idle_bytes == 0
+    del dropped  # its last view: the mapping goes back to the pool
+    assert memory.POOL.idle_bytes == expected.nbytes
+    again = decode_video(path, fps=2, max_frames=5).frames
+    assert again.__array_interface__["data"][0] == address and memory.POOL.idle_bytes == 0
+    np.testing.assert_array_equal(held, expected)
+    del held, again
+    assert memory.POOL.idle_bytes == 2 * expected.nbytes
+
+
+def test_the_pool_fits_requests_within_twice_their_size_and_keeps_at_most_its_limit():
+    import mmap
+
+    from decoders.memory import MappingPool
+
+    mib = 1 << 20
+    pool = MappingPool(keep_bytes=3 * mib)
+    one, two = pool.take(mib), pool.take(2 * mib)
+    pool.give_back(one)
+    pool.give_back(two)
+    assert pool.idle_bytes == 3 * mib
+    assert pool.take(3 * mib) not in (one, two)  # nothing idle is big enough: a new mapping
+    assert pool.take(mib // 2) is one  # the smallest that fits, at most twice the request
+    assert pool.take(mib // 2) not in (one, two)  # `two` is more than twice that
+    pool.give_back(one)
+    pool.give_back(mmap.mmap(-1, mib, flags=mmap.MAP_PRIVATE))  # 4 MiB idle: the oldest (`two`) goes
+    assert pool.idle_bytes == 2 * mib
+    assert pool.take(2 * mib) is not two
+
+
 def test_frames_are_a_writable_contiguous_array_of_their_own_memory():
     frames = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=3).frames
     assert frames.flags.c_contiguous and frames.flags.writeable

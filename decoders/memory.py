@@ -11,11 +11,13 @@ huge pages, which cost more still there (about 2 ms each).
 
 An idle mapping is marked MADV_FREE: the kernel may take its pages whenever it needs the
 memory (they come back zeroed, like fresh ones), and otherwise they are written again at
-no cost. At most KEEP_IDLE_BYTES are kept idle, the most recently returned first.
+no cost. At most KEEP_IDLE_BYTES are kept idle; past that the oldest are unmapped.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import mmap
 import threading
 import weakref
@@ -26,21 +28,30 @@ KEEP_IDLE_BYTES = 512 << 20
 
 
 class MappingPool:
-    """Idle anonymous mappings, reused for a request of at least half their size."""
+    """Idle anonymous mappings, reused for a request of at least four fifths of their size
+    (so memory counted by the array's size is nearly all the memory it holds)."""
 
     def __init__(self, keep_bytes: int):
         self._keep = keep_bytes
         self._idle: list[mmap.mmap] = []  # oldest first
         self._idle_bytes = 0
         self._lock = threading.Lock()
+        # Given back but not yet idle: give_back runs in finalizers, which the garbage
+        # collector may call in a thread that holds the lock already (inside take), so it
+        # never waits for the lock; whoever holds it next moves these to idle.
+        self._returned: collections.deque[mmap.mmap] = collections.deque()
 
     @property
     def idle_bytes(self) -> int:
-        return self._idle_bytes
+        with self._lock:
+            self._settle()
+            return self._idle_bytes
 
     def take(self, nbytes: int) -> mmap.mmap:
         with self._lock:
-            fits = [mapping for mapping in self._idle if nbytes <= len(mapping) <= 2 * nbytes]
+            self._settle()
+            # the smallest that fits; of equal ones the newest, whose pages are likeliest still there
+            fits = [mapping for mapping in reversed(self._idle) if nbytes <= len(mapping) <= nbytes * 5 // 4]
             if fits:
                 mapping = min(fits, key=len)
                 self._idle.remove(mapping)
@@ -51,13 +62,23 @@ class MappingPool:
     def give_back(self, mapping: mmap.mmap) -> None:
         if len(mapping) > self._keep:
             return  # unmapped once the last array over it is gone
-        if hasattr(mmap, "MADV_FREE"):  # Linux
+        with contextlib.suppress(AttributeError, OSError):  # no MADV_FREE here: the pages just stay
             mapping.madvise(mmap.MADV_FREE)
-        with self._lock:
+        self._returned.append(mapping)
+        if self._lock.acquire(blocking=False):  # else its holder settles them
+            try:
+                self._settle()
+            finally:
+                self._lock.release()
+
+    def _settle(self) -> None:
+        """Under the lock: returned mappings become idle, the oldest dropped past the limit."""
+        while self._returned:
+            mapping = self._returned.popleft()
             self._idle.append(mapping)
             self._idle_bytes += len(mapping)
-            while self._idle_bytes > self._keep:
-                self._idle_bytes -= len(self._idle.pop(0))
+        while self._idle_bytes > self._keep:
+            self._idle_bytes -= len(self._idle.pop(0))
 
 
 POOL = MappingPool(KEEP_IDLE_BYTES)

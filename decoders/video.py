@@ -95,7 +95,7 @@ def decode_video(
     the row of the returned array it will be (read it; do not write it). When the decode
     returns `count` frames, every position was announced and `frames[position]` is the
     frame announced last for it (a retried pass announces again); a damaged video may
-    return fewer. Side-by-side runs announce from several threads at once. What it raises
+    return fewer. Side-by-side runs may announce from several threads at once. What it raises
     is raised unchanged.
     Raises a MediaError subclass, with a stable `.code`, for anything wrong with the input;
     InvalidArgumentError (also a ValueError) for arguments that make no sense.

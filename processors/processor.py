@@ -61,9 +61,17 @@ class Processor:
             return _unresized(config, height, width)
         return image_size(height, width, config.factor, config.min_pixels, config.max_pixels)
 
+    def video_grid(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+        """The video_grid_thw (temporal blocks, patch rows, patch columns) of a clip of
+        `num_frames` frames of height x width."""
+        config = self.video_config
+        resized_height, resized_width = self.video_size(num_frames, height, width)
+        grid_t = -(-num_frames // config.temporal_patch_size)
+        return grid_t, resized_height // config.patch_size, resized_width // config.patch_size
+
     def video_tokens(self, num_frames: int, height: int, width: int) -> int:
         """Placeholder tokens for a clip of `num_frames` frames of height x width."""
-        grid_t, grid_h, grid_w = self._video_grid(num_frames, *self.video_size(num_frames, height, width))
+        grid_t, grid_h, grid_w = self.video_grid(num_frames, height, width)
         return grid_t * grid_h * grid_w // self.video_config.merge_size**2
 
     def image_tokens(self, height: int, width: int) -> int:
@@ -104,11 +112,6 @@ class Processor:
         if self.image_config is None:
             raise ProcessorConfigError("this processor was loaded without an image processor config")
         return self.image_config
-
-    def _video_grid(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        config = self.video_config
-        grid_t = -(-num_frames // config.temporal_patch_size)
-        return grid_t, height // config.patch_size, width // config.patch_size
 
     def _qwen2_video_cap(self, num_frames: int) -> int:
         """Qwen2VLVideoProcessor.resize's per-frame pixel cap."""

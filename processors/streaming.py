@@ -9,9 +9,14 @@ Feed it from decode_video's `on_frame` (or not at all), then ask for `result(fra
 
 Each frame is one task in a small thread pool (Pillow and numpy release the GIL for the
 heavy parts), so a thread the OS holds back (the cores are shared) delays one frame, not
-half the clip; with one thread the work runs in the caller's thread as frames come. If the
+half the clip. With one thread the work runs in the announcing thread as frames come: it
+then counts against the decode's timeout, and its errors come out of decode_video. If the
 frames in the end are not the ones announced (a damaged video returns fewer than planned),
 `result` processes the frames it is given from scratch: announcing is only a head start.
+
+What `add` relies on, as decode_video guarantees: one thread at a time announces a given
+position (a retried pass announces again only after the first ones ended), and `result`
+comes after the last `add`.
 """
 
 from __future__ import annotations
@@ -26,9 +31,6 @@ from .errors import ProcessorError
 from .patches import PatchWriter, ProcessedMedia
 from .resize import resize_bicubic
 
-_DONE = Future()  # a frame written in the announcing thread
-_DONE.set_result(None)
-
 
 class VideoStream:
     """`processor`: the Processor whose video config applies; `threads`: frames processed
@@ -40,7 +42,8 @@ class VideoStream:
         self._lock = threading.Lock()
         self._clip: _Clip | None = None
         self._refused = False  # the announced clip cannot be processed: result() says why
-        self._tasks: dict[int, Future] = {}
+        self._sources: dict[int, int] = {}  # position -> address of the frame written there
+        self._tasks: dict[int, Future] = {}  # position -> its write, when in the pool
 
     def __enter__(self) -> Self:
         return self
@@ -60,33 +63,41 @@ class VideoStream:
             if self._refused:
                 return
             earlier = self._tasks.get(position)
-        if earlier is not None:  # announced again (a retried decode pass): the later one wins
+        if earlier is not None and not earlier.cancel():  # announced again: the later frame wins
             wait([earlier])
         self._submit(position, frame)
 
     def result(self, frames: np.ndarray) -> ProcessedMedia:
         """The processed `frames`, uint8 (T, H, W, 3): from what was announced if that was
-        all of them, else from the frames themselves, now."""
+        these very frames, else from the frames themselves, now."""
         self._finish()
-        announced = self._clip is not None and self._clip.holds(frames) and len(self._tasks) == len(frames)
-        if not announced:
-            self._tasks = {}
-            self._clip = _Clip(self._processor, len(frames), frames.shape[1:3])  # raises what add() kept back
+        if not self._announced(frames):
+            self._sources, self._tasks = {}, {}
+            # Made again for the frames given (their count may not be the one planned), so
+            # a refusal that add() kept back is raised here, in the caller's thread.
+            self._clip = _Clip(self._processor, len(frames), frames.shape[1:3])
             for position, frame in enumerate(frames):
                 self._submit(position, frame)
             self._finish()
         return self._clip.writer.processed("pixel_values_videos", "video_grid_thw")
 
+    def _announced(self, frames: np.ndarray) -> bool:
+        clip, sources = self._clip, self._sources
+        if clip is None or not clip.holds(frames) or len(sources) != len(frames):
+            return False
+        return all(sources[position] == _address(frame) for position, frame in enumerate(frames))
+
     def _submit(self, position: int, frame: np.ndarray) -> None:
-        if self._pool is not None:
-            self._tasks[position] = self._pool.submit(self._clip.write, position, frame)
-        else:
+        self._sources[position] = _address(frame)
+        if self._pool is None:
             self._clip.write(position, frame)
-            self._tasks[position] = _DONE
+        else:
+            self._tasks[position] = self._pool.submit(self._clip.write, position, frame)
 
     def _finish(self) -> None:
         for task in list(self._tasks.values()):
-            task.result()  # a task's error is raised here
+            if not task.cancelled():
+                task.result()  # a task's error is raised here
 
 
 class _Clip:
@@ -95,7 +106,7 @@ class _Clip:
     def __init__(self, processor, count: int, frame_size: tuple[int, int]):
         self.count, self.frame_size = count, tuple(frame_size)
         self.size = processor.video_size(count, *frame_size)
-        grid_t = -(-count // processor.video_config.temporal_patch_size)
+        grid_t, _, _ = processor.video_grid(count, *frame_size)
         self.writer = PatchWriter(processor.video_config, grid_t, *self.size)
 
     def holds(self, frames: np.ndarray) -> bool:
@@ -109,3 +120,8 @@ class _Clip:
         end = writer.grid_t * writer.temporal if position == self.count - 1 else position + 1
         for index in range(position, end):
             writer.write(resized, index)
+
+
+def _address(frame: np.ndarray) -> int:
+    """Where a frame's pixels are: the same frame announced and returned is at one address."""
+    return frame.__array_interface__["data"][0]

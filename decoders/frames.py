@@ -56,7 +56,10 @@ class FrameConverter:
     def __call__(self, frame) -> np.ndarray:
         if self.turns is None:
             self.turns = quarter_turns(frame.rotation)
-        planar = HW_LAYOUTS.get(frame.format.name)
+        layout = frame.format.name
+        if layout == "cuda":  # still on the GPU (gpu.py): the repack below downloads it
+            layout = frame.sw_format.name
+        planar = HW_LAYOUTS.get(layout)
         if planar is not None:  # from NVDEC: repacked losslessly, so the colours are the CPU path's
             frame = self._repacker.reformat(frame, format=planar)
         rgb = self._scale(self._scaler, frame, self._rgb_size)

@@ -2,12 +2,12 @@
 
 `device="cuda"` opens containers with a CUDA HWAccel that may fall back to software: the
 same FFmpeg decoder runs (so the same frames, skip hints and seeks), with the bitstream
-decoded by NVDEC; a frame the picker takes is copied back to memory as NV12 (or P010 for 10
-bits), which the converter repacks losslessly to the planar layout the CPU path gives, and
-the others stay on the GPU (with PyAV 18 and later; before, every frame comes back). Where that cannot
-be, the CPU decodes and one log line says why: no CUDA device here (said once per process),
-or a codec or frame size NVDEC does not take (AV1 through libdav1d, H.264 over 4096 pixels
-a side, ...: FFmpeg falls back by itself, and the decoder reports it).
+decoded by NVDEC. A frame the picker takes is copied back to memory as NV12 (or P010 for
+10 bits), which the converter repacks losslessly to the planar layout the CPU path gives;
+the others stay on the GPU (with PyAV 18 and later; before, every frame comes back). Where
+that cannot be, the CPU decodes and one log line says why: no CUDA device here (said once
+per process), or a codec or frame size NVDEC does not take (AV1 through libdav1d, H.264
+over 4096 pixels a side, ...: FFmpeg falls back by itself, and the decoder reports it).
 """
 
 from __future__ import annotations

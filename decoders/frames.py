@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
+import av
+import av.filter
 import numpy as np
 from av.video.reformatter import Interpolation, VideoReformatter
 
@@ -35,21 +38,52 @@ def quarter_turns(rotation: float) -> int:
 HW_LAYOUTS = {"nv12": "yuv420p", "p010le": "yuv420p10le", "p016le": "yuv420p16le"}
 
 
+class RGBResizer:
+    """RGB frames scaled to one size by swscale (FFmpeg's scale filter), bicubic with
+    torchvision's kernel (a = -0.5: swscale's param0=0, param1=0.5), which the vision
+    processors' resize uses. swscale's default kernel (0.6) lands up to 5 uint8 levels from
+    transformers' output on camera footage; this one at most 2, as close as processors/'s
+    own resize (README, "Which resize"). PyAV's reformat takes no kernel parameters, hence
+    a filter graph, made for the first frame's size."""
+
+    def __init__(self, size: tuple[int, int], threads: int):
+        self._size, self._threads = size, threads
+        self._graph: av.filter.Graph | None = None
+
+    def __call__(self, rgb: av.VideoFrame) -> av.VideoFrame:
+        if self._graph is None:
+            self._graph = self._build(rgb.width, rgb.height)
+        self._graph.push(rgb)
+        return self._graph.pull()
+
+    def _build(self, width: int, height: int) -> av.filter.Graph:
+        graph = av.filter.Graph()
+        if hasattr(graph, "threads"):  # PyAV 18 and later; 17 lets FFmpeg choose
+            graph.threads = self._threads
+        source = graph.add_buffer(width=width, height=height, format="rgb24", time_base=Fraction(1, 1))
+        to_width, to_height = self._size
+        scale = graph.add("scale", f"w={to_width}:h={to_height}:flags=bicubic:param0=0:param1=0.5")
+        sink = graph.add("buffersink")
+        source.link_to(scale)
+        scale.link_to(sink)
+        graph.configure()
+        return graph
+
+
 class FrameConverter:
     """Converts frames to RGB of one fixed size (`rgb_size`, whatever size each frame is
     decoded at) in one swscale call each, with the scaler reused, then turns them upright
     as the first frame's display matrix says. `size`, if it differs, is reached by a second
-    swscale call, RGB to RGB (bicubic), before the turn.
+    swscale pass, RGB to RGB (`RGBResizer`), before the turn.
 
     Colour follows each frame's own matrix and range: swscale reads them from the frame.
     """
 
     def __init__(self, rgb_size: tuple[int, int], threads: int = 0, size: tuple[int, int] | None = None):
         self._rgb_size = rgb_size
-        self._size = size if size != rgb_size else None
         self._threads = threads
         self._scaler = VideoReformatter()
-        self._resizer = VideoReformatter()
+        self._resize = RGBResizer(size, threads) if size not in (None, rgb_size) else None
         self._repacker = VideoReformatter()
         self.turns: int | None = None
 
@@ -62,17 +96,14 @@ class FrameConverter:
         planar = HW_LAYOUTS.get(layout)
         if planar is not None:  # from NVDEC: repacked losslessly, so the colours are the CPU path's
             frame = self._repacker.reformat(frame, format=planar)
-        rgb = self._scale(self._scaler, frame, self._rgb_size)
-        if self._size is not None:
-            rgb = self._scale(self._resizer, rgb, self._size)
-        rgb = rgb.to_ndarray()
-        return np.rot90(rgb, self.turns) if self.turns else rgb
-
-    def _scale(self, scaler: VideoReformatter, frame, size: tuple[int, int]):
-        width, height = size
-        return scaler.reformat(
+        width, height = self._rgb_size
+        rgb = self._scaler.reformat(
             frame, width, height, "rgb24", interpolation=Interpolation.BICUBIC, threads=self._threads
         )
+        if self._resize is not None:
+            rgb = self._resize(rgb)
+        rgb = rgb.to_ndarray()
+        return np.rot90(rgb, self.turns) if self.turns else rgb
 
 
 # (slot, frame): told of each frame as it lands in a FrameStack.

@@ -14,15 +14,12 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import statistics
-from pathlib import Path
 
-from footage import camera_clip
-from service_speed import http_run, p50_ms, request_body
+from service_speed import clip_bytes, http_run, p50_ms, request_body, run_options
 
 from app.core.config import Settings
 from app.testing.chat import chat
@@ -38,16 +35,8 @@ def ray_settings(decode_replicas: int) -> Settings:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    scale = 0.25 if args.quick else 1.0
-
-    def n(count: int) -> int:
-        return max(8, int(count * scale))
-
-    data = camera_clip("h264_480p_2s.mp4", 854, 480, 2).read_bytes()
+    args, n = run_options(__doc__)
+    data = clip_bytes()
     bodies = {"text": json.dumps(chat({"type": "text", "text": "hello"})).encode(), "clip": request_body(data)}
     results: dict = {"clip": f"854x480, 2 s, {len(data) / 1024:.0f} KiB, 8 frames", "cores": os.cpu_count()}
     flags = ("--decode-workers", "1", "--decode-threads", "1", "--decode-cache-bytes", "0",

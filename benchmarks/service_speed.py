@@ -106,17 +106,25 @@ def p50_ms(latencies: list[float]) -> float:
     return round(statistics.median(latencies) * 1000, 2)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_options(description: str):
+    """This script's and ray_speed.py's options (--quick, --json), and `n(count)`: a run
+    count, a quarter of it with --quick, at least 8."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     scale = 0.25 if args.quick else 1.0
+    return args, lambda count: max(8, int(count * scale))
 
-    def n(count: int) -> int:
-        return max(8, int(count * scale))
 
-    data = camera_clip("h264_480p_2s.mp4", 854, 480, 2).read_bytes()
+def clip_bytes() -> bytes:
+    """The clip both scripts send: 2 s of camera-like 854x480 H.264."""
+    return camera_clip("h264_480p_2s.mp4", 854, 480, 2).read_bytes()
+
+
+def main() -> None:
+    args, n = run_options(__doc__)
+    data = clip_bytes()
     body = request_body(data)
     results: dict = {"clip": f"854x480, 2 s, {len(data) / 1024:.0f} KiB, {SAMPLING}", "cores": CORES}
 

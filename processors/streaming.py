@@ -95,9 +95,8 @@ class VideoStream:
             self._tasks[position] = self._pool.submit(self._clip.write, position, frame)
 
     def _finish(self) -> None:
-        for task in list(self._tasks.values()):
-            if not task.cancelled():
-                task.result()  # a task's error is raised here
+        for task in list(self._tasks.values()):  # a cancelled write was replaced in _tasks by its successor
+            task.result()  # a task's error is raised here
 
 
 class _Clip:

@@ -20,6 +20,9 @@ FinishReason = Literal["stop", "length"]
 @dataclass(frozen=True)
 class EngineOutput:
     text: str = ""  # the new text since the previous output
+    # A token-out engine's new token ids since the previous output (text then stays empty:
+    # mmprep detokenizes them with the model folder's tokenizer).
+    token_ids: tuple[int, ...] = ()
     finish_reason: FinishReason | None = None  # set on the last output only
     prompt_tokens: int | None = None  # set on the last output only
     completion_tokens: int | None = None  # set on the last output only

@@ -42,6 +42,27 @@ class MediaItem:
 
 
 @dataclass(frozen=True)
+class Placeholder:
+    """Where one image or video sits in the prompt's token ids (vLLM's PlaceholderRange):
+    `length` tokens from `offset`, standing for PreparedRequest.media[media_index]."""
+
+    modality: Literal["image", "video"]
+    media_index: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class TokenPrompt:
+    """The prompt as a token-in engine takes it (with --model): the chat template rendered,
+    tokenized, each image and video placeholder expanded to its processor's count."""
+
+    token_ids: tuple[int, ...]
+    placeholders: tuple[Placeholder, ...] = ()
+    text: str = ""  # the rendered template, before the placeholders were expanded
+
+
+@dataclass(frozen=True)
 class PreparedRequest:
     request_id: str
     model: str
@@ -57,6 +78,8 @@ class PreparedRequest:
     # Every other field the client sent that mmprep does not read itself (tools,
     # response_format, top_k, ignore_eos, chat_template_kwargs, ...), unchanged.
     extra: dict[str, Any] = field(default_factory=dict)
+    # With --model: the rendered prompt's token ids (media expanded); None otherwise.
+    prompt: TokenPrompt | None = None
 
     def text(self) -> str:
         """All text parts in order, media shown as <image_i> / <video_i>."""

@@ -14,7 +14,16 @@ from typing import Literal, Protocol
 from ..core.errors import ServiceError
 from .prepared import PreparedRequest
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log-probability, and the best alternatives when asked."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()  # (token id, logprob) of the top_logprobs, best first
 
 
 @dataclass(frozen=True)
@@ -23,6 +32,7 @@ class EngineOutput:
     # A token-out engine's new token ids since the previous output (text then stays empty:
     # mmprep detokenizes them with the model folder's tokenizer).
     token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per token id, when the request asked for them
     finish_reason: FinishReason | None = None  # set on the last output only
     prompt_tokens: int | None = None  # set on the last output only
     completion_tokens: int | None = None  # set on the last output only

@@ -24,6 +24,15 @@ class SamplingParams:
     top_p: float | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # Token-out engines (with --model). mmprep itself applies stop strings, stop token ids,
+    # the model's EOS ids and min_tokens to what an engine returns, and closes the engine's
+    # generation on a stop; an engine may apply them too, to stop sooner.
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    top_k: int | None = None
+    logprobs: bool = False  # one TokenLogprob per output token
+    top_logprobs: int = 0  # alternatives per token in each TokenLogprob.top
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,10 @@ from .prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams
 
 log = logging.getLogger("mmprep.transformers")
 
-MODEL_VARIABLE = "MMPREP_TRANSFORMERS_MODEL"
-DEVICE_VARIABLE = "MMPREP_TRANSFORMERS_DEVICE"
-DTYPE_VARIABLE = "MMPREP_TRANSFORMERS_DTYPE"
+PREFIX = "MMPREP_TRANSFORMERS_"
+MODEL_VARIABLE = PREFIX + "MODEL"
+DEVICE_VARIABLE = PREFIX + "DEVICE"
+DTYPE_VARIABLE = PREFIX + "DTYPE"
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TYPE_IDS = {"image": 1, "video": 2}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
 TENSOR_NAMES = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
@@ -70,6 +71,7 @@ class TransformersEngine:
     accepted_fields = frozenset()
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
+        _check_variables()
         self.folder = _model_folder(model)
         self.device = _device(device)
         self.dtype = _dtype(dtype)
@@ -160,6 +162,9 @@ class TransformersEngine:
                     stopping_criteria=StoppingCriteriaList([_Cancelled(job.cancelled)]),
                     streamer=streamer,
                 )
+            if job.cancelled.is_set():
+                log.info("generation stopped after %d tokens: its request was closed", len(job.sampler.records),
+                         extra={"request_id": job.request_id})
         except BaseException as error:  # noqa: BLE001 - the request's generator raises it
             streamer.send(error)
         else:
@@ -193,7 +198,7 @@ class TransformersEngine:
             if key in inputs:
                 inputs[key] = inputs[key].to(self.model.dtype)
         stop_ids = set(sampling.stop_token_ids) | (set() if sampling.ignore_eos else set(self.eos_ids))
-        return _Job(inputs, max_new_tokens, frozenset(stop_ids), threading.Event(),
+        return _Job(request.request_id, inputs, max_new_tokens, frozenset(stop_ids), threading.Event(),
                     _Sampler(sampling, stop_ids, len(ids), self.device))
 
     def _max_new_tokens(self, prompt_length: int, max_tokens: int | None) -> int:
@@ -243,6 +248,7 @@ class TransformersEngine:
 
 @dataclass
 class _Job:
+    request_id: str
     inputs: dict[str, Any]
     max_new_tokens: int
     stop_ids: frozenset[int]
@@ -365,6 +371,15 @@ def _ids(value) -> tuple[int, ...]:
 
 
 # -- options ------------------------------------------------------------------------------
+
+
+def _check_variables() -> None:
+    """A MMPREP_TRANSFORMERS_ variable we do not read is a typo (mmprep's own check leaves them to us)."""
+    known = (MODEL_VARIABLE, DEVICE_VARIABLE, DTYPE_VARIABLE)
+    unknown = sorted(key for key in os.environ if key.upper().startswith(PREFIX) and key.upper() not in known)
+    if unknown:
+        raise ValueError(f"unknown setting(s) in the environment: {', '.join(unknown)}; the transformers engine "
+                         f"reads {', '.join(known)}")
 
 
 def _option(value, variable: str, argument: str) -> tuple[str | None, str]:

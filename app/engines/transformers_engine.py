@@ -106,7 +106,9 @@ class TransformersEngine:
         self.temporal_patch_size = getattr(config.vision_config, "temporal_patch_size", 2)
         self.context = config.get_text_config().max_position_embeddings
         self.vocab_size = config.get_text_config().vocab_size
-        self.takes_second_per_grid = "second_per_grid_ts" in inspect.signature(model.forward).parameters
+        takes = inspect.signature(model.forward).parameters
+        self.takes_second_per_grid = "second_per_grid_ts" in takes  # Qwen2.5-VL
+        self.takes_token_types = "mm_token_type_ids" in takes  # transformers 5.10 on: its M-RoPE reads them
         # Our per-request GenerationConfig fills only what we set; generate fills the rest from
         # the model's, so the model's keeps nothing a request did not ask for (its sampling
         # defaults, its EOS ids: ignore_eos must be able to drop those).
@@ -192,7 +194,8 @@ class TransformersEngine:
             types[ids == self.token_ids[kind]] = TYPE_IDS[kind]
             if items:
                 inputs.update(self._media_tensors(kind, items))
-        inputs["mm_token_type_ids"] = types[None]
+        if self.takes_token_types:
+            inputs["mm_token_type_ids"] = types[None]
         inputs = {key: torch.from_numpy(np.ascontiguousarray(value)).to(self.device) for key, value in inputs.items()}
         for key in ("pixel_values", "pixel_values_videos"):
             if key in inputs:

@@ -22,12 +22,12 @@ REASON = "needs torch and transformers (pip install mmprep[transformers])"
 torch = pytest.importorskip("torch", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
 
-from app.engines import EngineHTTPError  # noqa: E402
-from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt  # noqa: E402
-from app.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine  # noqa: E402
-from app.testing.servers import WorkerProcess  # noqa: E402
-from app.workers.remote import RemoteWorkersEngine  # noqa: E402
-from processors import load_processor  # noqa: E402
+from app.engines import EngineHTTPError
+from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from app.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
+from app.testing.servers import WorkerProcess
+from app.workers.remote import RemoteWorkersEngine
+from processors import load_processor
 
 ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
 SPECIAL_TOKENS = {  # Qwen2-VL's, at their ids

@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -145,8 +144,8 @@ class TransformersEngine:
                     break
         finally:
             job.cancelled.set()  # a client that left, a stop string: the model stops within a step
-        finish = "stop" if last in job.stop_ids else "length" if made >= job.max_new_tokens else "stop"
-        yield EngineOutput(finish_reason=finish, prompt_tokens=len(job.inputs["input_ids"][0]), completion_tokens=made)
+        finish = "stop" if last in job.stop_ids else "length"  # a stop token, or max_new_tokens reached
+        yield EngineOutput(finish_reason=finish, prompt_tokens=job.prompt_tokens, completion_tokens=made)
 
     def _run(self, job: _Job, streamer: _TokenStreamer) -> None:
         """generate, on the engine's thread; its end (or its failure) goes to the streamer."""
@@ -158,7 +157,7 @@ class TransformersEngine:
                     eos_token_id=sorted(job.stop_ids) or None,
                 )
                 self.model.generate(
-                    **job.inputs,
+                    **self._model_inputs(job.parts),
                     generation_config=config,
                     logits_processor=LogitsProcessorList([job.sampler]),
                     stopping_criteria=StoppingCriteriaList([_Cancelled(job.cancelled)]),
@@ -182,27 +181,35 @@ class TransformersEngine:
                 400, "prompt_required",
             )
         ids = np.asarray(prompt.token_ids, dtype=np.int64)
+        if not ids.size or ids.min() < 0 or ids.max() >= self.vocab_size:
+            raise EngineHTTPError(f"the prompt must be token ids of this model's vocabulary of {self.vocab_size}",
+                                  400, "invalid_prompt", "messages")
         sampling = request.sampling
         max_new_tokens = self._max_new_tokens(len(ids), sampling.max_tokens)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise EngineHTTPError(f"the prompt has token ids outside this model's vocabulary of {self.vocab_size}",
-                                  400, "invalid_prompt", "messages")
-        inputs: dict[str, Any] = {"input_ids": ids[None], "attention_mask": np.ones((1, len(ids)), np.int64)}
+        # Each input as the parts it is joined from, joined on the engine's thread (pixels can be large)
+        parts: dict[str, list[np.ndarray]] = {"input_ids": [ids[None]], "attention_mask": [np.ones((1, len(ids)), np.int64)]}
         types = np.zeros(len(ids), np.int64)
         for kind, items in _media_in_prompt_order(request).items():
             self._check_placeholders(ids, kind, items)
             types[ids == self.token_ids[kind]] = TYPE_IDS[kind]
             if items:
-                inputs.update(self._media_tensors(kind, items))
+                parts.update(self._media_parts(kind, items))
         if self.takes_token_types:
-            inputs["mm_token_type_ids"] = types[None]
-        inputs = {key: torch.from_numpy(np.ascontiguousarray(value)).to(self.device) for key, value in inputs.items()}
-        for key in ("pixel_values", "pixel_values_videos"):
-            if key in inputs:
-                inputs[key] = inputs[key].to(self.model.dtype)
+            parts["mm_token_type_ids"] = [types[None]]
         stop_ids = set(sampling.stop_token_ids) | (set() if sampling.ignore_eos else set(self.eos_ids))
-        return _Job(request.request_id, inputs, max_new_tokens, frozenset(stop_ids), threading.Event(),
+        return _Job(request.request_id, parts, len(ids), max_new_tokens, frozenset(stop_ids), threading.Event(),
                     _Sampler(sampling, stop_ids, len(ids), self.device))
+
+    def _model_inputs(self, parts: dict[str, list[np.ndarray]]) -> dict[str, torch.Tensor]:
+        """The joined inputs on the model's device; pixels in its dtype. One part is used as it
+        is (on the CPU in float32, the very buffer the request came in)."""
+        inputs = {}
+        for key, arrays in parts.items():
+            joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
+            tensor = torch.from_numpy(joined)
+            dtype = self.model.dtype if key in ("pixel_values", "pixel_values_videos") else None
+            inputs[key] = tensor.to(self.device, dtype=dtype)
+        return inputs
 
     def _max_new_tokens(self, prompt_length: int, max_tokens: int | None) -> int:
         """max_tokens, or all the context leaves; a prompt that leaves no room is refused, as vLLM does."""
@@ -234,25 +241,26 @@ class TransformersEngine:
                 400, "placeholder_mismatch", "messages",
             )
 
-    def _media_tensors(self, kind: str, items: list[MediaItem]) -> dict[str, np.ndarray]:
-        """The items' tensors joined as transformers' processor joins a batch's: pixels and
-        grids concatenated in prompt order; second_per_grid_ts for a model that takes it."""
+    def _media_parts(self, kind: str, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
+        """The items' tensors, to be joined as transformers' processor joins a batch's: pixels
+        and grids in prompt order; second_per_grid_ts for a model that takes it."""
         pixels_key, grid_key = TENSOR_NAMES[kind]
         try:
-            tensors = {key: np.concatenate([item.processed.tensors[key] for item in items]) for key in (pixels_key, grid_key)}
+            parts = {key: [item.processed.tensors[key] for item in items] for key in (pixels_key, grid_key)}
         except KeyError as missing:
             raise EngineHTTPError(f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media") from None
         if kind == "video" and self.takes_second_per_grid:
-            tensors["second_per_grid_ts"] = np.array(
-                [self.temporal_patch_size / _sampled_fps(item) for item in items], np.float32
-            )
-        return tensors
+            parts["second_per_grid_ts"] = [
+                np.array([self.temporal_patch_size / _sampled_fps(item) for item in items], np.float32)
+            ]
+        return parts
 
 
 @dataclass
 class _Job:
     request_id: str
-    inputs: dict[str, Any]
+    parts: dict[str, list[np.ndarray]]  # the model's inputs, each as the parts it is joined from
+    prompt_tokens: int
     max_new_tokens: int
     stop_ids: frozenset[int]
     cancelled: threading.Event

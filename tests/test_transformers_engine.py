@@ -42,14 +42,25 @@ PROMPT = (
 NEW_TOKENS = 16
 # 4 frames of 56 x 84: a multiple of the 28-pixel merge block within the pixel bounds, so not resized
 FRAMES = np.random.default_rng(1).integers(0, 256, (4, 56, 84, 3), dtype=np.uint8)
-HF_METADATA = {"total_num_frames": 8, "fps": 4.0, "width": 84, "height": 56, "duration": 2.0,
+# every other frame of 1 s at 8 fps: 4 frames a second, so Qwen2.5-VL's second_per_grid_ts is 2 / 4
+HF_METADATA = {"total_num_frames": 8, "fps": 8.0, "width": 84, "height": 56, "duration": 1.0,
                "video_backend": "pyav", "frames_indices": [0, 2, 4, 6]}
+TEXT_CONFIG = {  # the real vocabulary size; the special token ids are the configs' defaults, the real ones
+    "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+    "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6},
+}
 
 
-def build_model_folder(folder) -> None:
+def build_model_folder(folder, family: str = "qwen2_vl") -> None:
+    """A tiny model of `family` (qwen2_vl or qwen2_5_vl) with random weights, its tokenizer
+    and its processor's configs, written to `folder`."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
         PreTrainedTokenizerFast,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessor,
@@ -66,20 +77,20 @@ def build_model_folder(folder) -> None:
         tokenizer_object=tokenizer, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
     size = {"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64}
-    processor = Qwen2VLProcessor(
-        image_processor=Qwen2VLImageProcessor(size=size), tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(size=size, cap_pixels_per_frame=False),
-    )
-    config = Qwen2VLConfig(  # the real vocabulary and special token ids (the config's defaults), tiny layers
-        text_config={
-            "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-            "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6},
-        },
-        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
-    )
+    parts = {"image_processor": Qwen2VLImageProcessor(size=size), "tokenizer": tokenizer,
+             "video_processor": Qwen2VLVideoProcessor(size=size, cap_pixels_per_frame=False)}
+    if family == "qwen2_vl":
+        processor = Qwen2VLProcessor(**parts)
+        vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2}
+        model = Qwen2VLConfig, Qwen2VLForConditionalGeneration
+    else:
+        processor = Qwen2_5_VLProcessor(**parts)
+        vision = {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
+                  "fullatt_block_indexes": [1], "tokens_per_second": 25}
+        model = Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    config_class, model_class = model
     torch.manual_seed(0)
-    Qwen2VLForConditionalGeneration(config).save_pretrained(folder)
+    model_class(config_class(text_config=TEXT_CONFIG, vision_config=vision)).save_pretrained(folder)
     processor.save_pretrained(folder)
 
 
@@ -285,3 +296,34 @@ def test_behind_a_worker_the_ids_and_logprobs_are_the_same(engine, folder, refer
     assert outputs[-1] == local[-1] and outputs[-1].finish_reason == "length"
     assert (refused.status, refused.code) == (400, "prompt_required")
     assert "--model" in refused.message
+
+
+def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
+    """Qwen2.5-VL's M-RoPE spaces a video's temporal positions by second_per_grid_ts, which
+    transformers' processor computes from the video's metadata (temporal_patch_size over the
+    sampled fps): the engine computes the same from the item's hf_metadata."""
+    build_model_folder(tmp_path, "qwen2_5_vl")
+    processor = transformers.AutoProcessor.from_pretrained(tmp_path)
+    inputs = processor(text=[PROMPT], videos=[FRAMES], do_sample_frames=False, video_metadata=[HF_METADATA],
+                       return_tensors="pt")
+    assert inputs["second_per_grid_ts"].tolist() == [0.5]
+    model = transformers.AutoModelForImageTextToText.from_pretrained(tmp_path).eval()
+
+    def logprobs(**changed):
+        out = model.generate(**{**inputs, **changed}, max_new_tokens=4, do_sample=False,
+                             return_dict_in_generate=True, output_logits=True)
+        return torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+    expected, unspaced = logprobs(), logprobs(second_per_grid_ts=torch.tensor([1.0]))
+    assert not torch.allclose(expected, unspaced, atol=1e-6)  # the spacing shows in the logits
+
+    engine = TransformersEngine(tmp_path, device="cpu")
+    asyncio.run(engine.start())
+    try:
+        request_ = request({"inputs": inputs}, tmp_path, max_tokens=4, logprobs=True, top_logprobs=1)
+        outputs = asyncio.run(collect(engine.generate(request_)))
+    finally:
+        asyncio.run(engine.stop())
+    got = [lp for output in outputs for lp in output.logprobs]
+    assert [lp.token_id for lp in got] == expected.argmax(-1).tolist()
+    assert [lp.logprob for lp in got] == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)

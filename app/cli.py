@@ -160,12 +160,18 @@ class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--version"], ["-V"]):
+        from . import __version__
+
+        print(f"mmprep {__version__}")
+        return 0
     unknown = unknown_environment_settings()
     if unknown:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
     try:
-        CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv,
+        CliApp.run(Mmprep, cli_args=args,
                    cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp))
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it

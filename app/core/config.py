@@ -25,7 +25,16 @@ WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 ENGINES = ("echo", "workers", "openai")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
-REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
+REQUEST_OVERHEAD_BYTES = 16 * 1024**2
+# Settings only some engines read: given with another engine they would be silently ignored,
+# so they are refused instead.
+ENGINE_SETTINGS = {
+    "worker_url": ("workers",),
+    "worker_probe_interval": ("workers",),
+    "upstream_url": ("openai",),
+    "upstream_model": ("openai",),
+    "upstream_api_key": ("openai",),
+}  # a request's text and JSON around its data URLs
 
 
 class Settings(BaseSettings):
@@ -278,6 +287,13 @@ class Settings(BaseSettings):
             if "served_model_name" not in self.model_fields_set:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]
+        engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
+        for name, engines in ENGINE_SETTINGS.items():
+            given = getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+            if given and (self.engine not in engines or self.engine_class is not None):
+                raise ValueError(
+                    f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, not with {engine}"
+                )
         return self
 
 

@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
-        "replicas; needs mmprep[ray]; a local Ray cluster, or the one RAY_ADDRESS names)",
+        "replicas; needs the ray extra: pip install -e '.[ray]'; a local Ray cluster, or the one RAY_ADDRESS names)",
     )
 
     # -- media ---------------------------------------------------------------------
@@ -270,7 +270,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _ray_installed(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
-            raise ValueError("runtime 'ray' needs Ray: pip install 'mmprep[ray]'")
+            raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
         return self
 
     @model_validator(mode="after")

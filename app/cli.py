@@ -99,7 +99,10 @@ class BenchDecode(DecodeBenchConfig):
 
 
 class Preview(PreviewConfig):
-    """Draw the frames the service would sample from a video (or each video of a folder) as a contact sheet."""
+    """Draw the frames the service would sample from a video (or each video of a folder) as a contact sheet.
+
+    Exit status: 0 when every sheet was drawn; 1 when some videos could not be (each named on
+    stderr with the reason, then a summary line); 2 for bad input (nothing drawn)."""
 
     def cli_cmd(self) -> None:
         from .preview.command import run_preview

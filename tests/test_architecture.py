@@ -22,8 +22,10 @@ LAYERS = [
     ["app/service"],
     ["app/workers"],
     ["app/preprocess"],
+    ["app/render"],
     ["app/engines", "app/media"],
     ["app/core"],
+    ["app/model"],
     ["decoders", "processors", "app/__init__"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from processors import load_processor
 
+from ..model import ModelFolderError, load_model_folder
 from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
@@ -100,12 +101,21 @@ class Settings(BaseSettings):
     max_redirects: int = Field(5, ge=0, description="redirects followed per media URL")
     decode_timeout: float = Field(120.0, gt=0, description="seconds one request may spend fetching and decoding")
 
+    # -- the model folder ----------------------------------------------------------
+    model: Path | None = Field(
+        None,
+        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its tokenizer, "
+        "chat template, config and processor. Each request's prompt is then rendered to token ids, images and "
+        "videos expanded to the processor's count, for token-in engines; the served model name defaults to the "
+        "folder's name (default: none, engines get the messages)",
+    )
+
     # -- the vision processor ------------------------------------------------------
     processor: str | None = Field(
         None,
         description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a family "
         "(qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its "
-        "preprocessor config (default: none, engines get the decoded frames)",
+        "preprocessor config (default: the --model folder's, else none: engines get the decoded frames)",
     )
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
@@ -247,13 +257,25 @@ class Settings(BaseSettings):
         return name
 
     @model_validator(mode="after")
+    def _model_folder_loads(self) -> Settings:
+        if self.model is None:
+            return self
+        try:  # loaded once per process: the service takes the same ModelFolder from the cache
+            folder = load_model_folder(str(self.model), self.processor)
+        except ModelFolderError as error:
+            raise ValueError(f"--model {self.model}: {error}") from None
+        if "served_model_name" not in self.model_fields_set:
+            self.served_model_name = [folder.name]
+        return self
+
+    @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
-        if self.processor is None:
+        if self.processor is None and self.model is None:
             given = [name for name in ("processor_resize", "max_vision_tokens")
                      if getattr(self, name) != type(self).model_fields[name].default]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-                raise ValueError(f"{flags} only apply with --processor")
+                raise ValueError(f"{flags} only apply with --processor or --model")
         return self
 
     @model_validator(mode="after")
@@ -284,7 +306,7 @@ class Settings(BaseSettings):
             if missing:
                 flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
                 raise ValueError(f"engine 'openai' needs {flags}")
-            if "served_model_name" not in self.model_fields_set:
+            if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]
         engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"

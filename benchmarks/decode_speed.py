@@ -1,6 +1,6 @@
 """Decoder speed and memory, each against its baselines from the same run.
 
-    python benchmarks/decode_speed.py            # the figures quoted in the README
+    python benchmarks/decode_speed.py            # the figures quoted in docs/benchmarks.md
     python benchmarks/decode_speed.py --quick    # short clips, a smoke run
 
 For 32 frames of each clip: decode_video against decoding every frame with PyAV (the

@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
         description="--processor: how frames reach the model's size: exact (transformers' resize on the decoded "
-        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see README)",
+        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see docs/deployment.md)",
     )
     max_vision_tokens: int | None = Field(
         None, ge=1, description="--processor: refuse a request whose images and videos come to more placeholder tokens"

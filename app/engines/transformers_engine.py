@@ -65,9 +65,16 @@ END = object()  # what the generate thread sends once generate has returned
 
 
 class TransformersEngine:
-    # Every field mmprep reads itself reaches the engine in PreparedRequest.sampling; any other
-    # (tools, response_format, ...) it cannot honour, so it is refused with a 400.
-    accepted_fields = frozenset()
+    # The request's fields beyond mmprep's own that it honours: those that reach it in
+    # PreparedRequest.sampling, and those mmprep applies itself with --model (rendering the
+    # template; detokenizing and parsing the answer). Any other (min_p, repetition_penalty,
+    # response_format, ...) it cannot honour, and a request with one is refused with a 400.
+    accepted_fields = frozenset({
+        "stop_token_ids", "ignore_eos", "min_tokens", "top_k", "logprobs", "top_logprobs",
+        "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools", "tool_choice",
+        "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "include_reasoning",
+    })
+    gives_logprobs = True  # EngineOutput.logprobs, when the request asks
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
         _check_variables()
@@ -201,14 +208,18 @@ class TransformersEngine:
                     _Sampler(sampling, stop_ids, len(ids), self.device))
 
     def _model_inputs(self, parts: dict[str, list[np.ndarray]]) -> dict[str, torch.Tensor]:
-        """The joined inputs on the model's device; pixels in its dtype. One part is used as it
-        is (on the CPU in float32, the very buffer the request came in)."""
+        """The joined inputs on the model's device; pixels in its dtype. A part that needs no
+        joining, writable and already right for the CPU, is used as it is (from a worker, the
+        very buffer the request came in); a read-only one (the decode cache shares it) is
+        copied once, straight to where it goes."""
         inputs = {}
         for key, arrays in parts.items():
             joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
-            tensor = torch.from_numpy(joined)
             dtype = self.model.dtype if key in ("pixel_values", "pixel_values_videos") else None
-            inputs[key] = tensor.to(self.device, dtype=dtype)
+            if joined.flags.writeable:
+                inputs[key] = torch.from_numpy(joined).to(self.device, dtype=dtype)
+            else:
+                inputs[key] = torch.tensor(joined, device=self.device, dtype=dtype)
         return inputs
 
     def _max_new_tokens(self, prompt_length: int, max_tokens: int | None) -> int:

@@ -38,7 +38,7 @@ class Renderer:
         self.folder = folder
         self.template = compile_template(folder.chat_template)
         self.content_format = detect_content_format(self.template.ast)
-        self._pad_ids = {"image": folder.image_token_id, "video": folder.video_token_id}
+        self._pad_kinds = {folder.image_token_id: "image", folder.video_token_id: "video"}
 
     # -- step 1: the text ---------------------------------------------------------------
 
@@ -129,8 +129,9 @@ class Renderer:
     def tokens(self, text: str, media: list[MediaItem]) -> TokenPrompt:
         """`text` tokenized, each image and video pad expanded to its item's tokens. `media`
         in prompt order, each processed (MediaItem.processed)."""
-        ids = self.folder.tokenizer.encode(text, add_special_tokens=False).ids
-        pads = [(at, kind) for at, id_ in enumerate(ids) for kind, pad in self._pad_ids.items() if id_ == pad]
+        ids = self.folder.encode(text)
+        kinds = self._pad_kinds
+        pads = [(at, kinds[id_]) for at, id_ in enumerate(ids) if id_ in kinds]
         _check_counts(pads, media)
         out: list[int] = []
         placeholders = []

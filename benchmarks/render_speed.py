@@ -14,8 +14,10 @@ vocabulary; app/testing/model_folder.py):
   processor's own text expansion (`replace_video_token` + `get_text_with_replacements`)
   and its tokenizer on the expanded text, with the video's grid and metadata made once
   beforehand (the pixel work is excluded on both sides).
-Each figure is the median of interleaved repeats; the ratio is what to read. Needs torch and
-transformers (the test extra).
+Each figure is the median of interleaved repeats; the ratio is what to read. Also the peak
+Python memory one render allocates (tracemalloc): the tokenizer and template are the model
+folder's, loaded once per process, so a request allocates its prompt and little else. Needs
+torch and transformers (the test extra).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import random
 import statistics
 import tempfile
 import time
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -89,6 +92,16 @@ def interleaved(ours, theirs, repeats: int) -> tuple[float, float]:
     return statistics.median(mine) * 1e6, statistics.median(base) * 1e6
 
 
+def peak_kib(work) -> float:
+    """Peak Python allocation of one call, in KiB."""
+    work()
+    tracemalloc.start()
+    work()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
@@ -138,9 +151,10 @@ def main() -> None:
             lambda: renderer.render(messages, [item]), transformers_video, repeats
         )
 
-    print(f"{'request':<40} {'mmprep µs':>10} {'transformers µs':>16} {'ratio':>7}")
-    for name, (mine, base) in results.items():
-        print(f"{name:<40} {mine:>10.0f} {base:>16.0f} {base / mine:>6.1f}x")
+    peaks = [peak_kib(lambda: renderer.render(chat, [])), peak_kib(lambda: renderer.render(messages, [item]))]
+    print(f"{'request':<40} {'mmprep µs':>10} {'transformers µs':>16} {'ratio':>7} {'peak KiB':>9}")
+    for (name, (mine, base)), peak in zip(results.items(), peaks, strict=True):
+        print(f"{name:<40} {mine:>10.0f} {base:>16.0f} {base / mine:>6.1f}x {peak:>9.0f}")
     if args.json:
         args.json.write_text(json.dumps({k: {"mmprep_us": a, "transformers_us": b} for k, (a, b) in results.items()}))
 

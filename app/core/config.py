@@ -23,6 +23,8 @@ from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
+# Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
+ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
 ENGINES = ("echo", "workers", "openai")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
@@ -359,8 +361,12 @@ def _http_url(url: str) -> str:
 
 
 def unknown_environment_settings(environ=os.environ) -> list[str]:
-    """MMPREP_* variables that name no setting (of `serve` or of `worker`): most likely a
-    typo the operator would otherwise never notice."""
+    """MMPREP_* variables that name no setting (of `serve` or of `worker`) nor belong to an
+    engine of ours: most likely a typo the operator would otherwise never notice."""
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+    return sorted(
+        key for key in environ
+        if key.upper().startswith(ENV_PREFIX) and key.upper() not in known
+        and not key.upper().startswith(ENGINE_ENV_PREFIXES)
+    )

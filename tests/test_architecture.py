@@ -21,7 +21,7 @@ LAYERS = [
     ["app/api"],
     ["app/service"],
     ["app/workers"],
-    ["app/preprocess"],
+    ["app/preprocess", "app/derender"],
     ["app/engines", "app/media"],
     ["app/core"],
     ["decoders", "processors", "app/__init__"],

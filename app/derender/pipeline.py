@@ -121,6 +121,16 @@ class Derenderer:
         self._finished = False
 
     @property
+    def logprobs(self) -> bool:
+        """Whether the answer carries logprobs (asked for, and token ids to give them of)."""
+        return self._logprobs is not None
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the answer has a reasoning part (a reasoning parser runs)."""
+        return self._reasoning is not None
+
+    @property
     def stopped(self) -> bool:
         """The answer ended here (a stop, or max_tokens): the engine must stop."""
         return self._stops is not None and self._stops.finish_reason is not None
@@ -138,11 +148,11 @@ class Derenderer:
                 raise EngineError("the engine gave token ids, and this server has no tokenizer for them (serve with --model)")
             text, taken = self._detokenize(output.token_ids)
             if self._logprobs is not None:
+                if len(output.logprobs) < taken:
+                    raise EngineError(f"the engine gave {len(output.logprobs)} logprobs for {taken} tokens")
                 logprobs = self._logprobs.entries(output.logprobs[:taken])
         else:
             text = output.text
-            if self._logprobs is not None:
-                logprobs = []
         delta = self._parse(text, final=False)
         delta.logprobs = logprobs
         return delta

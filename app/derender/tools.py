@@ -11,8 +11,9 @@ object, array), else stays a string.
 
 A call is held back from its opening tag until it closes (Dynamo's jail), then parsed:
 a call comes whole, and one that does not parse, or is cut by the end of the answer,
-comes back as content, exactly as the model wrote it: never lost. Whitespace between
-the text and a call is dropped (vLLM strips the content of an answer with calls).
+comes back as content, exactly as the model wrote it: never lost. In an answer with calls,
+whitespace at the start and end of the content is dropped, as vLLM strips it (whitespace
+is held back until text follows it, so the stream says the same).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ class ToolParser:
         self._held = ""  # text that could be the start of an opening marker
         self._jail: str | None = None  # the call being written, from its opening marker
         self._end: str = ""
-        self._space = ""  # trailing whitespace of the content: dropped if a call follows
-        self._after_call = False
+        self._space = ""  # trailing whitespace of the content, held: dropped at the end if calls came
+        self._shown = False  # whether any content (other than whitespace) was given out
         self.calls = 0
 
     @property
@@ -109,20 +110,17 @@ class ToolParser:
         if not parsed:
             content.append(self._content(raw))  # not a call after all: the model's text
             return
-        self._space, self._after_call = "", True
+        if not self._shown:
+            self._space = ""  # whitespace before the first call is not content
         for name, arguments in parsed:
             calls.append(ToolCall(self._new_id(), name, arguments))
         self.calls += len(parsed)
 
     def _content(self, text: str) -> str:
-        if self._after_call:
-            text = text.lstrip()
-            if not text:
-                return ""
-            self._after_call = False
         text = self._space + text
         kept = text.rstrip()
         self._space = text[len(kept) :]
+        self._shown = self._shown or bool(kept)
         return kept
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:

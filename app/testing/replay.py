@@ -6,6 +6,7 @@ The request's extra field `replay` says what to produce:
 `{"token_ids": [...], "chunk": 5, "finish_reason": "stop", "logprobs": [[id, logprob,
 [[alt_id, alt_logprob], ...]], ...], "interval": 0.0}`: the ids `chunk` at a time, one
 chunk every `interval` seconds, then a last output with the finish reason and counts.
+With `"texts": [...]` instead of token_ids it is a text engine: one piece per output.
 """
 
 from __future__ import annotations
@@ -35,8 +36,12 @@ class TokenReplayEngine:
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         replay = request.extra.get("replay")
-        if not isinstance(replay, dict) or not isinstance(replay.get("token_ids"), list):
+        if not isinstance(replay, dict) or not isinstance(replay.get("token_ids", replay.get("texts")), list):
             raise EngineHTTPError("this engine replays the request's replay.token_ids", 400, "invalid_request", "replay")
+        if "texts" in replay:
+            async for output in self._texts(replay["texts"], float(replay.get("interval", 0.0))):
+                yield output
+            return
         ids = replay["token_ids"]
         chunk = max(1, int(replay.get("chunk", 1)))
         interval = float(replay.get("interval", 0.0))
@@ -56,3 +61,10 @@ class TokenReplayEngine:
         finally:
             if not finished:
                 self.closed += 1
+
+    async def _texts(self, texts: list[str], interval: float) -> AsyncIterator[EngineOutput]:
+        for text in texts:
+            if interval:
+                await asyncio.sleep(interval)
+            yield EngineOutput(text=text)
+        yield EngineOutput(finish_reason="stop", prompt_tokens=self.prompt_tokens, completion_tokens=len(texts))

@@ -15,7 +15,11 @@ lean asyncio client in this one. Three setups, in turn, on the same load:
 - tokens:  token ids, detokenized (DecodeStream) with stop strings checked
 - parsed:  token ids, detokenized, stops, --reasoning-parser qwen3, hermes tool calls
 
-Reported per setup: streams answered without error, output tokens per second, the
+The server process is pinned to the first core and the client to the others. First, in this
+process, the post-processing alone: microseconds per token of the chat handler's work
+per engine output (derender, chunk objects, SSE lines), each setup in turn, the median of
+7 rounds (the ratio that the machine's other load does not move). Then, through the
+server, per setup: streams answered without error, output tokens per second, the
 server's CPU per token (user + system, from /proc) and tokens per CPU-second (per core),
 and the inter-token latency at the client minus the engine's own interval (p50, p99):
 what mmprep adds between the engine's token and the client's.
@@ -65,6 +69,46 @@ def answer_ids(tokens: int) -> list[int]:
     return ids[-tokens:] if len(ids) > tokens else ids
 
 
+# -- in process: the post-processing alone ------------------------------------------------
+
+
+def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int = 100) -> dict:
+    """Microseconds per token of what the chat handler does per engine output (derender,
+    chunk objects, SSE lines) for each setup, in this process, the setups taken in turn
+    `rounds` times (the median): the server's work without the server's."""
+    from tokenizers import Tokenizer
+
+    from app.api.responses import Answer, CompletionBuilder, sse
+    from app.derender import Derendering, ModelFacts, OutputOptions
+    from app.engines.base import EngineOutput
+    from app.engines.prepared import SamplingParams
+    from app.testing.qwen_tokenizer import tokenizer_file
+
+    facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
+    setups = {
+        "text": (Derendering(), [EngineOutput(text=text) for text in texts]),
+        "tokens": (Derendering(facts), [EngineOutput(token_ids=(i,)) for i in ids]),
+        "parsed": (Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
+                   [EngineOutput(token_ids=(i,)) for i in ids]),
+    }
+    sampling, options = SamplingParams(stop=("never appears",)), OutputOptions(tools=tuple(TOOLS))
+    timings: dict[str, list[float]] = {name: [] for name in setups}
+    for _ in range(rounds):
+        for name, (setup, outputs) in setups.items():
+            started = time.perf_counter()
+            for _ in range(answers):
+                builder, derender, answer = CompletionBuilder("bench", "bench"), setup.start(sampling, options), Answer()
+                for output in outputs:
+                    delta = derender.feed(output)
+                    if delta:
+                        answer.tool_calls.extend(delta.tool_calls)
+                        for chunk in builder.delta_chunks(delta, answer):
+                            sse(chunk)
+                derender.finish()
+            timings[name].append((time.perf_counter() - started) / (answers * len(outputs)) * 1e6)
+    return {name: round(statistics.median(values), 2) for name, values in timings.items()}
+
+
 # -- the server (a subprocess) -----------------------------------------------------------
 
 
@@ -94,9 +138,11 @@ class Server:
     def __init__(self, setup: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # The server on the first core, the client on the others (where there are others):
+        # the client's own work is not the server's, and one process uses one core anyway.
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--serve", setup, "--port", str(self.port)], cwd=ROOT,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}),
         )
 
     def __enter__(self) -> Server:
@@ -206,11 +252,16 @@ def main() -> None:
 
     from app.testing.qwen_tokenizer import tokenizer_file
 
+    if len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - {0})
     ids = answer_ids(args.tokens)
     tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
     texts = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]  # the text engine's same pieces
     print(f"{args.tokens} tokens per stream, one per {args.interval * 1e3:.0f} ms; {os.cpu_count()} cores", flush=True)
-    results = []
+    alone = in_process(ids, texts)
+    print(json.dumps({"in_process_us_per_token": alone,
+                      "over_text": {k: f"{v / alone['text'] - 1:+.0%}" for k, v in alone.items()}}), flush=True)
+    results = [{"in_process_us_per_token": alone}]
     for streams in args.streams:
         for setup in args.setups:
             result = measure(setup, streams, ids, texts, args.interval)

@@ -34,6 +34,8 @@ class ReasoningParser:
         return self._reasoning
 
     def feed(self, text: str) -> tuple[str, str]:
+        if not self._held and "<" not in text:  # no marker can start here: the common case
+            return (text, "") if self._reasoning else ("", text)
         text = self._held + text
         self._held = ""
         reasoning = []

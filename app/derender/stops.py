@@ -101,13 +101,17 @@ class StopChecker:
         return best
 
     def _longest_partial(self, text: str) -> int:
-        """How many trailing characters of `text` could begin a stop string."""
+        """How many trailing characters of `text` could begin a stop string (only where
+        the stop string's first character is: most tails have none)."""
         longest = 0
         for string in self._strings:
-            for size in range(min(len(string) - 1, len(text)), longest, -1):
-                if text.endswith(string[:size]):
-                    longest = size
+            window = text[max(0, len(text) - len(string) + 1) :] if len(string) > 1 else ""
+            at = window.find(string[0])
+            while at >= 0 and len(window) - at > longest:
+                if string.startswith(window[at:]):
+                    longest = len(window) - at
                     break
+                at = window.find(string[0], at + 1)
         return longest
 
     def _release(self, piece: str) -> str:

@@ -66,6 +66,8 @@ class ToolParser:
         return self.blocks[0][0]
 
     def feed(self, text: str) -> tuple[str, list[ToolCall]]:
+        if self._jail is None and not self._held and "<" not in text:  # the common case
+            return self._content(text), []
         content, calls = [], []
         text = self._held + text
         self._held = ""

@@ -39,10 +39,9 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from app.testing.servers import free_port
 
-from app.testing.servers import free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SETUPS = ("text", "tokens", "parsed")
 ANSWER = (

@@ -13,6 +13,7 @@ from typing import ClassVar
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
+from .derender import Derendering
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
 from .preprocess import Preprocessing
@@ -25,10 +26,16 @@ class Service:
     whose `prepare` the chat handler awaits (by default: this process's own, fetching and
     decoding here)."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None):
+    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None,
+                 derendering: Derendering | None = None):
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
+        # What turns the engine's outputs into the answer's parts (app/derender): the
+        # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
+        self.derendering = derendering or Derendering(
+            None, settings.reasoning_parser, settings.tool_call_parser, settings.enable_auto_tool_choice
+        )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
         self._in_flight = 0

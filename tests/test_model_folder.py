@@ -122,6 +122,10 @@ def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_fold
         body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
                 "chat_template_kwargs": {"tokenize": True}}
         assert_error(post(server, body), 400, param="chat_template_kwargs.tokenize")
+        response = post(server, {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == 200
+        timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
+        assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(timing["preprocess"])
 
 
 def _item(folder, decoded):

@@ -28,7 +28,7 @@ ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
 ENGINES = ("echo", "workers", "openai")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
-REQUEST_OVERHEAD_BYTES = 16 * 1024**2
+REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
 # Settings only some engines read: given with another engine they would be silently ignored,
 # so they are refused instead.
 ENGINE_SETTINGS = {
@@ -37,7 +37,11 @@ ENGINE_SETTINGS = {
     "upstream_url": ("openai",),
     "upstream_model": ("openai",),
     "upstream_api_key": ("openai",),
-}  # a request's text and JSON around its data URLs
+}
+# app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
+# checks they agree; core cannot import the room above it)
+REASONING_PARSERS = ("qwen3", "deepseek_r1")
+TOOL_PARSERS = ("hermes", "qwen3_coder")
 
 
 class Settings(BaseSettings):
@@ -170,6 +174,19 @@ class Settings(BaseSettings):
         "(with --runtime ray: hosted by the engine replicas)",
     )
 
+    # -- the answer's text (app/derender) ----------------------------------------------
+    reasoning_parser: str | None = Field(
+        None,
+        description="split the model's thinking from its answer, as vLLM's parser of that name: qwen3 or "
+        "deepseek_r1 (message.reasoning and reasoning_content)",
+    )
+    enable_auto_tool_choice: bool = Field(
+        False, description="turn the tool calls a model writes into tool_calls (needs --tool-call-parser)"
+    )
+    tool_call_parser: str | None = Field(
+        None, description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder"
+    )
+
     # -- runtime=ray ----------------------------------------------------------------
     ray_front_door_replicas: int = Field(1, ge=1, description="runtime=ray: front door (HTTP) replicas")
     ray_decode_replicas: int = Field(
@@ -205,6 +222,33 @@ class Settings(BaseSettings):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _reasoning_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in REASONING_PARSERS:
+            raise ValueError(f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}")
+        return name
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _tool_call_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in TOOL_PARSERS:
+            raise ValueError(f"unknown tool call parser {name!r}: choose one of {', '.join(TOOL_PARSERS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _parsers_fit(self) -> Settings:
+        if self.enable_auto_tool_choice and self.tool_call_parser is None:
+            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)")
+        given = [flag for flag, value in (("--reasoning-parser", self.reasoning_parser),
+                                          ("--tool-call-parser", self.tool_call_parser)) if value]
+        if given and self.engine == "openai":
+            raise ValueError(
+                f"{', '.join(given)} mean nothing with engine 'openai': the upstream parses its own answers "
+                "(give it these flags)"
+            )
+        return self
 
     @field_validator("engine_class")
     @classmethod

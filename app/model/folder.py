@@ -2,7 +2,9 @@
 once per process (`load_model_folder` caches it by path and processor).
 
     tokenizer.json                  the tokenizer (tokenizers.Tokenizer.from_file); its added
-                                    tokens are the special tokens, each with its `special` flag
+                                    tokens are the special tokens, each with its `special` flag;
+                                    `encode` is tiktoken's faster encoder of the same vocabulary
+                                    where it gives the same ids (fast_bpe.py)
     chat template                   as transformers and vLLM find it, first found wins:
                                     processor_config.json's "chat_template", chat_template.json,
                                     chat_template.jinja, tokenizer_config.json's "chat_template"
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +31,8 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from processors import Processor, ProcessorConfigError, load_processor
+
+from .fast_bpe import fast_encoder
 
 # model_type in config.json -> the processor family whose placeholders the renderer expands
 MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
@@ -72,6 +77,9 @@ class ModelFolder:
     added_tokens: dict[int, SpecialToken]  # id -> token, every added token of tokenizer.json
     template_tokens: dict[str, str]  # bos_token, eos_token, ... as the template sees them
     processor: Processor
+    # text -> token ids, no special tokens added: tokenizer.encode(...).ids or its faster equal
+    encode: Callable[[str], list[int]]
+    fast_encode: bool  # whether `encode` is tiktoken's (fast_bpe.py)
 
     @property
     def name(self) -> str:
@@ -111,6 +119,7 @@ class ModelFolder:
         }
         ids = {key: _token_id(config, key, tokenizer, folder) for key in _TOKEN_NAMES}
         family = MODEL_TYPES[model_type]
+        fast = fast_encoder(tokenizer_path, tokenizer)
         return cls(
             path=folder.resolve(),
             tokenizer=tokenizer,
@@ -123,6 +132,8 @@ class ModelFolder:
             added_tokens=added,
             template_tokens=_template_tokens(tokenizer_config),
             processor=_processor(folder, processor, family),
+            encode=fast or (lambda text: tokenizer.encode(text, add_special_tokens=False).ids),
+            fast_encode=fast is not None,
             **ids,
         )
 

@@ -13,12 +13,22 @@ from typing import ClassVar
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
-from .derender import Derendering
+from .derender import Derendering, ModelFacts
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
+from .model import load_model_folder
 from .preprocess import Preprocessing
 
 log = logging.getLogger("mmprep.service")
+
+
+def _model_facts(settings: Settings) -> ModelFacts | None:
+    """With --model: the folder's tokenizer and EOS ids, for a token-out engine's answers (the
+    folder is loaded once per process: the preprocessor renders with the same one)."""
+    if settings.model is None:
+        return None
+    folder = load_model_folder(str(settings.model), settings.processor)
+    return ModelFacts(folder.tokenizer, folder.eos_token_ids)
 
 
 class Service:
@@ -34,7 +44,8 @@ class Service:
         # What turns the engine's outputs into the answer's parts (app/derender): the
         # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
         self.derendering = derendering or Derendering(
-            None, settings.reasoning_parser, settings.tool_call_parser, settings.enable_auto_tool_choice
+            _model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
+            settings.enable_auto_tool_choice,
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())

@@ -322,34 +322,50 @@ def test_behind_a_worker_the_ids_and_logprobs_are_the_same(engine, folder, refer
 
 
 def ask(server, folder, stream: bool):
-    """CHAT through the openai client: the answer's finish reason and usage."""
+    """CHAT through the openai client, asking for logprobs: the answer's text, its finish
+    reason, its tokens' logprobs and its usage."""
     client = openai_client(server)
+    options = {"model": folder.name, "messages": CHAT, "max_tokens": NEW_TOKENS, "logprobs": True, "top_logprobs": 2}
     if not stream:
-        answer = client.chat.completions.create(model=folder.name, messages=CHAT, max_tokens=NEW_TOKENS)
-        return answer.choices[0].finish_reason, answer.usage
-    chunks = list(client.chat.completions.create(model=folder.name, messages=CHAT, max_tokens=NEW_TOKENS,
-                                                 stream=True, stream_options={"include_usage": True}))
-    return next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason), chunks[-1].usage
+        choice = (answer := client.chat.completions.create(**options)).choices[0]
+        return choice.message.content, choice.finish_reason, [lp.logprob for lp in choice.logprobs.content], answer.usage
+    chunks = list(client.chat.completions.create(**options, stream=True, stream_options={"include_usage": True}))
+    choices = [chunk.choices[0] for chunk in chunks if chunk.choices]
+    text = "".join(choice.delta.content or "" for choice in choices)
+    logprobs = [lp.logprob for choice in choices if choice.logprobs for lp in choice.logprobs.content]
+    return text, choices[-1].finish_reason, logprobs, chunks[-1].usage
+
+
+def expected_answer(folder, reference):
+    """transformers' tokens as the client should read them: decoded by the folder's
+    tokenizer (special tokens skipped, as vLLM does), their logprobs, the usage."""
+    tokenizer = load_model_folder(str(folder)).tokenizer
+    logprobs = [float(reference["logprobs"][step][token]) for step, token in enumerate(reference["tokens"])]
+    usage = (reference["inputs"]["input_ids"].shape[1], NEW_TOKENS)
+    return tokenizer.decode(reference["tokens"], skip_special_tokens=True), "length", logprobs, usage
+
+
+def check_answer(answer, expected) -> None:
+    text, finish, logprobs, usage = answer
+    assert (text, finish) == expected[:2]  # transformers' greedy tokens, end to end
+    assert logprobs == pytest.approx(expected[2], abs=1e-5)
+    assert (usage.prompt_tokens, usage.completion_tokens) == expected[3]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_mmprep_serve_with_the_engine_class_answers_a_chat_with_a_video(folder, reference, monkeypatch, stream):
+def test_mmprep_serve_with_the_engine_class_answers_as_transformers(folder, reference, monkeypatch, stream):
     """`mmprep serve --model FOLDER --engine-class ...TransformersEngine`, the engine made as
-    the flag makes it (no arguments: its folder from the environment)."""
+    the flag makes it (no arguments: its folder from the environment), and the openai client."""
     monkeypatch.setenv(MODEL_VARIABLE, str(folder))
     monkeypatch.setenv("MMPREP_TRANSFORMERS_DEVICE", "cpu")
     with LiveServer(Settings(model=folder, engine_class=ENGINE_CLASS)) as server:
-        finish, usage = ask(server, folder, stream)
-    assert finish == "length"
-    assert (usage.prompt_tokens, usage.completion_tokens) == (reference["inputs"]["input_ids"].shape[1], NEW_TOKENS)
+        check_answer(ask(server, folder, stream), expected_answer(folder, reference))
 
 
-def test_mmprep_serve_in_front_of_a_worker_answers_a_chat_with_a_video(folder, reference, worker):
+def test_mmprep_serve_in_front_of_a_worker_answers_as_transformers(folder, reference, worker):
     """`mmprep serve --model FOLDER --engine workers --worker-url` in front of the worker."""
     with LiveServer(Settings(model=folder, engine="workers", worker_url=[worker.url])) as server:
-        finish, usage = ask(server, folder, stream=True)
-    assert finish == "length"
-    assert (usage.prompt_tokens, usage.completion_tokens) == (reference["inputs"]["input_ids"].shape[1], NEW_TOKENS)
+        check_answer(ask(server, folder, stream=True), expected_answer(folder, reference))
 
 
 def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):

@@ -272,12 +272,15 @@ def test_a_request_it_cannot_run_is_a_400_saying_why(engine, folder, reference, 
     assert (caught.value.status, caught.value.code, caught.value.param) == (400, code, param)
 
 
-def test_options_come_from_the_environment_and_a_bad_one_is_named(folder, monkeypatch):
+def test_options_come_from_the_environment_and_a_bad_one_is_named(folder, monkeypatch, tmp_path):
     monkeypatch.delenv(MODEL_VARIABLE, raising=False)
     with pytest.raises(ValueError, match=MODEL_VARIABLE):
         TransformersEngine()
     monkeypatch.setenv(MODEL_VARIABLE, str(folder / "missing"))
     with pytest.raises(ValueError, match=f"{MODEL_VARIABLE}=.*no such model folder"):
+        TransformersEngine()
+    monkeypatch.setenv(MODEL_VARIABLE, str(make_model_folder("qwen2_vl", tmp_path / "configs-only")))
+    with pytest.raises(ValueError, match=f"{MODEL_VARIABLE}=.*no weights"):
         TransformersEngine()
     monkeypatch.setenv(MODEL_VARIABLE, str(folder))
     monkeypatch.setenv("MMPREP_TRANSFORMERS_DTYPE", "float64")

@@ -423,6 +423,8 @@ def _model_folder(model) -> Path:
         json.loads(config.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{name}={value}: config.json is not JSON: {error}") from error
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("pytorch_model*.bin")):
+        raise ValueError(f"{name}={value}: the folder has no weights (*.safetensors or pytorch_model*.bin)")
     return folder
 
 

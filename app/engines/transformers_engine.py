@@ -1,5 +1,5 @@
-"""TransformersEngine: a transformers vision-language model (Qwen2-VL, Qwen2.5-VL, ...) from a
-model folder, token ids in and token ids out.
+"""TransformersEngine: a transformers vision-language model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+from a model folder, token ids in and token ids out.
 
 It takes what mmprep prepared with --model: the prompt's token ids with every placeholder
 expanded (`request.prompt`) and each item's processed tensors (`media[i].processed`),
@@ -21,7 +21,7 @@ Made with no arguments (`--engine-class app.engines.transformers_engine:Transfor
 it reads MMPREP_TRANSFORMERS_MODEL (the folder), MMPREP_TRANSFORMERS_DEVICE (cpu, cuda,
 cuda:1, ...; default cuda when there is one, else cpu) and MMPREP_TRANSFORMERS_DTYPE (auto:
 the folder's, float32, bfloat16, float16; default auto). torch and transformers are
-imported here only: `pip install mmprep[transformers]`.
+imported here only: `pip install -e '.[transformers]'`.
 """
 
 from __future__ import annotations

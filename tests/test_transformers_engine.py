@@ -45,9 +45,10 @@ ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
 VIDEO_TOKEN = 151656  # <|video_pad|>
 NEW_TOKENS = 16
 QUESTION = "What happens in this video?"
-# 8 frames of 56 x 84 at 8 fps: a multiple of the 28-pixel merge block within the published
-# pixel bounds, so never resized. The request samples 4 of them: frames 0, 2, 4 and 7.
-ENCODED = np.random.default_rng(1).integers(0, 256, (8, 56, 84, 3), dtype=np.uint8)
+# 8 frames of 224 x 224 at 8 fps: a multiple of Qwen2's 28-pixel and Qwen3's 32-pixel merge
+# blocks within the published pixel bounds, so never resized. The request samples 4 of them:
+# frames 0, 2, 4 and 7.
+ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
 SAMPLED = [0, 2, 4, 7]
 TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
     "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -58,7 +59,10 @@ VISION_CONFIGS = {
     "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
     "qwen2_5_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
                    "fullatt_block_indexes": [1], "tokens_per_second": 25},
+    "qwen3_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
+                 "deepstack_visual_indexes": [1], "num_position_embeddings": 64},
 }
+TEXT_FOR = {"qwen3_vl": {"head_dim": 8, "rope_parameters": {**TEXT_CONFIG["rope_parameters"], "mrope_interleaved": True}}}
 
 
 def build_model_folder(folder, family: str = "qwen2_vl", **text):
@@ -68,9 +72,10 @@ def build_model_folder(folder, family: str = "qwen2_vl", **text):
     config_class, model_class = {
         "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
         "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
+        "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
-    config = config_class(text_config=TEXT_CONFIG | text, vision_config=VISION_CONFIGS[family])
+    config = config_class(text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family])
     model_class(config).save_pretrained(folder)
     return folder
 
@@ -80,7 +85,7 @@ def lossless_video() -> bytes:
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="matroska") as container:
         stream = container.add_stream("ffv1", rate=8)
-        stream.width, stream.height, stream.pix_fmt = 84, 56, "bgr0"
+        stream.width, stream.height, stream.pix_fmt = 224, 224, "bgr0"
         for frame in ENCODED:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())
@@ -229,7 +234,7 @@ def test_a_stop_token_ends_generation_unless_min_tokens_holds_it_off(engine, fol
 
 def test_closing_the_generator_stops_generation(engine, folder, reference, caplog):
     async def read_two_and_leave():
-        outputs = engine.generate(prepared(folder, max_tokens=4000))
+        outputs = engine.generate(prepared(folder, max_tokens=3000))
         await anext(outputs)
         await anext(outputs)
         await outputs.aclose()
@@ -242,7 +247,7 @@ def test_closing_the_generator_stops_generation(engine, folder, reference, caplo
     stopped = [r for r in caplog.records if "generation stopped after" in r.getMessage()]
     assert len(stopped) == 1
     made = int(stopped[0].getMessage().split()[3])
-    assert made < 20, stopped[0].getMessage()  # within a step or so of the close, not 4000
+    assert made < 20, stopped[0].getMessage()  # within a step or so of the close, not 3000
 
 
 @pytest.mark.parametrize(
@@ -392,3 +397,21 @@ def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     got = [lp for output in outputs for lp in output.logprobs]
     assert [lp.token_id for lp in got] == tokens
     assert [lp.logprob for lp in got] == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
+
+
+def test_qwen3_vl_greedy_ids_are_transformers(tmp_path):
+    """Qwen3-VL: the render puts each temporal block's time before it, and the model's M-RoPE
+    takes one grid per block: the engine's ids on mmprep's prompt and tensors are still
+    transformers' own."""
+    folder = build_model_folder(tmp_path / "tiny-qwen3-vl", "qwen3_vl", initializer_range=0.2)
+    inputs = transformers_inputs(folder)
+    request = prepared(folder, max_tokens=8)
+    assert list(request.prompt.token_ids) == inputs["input_ids"][0].tolist()
+    tokens, _ = transformers_generate(folder, inputs, max_new_tokens=8)
+
+    engine = TransformersEngine(folder, device="cpu")
+    asyncio.run(engine.start())
+    try:
+        assert generated(asyncio.run(collect(engine.generate(request)))) == tokens
+    finally:
+        asyncio.run(engine.stop())

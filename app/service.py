@@ -128,4 +128,33 @@ def build_engine(settings: Settings) -> Engine:
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
         )
+    if settings.engine == "vllm-generate":
+        from .engines.vllm_generate import VllmGenerateEngine
+
+        return VllmGenerateEngine(
+            settings.upstream_url,
+            vllm_options(settings),
+            api_key=settings.upstream_api_key,
+            connect_timeout=settings.engine_connect_timeout,
+            read_timeout=settings.engine_read_timeout,
+        )
     raise ValueError(f"unknown engine {settings.engine!r}")
+
+
+def vllm_options(settings: Settings):
+    """How GenerateRequests are written for this deployment (also the render route's)."""
+    from processors import load_processor
+
+    from .vllm.request import GenerateOptions
+    from .vllm.sampling import generation_defaults
+
+    processor = load_processor(settings.processor) if settings.processor else None
+    model_dir = getattr(settings, "model", None)  # the model folder (--model), once rendering exists
+    return GenerateOptions(
+        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        served_model=settings.upstream_model,
+        family=processor.family if processor else None,
+        temporal_patch_size=processor.video_config.temporal_patch_size if processor else 2,
+        hash_algorithm=settings.upstream_mm_hasher,
+        generation_defaults=generation_defaults(model_dir) if model_dir else {},
+    )

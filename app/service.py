@@ -129,7 +129,7 @@ def build_engine(settings: Settings) -> Engine:
             read_timeout=settings.engine_read_timeout,
         )
     if settings.engine == "vllm-generate":
-        from .engines.vllm_generate import VllmGenerateEngine
+        from .vllm.engine import VllmGenerateEngine
 
         return VllmGenerateEngine(
             settings.upstream_url,

@@ -22,6 +22,7 @@ import binascii
 import io
 import json
 import time
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -314,7 +315,7 @@ class VllmGenerateLike:
                     raise Refused(400, f"{int(np.prod(grid)) // MERGE**2} {modality} embeddings for {length} placeholders")
                 spans.append((offset, offset + length))
         spans.sort()
-        if any(start < end for (_, end), (start, _) in zip(spans, spans[1:])):
+        if any(start < end for (_, end), (start, _) in pairwise(spans)):
             raise Refused(400, "mm_placeholders must be globally non-overlapping and sorted")
         return items
 

@@ -11,6 +11,7 @@ One concept per module:
 - sampling.py: OpenAI sampling fields -> vLLM's SamplingParams JSON.
 - request.py: a PreparedRequest with a token prompt -> the GenerateRequest JSON.
 - response.py: vLLM's GenerateResponse (whole or streamed) -> EngineOutput.
+- engine.py: VllmGenerateEngine (--engine vllm-generate), which POSTs them.
 
 Matched against vLLM 0.33.0 (its vllm/entrypoints/scale_out/token_in_token_out/, the
 former vllm/entrypoints/serve/disagg/).

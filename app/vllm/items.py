@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
@@ -61,7 +62,7 @@ def flat(sizes: Sequence[int], keep_on_cpu: bool = False) -> Field:
     """As MultiModalFieldConfig.flat_from_sizes(..., dim=0): one (slice(start, stop),)
     per item of the batch. A slice is (start, stop, step), as vLLM's encoder writes it."""
     bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
-    slices = [((start, stop, None),) for start, stop in zip(bounds, bounds[1:])]
+    slices = [((start, stop, None),) for start, stop in pairwise(bounds)]
     return Field("flat", {"keep_on_cpu": keep_on_cpu, "slices": slices, "dim": 0})
 
 

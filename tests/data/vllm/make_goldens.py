@@ -36,35 +36,34 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import torch  # noqa: E402
-from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import (  # noqa: E402
+import torch
+from test_vllm_protocol import CASES, MERGE, build_case, digest
+from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import (
     decode_mm_kwargs_item,
     encode_mm_kwargs_item,
 )
-from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateRequest  # noqa: E402
-from vllm.multimodal.hasher import MultiModalHasher  # noqa: E402
-from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems  # noqa: E402
-from vllm.version import __version__  # noqa: E402
+from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateRequest
+from vllm.multimodal.hasher import MultiModalHasher
+from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems
+from vllm.version import __version__
 
-from test_vllm_protocol import CASES, MERGE, build_case, digest  # noqa: E402
-
-from app.vllm import hashing  # noqa: E402
-from app.vllm.request import generate_request  # noqa: E402
+from app.vllm import hashing
+from app.vllm.request import generate_request
 
 
 def field_config(family: str, hf: dict) -> dict:
     """The model's _get_mm_fields_config for these batched HF outputs."""
     image_sizes = hf.get("image_grid_thw", torch.empty((0, 3))).prod(-1)
     video_sizes = hf.get("video_grid_thw", torch.empty((0, 3))).prod(-1)
-    config = dict(
-        pixel_values=MultiModalFieldConfig.flat_from_sizes("image", image_sizes),
-        image_embeds=MultiModalFieldConfig.flat_from_sizes("image", image_sizes // MERGE // MERGE),
-        image_grid_thw=MultiModalFieldConfig.batched("image", keep_on_cpu=True),
-        pixel_values_videos=MultiModalFieldConfig.flat_from_sizes("video", video_sizes),
-        video_embeds=MultiModalFieldConfig.flat_from_sizes("video", video_sizes // MERGE // MERGE),
-        video_grid_thw=MultiModalFieldConfig.batched("video", keep_on_cpu=True),
-        timestamps=MultiModalFieldConfig.batched("video", keep_on_cpu=True),
-    )
+    config = {
+        "pixel_values": MultiModalFieldConfig.flat_from_sizes("image", image_sizes),
+        "image_embeds": MultiModalFieldConfig.flat_from_sizes("image", image_sizes // MERGE // MERGE),
+        "image_grid_thw": MultiModalFieldConfig.batched("image", keep_on_cpu=True),
+        "pixel_values_videos": MultiModalFieldConfig.flat_from_sizes("video", video_sizes),
+        "video_embeds": MultiModalFieldConfig.flat_from_sizes("video", video_sizes // MERGE // MERGE),
+        "video_grid_thw": MultiModalFieldConfig.batched("video", keep_on_cpu=True),
+        "timestamps": MultiModalFieldConfig.batched("video", keep_on_cpu=True),
+    }
     if family == "qwen2_5_vl":
         config["second_per_grid_ts"] = MultiModalFieldConfig.batched("video", keep_on_cpu=True)
     return config

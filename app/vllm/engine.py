@@ -9,6 +9,10 @@ float32 tensors go as they are (app/vllm/serde.py), so this path is lossless, un
 GenerateRequest (app/vllm/request.py), streamed (SSE of GenerateResponse chunks) when the
 client streams; mmprep detokenizes the token ids and applies stop strings itself.
 Upstream errors keep their status and message, as with --engine openai.
+
+It lives beside the protocol it speaks, above app/engines (as app/workers/remote.py's
+engine does): app/vllm builds on the engine interfaces, so an engine in app/engines could
+not import it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from ..vllm.request import GenerateOptions, generate_request
-from ..vllm.response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
-from .base import EngineOutput
-from .prepared import PreparedRequest
-from .upstream import bad_answer, sse_chunks, transport_errors, upstream_error
+from ..engines.base import EngineOutput
+from ..engines.prepared import PreparedRequest
+from ..engines.upstream import bad_answer, sse_chunks, transport_errors, upstream_error
+from .request import GenerateOptions, generate_request
+from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 
 GENERATE_PATH = "/inference/v1/generate"
 SHAPE = "vLLM's GenerateResponse"
@@ -65,7 +69,7 @@ class VllmGenerateEngine:
                 response = await self._client.post(self._endpoint, content=body, headers=headers)
                 if response.status_code != 200:
                     raise upstream_error(response.status_code, response.content)
-                yield _read(lambda: whole_answer(response.json(), top), response.text)
+                yield _read(response.text, lambda: whole_answer(response.json(), top))
                 return
             async with self._client.stream("POST", self._endpoint, content=body, headers=headers) as response:
                 async for output in _stream(sse_chunks(response), top):
@@ -82,9 +86,10 @@ def _body(request: PreparedRequest, options: GenerateOptions) -> bytes:
     return json.dumps(generate_request(request, options), separators=(",", ":")).encode()
 
 
-def _read(parse, text: str):
+def _read(text: str, parse, *args):
+    """parse(*args), an answer that is not vLLM's shape a 502 quoting it."""
     try:
-        return parse()
+        return parse(*args)
     except (BadAnswer, ValueError, KeyError, TypeError, AttributeError) as error:
         raise bad_answer(text, SHAPE) from error
 
@@ -93,9 +98,9 @@ async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[Engine
     finish, prompt_tokens, completion_tokens = None, None, None
     async for chunk in chunks:
         if chunk.get("usage"):
-            prompt_tokens, completion_tokens = _read(lambda: usage_counts(chunk), json.dumps(chunk))
+            prompt_tokens, completion_tokens = _read(json.dumps(chunk), usage_counts, chunk)
         for choice in chunk.get("choices") or []:
-            token_ids, logprobs = _read(lambda: choice_outputs(choice, top), json.dumps(chunk))
+            token_ids, logprobs = _read(json.dumps(chunk), choice_outputs, choice, top)
             if token_ids:
                 yield EngineOutput(token_ids=token_ids, logprobs=logprobs)
             finish = finish_reason(choice) or finish

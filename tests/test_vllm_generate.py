@@ -1,0 +1,121 @@
+"""mmprep's --engine vllm-generate against a vLLM-like /inference/v1/generate
+(tests/vllm_like.py, a real uvicorn server on loopback that checks each request as vLLM
+0.33.0 does and answers token ids), streamed and not."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_vllm_protocol import build_case
+from vllm_like import ANSWER_IDS, VllmGenerateLike
+
+from app.core.config import Settings
+from app.engines.base import EngineHTTPError, EngineOutput
+from app.engines.prepared import SamplingParams
+from app.service import build_engine
+from app.testing.servers import ThreadServer, free_port
+from app.vllm.engine import VllmGenerateEngine, root_url
+
+MODEL = "test-vlm"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = VllmGenerateLike(model=MODEL, max_model_len=4096)
+    with ThreadServer(server.app) as running:
+        server.url = running.url
+        yield server
+
+
+def run(engine: VllmGenerateEngine, prepared) -> list[EngineOutput]:
+    async def go():
+        await engine.start()
+        try:
+            return [output async for output in engine.generate(prepared)]
+        finally:
+            await engine.stop()
+
+    return asyncio.run(go())
+
+
+def engine_for(url: str, case) -> VllmGenerateEngine:
+    return VllmGenerateEngine(url, case.options, connect_timeout=1.0, read_timeout=10.0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_token_ids_come_back(upstream, stream):
+    case = build_case("qwen2_vl_video_image")
+    prepared = replace(case.prepared, stream=stream)
+    outputs = run(engine_for(f"{upstream.url}/v1", case), prepared)
+    assert [t for output in outputs for t in output.token_ids] == list(ANSWER_IDS)
+    assert all(output.text == "" for output in outputs)
+    last = outputs[-1]
+    assert last.finish_reason == "stop"
+    assert last.prompt_tokens == len(prepared.prompt.token_ids) and last.completion_tokens == len(ANSWER_IDS)
+    # logprobs: one per token, the top 2 best first (the client's top_logprobs)
+    logprobs = [entry for output in outputs for entry in output.logprobs]
+    assert [entry.token_id for entry in logprobs] == list(ANSWER_IDS)
+    assert all(len(entry.top) == 2 and entry.top[0][1] >= entry.top[1][1] for entry in logprobs)
+
+
+def test_the_upstream_gets_the_processors_tensors_unchanged(upstream):
+    """Lossless: the items vLLM decodes are the float32 tensors mmprep's processor made."""
+    case = build_case("qwen2_5_vl_two_videos")
+    run(engine_for(upstream.url, case), case.prepared)
+    received = upstream.received[-1]
+    body, items = received["body"], received["items"]
+    assert body["token_ids"] == list(case.prepared.prompt.token_ids)
+    assert body["stream"] is True and body["stream_options"]["include_usage"] is True
+    assert "stop" not in body["sampling_params"] or body["sampling_params"]["stop"] == []
+    assert body["sampling_params"]["detokenize"] is False
+    videos = [item for item in case.media if item.kind == "video"]
+    for item, media in zip(items["video"], videos, strict=True):
+        np.testing.assert_array_equal(item["pixel_values_videos"].data, media.processed.tensors["pixel_values_videos"])
+    (image,) = [item for item in case.media if item.kind == "image"]
+    np.testing.assert_array_equal(items["image"][0]["pixel_values"].data, image.processed.tensors["pixel_values"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_cuts_with_length(upstream, stream):
+    case = build_case("qwen3_vl_image")
+    prepared = replace(case.prepared, stream=stream, sampling=SamplingParams(max_tokens=2))
+    outputs = run(engine_for(upstream.url, case), prepared)
+    assert [t for output in outputs for t in output.token_ids] == list(ANSWER_IDS[:2])
+    assert outputs[-1].finish_reason == "length" and outputs[-1].completion_tokens == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_errors_keep_their_status(upstream, stream):
+    case = build_case("qwen3_vl_image")
+    wrong_model = replace(case.options, served_model="another-model")
+    with pytest.raises(EngineHTTPError) as refused:
+        run(VllmGenerateEngine(upstream.url, wrong_model), replace(case.prepared, stream=stream))
+    assert refused.value.status == 404 and "another-model" in refused.value.message
+    too_long = replace(case.prepared, stream=stream, sampling=SamplingParams(max_tokens=5000))
+    with pytest.raises(EngineHTTPError) as refused:
+        run(engine_for(upstream.url, case), too_long)
+    assert refused.value.status == 400 and "maximum context length" in refused.value.message
+
+
+def test_an_unreachable_upstream_is_a_502():
+    case = build_case("qwen3_vl_image")
+    with pytest.raises(EngineHTTPError) as refused:
+        run(engine_for(f"http://127.0.0.1:{free_port()}", case), case.prepared)
+    assert refused.value.status == 502 and refused.value.code == "upstream_unreachable"
+
+
+def test_settings_name_the_engine_and_what_it_needs():
+    with pytest.raises(ValueError, match="processor"):
+        Settings(engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL)
+    settings = Settings(
+        engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, processor="qwen2_5_vl",
+        upstream_model_id="Qwen/Qwen2.5-VL-7B-Instruct",
+    )
+    engine = build_engine(settings)
+    assert isinstance(engine, VllmGenerateEngine)
+    assert engine.options.model_id == "Qwen/Qwen2.5-VL-7B-Instruct" and engine.options.family == "qwen2_5_vl"
+    assert settings.served_model_name == [MODEL]
+    assert root_url("http://vllm:8000/v1/") == "http://vllm:8000"

@@ -142,19 +142,18 @@ def build_engine(settings: Settings) -> Engine:
 
 
 def vllm_options(settings: Settings):
-    """How GenerateRequests are written for this deployment (also the render route's)."""
-    from processors import load_processor
-
+    """How GenerateRequests are written for this deployment (the engine's and the render route's):
+    the model folder's processor and sampling defaults, the upstream's model and hasher."""
+    from .model import load_model_folder
     from .vllm.request import GenerateOptions
     from .vllm.sampling import generation_defaults
 
-    processor = load_processor(settings.processor) if settings.processor else None
-    model_dir = getattr(settings, "model", None)  # the model folder (--model), once rendering exists
+    folder = load_model_folder(str(settings.model), settings.processor)
     return GenerateOptions(
         model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
-        served_model=settings.upstream_model,
-        family=processor.family if processor else None,
-        temporal_patch_size=processor.video_config.temporal_patch_size if processor else 2,
+        served_model=settings.upstream_model or settings.served_model_name[0],
+        family=folder.family,
+        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
         hash_algorithm=settings.upstream_mm_hasher,
-        generation_defaults=generation_defaults(model_dir) if model_dir else {},
+        generation_defaults=generation_defaults(folder.path),
     )

@@ -7,17 +7,22 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import httpx
 import numpy as np
 import pytest
+from conftest import MEDIA
 from test_vllm_protocol import build_case
-from vllm_like import ANSWER_IDS, VllmGenerateLike
+from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 
 from app.core.config import Settings
 from app.engines.base import EngineHTTPError, EngineOutput
 from app.engines.prepared import SamplingParams
 from app.service import build_engine
-from app.testing.servers import ThreadServer, free_port
+from app.testing.chat import chat, data_url, image, png_data_url, post, video
+from app.testing.model_folder import make_model_folder
+from app.testing.servers import LiveServer, ThreadServer, free_port
 from app.vllm.engine import VllmGenerateEngine, root_url
+from app.vllm.sampling import generation_defaults
 
 MODEL = "test-vlm"
 
@@ -107,15 +112,86 @@ def test_an_unreachable_upstream_is_a_502():
     assert refused.value.status == 502 and refused.value.code == "upstream_unreachable"
 
 
-def test_settings_name_the_engine_and_what_it_needs():
-    with pytest.raises(ValueError, match="processor"):
+def test_settings_name_the_engine_and_what_it_needs(tmp_path):
+    with pytest.raises(ValueError, match="model"):
         Settings(engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL)
+    with pytest.raises(ValueError, match="--upstream-model-id only applies with --engine vllm-generate"):
+        Settings(engine="openai", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, upstream_model_id="x")
+    folder = make_model_folder("qwen2_5_vl", tmp_path / "Qwen2.5-VL-7B-Instruct")
     settings = Settings(
-        engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, processor="qwen2_5_vl",
+        engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, model=folder,
         upstream_model_id="Qwen/Qwen2.5-VL-7B-Instruct",
     )
     engine = build_engine(settings)
     assert isinstance(engine, VllmGenerateEngine)
     assert engine.options.model_id == "Qwen/Qwen2.5-VL-7B-Instruct" and engine.options.family == "qwen2_5_vl"
-    assert settings.served_model_name == [MODEL]
+    assert engine.options.served_model == MODEL
+    assert engine.options.generation_defaults == generation_defaults(folder)  # the folder's sampling defaults
     assert root_url("http://vllm:8000/v1/") == "http://vllm:8000"
+
+
+# -- through mmprep serve --model, real media --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen2_folder(tmp_path_factory):
+    return make_model_folder("qwen2_vl", tmp_path_factory.mktemp("models") / "Qwen2-VL-2B-Instruct")
+
+
+@pytest.fixture(scope="module")
+def front(upstream, qwen2_folder):
+    settings = Settings(
+        engine="vllm-generate", upstream_url=f"{upstream.url}/v1", upstream_model=MODEL, model=qwen2_folder,
+        served_model_name=[MODEL], allow_private_networks=True,
+    )
+    with LiveServer(settings) as live:
+        yield live
+
+
+def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
+    clip = MEDIA / "bframes_h264.mp4"
+    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), {"type": "text", "text": "What is shown?"})
+    answer = post(front, {**body, "max_tokens": 3})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 3
+    received = upstream.received[-1]
+    sent = received["body"]
+    (span,) = sent["features"]["mm_placeholders"]["video"]
+    assert answer.json()["usage"]["prompt_tokens"] == len(sent["token_ids"])
+    assert set(sent["token_ids"][span["offset"]:span["offset"] + span["length"]]) == {VIDEO_PAD}
+    (item,) = received["items"]["video"]
+    assert item["video_grid_thw"].data[0] == 2  # 4 frames, 2 per temporal block
+    assert sent["sampling_params"]["max_tokens"] == 3 and sent["model"] == MODEL
+
+
+def test_render_route_answers_what_generate_takes(front, upstream):
+    """/v1/chat/completions/render's GenerateRequest, POSTed unchanged to the generate endpoint."""
+    body = chat(image(png_data_url(64, 48)), {"type": "text", "text": "Describe."}, max_tokens=2)
+    rendered = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60)
+    assert rendered.status_code == 200, rendered.text
+    request = rendered.json()
+    assert request["features"]["mm_hashes"]["image"][0] == rendered.json()["features"]["mm_hashes"]["image"][0]
+    again = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60).json()
+    assert again["features"]["mm_hashes"] == request["features"]["mm_hashes"]  # the same image, the same hash
+    generated = httpx.post(f"{upstream.url}/inference/v1/generate", json=request, timeout=60)
+    assert generated.status_code == 200, generated.text
+    assert generated.json()["choices"][0]["token_ids"] == list(ANSWER_IDS[:2])
+
+
+def test_render_route_needs_a_model_folder():
+    with LiveServer(Settings()) as live:
+        answer = httpx.post(f"{live.url}/v1/chat/completions/render", json=chat({"type": "text", "text": "hi"}))
+    assert answer.status_code == 404 and "--model" in answer.json()["error"]["message"]
+
+
+def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
+    """Qwen3-VL's video placeholder is sparse; vLLM 0.33.0's protocol cannot say so."""
+    folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-2B-Instruct")
+    settings = Settings(engine="vllm-generate", upstream_url=upstream.url, upstream_model=MODEL, model=folder,
+                        served_model_name=[MODEL], allow_private_networks=True)
+    with LiveServer(settings) as live:
+        clip = MEDIA / "bframes_h264.mp4"
+        answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4)))
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"

@@ -3,8 +3,8 @@
 A chat request in, the GenerateRequest JSON out (app/vllm/request.py): token ids with the media
 expanded, features with mm_hashes, placeholders and the processed tensors, sampling_params.
 A coordinator can POST it unchanged to any `vllm serve --enable-scale-out` (or
---tokens-only) at /inference/v1/generate. It needs the model folder (--model) to render
-and --processor to process; without them the route answers 404 saying so.
+--tokens-only) at /inference/v1/generate. It needs the model folder (--model: its tokenizer,
+template and processor); without one the route answers 404 saying so.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from .schemas import parse_chat_request
 
 
 async def render_chat_request(service: Service, http: Request) -> Response:
-    if getattr(service.settings, "model", None) is None or service.settings.processor is None:
+    if service.settings.model is None:
         return refuse(service, ServiceError(
-            "this server renders no prompts: start mmprep with --model (the model folder) and --processor",
+            "this server renders no prompts: start mmprep with --model (the model folder)",
             "render_unavailable", status=404,
         ))
     try:

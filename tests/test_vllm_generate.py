@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from dataclasses import replace
 
 import httpx
@@ -195,3 +196,23 @@ def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (see tests/data/vllm)")
+def test_vllm_reads_the_render_routes_answer(front):
+    """With vLLM importable: a request rendered from real media is a valid GenerateRequest
+    to vLLM's own pydantic model, and each kwargs_data item decodes with its decoder."""
+    from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import decode_mm_kwargs_item
+    from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateRequest
+
+    clip = MEDIA / "bframes_h264.mp4"
+    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), image(png_data_url(64, 48)),
+                {"type": "text", "text": "Compare."}, model=MODEL, max_tokens=8, temperature=0.5)
+    request = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60).json()
+    parsed = GenerateRequest.model_validate(request)
+    assert parsed.sampling_params.max_tokens == 8 and parsed.sampling_params.detokenize is False
+    for modality, texts in request["features"]["kwargs_data"].items():
+        for text, span in zip(texts, request["features"]["mm_placeholders"][modality], strict=True):
+            item = decode_mm_kwargs_item(text)
+            grid = item[f"{modality}_grid_thw"].data
+            assert int(grid.prod()) // 4 == span["length"]

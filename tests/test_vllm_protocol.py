@@ -144,6 +144,7 @@ def test_live_vllm_agrees():
                 make_goldens.same_item(make_goldens.decode_mm_kwargs_item(text), item)
             media = [case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality]
             assert [make_goldens.vllm_hash(m, case) for m in media] == body["features"]["mm_hashes"][modality]
+        make_goldens.same_model_inputs(body["features"]["kwargs_data"], items)
         assert make_goldens.vllm_dump(body) == make_goldens.as_vllm_dumps(body)
 
 

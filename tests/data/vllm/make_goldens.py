@@ -21,7 +21,8 @@ For each case (cases in tests/test_vllm_protocol.py's CASES, made by `build_case
    keys, field types and values, dtypes, shapes, data;
 4. hashes each media item with MultiModalHasher.hash_kwargs as get_mm_hashes does ->
    stored, and compared here with mmprep's hash;
-5. validates mmprep's whole GenerateRequest with vLLM's pydantic model and checks that
+5. batches both sets of items as vLLM batches them for the model (get_data) and compares;
+6. validates mmprep's whole GenerateRequest with vLLM's pydantic model and checks that
    vLLM dumps it back unchanged (goldens.json keeps vLLM's dump of the request less its
    kwargs_data, which (2) covers).
 """
@@ -116,6 +117,19 @@ def same_item(ours: MultiModalKwargsItem, theirs: MultiModalKwargsItem) -> None:
             assert a.data == b.data, key
 
 
+def same_model_inputs(ours: dict, theirs) -> None:
+    """What the model is called with: both sets of items batched as vLLM batches them
+    (MultiModalKwargsItems.get_data), key by key equal."""
+    a = MultiModalKwargsItems({m: [decode_mm_kwargs_item(t) for t in texts] for m, texts in ours.items()}).get_data()
+    b = theirs.get_data()
+    assert set(a) == set(b), (set(a), set(b))
+    for key in b:
+        if isinstance(b[key], torch.Tensor):
+            assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+        else:
+            assert a[key] == b[key], key
+
+
 def vllm_hash(item, case) -> str:
     """ProcessorInputs.get_mm_hashes for one item (blake3, no uuid, no media_io_kwargs)."""
     kwargs = {key: value for key, value in (case.mm_processor_kwargs or {}).items()
@@ -173,6 +187,7 @@ def main() -> None:
             hashes = [vllm_hash(item, case) for item in media]
             assert hashes == body["features"]["mm_hashes"][modality], f"{name}: {modality} hashes differ"
             golden["mm_hashes"][modality] = hashes
+        same_model_inputs(body["features"]["kwargs_data"], items)
         dumped = vllm_dump(body)
         differ = {key: (body.get(key), dumped.get(key)) for key in set(body) | set(dumped)
                   if key != "features" and body.get(key) != dumped.get(key)}

@@ -179,6 +179,16 @@ def test_render_route_answers_what_generate_takes(front, upstream):
     assert generated.json()["choices"][0]["token_ids"] == list(ANSWER_IDS[:2])
 
 
+def test_template_options_are_taken_and_unknown_fields_refused(front, upstream):
+    body = chat({"type": "text", "text": "Hi"}, model=MODEL, max_tokens=1, top_k=3,
+                chat_template_kwargs={"enable_thinking": False})
+    answer = post(front, body)
+    assert answer.status_code == 200, answer.text
+    assert upstream.received[-1]["body"]["sampling_params"]["top_k"] == 3
+    refused = post(front, {**body, "tool_choice": "required"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "tool_choice"
+
+
 def test_render_route_needs_a_model_folder():
     with LiveServer(Settings()) as live:
         answer = httpx.post(f"{live.url}/v1/chat/completions/render", json=chat({"type": "text", "text": "hi"}))

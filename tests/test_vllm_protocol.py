@@ -257,3 +257,13 @@ def test_embedding_count_matches_placeholder():
         for text, span in zip(texts, body["features"]["mm_placeholders"][modality]):
             grid = decode_item(text)[f"{modality}_grid_thw"].data
             assert int(np.prod(grid)) // MERGE**2 == span["length"]
+
+
+def test_token_fields_left_in_extra_are_taken_not_dropped():
+    extra = {"top_k": 5, "logprobs": True, "top_logprobs": 3, "ignore_eos": True, "stop_token_ids": [7, 7, 8]}
+    params = sampling_params(SamplingParams(temperature=0.5), stream=False, extra=extra)
+    assert params["top_k"] == 5 and params["logprobs"] == 3 and params["ignore_eos"] is True
+    assert params["stop_token_ids"] == [7, 8]  # deduplicated, as vLLM's __post_init__
+    with pytest.raises(EngineHTTPError) as refused:
+        sampling_params(SamplingParams(), stream=False, extra={"top_logprobs": 50})
+    assert refused.value.param == "top_logprobs"

@@ -5,7 +5,9 @@ Each video goes as the frames mmprep sampled, in vLLM's pre-decoded form: a vide
 whose URL is `data:video/jpeg;base64,<frame1>,<frame2>,...`, with the sampling metadata
 in the request's `media_io_kwargs.video` (fps, frames_indices, total_num_frames, duration,
 do_sample_frames false), so the upstream neither downloads nor decodes the video again.
-Images go as JPEG data URLs too: only mmprep ever reaches the network.
+Images go as JPEG data URLs too: only mmprep ever reaches the network. JPEG (quality 90)
+is lossy, and vLLM processes the frames again: for the processor's tensors as they are,
+and token ids, use --engine vllm-generate (app/vllm).
 
 The client's choice of streaming is the upstream's; usage and finish reasons are the
 upstream's; an upstream error keeps its status and message.

@@ -28,15 +28,18 @@ from ..engines.prepared import PreparedRequest
 from ..engines.upstream import bad_answer, sse_chunks, transport_errors, upstream_error
 from .request import GenerateOptions, generate_request
 from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
+from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 
 GENERATE_PATH = "/inference/v1/generate"
+# What the renderer reads of a request (app/preprocess: the chat template's options).
+RENDER_FIELDS = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template_kwargs")
 SHAPE = "vLLM's GenerateResponse"
 
 
 class VllmGenerateEngine:
     # Fields beyond those mmprep reads that this engine honours (PreparedRequest.extra).
     accepted_fields = frozenset(
-        {"cache_salt", "priority", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"}
+        {"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS}
     )
 
     def __init__(
@@ -62,7 +65,7 @@ class VllmGenerateEngine:
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         # Hashing and base64 of the tensors, off the event loop.
         body = await asyncio.to_thread(_body, request, self.options)
-        top = request.sampling.top_logprobs
+        top = with_extra_fields(request.sampling, request.extra).top_logprobs  # alternatives kept per token
         headers = {"Content-Type": "application/json"}
         with transport_errors():
             if not request.stream:

@@ -24,6 +24,7 @@ What is sent, as ChatCompletionRequest.to_sampling_params maps a chat request:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,27 @@ def generation_defaults(model_dir: Path) -> dict[str, Any]:
 
 
 PENALTY_FIELDS = ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p")
+# Token-out fields SamplingParams holds; one still in the client's other fields (a parser
+# that does not read it) is taken from there rather than dropped.
+TOKEN_FIELDS = {
+    "top_k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
+    "min_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "ignore_eos": lambda v: isinstance(v, bool),
+    "stop_token_ids": lambda v: isinstance(v, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in v),
+    "logprobs": lambda v: isinstance(v, bool),
+    "top_logprobs": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
+}
+
+
+def with_extra_fields(sampling: SamplingParams, extra: dict[str, Any]) -> SamplingParams:
+    """`sampling` with the token-out fields the client sent that are still in `extra`."""
+    given = {key: extra[key] for key in TOKEN_FIELDS if extra.get(key) is not None}
+    for key, value in given.items():
+        if not TOKEN_FIELDS[key](value):
+            raise EngineHTTPError(f"{key} has an invalid value: {value!r}", 400, "invalid_request", key)
+    if "stop_token_ids" in given:
+        given["stop_token_ids"] = tuple(given["stop_token_ids"])
+    return replace(sampling, **given)
 
 
 def sampling_params(
@@ -84,6 +106,7 @@ def sampling_params(
     """The `sampling_params` object of a GenerateRequest. `extra`: the client's other
     fields, of which the penalties and min_p (vLLM's chat fields) are read."""
     defaults, extra = defaults or {}, extra or {}
+    sampling = with_extra_fields(sampling, extra)
     chosen: dict[str, Any] = {}
     for key in PENALTY_FIELDS:
         value = extra.get(key)

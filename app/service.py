@@ -135,4 +135,32 @@ def build_engine(settings: Settings) -> Engine:
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
         )
+    if settings.engine == "vllm-generate":
+        from .vllm.engine import VllmGenerateEngine
+
+        return VllmGenerateEngine(
+            settings.upstream_url,
+            vllm_options(settings),
+            api_key=settings.upstream_api_key,
+            connect_timeout=settings.engine_connect_timeout,
+            read_timeout=settings.engine_read_timeout,
+        )
     raise ValueError(f"unknown engine {settings.engine!r}")
+
+
+def vllm_options(settings: Settings):
+    """How GenerateRequests are written for this deployment (the engine's and the render route's):
+    the model folder's processor and sampling defaults, the upstream's model and hasher."""
+    from .model import load_model_folder
+    from .vllm.request import GenerateOptions
+    from .vllm.sampling import generation_defaults
+
+    folder = load_model_folder(str(settings.model), settings.processor)
+    return GenerateOptions(
+        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        served_model=settings.upstream_model or settings.served_model_name[0],
+        family=folder.family,
+        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
+        hash_algorithm=settings.upstream_mm_hasher,
+        generation_defaults=generation_defaults(folder.path),
+    )

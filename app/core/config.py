@@ -25,7 +25,7 @@ ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 # Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
 ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
-ENGINES = ("echo", "workers", "openai")
+ENGINES = ("echo", "workers", "openai", "vllm-generate")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
@@ -34,9 +34,11 @@ REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its da
 ENGINE_SETTINGS = {
     "worker_url": ("workers",),
     "worker_probe_interval": ("workers",),
-    "upstream_url": ("openai",),
-    "upstream_model": ("openai",),
-    "upstream_api_key": ("openai",),
+    "upstream_url": ("openai", "vllm-generate"),
+    "upstream_model": ("openai", "vllm-generate"),
+    "upstream_api_key": ("openai", "vllm-generate"),
+    "upstream_model_id": ("vllm-generate",),
+    "upstream_mm_hasher": ("vllm-generate",),
 }
 # app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
 # checks they agree; core cannot import the room above it)
@@ -56,7 +58,8 @@ class Settings(BaseSettings):
     engine: str = Field(
         "echo",
         description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
-        "openai (an OpenAI-compatible server such as vLLM)",
+        "openai (an OpenAI-compatible server such as vLLM: media as JPEG frames, lossy), "
+        "vllm-generate (vLLM's token-in /inference/v1/generate: token ids and processed tensors, lossless)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
     enable_preview: bool = Field(
@@ -158,12 +161,22 @@ class Settings(BaseSettings):
         2.0, gt=0, description="engine=workers: seconds between health probes of each worker"
     )
     upstream_url: str | None = Field(
-        None, description="engine=openai: base URL of the OpenAI-compatible server, e.g. http://vllm:8000/v1"
+        None, description="engine=openai, vllm-generate: base URL of the upstream server, e.g. http://vllm:8000/v1"
     )
     upstream_model: str | None = Field(
-        None, description="engine=openai: the model to ask the upstream for (default served name: this)"
+        None, description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)"
     )
-    upstream_api_key: str | None = Field(None, description="engine=openai: bearer token the upstream wants, if any")
+    upstream_model_id: str | None = Field(
+        None,
+        description="engine=vllm-generate: the model `vllm serve` was started with, which vLLM keys its "
+        "multimodal hashes by (default: --upstream-model; give it when vllm serve has --served-model-name)",
+    )
+    upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
+        "blake3", description="engine=vllm-generate: the upstream's --mm-hasher-algorithm"
+    )
+    upstream_api_key: str | None = Field(
+        None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
+    )
     engine_connect_timeout: float = Field(2.0, gt=0, description="seconds to connect to a worker or upstream")
     engine_read_timeout: float = Field(
         300.0, gt=0, description="seconds a worker or upstream may stay silent while it answers"
@@ -347,11 +360,13 @@ class Settings(BaseSettings):
             raise ValueError(f"give --engine {self.engine} or --engine-class, not both")
         if self.engine == "workers" and not self.worker_url:
             raise ValueError("engine 'workers' needs at least one worker_url (--worker-url URL)")
-        if self.engine == "openai":
+        if self.engine in ("openai", "vllm-generate"):
             missing = [name for name in ("upstream_url", "upstream_model") if not getattr(self, name)]
+            if self.engine == "vllm-generate" and self.model is None:
+                missing.append("model")  # vLLM's generate endpoint takes token ids and processed tensors
             if missing:
                 flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
-                raise ValueError(f"engine 'openai' needs {flags}")
+                raise ValueError(f"engine {self.engine!r} needs {flags}")
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]

@@ -120,6 +120,30 @@ class Settings(BaseSettings):
         "the CPU otherwise, with a log line saying why)",
     )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+
+    # -- connections (app/api/connections.py) ---------------------------------------------
+    max_connections: int = Field(
+        8192, ge=1, description="HTTP connections open at once; a request on one past it gets 503 with Retry-After"
+    )
+    backlog: int = Field(
+        4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
+    )
+    keep_alive_timeout: float = Field(
+        75.0, gt=0,
+        description="seconds an idle connection stays open, before its first request or between two; longer than "
+        "the idle timeout of the client or load balancer in front, so that it, not mmprep, closes idle connections",
+    )
+    header_timeout: float = Field(
+        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"
+    )
+    write_timeout: float = Field(
+        30.0, gt=0,
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
+        "request's work stopped and its slot given back",
+    )
+    send_buffer_bytes: int = Field(
+        64 * 1024, ge=1024, description="unsent response bytes held per connection; past it the stream waits for the client"
+    )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )

@@ -40,6 +40,10 @@ class Serve(Settings):
             from .rayserve.run import run_on_ray
 
             raise SystemExit(run_on_ray(settings))
+        if settings.processes > 1:
+            from .api.server import serve_processes
+
+            raise SystemExit(serve_processes(settings, settings.processes))
         serve(create_app(settings), settings, log_config)
 
 

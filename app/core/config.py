@@ -48,6 +48,11 @@ class Settings(BaseSettings):
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
         "(off by default: it fetches any URL it is given, for whoever asks)",
     )
+    processes: int = Field(
+        1, ge=1,
+        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
+        "loop is not enough; each has its own engine, decode pool and limits",
+    )
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
@@ -280,6 +285,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"default_max_frames ({self.default_max_frames}) exceeds max_frames ({self.max_frames})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _processes_share_a_port(self) -> Settings:
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
+        if self.processes > 1 and self.runtime == "ray":
+            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
         return self
 
     @model_validator(mode="after")

@@ -134,9 +134,10 @@ class Settings(BaseSettings):
         4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
     )
     keep_alive_timeout: float = Field(
-        75.0, gt=0,
-        description="seconds an idle connection stays open, before its first request or between two; longer than "
-        "the idle timeout of the client or load balancer in front, so that it, not mmprep, closes idle connections",
+        620.0, gt=0,
+        description="seconds an idle connection stays open, before its first request or between two: longer than "
+        "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
+        "so that they close idle connections, never racing a request mmprep closes under them",
     )
     header_timeout: float = Field(
         20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
         "(off by default: it fetches any URL it is given, for whoever asks)",
     )
+    processes: int = Field(
+        1, ge=1,
+        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
+        "loop is not enough; each has its own engine, decode pool and limits",
+    )
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
@@ -148,6 +153,31 @@ class Settings(BaseSettings):
         "the CPU otherwise, with a log line saying why)",
     )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+
+    # -- connections (app/api/connections.py) ---------------------------------------------
+    max_connections: int = Field(
+        8192, ge=1, description="HTTP connections open at once; a request on one past it gets 503 with Retry-After"
+    )
+    backlog: int = Field(
+        4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
+    )
+    keep_alive_timeout: float = Field(
+        620.0, gt=0,
+        description="seconds an idle connection stays open, before its first request or between two: longer than "
+        "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
+        "so that they close idle connections, never racing a request mmprep closes under them",
+    )
+    header_timeout: float = Field(
+        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"
+    )
+    write_timeout: float = Field(
+        30.0, gt=0,
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
+        "request's work stopped and its slot given back",
+    )
+    send_buffer_bytes: int = Field(
+        64 * 1024, ge=1024, description="unsent response bytes held per connection; past it the stream waits for the client"
+    )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
@@ -346,6 +376,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"default_max_frames ({self.default_max_frames}) exceeds max_frames ({self.max_frames})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _processes_share_a_port(self) -> Settings:
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
+        if self.processes > 1 and self.runtime == "ray":
+            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
         return self
 
     @model_validator(mode="after")

@@ -94,6 +94,8 @@ def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
 
 
 def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_folder):
+    # About 10 s on 2 cores: a real `mmprep serve` process (imports, the 7 MB tokenizer, its
+    # fast encoder) and the Qwen3-VL processing of the same frames here, for the expected ids.
     with AppProcess("serve", "--model", str(qwen3_folder)) as server:
         models = httpx.get(f"{server.url}/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen3-VL-Test"]  # the folder's name

@@ -20,6 +20,7 @@ A folder that lacks a file a model needs is refused with a ModelFolderError nami
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -104,13 +105,7 @@ class ModelFolder:
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
                 f"({', '.join(sorted(MODEL_TYPES))})"
             )
-        tokenizer_path = folder / "tokenizer.json"
-        if not tokenizer_path.is_file():
-            raise ModelFolderError(f"{folder} has no tokenizer.json (the tokenizer mmprep reads)")
-        try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as error:  # the tokenizers library raises its own exception type
-            raise ModelFolderError(f"cannot read {tokenizer_path}: {error}") from None
+        tokenizer, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
         template, source = _chat_template(folder, tokenizer_config)
         added = {
@@ -119,7 +114,6 @@ class ModelFolder:
         }
         ids = {key: _token_id(config, key, tokenizer, folder) for key in _TOKEN_NAMES}
         family = MODEL_TYPES[model_type]
-        fast = fast_encoder(tokenizer_path, tokenizer)
         return cls(
             path=folder.resolve(),
             tokenizer=tokenizer,
@@ -143,6 +137,28 @@ def load_model_folder(path: str, processor: str | None = None) -> ModelFolder:
     """ModelFolder.load, once per process for each (path, processor): the settings' check
     at start and the service share one tokenizer."""
     return ModelFolder.load(path, processor)
+
+
+_TOKENIZERS: dict[bytes, tuple[Tokenizer, Callable[[str], list[int]] | None]] = {}
+
+
+def _tokenizer(path: Path) -> tuple[Tokenizer, Callable[[str], list[int]] | None]:
+    """The tokenizer of a tokenizer.json, and its fast encoder if it has one; made once per
+    distinct file content (folders that share a tokenizer, as tests' do, share the work)."""
+    if not path.is_file():
+        raise ModelFolderError(f"{path.parent} has no tokenizer.json (the tokenizer mmprep reads)")
+    try:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).digest()
+        if digest not in _TOKENIZERS:
+            text = data.decode("utf-8")
+            tokenizer = Tokenizer.from_str(text)
+            if len(_TOKENIZERS) >= 4:
+                _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
+            _TOKENIZERS[digest] = (tokenizer, fast_encoder(json.loads(text), tokenizer))
+        return _TOKENIZERS[digest]
+    except Exception as error:  # OSError, UnicodeDecodeError, and the tokenizers library's own type
+        raise ModelFolderError(f"cannot read {path}: {error}") from None
 
 
 def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str, str]:

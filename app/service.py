@@ -13,6 +13,7 @@ from typing import ClassVar
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
+from .derender import Derendering
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
 from .preprocess import Preprocessing
@@ -25,10 +26,16 @@ class Service:
     whose `prepare` the chat handler awaits (by default: this process's own, fetching and
     decoding here)."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None):
+    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None,
+                 derendering: Derendering | None = None):
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
+        # What turns the engine's outputs into the answer's parts (app/derender): the
+        # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
+        self.derendering = derendering or Derendering(
+            None, settings.reasoning_parser, settings.tool_call_parser, settings.enable_auto_tool_choice
+        )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
         self._in_flight = 0
@@ -128,4 +135,32 @@ def build_engine(settings: Settings) -> Engine:
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
         )
+    if settings.engine == "vllm-generate":
+        from .vllm.engine import VllmGenerateEngine
+
+        return VllmGenerateEngine(
+            settings.upstream_url,
+            vllm_options(settings),
+            api_key=settings.upstream_api_key,
+            connect_timeout=settings.engine_connect_timeout,
+            read_timeout=settings.engine_read_timeout,
+        )
     raise ValueError(f"unknown engine {settings.engine!r}")
+
+
+def vllm_options(settings: Settings):
+    """How GenerateRequests are written for this deployment (the engine's and the render route's):
+    the model folder's processor and sampling defaults, the upstream's model and hasher."""
+    from .model import load_model_folder
+    from .vllm.request import GenerateOptions
+    from .vllm.sampling import generation_defaults
+
+    folder = load_model_folder(str(settings.model), settings.processor)
+    return GenerateOptions(
+        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        served_model=settings.upstream_model or settings.served_model_name[0],
+        family=folder.family,
+        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
+        hash_algorithm=settings.upstream_mm_hasher,
+        generation_defaults=generation_defaults(folder.path),
+    )

@@ -23,10 +23,27 @@ from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
-ENGINES = ("echo", "workers", "openai")
+# Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
+ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
+ENGINES = ("echo", "workers", "openai", "vllm-generate")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
+# Settings only some engines read: given with another engine they would be silently ignored,
+# so they are refused instead.
+ENGINE_SETTINGS = {
+    "worker_url": ("workers",),
+    "worker_probe_interval": ("workers",),
+    "upstream_url": ("openai", "vllm-generate"),
+    "upstream_model": ("openai", "vllm-generate"),
+    "upstream_api_key": ("openai", "vllm-generate"),
+    "upstream_model_id": ("vllm-generate",),
+    "upstream_mm_hasher": ("vllm-generate",),
+}
+# app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
+# checks they agree; core cannot import the room above it)
+REASONING_PARSERS = ("qwen3", "deepseek_r1")
+TOOL_PARSERS = ("hermes", "qwen3_coder")
 
 
 class Settings(BaseSettings):
@@ -41,7 +58,8 @@ class Settings(BaseSettings):
     engine: str = Field(
         "echo",
         description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
-        "openai (an OpenAI-compatible server such as vLLM)",
+        "openai (an OpenAI-compatible server such as vLLM: media as JPEG frames, lossy), "
+        "vllm-generate (vLLM's token-in /inference/v1/generate: token ids and processed tensors, lossless)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
     enable_preview: bool = Field(
@@ -52,7 +70,7 @@ class Settings(BaseSettings):
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
-        "replicas; needs mmprep[ray]; a local Ray cluster, or the one RAY_ADDRESS names)",
+        "replicas; needs the ray extra: pip install -e '.[ray]'; a local Ray cluster, or the one RAY_ADDRESS names)",
     )
 
     # -- media ---------------------------------------------------------------------
@@ -111,7 +129,7 @@ class Settings(BaseSettings):
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
         description="--processor: how frames reach the model's size: exact (transformers' resize on the decoded "
-        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see README)",
+        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see docs/deployment.md)",
     )
     max_vision_tokens: int | None = Field(
         None, ge=1, description="--processor: refuse a request whose images and videos come to more placeholder tokens"
@@ -143,12 +161,22 @@ class Settings(BaseSettings):
         2.0, gt=0, description="engine=workers: seconds between health probes of each worker"
     )
     upstream_url: str | None = Field(
-        None, description="engine=openai: base URL of the OpenAI-compatible server, e.g. http://vllm:8000/v1"
+        None, description="engine=openai, vllm-generate: base URL of the upstream server, e.g. http://vllm:8000/v1"
     )
     upstream_model: str | None = Field(
-        None, description="engine=openai: the model to ask the upstream for (default served name: this)"
+        None, description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)"
     )
-    upstream_api_key: str | None = Field(None, description="engine=openai: bearer token the upstream wants, if any")
+    upstream_model_id: str | None = Field(
+        None,
+        description="engine=vllm-generate: the model `vllm serve` was started with, which vLLM keys its "
+        "multimodal hashes by (default: --upstream-model; give it when vllm serve has --served-model-name)",
+    )
+    upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
+        "blake3", description="engine=vllm-generate: the upstream's --mm-hasher-algorithm"
+    )
+    upstream_api_key: str | None = Field(
+        None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
+    )
     engine_connect_timeout: float = Field(2.0, gt=0, description="seconds to connect to a worker or upstream")
     engine_read_timeout: float = Field(
         300.0, gt=0, description="seconds a worker or upstream may stay silent while it answers"
@@ -157,6 +185,19 @@ class Settings(BaseSettings):
         None,
         description="your engine instead of --engine, as package.module:ClassName, made with no arguments "
         "(with --runtime ray: hosted by the engine replicas)",
+    )
+
+    # -- the answer's text (app/derender) ----------------------------------------------
+    reasoning_parser: str | None = Field(
+        None,
+        description="split the model's thinking from its answer, as vLLM's parser of that name: qwen3 or "
+        "deepseek_r1 (message.reasoning and reasoning_content)",
+    )
+    enable_auto_tool_choice: bool = Field(
+        False, description="turn the tool calls a model writes into tool_calls (needs --tool-call-parser)"
+    )
+    tool_call_parser: str | None = Field(
+        None, description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder"
     )
 
     # -- runtime=ray ----------------------------------------------------------------
@@ -194,6 +235,33 @@ class Settings(BaseSettings):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _reasoning_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in REASONING_PARSERS:
+            raise ValueError(f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}")
+        return name
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _tool_call_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in TOOL_PARSERS:
+            raise ValueError(f"unknown tool call parser {name!r}: choose one of {', '.join(TOOL_PARSERS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _parsers_fit(self) -> Settings:
+        if self.enable_auto_tool_choice and self.tool_call_parser is None:
+            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)")
+        given = [flag for flag, value in (("--reasoning-parser", self.reasoning_parser),
+                                          ("--tool-call-parser", self.tool_call_parser)) if value]
+        if given and self.engine == "openai":
+            raise ValueError(
+                f"{', '.join(given)} mean nothing with engine 'openai': the upstream parses its own answers "
+                "(give it these flags)"
+            )
+        return self
 
     @field_validator("engine_class")
     @classmethod
@@ -283,7 +351,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _ray_installed(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
-            raise ValueError("runtime 'ray' needs Ray: pip install 'mmprep[ray]'")
+            raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
         return self
 
     @model_validator(mode="after")
@@ -292,14 +360,23 @@ class Settings(BaseSettings):
             raise ValueError(f"give --engine {self.engine} or --engine-class, not both")
         if self.engine == "workers" and not self.worker_url:
             raise ValueError("engine 'workers' needs at least one worker_url (--worker-url URL)")
-        if self.engine == "openai":
+        if self.engine in ("openai", "vllm-generate"):
             missing = [name for name in ("upstream_url", "upstream_model") if not getattr(self, name)]
+            if self.engine == "vllm-generate" and self.model is None:
+                missing.append("model")  # vLLM's generate endpoint takes token ids and processed tensors
             if missing:
                 flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
-                raise ValueError(f"engine 'openai' needs {flags}")
+                raise ValueError(f"engine {self.engine!r} needs {flags}")
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]
+        engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
+        for name, engines in ENGINE_SETTINGS.items():
+            given = getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+            if given and (self.engine not in engines or self.engine_class is not None):
+                raise ValueError(
+                    f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, not with {engine}"
+                )
         return self
 
 
@@ -343,8 +420,12 @@ def _http_url(url: str) -> str:
 
 
 def unknown_environment_settings(environ=os.environ) -> list[str]:
-    """MMPREP_* variables that name no setting (of `serve` or of `worker`): most likely a
-    typo the operator would otherwise never notice."""
+    """MMPREP_* variables that name no setting (of `serve` or of `worker`) nor belong to an
+    engine of ours: most likely a typo the operator would otherwise never notice."""
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+    return sorted(
+        key for key in environ
+        if key.upper().startswith(ENV_PREFIX) and key.upper() not in known
+        and not key.upper().startswith(ENGINE_ENV_PREFIXES)
+    )

@@ -25,7 +25,7 @@ from processors import ProcessedMedia, ProcessorError
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from ..engines.prepared import MediaItem, PreparedRequest
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..model import load_model_folder
@@ -104,13 +104,7 @@ class Preprocessor:
             model=request.model,
             messages=messages,
             media=media,
-            sampling=SamplingParams(
-                max_tokens=request.max_completion_tokens or request.max_tokens,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
-                stop=tuple([request.stop] if isinstance(request.stop, str) else request.stop or ()),
-            ),
+            sampling=request.sampling_params(),
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
             extra=extra,

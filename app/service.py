@@ -13,7 +13,7 @@ from typing import ClassVar
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
-from .derender import Derendering
+from .derender import Derendering, ModelFacts
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
 from .preprocess import Preprocessing
@@ -34,7 +34,8 @@ class Service:
         # What turns the engine's outputs into the answer's parts (app/derender): the
         # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
         self.derendering = derendering or Derendering(
-            None, settings.reasoning_parser, settings.tool_call_parser, settings.enable_auto_tool_choice
+            model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
+            settings.enable_auto_tool_choice,
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
@@ -146,6 +147,19 @@ def build_engine(settings: Settings) -> Engine:
             read_timeout=settings.engine_read_timeout,
         )
     raise ValueError(f"unknown engine {settings.engine!r}")
+
+
+def model_facts(settings: Settings) -> ModelFacts | None:
+    """With --model: the folder's tokenizer (loaded once per process, shared with the
+    renderer) and its EOS ids, the tokenizer's own EOS token first."""
+    if settings.model is None:
+        return None
+    from .model import load_model_folder
+
+    folder = load_model_folder(str(settings.model), settings.processor)
+    own = folder.tokenizer.token_to_id(folder.template_tokens.get("eos_token", "")) if folder.template_tokens else None
+    eos = ((own,) if own is not None else ()) + tuple(i for i in folder.eos_token_ids if i != own)
+    return ModelFacts(folder.tokenizer, eos)
 
 
 def vllm_options(settings: Settings):

@@ -1,12 +1,23 @@
-FROM python:3.13-slim
+# A pinned base: the same Python on every build (3.13 is the newest the suite runs on).
+FROM python:3.13.0-slim-bookworm
 
 # PyAV's wheel bundles FFmpeg: no system codecs needed.
 RUN useradd --create-home --uid 10001 mmprep
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY decoders ./decoders
+
+# The dependencies first, in a layer of their own: a change to the source reuses it.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/requirements.txt
+
+# Every folder pyproject.toml packages (tests/test_dockerfile.py installs exactly these paths
+# and starts the service from them, so a folder missing here fails the suite).
+COPY README.md ./
 COPY app ./app
-RUN pip install --no-cache-dir .
+COPY decoders ./decoders
+COPY processors ./processors
+RUN pip install --no-cache-dir --no-deps .
 
 USER mmprep
 EXPOSE 8000

@@ -99,7 +99,10 @@ class BenchDecode(DecodeBenchConfig):
 
 
 class Preview(PreviewConfig):
-    """Draw the frames the service would sample from a video (or each video of a folder) as a contact sheet."""
+    """Draw the frames the service would sample from a video (or each video of a folder) as a contact sheet.
+
+    Exit status: 0 when every sheet was drawn; 1 when some videos could not be (each named on
+    stderr with the reason, then a summary line); 2 for bad input (nothing drawn)."""
 
     def cli_cmd(self) -> None:
         from .preview.command import run_preview
@@ -160,12 +163,18 @@ class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--version"], ["-V"]):
+        from . import __version__
+
+        print(f"mmprep {__version__}")
+        return 0
     unknown = unknown_environment_settings()
     if unknown:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
     try:
-        CliApp.run(Mmprep, cli_args=sys.argv[1:] if argv is None else argv,
+        CliApp.run(Mmprep, cli_args=args,
                    cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp))
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it

@@ -1,4 +1,4 @@
-"""Every speed figure in the README from one run: the decoder, then the service, then the
+"""Every speed figure in docs/benchmarks.md from one run: the decoder, then the service, then the
 hand-off to a worker, each script against its own baselines.
 
     python benchmarks/all.py            # about 15 minutes on 2 cores (the first run also encodes the clips)

@@ -1,11 +1,11 @@
 """Decoder speed and memory, each against its baselines from the same run.
 
-    python benchmarks/decode_speed.py            # the figures quoted in the README
+    python benchmarks/decode_speed.py            # the figures quoted in docs/benchmarks.md
     python benchmarks/decode_speed.py --quick    # short clips, a smoke run
 
 For 32 frames of each clip: decode_video against decoding every frame with PyAV (the
 floor any full-decode loader pays), transformers' PyAV loop and vLLM's OpenCV loader
-(when OpenCV is installed: pip install 'mmprep[opencv]'); and the peak RSS decode_video
+(when OpenCV is installed: pip install -e '.[opencv]'); and the peak RSS decode_video
 adds, in a fresh process. Clips are camera-like footage generated once into
 benchmarks/.cache (see footage.py). Every timing is the median of interleaved repeats,
 so a noisy neighbour slows the baselines and mmprep alike; the ratio is what to read.

@@ -1,7 +1,7 @@
 """A request's media work end to end (decode + process) against mmprep's decode followed by
 transformers' processor, same video, one process.
 
-    python benchmarks/end_to_end_speed.py               # the figures quoted in the README
+    python benchmarks/end_to_end_speed.py               # the figures quoted in docs/benchmarks.md
     python benchmarks/end_to_end_speed.py --repeats 3   # a quicker run
 
 32 frames (num_frames=32) of 4 s of camera-like 1280x720 H.264, for each processor:

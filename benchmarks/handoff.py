@@ -1,6 +1,6 @@
 """The cost of handing a prepared request to a remote worker.
 
-    python benchmarks/handoff.py               # the figures quoted in the README
+    python benchmarks/handoff.py               # the figures quoted in docs/benchmarks.md
     python benchmarks/handoff.py --repeats 5   # a smoke run
 
 For 32 frames of 448x448 (18.4 MiB of uint8 RGB): the time from a PreparedRequest to the

@@ -1,6 +1,6 @@
 """The processors against transformers' own (torch + torchvision), same frames, one process.
 
-    python benchmarks/processor_speed.py               # the figures quoted in the README
+    python benchmarks/processor_speed.py               # the figures quoted in docs/benchmarks.md
     python benchmarks/processor_speed.py --repeats 3   # a quicker run
 
 For each processor: 32 frames of 1280x720 through transformers' video processor built with

@@ -1,6 +1,6 @@
 """mmprep on Ray Serve (`--runtime ray`) against `mmprep serve` on this machine.
 
-    python benchmarks/ray_speed.py            # the figures quoted in the README
+    python benchmarks/ray_speed.py            # the figures quoted in docs/benchmarks.md
     python benchmarks/ray_speed.py --quick
 
 1. Overhead per request at concurrency 1: the same request to `mmprep serve` and to the

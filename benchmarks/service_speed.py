@@ -1,7 +1,7 @@
 """What the HTTP path costs, and throughput under load, each against its baseline from
 the same run.
 
-    python benchmarks/service_speed.py            # the figures quoted in the README
+    python benchmarks/service_speed.py            # the figures quoted in docs/benchmarks.md
     python benchmarks/service_speed.py --quick
 
 1. Latency at concurrency 1: a request for 8 frames of a small clip (2 s of camera-like

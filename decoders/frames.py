@@ -43,7 +43,7 @@ class RGBResizer:
     torchvision's kernel (a = -0.5: swscale's param0=0, param1=0.5), which the vision
     processors' resize uses. swscale's default kernel (0.6) lands up to 5 uint8 levels from
     transformers' output on camera footage; this one at most 2, as close as processors/'s
-    own resize (README, "Which resize"). PyAV's reformat takes no kernel parameters, hence
+    own resize (docs/deployment.md, "Which resize"). PyAV's reformat takes no kernel parameters, hence
     a filter graph, made for the first frame's size."""
 
     def __init__(self, size: tuple[int, int], threads: int):

@@ -57,7 +57,7 @@ def plan_decode(survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRu
     max_pixels, before anything is decoded, and its answer is the output size. Frames are
     converted to RGB at the max_pixels size as without it, then scaled by swscale's bicubic,
     RGB to RGB: scaling the YUV frame straight to the size resamples the subsampled chroma
-    differently, which lands up to 135 levels from a resize of the RGB frame (README,
+    differently, which lands up to 135 levels from a resize of the RGB frame (docs/deployment.md,
     "Into the service"). The rule sees the size as stored: the rotation is known only once
     a frame is decoded, so it must treat height and width alike (give (w', h') for (w, h)
     when it gives (h', w') for (h, w), as the vision processors' sizes do). It may raise,

@@ -23,6 +23,24 @@ _SIGNATURES = (
 )
 
 
+def mp4_index_missing(read_at, size: int) -> bool:
+    """Whether an MP4/MOV file of `size` bytes ends before its index (the `moov` box): what a
+    download or a recording cut off before the end leaves, when the index is written last.
+    `read_at(offset, count)` reads the file; only box headers are read."""
+    offset = 0
+    while offset + 8 <= size:
+        header = read_at(offset, 16)
+        box_size, box_type = int.from_bytes(header[:4], "big"), header[4:8]
+        if box_type == b"moov":
+            return False
+        if box_size == 1 and len(header) >= 16:  # a 64-bit size follows the type
+            box_size = int.from_bytes(header[8:16], "big")
+        if box_size == 0 or box_size < 8:  # to the end of the file, or not a box at all
+            return box_size == 0
+        offset += box_size
+    return True
+
+
 def describe_bytes(head: bytes) -> str | None:
     """'an HTML page', 'a PDF document', 'plain text'..., or None when nothing is recognised."""
     for offset, signature, name in _SIGNATURES:

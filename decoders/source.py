@@ -8,7 +8,7 @@ import io
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import BinaryIO, Self
 
 import av
@@ -17,7 +17,7 @@ from . import gpu
 from .errors import CorruptMediaError, MediaNotFoundError, NoVideoStreamError, UnsupportedCodecError
 from .index import FrameIndex
 from .seeking import rewind
-from .sniff import HEAD_BYTES, describe_bytes
+from .sniff import HEAD_BYTES, describe_bytes, mp4_index_missing
 
 Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
 
@@ -90,7 +90,27 @@ class ReopenableSource:
         reason = getattr(error, "strerror", None) or str(error)  # without FFmpeg's "'<none>'"
         if kind is None:
             return f"FFmpeg cannot read this input as media ({reason})"
+        if kind == "an MP4/MOV file" and self._index_missing():
+            return ("the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
+                    "or a recording is cut off before the end")
         return f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+
+    def _index_missing(self) -> bool:
+        try:
+            if self._data is not None:
+                data = self._data
+                return mp4_index_missing(lambda offset, count: bytes(data[offset : offset + count]), len(data))
+            with open(self._path, "rb") if self._path is not None else nullcontext(self._file) as file:
+                start = self._start if self._path is None else 0
+                size = file.seek(0, os.SEEK_END) - start
+
+                def read_at(offset: int, count: int) -> bytes:
+                    file.seek(start + offset)
+                    return file.read(count)
+
+                return mp4_index_missing(read_at, size)
+        except OSError:
+            return False
 
     def _head(self) -> bytes:
         if self._data is not None:
@@ -234,7 +254,8 @@ def select_video_stream(container):
         raise NoVideoStreamError(f"the input has no video stream (it holds: {', '.join(kinds)})")
     if container.format.name.endswith("_pipe") or container.format.name == "image2":
         raise NoVideoStreamError(
-            f"the input is a still image ({container.format.name.removesuffix('_pipe')}), not a video"
+            f"the input is a still image ({container.format.name.removesuffix('_pipe')}), not a video: "
+            "send it as an image_url part"
         )
     best = container.streams.best("video")
     # FFmpeg passes over streams for the hearing or visually impaired, and may rank cover art.

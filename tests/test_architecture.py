@@ -22,8 +22,10 @@ LAYERS = [
     ["app/service"],
     ["app/workers"],
     ["app/preprocess", "app/derender"],
+    ["app/render"],
     ["app/engines", "app/media"],
     ["app/core"],
+    ["app/model"],
     ["decoders", "processors", "app/__init__"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
@@ -31,6 +33,8 @@ SERVES_HTTP = ("app/api", "app/workers/server.py", "app/testing", "app/cli.py")
 
 
 def room_of(path: str) -> str:
+    if path == "app":  # `from app import __version__`: the package's own __init__
+        return "app/__init__"
     parts = path.removesuffix(".py").split("/")
     return "/".join(parts[:2]) if parts[0] == "app" else parts[0]
 

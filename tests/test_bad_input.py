@@ -69,8 +69,20 @@ def test_audio_only_has_no_video_stream():
 def test_a_still_image_is_not_a_video(fmt):
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (10, 200, 30)).save(buffer, fmt)
-    with pytest.raises(NoVideoStreamError, match="still image"):
+    with pytest.raises(NoVideoStreamError, match="still image .*, not a video: send it as an image_url part"):
         decode_video(buffer.getvalue())
+
+
+@pytest.mark.parametrize("given_as", ["bytes", "path", "file"])
+def test_an_mp4_cut_off_before_its_index_says_it_is_incomplete(tmp_path, given_as):
+    data = (MEDIA / "cfr_25fps_h264.mp4").read_bytes()  # its moov box is written last, as FFmpeg does
+    cut = data[: len(data) // 2]
+    (tmp_path / "cut.mp4").write_bytes(cut)
+    source = {"bytes": cut, "path": str(tmp_path / "cut.mp4"), "file": io.BytesIO(b"junk" + cut)}[given_as]
+    if given_as == "file":
+        source.seek(4)  # read from where the caller left the file, as decode_video does
+    with pytest.raises(CorruptMediaError, match=r"the MP4/MOV file is incomplete: its index \(the moov box\) is missing"):
+        decode_video(source)
 
 
 def test_an_unknown_codec_is_unsupported():

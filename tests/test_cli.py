@@ -31,6 +31,13 @@ def test_help_lists_the_settings(args):
         assert flag in out
 
 
+def test_version_is_the_installed_packages():
+    from importlib.metadata import version
+
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout == f"mmprep {version('mmprep')}\n"
+
+
 def test_worker_help_lists_its_settings():
     out = run("worker", "--help").stdout
     for flag in ("--host", "--port", "--engine-class", "--max-request-bytes", "--log-level"):
@@ -54,6 +61,11 @@ def test_worker_help_lists_its_settings():
         (["--engine", "openai", "--upstream-model", "m"], {}, "engine 'openai' needs upstream_url (--upstream-url)"),
         (["--engine", "openai", "--upstream-url", "http://v/v1"], {}, "needs upstream_model (--upstream-model)"),
         (["--upstream-url", "vllm:8000"], {}, "upstream_url: 'vllm:8000' is not an http:// or https:// URL"),
+        # a setting the engine would not read is refused, not ignored
+        (["--worker-url", "http://w:1"], {}, "--worker-url only applies with --engine workers, not with --engine echo"),
+        ([], {"MMPREP_UPSTREAM_URL": "http://v/v1"}, "--upstream-url only applies with --engine openai"),
+        (["--engine", "openai", "--upstream-url", "http://v/v1", "--upstream-model", "m", "--worker-url", "http://w:1"],
+         {}, "--worker-url only applies with --engine workers, not with --engine openai"),
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):

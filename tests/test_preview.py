@@ -68,6 +68,7 @@ def test_a_folder_gets_one_sheet_per_video_and_a_refused_one_is_named(tmp_path, 
     err = capsys.readouterr().err
     assert "audio_only_opus.webm: the input has no video stream" in err and "(no_video_stream)" in err
     assert "make_fixtures.py" not in err  # not a video file: not tried
+    assert "2 of 3 drawn; not drawn: audio_only_opus.webm (no_video_stream)" in err
 
 
 def test_a_url_is_fetched_under_the_service_rules(tmp_path, capsys, media_server, monkeypatch):
@@ -76,10 +77,21 @@ def test_a_url_is_fetched_under_the_service_rules(tmp_path, capsys, media_server
     assert main(["preview", url, "-o", str(output)]) == 1  # loopback: refused, as for a chat request
     assert "(media_forbidden)" in capsys.readouterr().err
     assert not output.exists()
-    monkeypatch.setenv("MMPREP_ALLOW_PRIVATE_NETWORKS", "true")
-    assert main(["preview", url, "--max-frames", "4", "-o", str(output)]) == 0
+    # the flag the refusal names is preview's too
+    assert main(["preview", url, "--max-frames", "4", "--allow-private-networks", "-o", str(output)]) == 0
     # the server's default (2 fps) capped at the part's max_frames, spread over the video
     assert painted(tiles(Image.open(output), 4, 224, 224)) == [0, 1, 3, 4]
+    output.unlink()
+    monkeypatch.setenv("MMPREP_ALLOW_PRIVATE_NETWORKS", "true")  # or the service's variable
+    assert main(["preview", url, "--max-frames", "4", "-o", str(output)]) == 0
+    assert main(["preview", url, "--allowed-media-domains", "example.com", "-o", str(output)]) == 1
+    assert "(media_forbidden)" in capsys.readouterr().err
+
+
+def test_help_says_what_the_exit_status_means(capsys):
+    assert main(["preview", "--help"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when every sheet was drawn; 1 when some videos could not be (each named" in words
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ removed) never leave a request hanging or answered wrongly."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ import httpx
 import pytest
 from conftest import MEDIA
 
-pytest.importorskip("ray", reason="needs mmprep[ray]: pip install -e '.[test,ray]', as .ci/run does")
+pytest.importorskip("ray", reason="needs the ray extra: pip install -e '.[test,ray]', as .ci/run does")
 
 from app.core.config import Settings
 from app.testing.chat import (
@@ -77,6 +78,42 @@ def test_mmprep_serve_runtime_ray_starts_a_local_cluster_and_stops_it_on_sigterm
         serving.close()
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{serving.url}/health")
+
+
+def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_asks():
+    """Ray would wait for CPUs that never come (and mmprep with it, requests hanging); the
+    command says what it asked for and what the cluster has, and exits."""
+    serving = AppProcess("serve", "--runtime", "ray", "--ray-decode-replicas", "64", env={"RAY_ADDRESS": "local"})
+    started = time.monotonic()
+    try:
+        assert serving.start().process.wait(timeout=120) == 2
+        assert time.monotonic() - started < 60
+        log = serving.log()
+        assert "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has" in log
+    finally:
+        serving.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "cluster", "says"),
+    [
+        ({}, {"CPU": 2}, None),  # the defaults fit two cores
+        ({"ray_decode_replicas": 2}, {"CPU": 2}, "ask for 3 CPU (FrontDoor 1 x 1 + Decode 1 x 2) but the cluster has 2"),
+        ({"ray_decode_replicas": 2, "ray_max_decode_replicas": 8}, {"CPU": 3}, None),  # autoscaled: its least
+        ({"ray_deployment_options": {"Engine": {"ray_actor_options": {"num_gpus": 1}}}}, {"CPU": 8},
+         "ask for 1 GPU (Engine 1 x 1) but the cluster has 0"),
+        ({"ray_deployment_options": {"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}, "ray_decode_replicas": 3},
+         {"CPU": 3.5}, None),
+    ],
+)
+def test_placement_is_checked_against_the_clusters_resources(settings, cluster, says):
+    from app.rayserve.application import PlacementError, check_placement
+
+    if says is None:
+        check_placement(Settings(**settings), cluster)
+    else:
+        with pytest.raises(PlacementError, match=re.escape(says)):
+            check_placement(Settings(**settings), cluster)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import __version__
 from ..core.config import Settings
 from ..core.errors import ServiceError, error_reply
 from ..core.lifespan import lifespan_of
@@ -17,7 +18,7 @@ from .routes import router
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
     service = service or Service(settings or Settings())
 
-    app = FastAPI(title="mmprep", version="0.1.0", lifespan=lifespan_of(service))
+    app = FastAPI(title="mmprep", version=__version__, lifespan=lifespan_of(service))
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)

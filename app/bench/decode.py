@@ -9,7 +9,7 @@ The loaders compared, each asked for the same number of evenly spread frames:
   the chosen frames to RGB.
 - vLLM's OpenCV loader: cv2.VideoCapture over the bytes, grab() every frame up to the
   last wanted index, retrieve() and convert the wanted ones. Only when cv2 imports
-  (`pip install 'mmprep[opencv]'`).
+  (the opencv extra: `pip install -e '.[opencv]'`).
 Times are medians of interleaved repeats, so a noisy neighbour slows every loader alike;
 the ratio to mmprep is what to read.
 """
@@ -199,7 +199,7 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
         videos = [_existing(path) for path in config.videos]
         videos += generate_synthetic(config, note=_note)
         if "vLLM OpenCV loader" not in loaders():
-            _note("vLLM's OpenCV loader left out: cv2 does not import (pip install 'mmprep[opencv]')")
+            _note("vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's checkout)")
         results = {}
         for path in videos:
             data = path.read_bytes()

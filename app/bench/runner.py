@@ -58,7 +58,7 @@ def _check_outputs(config: BenchConfig) -> None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise BenchError("--plot needs matplotlib: pip install 'mmprep[plot]'") from None
+            raise BenchError("--plot needs matplotlib: pip install -e '.[plot]' in mmprep's checkout") from None
 
 
 def _file_server(config: BenchConfig, notes: Console) -> FileServer:

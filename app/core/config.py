@@ -18,10 +18,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from processors import load_processor
 
+from ..model import ModelFolderError, load_model_folder
 from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
+# Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
+ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
 ENGINES = ("echo", "workers", "openai")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
@@ -29,7 +32,16 @@ DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 # checks they agree; core cannot import the room above it)
 REASONING_PARSERS = ("qwen3", "deepseek_r1")
 TOOL_PARSERS = ("hermes", "qwen3_coder")
-REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
+REQUEST_OVERHEAD_BYTES = 16 * 1024**2
+# Settings only some engines read: given with another engine they would be silently ignored,
+# so they are refused instead.
+ENGINE_SETTINGS = {
+    "worker_url": ("workers",),
+    "worker_probe_interval": ("workers",),
+    "upstream_url": ("openai",),
+    "upstream_model": ("openai",),
+    "upstream_api_key": ("openai",),
+}  # a request's text and JSON around its data URLs
 
 
 class Settings(BaseSettings):
@@ -55,7 +67,7 @@ class Settings(BaseSettings):
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
-        "replicas; needs mmprep[ray]; a local Ray cluster, or the one RAY_ADDRESS names)",
+        "replicas; needs the ray extra: pip install -e '.[ray]'; a local Ray cluster, or the one RAY_ADDRESS names)",
     )
 
     # -- media ---------------------------------------------------------------------
@@ -95,17 +107,26 @@ class Settings(BaseSettings):
     max_redirects: int = Field(5, ge=0, description="redirects followed per media URL")
     decode_timeout: float = Field(120.0, gt=0, description="seconds one request may spend fetching and decoding")
 
+    # -- the model folder ----------------------------------------------------------
+    model: Path | None = Field(
+        None,
+        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its tokenizer, "
+        "chat template, config and processor. Each request's prompt is then rendered to token ids, images and "
+        "videos expanded to the processor's count, for token-in engines; the served model name defaults to the "
+        "folder's name (default: none, engines get the messages)",
+    )
+
     # -- the vision processor ------------------------------------------------------
     processor: str | None = Field(
         None,
         description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a family "
         "(qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its "
-        "preprocessor config (default: none, engines get the decoded frames)",
+        "preprocessor config (default: the --model folder's, else none: engines get the decoded frames)",
     )
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
         description="--processor: how frames reach the model's size: exact (transformers' resize on the decoded "
-        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see README)",
+        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see docs/deployment.md)",
     )
     max_vision_tokens: int | None = Field(
         None, ge=1, description="--processor: refuse a request whose images and videos come to more placeholder tokens"
@@ -282,13 +303,25 @@ class Settings(BaseSettings):
         return name
 
     @model_validator(mode="after")
+    def _model_folder_loads(self) -> Settings:
+        if self.model is None:
+            return self
+        try:  # loaded once per process: the service takes the same ModelFolder from the cache
+            folder = load_model_folder(str(self.model), self.processor)
+        except ModelFolderError as error:
+            raise ValueError(f"--model {self.model}: {error}") from None
+        if "served_model_name" not in self.model_fields_set:
+            self.served_model_name = [folder.name]
+        return self
+
+    @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
-        if self.processor is None:
+        if self.processor is None and self.model is None:
             given = [name for name in ("processor_resize", "max_vision_tokens")
                      if getattr(self, name) != type(self).model_fields[name].default]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-                raise ValueError(f"{flags} only apply with --processor")
+                raise ValueError(f"{flags} only apply with --processor or --model")
         return self
 
     @model_validator(mode="after")
@@ -305,7 +338,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _ray_installed(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
-            raise ValueError("runtime 'ray' needs Ray: pip install 'mmprep[ray]'")
+            raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
         return self
 
     @model_validator(mode="after")
@@ -319,9 +352,16 @@ class Settings(BaseSettings):
             if missing:
                 flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
                 raise ValueError(f"engine 'openai' needs {flags}")
-            if "served_model_name" not in self.model_fields_set:
+            if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]
+        engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
+        for name, engines in ENGINE_SETTINGS.items():
+            given = getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+            if given and (self.engine not in engines or self.engine_class is not None):
+                raise ValueError(
+                    f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, not with {engine}"
+                )
         return self
 
 
@@ -365,8 +405,12 @@ def _http_url(url: str) -> str:
 
 
 def unknown_environment_settings(environ=os.environ) -> list[str]:
-    """MMPREP_* variables that name no setting (of `serve` or of `worker`): most likely a
-    typo the operator would otherwise never notice."""
+    """MMPREP_* variables that name no setting (of `serve` or of `worker`) nor belong to an
+    engine of ours: most likely a typo the operator would otherwise never notice."""
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+    return sorted(
+        key for key in environ
+        if key.upper().startswith(ENV_PREFIX) and key.upper() not in known
+        and not key.upper().startswith(ENGINE_ENV_PREFIXES)
+    )

@@ -3,12 +3,14 @@
 Its answer is one JSON object, a faithful account of what it received (the text, and
 for each media item its kind, tensor shape, a fingerprint (xxh3) of its bytes, sampled timestamps and indices,
 and source metadata; with a vision processor, each processed tensor's name, shape, dtype and
-xxh3, and the item's placeholder tokens, which prompt_tokens counts), streamed in pieces of a few characters, each piece one token.
+xxh3, and the item's placeholder tokens, which prompt_tokens counts; with --model, the
+rendered prompt's token count, fingerprint and placeholders, which prompt_tokens is), streamed in pieces of a few characters, each piece one token.
 max_tokens and stop apply to it as to a model's answer.
 """
 
 from __future__ import annotations
 
+import array
 import asyncio
 import json
 import math
@@ -52,8 +54,11 @@ class EchoEngine:
         )
 
     def prompt_tokens(self, request: PreparedRequest) -> int:
-        """A piece of text per `chars_per_token` characters, plus each item's placeholder
-        tokens when a processor made them, else one per frame or image."""
+        """With --model, the rendered prompt's token ids. Else a piece of text per
+        `chars_per_token` characters, plus each item's placeholder tokens when a processor
+        made them, else one per frame or image."""
+        if request.prompt is not None:
+            return len(request.prompt.token_ids)
         media = sum(_media_tokens(item) for item in request.media)
         return math.ceil(len(request.text()) / self._chars) + media
 
@@ -61,6 +66,7 @@ class EchoEngine:
 def account(request: PreparedRequest) -> str:
     return json.dumps(
         {
+            **({"prompt": _prompt(request.prompt)} if request.prompt is not None else {}),
             "model": request.model,
             "text": request.text(),
             "media": [_describe(item) for item in request.media],
@@ -109,3 +115,16 @@ def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:
     """Cut the text before the first stop sequence, as a model's answer would end."""
     cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
     return (text[:cut], "stop") if cut >= 0 else (text, "stop")
+
+
+def _prompt(prompt) -> dict:
+    """With --model: the prompt's length, its ids' fingerprint and where each item sits."""
+    ids = array.array("q", prompt.token_ids).tobytes()
+    return {
+        "tokens": len(prompt.token_ids),
+        "xxh3": xxhash.xxh3_64_hexdigest(ids),
+        "placeholders": [
+            {"modality": p.modality, "media_index": p.media_index, "offset": p.offset, "length": p.length}
+            for p in prompt.placeholders
+        ],
+    }

@@ -28,6 +28,8 @@ from ..core.metrics import Metrics
 from ..engines.prepared import MediaItem, PreparedRequest
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
+from ..model import load_model_folder
+from ..render import Renderer
 from .cache import DecodeCache, content_key
 from .options import check_image_part, part_error, part_options, request_options, video_sampling
 from .pool import DecodePool
@@ -71,18 +73,31 @@ class Preprocessor:
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
+        # With --model: the prompt rendered to token ids (the folder loaded once per process).
+        self._renderer = Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
 
     async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
         """`request` is the validated ChatCompletionRequest. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
         messages, parts = self._find_media(request)
+        extra = dict(request.model_extra or {})
+        # The template first: a request it refuses costs no fetch.
+        rendering = time.perf_counter()
+        text = self._render_text(messages, extra) if self._renderer is not None else None
+        rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
         media = [_media_item(part, loaded[part.key]) for part in parts]
         self._check_total_size(media)
         if self._vision is not None:  # before any engine work
             tokens = sum(item.processed.num_tokens for item in media)
             self._vision.check_tokens(tokens, "the request's media", "messages")
+        # The counts come from the processed grids and the videos' metadata.
+        prompt = None
+        if text is not None:
+            tokenizing = time.perf_counter()
+            prompt = self._renderer.tokens(text, media)
+            timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
             request_id=request_id,
@@ -92,9 +107,21 @@ class Preprocessor:
             sampling=request.sampling_params(),
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
-            extra=dict(request.model_extra or {}),
+            extra=extra,
+            prompt=prompt,
         )
         return prepared, timing
+
+    def _render_text(self, messages: list[dict], extra: dict) -> str:
+        """The chat template rendered with the request's options, read as vLLM reads them."""
+        return self._renderer.render_text(
+            messages,
+            tools=extra.get("tools"),
+            documents=extra.get("documents"),
+            add_generation_prompt=extra.get("add_generation_prompt", True),
+            continue_final_message=extra.get("continue_final_message", False),
+            chat_template_kwargs=extra.get("chat_template_kwargs"),
+        )
 
     # -- finding the parts -------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from decoders import DecodedImage
 from processors import ProcessedMedia, Processor, load_processor
 
 from ..core.config import Settings
+from ..model import load_model_folder
 from ..core.errors import ServiceError
 
 
@@ -25,9 +26,14 @@ class VisionProcessing:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VisionProcessing | None:
-        if settings.processor is None:
+        """--processor's processor, else the --model folder's (its own, or --processor's)."""
+        if settings.model is not None:
+            processor = load_model_folder(str(settings.model), settings.processor).processor
+        elif settings.processor is not None:
+            processor = load_processor(settings.processor)
+        else:
             return None
-        return cls(load_processor(settings.processor), settings.processor_resize, settings.max_vision_tokens)
+        return cls(processor, settings.processor_resize, settings.max_vision_tokens)
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;

@@ -36,7 +36,8 @@ class PreviewInputError(ValueError):
 
 
 def run_preview(config: PreviewConfig) -> int:
-    """Exit status: 0 when every sheet was written, 1 when a video was refused, 2 for bad input."""
+    """Exit status: 0 when every sheet was written, 1 when a video was refused (each named,
+    then a summary), 2 for bad input."""
     try:
         sheets, folders = plan_sheets(config)
     except PreviewInputError as error:
@@ -47,7 +48,8 @@ def run_preview(config: PreviewConfig) -> int:
     # With a processor, frames are scaled to its size while decoding, so the tiles are what it sees.
     vision = {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
     try:
-        settings = Settings(engine="echo", decode_cache_bytes=0, allowed_local_media_path=folders, **vision)
+        settings = Settings(engine="echo", decode_cache_bytes=0, allowed_local_media_path=folders, **vision,
+                            **config.url_settings())
     except ValidationError as error:  # a processor that does not load, or a wrong MMPREP_* setting
         problem = error.errors()[0]
         print(f"mmprep preview: {problem['loc'][0]}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
@@ -79,14 +81,14 @@ def plan_sheets(config: PreviewConfig) -> tuple[list[Sheet], list[Path]]:
 async def _draw_all(settings: Settings, sheets: list[Sheet], sampling: dict) -> int:
     service = Service(settings)
     await service.start()
-    refused = 0
+    refused: list[str] = []
     try:
         for sheet in sheets:
             try:
                 preview = await preview_media(service, sheet.url, sampling, sheet.title)
             except ServiceError as error:
                 print(f"mmprep preview: {sheet.title}: {readable(error)} ({error.code})", file=sys.stderr)
-                refused += 1
+                refused.append(f"{sheet.title} ({error.code})")
                 continue
             sheet.output.parent.mkdir(parents=True, exist_ok=True)
             sheet.output.write_bytes(preview.png)
@@ -94,4 +96,7 @@ async def _draw_all(settings: Settings, sheets: list[Sheet], sampling: dict) -> 
             print(f"{sheet.output}: {frames} frames of {sheet.title}, decoded in {preview.timing['decode']:.1f} ms")
     finally:
         await service.stop()
+    if refused:
+        print(f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: {', '.join(refused)}",
+              file=sys.stderr)
     return 1 if refused else 0

@@ -13,7 +13,8 @@ class PreviewConfig(BaseModel):
     """Draw the frames the service would sample from a video as one contact sheet (PNG).
 
     The service's own settings (limits, which networks URLs may reach) come from its MMPREP_*
-    environment variables, as for `mmprep serve`."""
+    environment variables, as for `mmprep serve`, and its URL switches are flags here too
+    (the command's --help, in app/cli.py, says what its exit status means)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -35,11 +36,24 @@ class PreviewConfig(BaseModel):
         "tiles at the size it resizes frames to, and its token count in the header",
     )
 
+    allow_private_networks: bool = Field(
+        False, description="let URLs reach loopback, private and link-local addresses, as mmprep serve's flag"
+    )
+    allowed_media_domains: list[str] = Field(
+        [], description="if set, URLs may only name these hosts (and their subdomains), as mmprep serve's flag"
+    )
+
     @model_validator(mode="after")
     def _one_way_to_sample(self) -> PreviewConfig:
         if self.fps is not None and self.num_frames is not None:
             raise ValueError("give --fps or --num-frames, not both")
         return self
+
+    def url_settings(self) -> dict[str, Any]:
+        """The URL switches given here, laid over the service's MMPREP_* settings."""
+        given = {"allow_private_networks": self.allow_private_networks or None,
+                 "allowed_media_domains": self.allowed_media_domains or None}
+        return {key: value for key, value in given.items() if value is not None}
 
     def sampling(self) -> dict[str, Any]:
         """The sampling keys of the video_url part, as a client would send them."""

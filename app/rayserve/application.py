@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import ray
 from ray import serve
 from ray.serve import Application
 
-from ..core.config import Settings
+from ..core.config import RAY_DEPLOYMENTS, Settings
 from .replicas import DecodeReplica, EngineReplica, FrontDoor
 
 # Room beyond --max-concurrent-requests for the front door's own answers: /health, /metrics,
@@ -20,7 +21,14 @@ FRONT_DOOR_SPARE = 16
 CPUS = {"FrontDoor": 1, "Decode": 1, "Engine": 0}
 
 
+class PlacementError(ValueError):
+    """The deployments ask for more than the cluster has: Ray would wait for resources that
+    never come (logging every 30 s, requests hanging), so mmprep refuses at once instead."""
+
+
 def build_app(settings: Settings) -> Application:
+    if ray.is_initialized():  # mmprep serve --runtime ray, and Ray's own serve run / deploy
+        check_placement(settings, ray.cluster_resources())
     decode = serve.deployment(DecodeReplica, name="Decode").options(**deployment_options(settings, "Decode"))
     engine = serve.deployment(EngineReplica, name="Engine").options(**deployment_options(settings, "Engine"))
     front = serve.deployment(FrontDoor, name="FrontDoor").options(**deployment_options(settings, "FrontDoor"))
@@ -53,6 +61,31 @@ def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
     if {"num_replicas", "autoscaling_config"} & set(own):  # the operator's choice replaces ours whole
         options = {key: value for key, value in options.items() if key not in ("num_replicas", "autoscaling_config")}
     return {**options, **own, "ray_actor_options": actor_options}
+
+
+def check_placement(settings: Settings, cluster: dict[str, float]) -> None:
+    """Raise PlacementError naming what the replicas ask for (per replica x replicas) and
+    what the cluster has, for every resource that does not fit. Autoscaled deployments count
+    their least replicas. (Per-node limits such as max_replicas_per_node are Ray's to check.)"""
+    asked: dict[str, list[str]] = {}
+    needed: dict[str, float] = {}
+    for name in RAY_DEPLOYMENTS:
+        options = deployment_options(settings, name)
+        autoscaling = options.get("autoscaling_config") or {}
+        replicas = options.get("num_replicas", autoscaling.get("min_replicas", 1))
+        actor = options["ray_actor_options"]
+        wants = {"CPU": actor.get("num_cpus", 1), "GPU": actor.get("num_gpus", 0), **actor.get("resources", {})}
+        for resource, amount in wants.items():
+            if amount:
+                needed[resource] = needed.get(resource, 0) + amount * replicas
+                asked.setdefault(resource, []).append(f"{name} {amount:g} x {replicas}")
+    short = [resource for resource, amount in needed.items() if amount > cluster.get(resource, 0) + 1e-9]
+    if short:
+        raise PlacementError("; ".join(
+            f"the replicas ask for {needed[r]:g} {r} ({' + '.join(asked[r])}) but the cluster has "
+            f"{cluster.get(r, 0):g}" for r in short
+        ) + ": lower the replica counts, or give a deployment fewer CPUs with --ray-deployment-options "
+            """(e.g. '{"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}'), or add nodes""")
 
 
 def _replicas(least: int, most: int, target: int | None) -> dict[str, Any]:

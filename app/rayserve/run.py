@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 
 import ray
 from ray import serve
 
 from ..core.config import Settings
-from .application import build_app
+from .application import PlacementError, build_app
 
 APP_NAME = "mmprep"
 log = logging.getLogger("mmprep.ray")
@@ -28,8 +29,14 @@ def run_on_ray(settings: Settings) -> int:
     # after ray.init, which installs a handler that aborts the process.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
+        app = build_app(settings)
+    except PlacementError as error:
+        print(f"mmprep serve: this Ray application cannot be placed: {error}", file=sys.stderr)
+        ray.shutdown()
+        return 2
+    try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
-        serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
+        serve.run(app, name=APP_NAME, route_prefix="/")
         log.info("serving on Ray", extra={"url": f"http://{settings.host}:{settings.port}"})
         while True:
             signal.pause()

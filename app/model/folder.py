@@ -1,0 +1,241 @@
+"""`ModelFolder`: what the renderer and the tokens-out path read from a model folder, loaded
+once per process (`load_model_folder` caches it by path and processor).
+
+    tokenizer.json                  the tokenizer (tokenizers.Tokenizer.from_file); its added
+                                    tokens are the special tokens, each with its `special` flag;
+                                    `encode` is tiktoken's faster encoder of the same vocabulary
+                                    where it gives the same ids (fast_bpe.py)
+    chat template                   as transformers and vLLM find it, first found wins:
+                                    processor_config.json's "chat_template", chat_template.json,
+                                    chat_template.jinja, tokenizer_config.json's "chat_template"
+    config.json                     model_type, and the image/video/vision_start/vision_end ids
+    tokenizer_config.json           bos/eos/pad/unk tokens, which transformers passes to the
+                                    template (optional)
+    generation_config.json          the EOS ids (optional; else config.json's eos_token_id)
+    preprocessor configs            the vision processor (processors.load_processor), unless an
+                                    override is given (`--processor`)
+
+A folder that lacks a file a model needs is refused with a ModelFolderError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from processors import Processor, ProcessorConfigError, load_processor
+
+from .fast_bpe import fast_encoder
+
+# model_type in config.json -> the processor family whose placeholders the renderer expands
+MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
+# Qwen-VL processors fall back to these when config.json does not name the ids.
+_TOKEN_NAMES = {
+    "image_token_id": "<|image_pad|>",
+    "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>",
+    "vision_end_token_id": "<|vision_end|>",
+}
+# tokenizer_config.json keys transformers hands the template (its special_tokens_map)
+_TEMPLATE_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+class ModelFolderError(ValueError):
+    """The folder cannot serve a model: a file missing or unreadable; `str(error)` names it."""
+
+
+@dataclass(frozen=True)
+class SpecialToken:
+    """An added token of tokenizer.json: `special` ones are dropped by skip_special_tokens."""
+
+    id: int
+    content: str
+    special: bool
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    path: Path
+    tokenizer: Tokenizer
+    chat_template: str
+    chat_template_source: str  # the file it came from, for messages
+    config: dict[str, Any]
+    model_type: str
+    family: str  # the processor family: qwen2_vl, qwen2_5_vl or qwen3_vl
+    image_token_id: int
+    video_token_id: int
+    vision_start_token_id: int
+    vision_end_token_id: int
+    eos_token_ids: tuple[int, ...]
+    added_tokens: dict[int, SpecialToken]  # id -> token, every added token of tokenizer.json
+    template_tokens: dict[str, str]  # bos_token, eos_token, ... as the template sees them
+    processor: Processor
+    # text -> token ids, no special tokens added: tokenizer.encode(...).ids or its faster equal
+    encode: Callable[[str], list[int]]
+    fast_encode: bool  # whether `encode` is tiktoken's (fast_bpe.py)
+
+    @property
+    def name(self) -> str:
+        """The folder's name: the served model name unless one is given."""
+        return self.path.name
+
+    @property
+    def special_token_ids(self) -> frozenset[int]:
+        return frozenset(token.id for token in self.added_tokens.values() if token.special)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, processor: str | None = None) -> ModelFolder:
+        """Read the folder at `path`; `processor` (a family, preset id or folder) overrides
+        the folder's own processor configs."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ModelFolderError(f"--model {str(path)!r} is not a folder")
+        config = _read_json(folder / "config.json", required=True)
+        model_type = config.get("model_type")
+        if model_type not in MODEL_TYPES:
+            raise ModelFolderError(
+                f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
+                f"({', '.join(sorted(MODEL_TYPES))})"
+            )
+        tokenizer_path = folder / "tokenizer.json"
+        if not tokenizer_path.is_file():
+            raise ModelFolderError(f"{folder} has no tokenizer.json (the tokenizer mmprep reads)")
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as error:  # the tokenizers library raises its own exception type
+            raise ModelFolderError(f"cannot read {tokenizer_path}: {error}") from None
+        tokenizer_config = _read_json(folder / "tokenizer_config.json")
+        template, source = _chat_template(folder, tokenizer_config)
+        added = {
+            id_: SpecialToken(id_, token.content, token.special)
+            for id_, token in tokenizer.get_added_tokens_decoder().items()
+        }
+        ids = {key: _token_id(config, key, tokenizer, folder) for key in _TOKEN_NAMES}
+        family = MODEL_TYPES[model_type]
+        fast = fast_encoder(tokenizer_path, tokenizer)
+        return cls(
+            path=folder.resolve(),
+            tokenizer=tokenizer,
+            chat_template=template,
+            chat_template_source=source,
+            config=config,
+            model_type=model_type,
+            family=family,
+            eos_token_ids=_eos_ids(folder, config),
+            added_tokens=added,
+            template_tokens=_template_tokens(tokenizer_config),
+            processor=_processor(folder, processor, family),
+            encode=fast or (lambda text: tokenizer.encode(text, add_special_tokens=False).ids),
+            fast_encode=fast is not None,
+            **ids,
+        )
+
+
+@lru_cache(maxsize=8)
+def load_model_folder(path: str, processor: str | None = None) -> ModelFolder:
+    """ModelFolder.load, once per process for each (path, processor): the settings' check
+    at start and the service share one tokenizer."""
+    return ModelFolder.load(path, processor)
+
+
+def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str, str]:
+    """The template transformers' processor would use, else the tokenizer's (as vLLM's
+    resolve_hf_chat_template falls back)."""
+    processor_config = _read_json(folder / "processor_config.json")
+    if isinstance(processor_config.get("chat_template"), str):
+        return processor_config["chat_template"], "processor_config.json"
+    legacy = folder / "chat_template.json"
+    if legacy.is_file():
+        template = _read_json(legacy).get("chat_template")
+        if not isinstance(template, str):
+            raise ModelFolderError(f"{legacy} has no \"chat_template\" string")
+        return template, "chat_template.json"
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            return jinja.read_text(encoding="utf-8"), "chat_template.jinja"
+        except (OSError, UnicodeDecodeError) as error:
+            raise ModelFolderError(f"cannot read {jinja}: {error}") from None
+    template = tokenizer_config.get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": ..., "template": ...}]
+        named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
+        template = named.get("default")
+    if isinstance(template, str):
+        return template, "tokenizer_config.json"
+    raise ModelFolderError(
+        f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
+        "\"chat_template\" in tokenizer_config.json"
+    )
+
+
+def _token_id(config: dict[str, Any], key: str, tokenizer: Tokenizer, folder: Path) -> int:
+    value = config.get(key)
+    if value is None and isinstance(config.get("text_config"), dict):
+        value = config["text_config"].get(key)
+    if isinstance(value, int):
+        return value
+    value = tokenizer.token_to_id(_TOKEN_NAMES[key])
+    if value is None:
+        raise ModelFolderError(
+            f"{folder / 'config.json'} has no {key}, and tokenizer.json has no {_TOKEN_NAMES[key]} token"
+        )
+    return value
+
+
+def _eos_ids(folder: Path, config: dict[str, Any]) -> tuple[int, ...]:
+    """generation_config.json's eos_token_id (what generation stops on), else config.json's."""
+    generation = _read_json(folder / "generation_config.json")
+    for source in (generation, config, config.get("text_config") or {}):
+        value = source.get("eos_token_id")
+        if isinstance(value, int):
+            return (value,)
+        if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+            return tuple(value)
+    return ()
+
+
+def _template_tokens(tokenizer_config: dict[str, Any]) -> dict[str, str]:
+    """transformers passes its tokenizer's special_tokens_map to every template render."""
+    tokens = {}
+    for key in _TEMPLATE_TOKENS:
+        value = tokenizer_config.get(key)
+        if isinstance(value, dict):  # the older AddedToken form
+            value = value.get("content")
+        if isinstance(value, str):
+            tokens[key] = value
+    return tokens
+
+
+def _processor(folder: Path, override: str | None, family: str) -> Processor:
+    try:
+        processor = load_processor(override if override is not None else folder)
+    except ProcessorConfigError as error:
+        raise ModelFolderError(str(error)) from None
+    if processor.family != family:
+        raise ModelFolderError(
+            f"the processor ({processor.family}) is not the model's family ({family}, from "
+            f"{folder / 'config.json'}): its placeholders would not match the model's"
+        )
+    return processor
+
+
+def _read_json(path: Path, required: bool = False) -> dict[str, Any]:
+    if not path.is_file():
+        if required:
+            raise ModelFolderError(f"{path.parent} has no {path.name}")
+        return {}
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelFolderError(f"cannot read {path}: {error}") from None
+    if not isinstance(values, dict):
+        raise ModelFolderError(f"{path} must hold a JSON object, got {type(values).__name__}")
+    return values
+

@@ -1,0 +1,75 @@
+"""The Docker image's file set is enough to run the service: the paths the Dockerfile's COPY
+lines name, and only those, copied into an empty folder, installed from there, and
+`mmprep serve` started from the installed copy. (No Docker engine runs here or in CI; this
+catches a package the image leaves out, which once made the image fail at start.)"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import httpx
+
+from app.testing.servers import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def copied_paths(dockerfile: Path) -> list[str]:
+    """The source paths of every COPY line (the last word is the destination)."""
+    paths = []
+    for line in dockerfile.read_text().splitlines():
+        words = line.split()
+        if words and words[0] == "COPY":
+            sources = [word for word in words[1:-1] if not word.startswith("--")]
+            paths.extend(sources)
+    return paths
+
+
+def test_the_images_files_install_and_serve(tmp_path):
+    paths = copied_paths(REPO / "Dockerfile")
+    assert {"pyproject.toml", "app", "decoders", "processors"} <= set(paths)
+    source = tmp_path / "image"
+    source.mkdir()
+    for path in paths:
+        (shutil.copytree if (REPO / path).is_dir() else shutil.copy)(REPO / path, source / path)
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+         str(target), str(source)],
+        check=True, capture_output=True, cwd=tmp_path,
+    )
+    # -S: no site-packages processing, so this checkout's editable install (which would find
+    # any package the image lacks in the repository) is out of reach; the dependencies come
+    # from the site-packages folder named on the path.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]),
+           "MMPREP_LOG_LEVEL": "warning"}
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-S", "-m", "app", "serve", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        assert _answers(f"http://127.0.0.1:{port}/ready", process), process.stderr.read().decode()
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
+            "model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]})
+        assert answer.status_code == 200 and "hello" in answer.json()["choices"][0]["message"]["content"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _answers(url: str, process: subprocess.Popen, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            time.sleep(0.1)
+    return False

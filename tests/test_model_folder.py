@@ -1,0 +1,136 @@
+"""`mmprep serve --model FOLDER`: a model folder read once (tokenizer, chat template by
+transformers' precedence, config ids, EOS ids, special tokens, processor), refused at start
+naming the file it lacks; through HTTP, the echo engine's account and usage count the
+rendered prompt's tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+from conftest import MEDIA
+
+from app.model import ModelFolder, ModelFolderError
+from app.render import Renderer
+from app.testing.chat import ask, assert_error, data_url, openai_client, post, video
+from app.testing.model_folder import make_model_folder
+from app.testing.servers import AppProcess, LiveServer
+from decoders import decode_video
+from processors import load_processor
+
+WEBM = MEDIA / "224p_6_vp9.webm"
+
+
+@pytest.fixture(scope="module")
+def qwen3_folder(tmp_path_factory):
+    return make_model_folder("qwen3_vl", tmp_path_factory.mktemp("m") / "Qwen3-VL-Test")
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_a_family_folder_loads_its_ids_tokens_and_processor(family, tmp_path):
+    folder = ModelFolder.load(make_model_folder(family, tmp_path / family))
+    assert folder.family == folder.model_type == family
+    assert (folder.image_token_id, folder.video_token_id) == (151655, 151656)
+    assert (folder.vision_start_token_id, folder.vision_end_token_id) == (151652, 151653)
+    assert folder.eos_token_ids == (151645, 151643)
+    assert folder.chat_template_source == "chat_template.json"
+    assert folder.processor.family == family
+    assert folder.added_tokens[151645].content == "<|im_end|>" and 151645 in folder.special_token_ids
+    assert folder.template_tokens == {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    if family != "qwen2_vl":  # tool calls (and Qwen3's thinking) survive skip_special_tokens
+        assert folder.added_tokens[151657].content == "<tool_call>" and 151657 not in folder.special_token_ids
+    if family == "qwen3_vl":
+        assert folder.added_tokens[151667].content == "<think>" and 151667 not in folder.special_token_ids
+
+
+def test_the_chat_template_is_found_as_transformers_finds_it(tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m")
+    (folder / "chat_template.jinja").write_text("jinja")
+    assert ModelFolder.load(folder).chat_template_source == "chat_template.json"  # the processor's legacy file first
+    (folder / "chat_template.json").unlink()
+    assert ModelFolder.load(folder).chat_template == "jinja"
+    (folder / "chat_template.jinja").unlink()
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": "from the tokenizer"}))
+    loaded = ModelFolder.load(folder)
+    assert (loaded.chat_template, loaded.chat_template_source) == ("from the tokenizer", "tokenizer_config.json")
+    (folder / "processor_config.json").write_text(json.dumps({"chat_template": "from the processor config"}))
+    assert ModelFolder.load(folder).chat_template == "from the processor config"
+
+
+@pytest.mark.parametrize(
+    ("omit", "says"),
+    [
+        ("config.json", "has no config.json"),
+        ("tokenizer.json", "has no tokenizer.json"),
+        ("chat_template.json", "has no chat template"),
+        ("preprocessor_config.json", "preprocessor_config.json"),
+    ],
+)
+def test_a_folder_missing_a_file_is_refused_naming_it(omit, says, tmp_path):
+    folder = make_model_folder("qwen2_5_vl", tmp_path / "m", omit=(omit,))
+    with pytest.raises(ModelFolderError, match=says):
+        ModelFolder.load(folder)
+
+
+def test_a_processor_of_another_family_is_refused(tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m")
+    with pytest.raises(ModelFolderError, match=r"the processor \(qwen3_vl\) is not the model's family \(qwen2_vl"):
+        ModelFolder.load(folder, processor="qwen3_vl")
+    assert ModelFolder.load(folder, processor="Qwen/Qwen2-VL-2B-Instruct").processor.family == "qwen2_vl"
+
+
+def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
+    folder = make_model_folder("qwen3_vl", tmp_path / "m", omit=("tokenizer.json",))
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--model", str(folder)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ), check=False,
+    )
+    assert result.returncode == 2 and "has no tokenizer.json" in result.stderr
+
+
+def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_folder):
+    with AppProcess("serve", "--model", str(qwen3_folder)) as server:
+        models = httpx.get(f"{server.url}/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["Qwen3-VL-Test"]  # the folder's name
+        content = [video(data_url(WEBM, "video/webm"), num_frames=4), {"type": "text", "text": "What happens?"}]
+        text, _, usage = ask(openai_client(server), content, model="Qwen3-VL-Test")
+    answer = json.loads(text)
+    # the same prompt, rendered here from the same frames' grid and the decoder's metadata
+    folder = ModelFolder.load(qwen3_folder)
+    decoded = decode_video(WEBM.read_bytes(), num_frames=4, max_pixels=1920 * 1080)
+    item = _item(folder, decoded)
+    messages = [{"role": "user", "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": "What happens?"}]}]
+    expected = Renderer(folder).render(messages, [item])
+    assert answer["prompt"]["tokens"] == usage.prompt_tokens == len(expected.token_ids)
+    assert answer["prompt"]["placeholders"] == [
+        {"modality": "video", "media_index": 0, "offset": expected.placeholders[0].offset,
+         "length": expected.placeholders[0].length}
+    ]
+    assert answer["media"][0]["processed"]["num_tokens"] == item.processed.num_tokens
+
+
+def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_folder):
+    with LiveServer(model=qwen3_folder) as server:
+        body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
+                "add_generation_prompt": True, "continue_final_message": True}
+        assert_error(post(server, body), 400, param="continue_final_message")
+        body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
+                "chat_template_kwargs": {"tokenize": True}}
+        assert_error(post(server, body), 400, param="chat_template_kwargs.tokenize")
+        response = post(server, {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == 200
+        timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
+        assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(timing["preprocess"])
+
+
+def _item(folder, decoded):
+    from app.engines.prepared import MediaItem
+
+    processed = load_processor(folder.path).process_video(decoded.frames)
+    return MediaItem("video", decoded.frames, {}, "x", timestamps=decoded.timestamps, indices=decoded.indices,
+                     hf_metadata=decoded.to_hf_metadata(), processed=processed)

@@ -1,0 +1,161 @@
+"""The prompt's token ids equal transformers', id for id: goldens made once with
+transformers (tests/data/render/make_goldens.py) for Qwen2-VL, Qwen2.5-VL and Qwen3-VL,
+checked here with the tokenizers library alone. Also the errors a request gets when the
+template or its media do not fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from render_cases import media_item
+
+from app.core.errors import ServiceError
+from app.model import load_model_folder
+from app.render import Renderer
+from app.testing.model_folder import make_model_folder
+
+GOLDENS = json.loads((Path(__file__).parent / "data" / "render" / "goldens.json").read_text())["cases"]
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+
+@pytest.fixture(scope="session")
+def renderers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {family: Renderer(load_model_folder(str(make_model_folder(family, root / family)))) for family in FAMILIES}
+
+
+def render_case(renderer: Renderer, case: dict):
+    media = [media_item(renderer.folder, spec, i) for i, spec in enumerate(case["media"])]
+    options = dict(case["options"])
+    return renderer.render(case["messages"], media, **options), media
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+def test_token_ids_equal_transformers(name, renderers):
+    case = GOLDENS[name]
+    renderer = renderers[case["family"]]
+    prompt, media = render_case(renderer, case)
+    # our processors' grids are transformers' for the same frame sizes
+    assert [item.processed.tensors[f"{item.kind}_grid_thw"][0].tolist() for item in media] == [
+        spec["grid"] for spec in case["media"]
+    ]
+    assert prompt.text == case["text"]
+    assert list(prompt.token_ids) == case["input_ids"]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+def test_placeholders_cover_each_item_in_order(name, renderers):
+    case = GOLDENS[name]
+    renderer = renderers[case["family"]]
+    prompt, media = render_case(renderer, case)
+    folder = renderer.folder
+    assert [(p.modality, p.media_index) for p in prompt.placeholders] == [(m.kind, i) for i, m in enumerate(media)]
+    pads = {"image": folder.image_token_id, "video": folder.video_token_id}
+    for placeholder, item in zip(prompt.placeholders, media, strict=True):
+        span = prompt.token_ids[placeholder.offset : placeholder.offset + placeholder.length]
+        assert span.count(pads[item.kind]) == item.processed.num_tokens
+        assert span[0] != pads[item.kind] or span[-1] == pads[item.kind]  # pads only, or a whole Qwen3-VL block
+    covered = sum(p.length for p in prompt.placeholders)
+    all_pads = sum(prompt.token_ids.count(pad) for pad in pads.values())
+    assert all_pads == sum(item.processed.num_tokens for item in media) and covered >= all_pads
+
+
+def test_the_goldens_cover_what_the_issue_asks():
+    names = {name.split("/")[1] for name in GOLDENS}
+    assert {"text_only", "one_image", "one_video", "several", "multi_turn", "tools", "enable_thinking_false"} <= names
+    assert {name.split("/")[0] for name in GOLDENS} == set(FAMILIES)
+
+
+def test_qwen3_vl_video_has_a_time_and_a_wrapper_per_block(renderers):
+    renderer = renderers["qwen3_vl"]
+    prompt, media = render_case(renderer, GOLDENS["qwen3_vl/odd_frames_video"])
+    decoded = renderer.folder.tokenizer.decode(list(prompt.token_ids), skip_special_tokens=False)
+    # 5 frames at indices 0, 50, ..., 200 of 25 fps: blocks (0, 50) (100, 150) (200, 200)
+    assert "<1.0 seconds><|vision_start|>" in decoded and "<5.0 seconds><|vision_start|>" in decoded
+    assert "<8.0 seconds><|vision_start|>" in decoded
+
+
+def test_kwargs_the_template_does_not_read_change_nothing(renderers):
+    renderer = renderers["qwen3_vl"]
+    messages = [{"role": "user", "content": "hi"}]
+    plain = renderer.render_text(messages)
+    assert renderer.render_text(messages, chat_template_kwargs={"enable_thinking": False, "unrelated": 1}) == plain
+    assert "Picture 1:" in renderer.render_text(
+        [{"role": "user", "content": [{"type": "image", "media_index": 0}]}], chat_template_kwargs={"add_vision_id": True}
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "param"),
+    [
+        ({"chat_template_kwargs": {"chat_template": "{{ 1 }}"}}, "chat_template_kwargs.chat_template"),
+        ({"chat_template_kwargs": "yes"}, "chat_template_kwargs"),
+        ({"add_generation_prompt": "yes"}, "add_generation_prompt"),
+        ({"continue_final_message": True}, "continue_final_message"),  # with add_generation_prompt's default true
+        ({"tools": {"name": "x"}}, "tools"),
+    ],
+)
+def test_bad_options_are_400s_naming_the_field(renderers, options, param):
+    with pytest.raises(ServiceError) as caught:
+        renderers["qwen2_vl"].render_text([{"role": "user", "content": "hi"}], **options)
+    assert caught.value.status == 400 and caught.value.param == param
+
+
+def test_a_template_that_raises_is_a_400(renderers, tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}{% endif %}"
+        "{{ m.content }}{% endfor %}"
+    )
+    renderer = Renderer(load_model_folder(str(folder)))
+    assert renderer.folder.chat_template_source == "chat_template.jinja"
+    with pytest.raises(ServiceError) as caught:
+        renderer.render_text([{"role": "tool", "content": "x"}])
+    assert caught.value.status == 400 and caught.value.param == "messages" and "no tools here" in caught.value.message
+
+
+def test_more_media_than_placeholders_is_a_400(renderers):
+    renderer = renderers["qwen2_vl"]
+    case = GOLDENS["qwen2_vl/one_image"]
+    media = [media_item(renderer.folder, case["media"][0], 0), media_item(renderer.folder, case["media"][0], 1)]
+    with pytest.raises(ServiceError) as caught:
+        renderer.tokens(case["text"], media)
+    assert caught.value.param == "messages" and "images: 1 in the prompt, 2 sent" in caught.value.message
+
+
+def test_a_pad_token_typed_in_text_does_not_shift_the_media(renderers):
+    renderer = renderers["qwen2_vl"]
+    with pytest.raises(ServiceError) as caught:
+        renderer.render([{"role": "user", "content": "look: <|image_pad|>"}], [])
+    assert caught.value.code == "placeholder_mismatch"
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
+        ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
+        ("{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}", "openai"),
+        ("{% set first = messages[0] %}{% for p in first.content %}x{% endfor %}", "openai"),
+    ],
+)
+def test_the_content_format_is_detected_as_vllm_does(template, expected):
+    from app.render import compile_template, detect_content_format
+
+    assert detect_content_format(compile_template(template).ast) == expected
+
+
+def test_the_qwen_templates_take_parts(renderers):
+    assert {renderer.content_format for renderer in renderers.values()} == {"openai"}
+
+
+def test_a_string_template_gets_the_text_joined_with_the_placeholders_first(tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    renderer = Renderer(load_model_folder(str(folder)))
+    content = [{"type": "text", "text": "a"}, {"type": "image", "media_index": 0}, {"type": "text", "text": "b"}]
+    assert renderer.render_text([{"role": "user", "content": content}]) == (
+        "[<|vision_start|><|image_pad|><|vision_end|>\na\nb]"
+    )

@@ -1,0 +1,95 @@
+"""The rendered prompt against transformers itself, run here and now on real decoded frames:
+skipped unless torch and transformers are installed (CI's 3.13 run checks the stored goldens
+in test_render.py instead). Also checks that splicing each item's tokens into the once-
+tokenized text equals tokenizing the text transformers expands."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import MEDIA
+
+from app.engines.prepared import MediaItem
+from app.model import ModelFolder
+from app.render import Renderer
+from app.testing.model_folder import make_model_folder
+from decoders import decode_video
+
+REASON = "needs torch and transformers (pip install torch transformers)"
+pytest.importorskip("torch", reason=REASON)
+transformers = pytest.importorskip("transformers", reason=REASON)
+
+VIDEOS = {"webm": (MEDIA / "224p_6_vp9.webm", 5), "mp4": (MEDIA / "rotated_90_h264.mp4", 6)}
+CONVERSATION = [
+    {"role": "system", "content": "Watch closely."},
+    {"role": "user", "content": [
+        {"type": "video", "media_index": 0}, {"type": "text", "text": "Und das? 🎬"}, {"type": "image", "media_index": 1},
+    ]},
+    {"role": "assistant", "content": "Zwei Dinge."},
+    {"role": "user", "content": [{"type": "text", "text": "Again:"}, {"type": "video", "media_index": 2}]},
+]
+
+
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def family(request, tmp_path_factory):
+    path = make_model_folder(request.param, tmp_path_factory.mktemp(request.param) / request.param)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        processor = transformers.AutoProcessor.from_pretrained(str(path))
+    return ModelFolder.load(path), processor
+
+
+def media(folder: ModelFolder) -> list[MediaItem]:
+    items = []
+    for name in ("webm", "image", "mp4"):
+        if name == "image":
+            pixels = np.random.default_rng(3).integers(0, 256, (90, 120, 3), dtype=np.uint8)
+            items.append(MediaItem("image", pixels, {}, "image", processed=folder.processor.process_image(pixels)))
+            continue
+        path, frames = VIDEOS[name]
+        video = decode_video(path.read_bytes(), num_frames=frames)
+        items.append(MediaItem(
+            "video", video.frames, {}, name, timestamps=video.timestamps, indices=video.indices,
+            hf_metadata=video.to_hf_metadata(), processed=folder.processor.process_video(video.frames),
+        ))
+    return items
+
+
+def bare(messages):
+    return [
+        {**m, "content": [{"type": p["type"]} if "media_index" in p else p for p in m["content"]]}
+        if isinstance(m["content"], list) else m
+        for m in messages
+    ]
+
+
+def test_the_prompt_equals_transformers_on_decoded_frames(family):
+    folder, processor = family
+    from transformers.video_utils import VideoMetadata
+
+    items = media(folder)
+    prompt = Renderer(folder).render(CONVERSATION, items)
+    text = processor.apply_chat_template(bare(CONVERSATION), add_generation_prompt=True)
+    videos = [item for item in items if item.kind == "video"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = processor(
+            text=text, images=[items[1].tensor], videos=[v.tensor for v in videos],
+            video_metadata=[VideoMetadata(**v.hf_metadata) for v in videos], do_sample_frames=False,
+        )
+    assert prompt.text == text
+    assert list(prompt.token_ids) == list(expected["input_ids"][0])
+    # the grids we expanded with are the ones transformers made
+    assert [v.processed.tensors["video_grid_thw"].tolist() for v in videos] == [
+        [row] for row in np.asarray(expected["video_grid_thw"]).tolist()
+    ]
+
+
+def test_splicing_equals_tokenizing_the_expanded_text(family):
+    folder, processor = family
+    items = media(folder)
+    prompt = Renderer(folder).render(CONVERSATION, items)
+    expanded = folder.tokenizer.decode(list(prompt.token_ids), skip_special_tokens=False)
+    assert folder.tokenizer.encode(expanded, add_special_tokens=False).ids == list(prompt.token_ids)

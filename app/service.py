@@ -16,6 +16,7 @@ from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
+from .model import load_model_folder
 from .preprocess import Preprocessing
 
 log = logging.getLogger("mmprep.service")
@@ -150,22 +151,23 @@ def build_engine(settings: Settings) -> Engine:
 
 
 def model_facts(settings: Settings) -> ModelFacts | None:
-    """With --model: the folder's tokenizer (loaded once per process, shared with the
-    renderer) and its EOS ids, the tokenizer's own EOS token first."""
+    """With --model: what derendering needs of the folder. The EOS ids in vLLM's order: the
+    tokenizer's own EOS token first (a stop on it has stop_reason None), then the others
+    generation_config.json lists."""
     if settings.model is None:
         return None
-    from .model import load_model_folder
-
     folder = load_model_folder(str(settings.model), settings.processor)
-    own = folder.tokenizer.token_to_id(folder.template_tokens.get("eos_token", "")) if folder.template_tokens else None
-    eos = ((own,) if own is not None else ()) + tuple(i for i in folder.eos_token_ids if i != own)
+    own = folder.template_tokens.get("eos_token")
+    own_id = folder.tokenizer.token_to_id(own) if own else None
+    eos = folder.eos_token_ids
+    if own_id is not None:
+        eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
     return ModelFacts(folder.tokenizer, eos)
 
 
 def vllm_options(settings: Settings):
     """How GenerateRequests are written for this deployment (the engine's and the render route's):
     the model folder's processor and sampling defaults, the upstream's model and hasher."""
-    from .model import load_model_folder
     from .vllm.request import GenerateOptions
     from .vllm.sampling import generation_defaults
 

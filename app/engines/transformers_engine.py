@@ -68,6 +68,7 @@ class TransformersEngine:
     # Every field mmprep reads itself reaches the engine in PreparedRequest.sampling; any other
     # (tools, response_format, ...) it cannot honour, so it is refused with a 400.
     accepted_fields = frozenset()
+    gives_logprobs = True  # the chosen token's raw logprob and the top ones, per output token
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
         _check_variables()

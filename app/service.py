@@ -22,15 +22,6 @@ from .preprocess import Preprocessing
 log = logging.getLogger("mmprep.service")
 
 
-def _model_facts(settings: Settings) -> ModelFacts | None:
-    """With --model: the folder's tokenizer and EOS ids, for a token-out engine's answers (the
-    folder is loaded once per process: the preprocessor renders with the same one)."""
-    if settings.model is None:
-        return None
-    folder = load_model_folder(str(settings.model), settings.processor)
-    return ModelFacts(folder.tokenizer, folder.eos_token_ids)
-
-
 class Service:
     """`preprocessing`: anything with `start`, `stop` and, once started, a `preprocessor`
     whose `prepare` the chat handler awaits (by default: this process's own, fetching and
@@ -44,7 +35,7 @@ class Service:
         # What turns the engine's outputs into the answer's parts (app/derender): the
         # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
         self.derendering = derendering or Derendering(
-            _model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
+            model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
             settings.enable_auto_tool_choice,
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
@@ -146,4 +137,46 @@ def build_engine(settings: Settings) -> Engine:
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
         )
+    if settings.engine == "vllm-generate":
+        from .vllm.engine import VllmGenerateEngine
+
+        return VllmGenerateEngine(
+            settings.upstream_url,
+            vllm_options(settings),
+            api_key=settings.upstream_api_key,
+            connect_timeout=settings.engine_connect_timeout,
+            read_timeout=settings.engine_read_timeout,
+        )
     raise ValueError(f"unknown engine {settings.engine!r}")
+
+
+def model_facts(settings: Settings) -> ModelFacts | None:
+    """With --model: what derendering needs of the folder. The EOS ids in vLLM's order: the
+    tokenizer's own EOS token first (a stop on it has stop_reason None), then the others
+    generation_config.json lists."""
+    if settings.model is None:
+        return None
+    folder = load_model_folder(str(settings.model), settings.processor)
+    own = folder.template_tokens.get("eos_token")
+    own_id = folder.tokenizer.token_to_id(own) if own else None
+    eos = folder.eos_token_ids
+    if own_id is not None:
+        eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
+    return ModelFacts(folder.tokenizer, eos)
+
+
+def vllm_options(settings: Settings):
+    """How GenerateRequests are written for this deployment (the engine's and the render route's):
+    the model folder's processor and sampling defaults, the upstream's model and hasher."""
+    from .vllm.request import GenerateOptions
+    from .vllm.sampling import generation_defaults
+
+    folder = load_model_folder(str(settings.model), settings.processor)
+    return GenerateOptions(
+        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        served_model=settings.upstream_model or settings.served_model_name[0],
+        family=folder.family,
+        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
+        hash_algorithm=settings.upstream_mm_hasher,
+        generation_defaults=generation_defaults(folder.path),
+    )

@@ -20,7 +20,7 @@ LAYERS = [
     ["app/rayserve"],
     ["app/api"],
     ["app/service"],
-    ["app/workers"],
+    ["app/workers", "app/vllm"],
     ["app/preprocess", "app/derender"],
     ["app/render"],
     ["app/engines", "app/media"],

@@ -174,3 +174,50 @@ def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
             "model": MODEL, "messages": MESSAGES, "replay": {"token_ids": [1, 2]}})
     assert_error(response, 500, "engine_error")
     assert "no tokenizer" in response.json()["error"]["message"]
+
+
+# -- mmprep serve --model with the parser flags, as an operator runs it --------------------
+
+
+def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
+    from app.testing.model_folder import make_model_folder
+    from app.testing.servers import AppProcess
+
+    folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-Test")
+    fixture = load("tool_call_after_reasoning")
+    flags = ("--model", str(folder), "--reasoning-parser", "qwen3", "--enable-auto-tool-choice",
+             "--tool-call-parser", "hermes", "--engine-class", "app.testing.replay:TokenReplayEngine")
+    with AppProcess("serve", *flags) as app:
+        client = openai_client(app)
+        answer = client.chat.completions.create(model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3))
+        with client.chat.completions.stream(model="Qwen3-VL-Test", messages=MESSAGES,
+                                            extra_body=body(fixture, 3)) as stream:
+            for _ in stream:
+                pass
+            streamed = stream.current_completion_snapshot.choices[0].message
+    message = answer.choices[0].message
+    assert message.model_extra["reasoning"] == "\nI need the weather.\n"
+    [call] = message.tool_calls
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris", "days": 3}')
+    assert answer.choices[0].finish_reason == "tool_calls"
+    assert [(c.function.name, c.function.arguments) for c in streamed.tool_calls] == [
+        ("get_weather", '{"city": "Paris", "days": 3}')]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq'"),
+    ({"tool_call_parser": "mistral", "enable_auto_tool_choice": True}, "unknown tool call parser 'mistral'"),
+    ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
+    ({"engine": "openai", "upstream_url": "http://127.0.0.1:9", "upstream_model": "m", "reasoning_parser": "qwen3"},
+     "the upstream parses its own answers"),
+])
+def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
+    with pytest.raises(ValueError, match=message):
+        Settings(**flags)
+
+
+def test_the_settings_name_the_parsers_derender_has():
+    from app.core import config
+    from app.derender import REASONING_PARSERS, TOOL_PARSERS
+
+    assert (config.REASONING_PARSERS, config.TOOL_PARSERS) == (REASONING_PARSERS, TOOL_PARSERS)

@@ -22,6 +22,7 @@ import binascii
 import io
 import json
 import time
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -183,4 +184,158 @@ async def _events(model: str, pieces: list[str], finish: str, usage: dict | None
     yield event([{"index": 0, "delta": {}, "finish_reason": finish}])
     if usage is not None:
         yield event([], usage=usage)
+    yield "data: [DONE]\n\n"
+
+
+# -- vLLM's token-in endpoint (POST /inference/v1/generate) -------------------------------
+
+# Qwen2-VL's (and Qwen2.5-VL's, Qwen3-VL's) special token ids.
+IM_START, IM_END, NEWLINE, USER, ASSISTANT = 151644, 151645, 198, 872, 77091
+VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 151652, 151653, 151655, 151656
+PADS = {"image": IMAGE_PAD, "video": VIDEO_PAD}
+# What the generate-like server answers ("Hello, world!" in Qwen's vocabulary), cut at max_tokens.
+ANSWER_IDS = (9707, 11, 1879, 0)
+MERGE = 2  # spatial merge of every Qwen-VL family: 4 patches per embedding
+
+
+def qwen_prompt(media: list, text_ids: tuple[int, ...] = (3838, 374, 419, 30)):
+    """A Qwen-VL chat prompt as the renderer expands it: a user turn with each media item
+    as <|vision_start|> pads <|vision_end|>, the text, and the assistant's turn opened.
+    `media`: MediaItems with processed tensors, in prompt order."""
+    from app.engines.prepared import Placeholder, TokenPrompt
+
+    ids, placeholders = [IM_START, USER, NEWLINE], []
+    for index, item in enumerate(media):
+        ids.append(VISION_START)
+        placeholders.append(Placeholder(item.kind, index, len(ids), item.processed.num_tokens))
+        ids += [PADS[item.kind]] * item.processed.num_tokens
+        ids.append(VISION_END)
+    ids += [*text_ids, IM_END, NEWLINE, IM_START, ASSISTANT, NEWLINE]
+    return TokenPrompt(tuple(ids), tuple(placeholders))
+
+
+def processed_item(kind: str, pixels: np.ndarray, processor, fps: float = 30.0, step: int = 15, param: str | None = None):
+    """A MediaItem as mmprep's preprocessing leaves it with --processor: frames (or an
+    image) sampled every `step` source frames of a `fps` video, and their tensors."""
+    from app.engines.prepared import MediaItem
+
+    if kind == "image":
+        return MediaItem("image", pixels, {"width": pixels.shape[1], "height": pixels.shape[0]},
+                         param or "messages[0].content[0].image_url", processed=processor.process_image(pixels))
+    indices = np.arange(len(pixels)) * step
+    hf_metadata = {
+        "total_num_frames": int(indices[-1]) + step, "fps": fps, "width": pixels.shape[2], "height": pixels.shape[1],
+        "duration": (int(indices[-1]) + step) / fps, "video_backend": "pyav", "frames_indices": indices.tolist(),
+    }
+    return MediaItem("video", pixels, {}, param or "messages[0].content[0].video_url", timestamps=indices / fps,
+                     indices=indices, hf_metadata=hf_metadata, processed=processor.process_video(pixels))
+
+
+class VllmGenerateLike:
+    """vLLM's /inference/v1/generate for the tests, checking a request as vLLM 0.33.0's
+    GenerateRequest, MultiModalFeatures and ServingTokens check it: token ids, the features'
+    parallel lists and placeholder bounds, each kwargs_data item decoded (its keys, field
+    types, dtypes and shapes) and its embedding count against its placeholder range, stop
+    strings without detokenization refused, the context limit. It answers ANSWER_IDS, cut
+    at max_tokens, streamed as vLLM streams GenerateTokensStreamResponse or whole.
+
+    `received` keeps each request's body and decoded items."""
+
+    def __init__(self, model: str = "test-vlm", max_model_len: int = 4096):
+        self.model, self.max_model_len = model, max_model_len
+        self.received: list[dict[str, Any]] = []
+        self.app = FastAPI()
+        self.app.post("/inference/v1/generate")(self.generate)
+
+    async def generate(self, request: Request) -> Response:
+        body = await request.json()
+        try:
+            if body.get("model") not in (None, self.model):
+                raise Refused(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            items = await asyncio.to_thread(self._check, body)
+        except Refused as refused:
+            error = {"message": refused.message, "type": refused.kind, "param": None, "code": refused.status}
+            return JSONResponse({"error": error}, status_code=refused.status)
+        self.received.append({"body": body, "items": items})
+        params = body["sampling_params"]
+        prompt_tokens = len(body["token_ids"])
+        max_tokens = params.get("max_tokens", self.max_model_len - prompt_tokens)
+        tokens = list(ANSWER_IDS[:max_tokens])
+        finish = "length" if len(tokens) < len(ANSWER_IDS) else "stop"
+        logprobs = [_logprob(token, position, params.get("logprobs")) for position, token in enumerate(tokens)]
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens), "total_tokens": prompt_tokens + len(tokens)}
+        request_id = f"generate-tokens-{body['request_id']}"
+        if body.get("stream"):
+            include_usage = (body.get("stream_options") or {}).get("include_usage", False)
+            return StreamingResponse(
+                _token_events(request_id, tokens, logprobs, finish, usage if include_usage else None),
+                media_type="text/event-stream",
+            )
+        choice = {"index": 0, "finish_reason": finish, "stop_reason": None, "token_ids": tokens,
+                  "routed_experts": None, "sampling_mask": None, "weight_versions": None,
+                  "logprobs": {"content": logprobs} if params.get("logprobs") is not None else None}
+        return JSONResponse({"request_id": request_id, "model": self.model, "created": int(time.time()), "usage": usage,
+                             "output_mode": "tokens", "choices": [choice]})
+
+    def _check(self, body: dict) -> dict[str, list]:
+        from app.vllm.serde import ItemFormatError, decode_item
+
+        ids = body.get("token_ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(t, int) and t >= 0 for t in ids):
+            raise Refused(400, "token_ids must be a non-empty list of non-negative integers")
+        params = body.get("sampling_params")
+        if not isinstance(params, dict):
+            raise Refused(400, "sampling_params is required")
+        if params.get("stop") and params.get("detokenize", True) is False:
+            raise Refused(400, "stop strings are only supported when detokenize is True")
+        asked = params.get("max_tokens", 0)
+        if len(ids) + asked > self.max_model_len:
+            raise Refused(400, f"This model's maximum context length is {self.max_model_len} tokens.")
+        features = body.get("features")
+        if features is None:
+            return {}
+        hashes, ranges, data = features["mm_hashes"], features["mm_placeholders"], features.get("kwargs_data")
+        if set(ranges) != set(hashes) or (data is not None and set(data) != set(hashes)):
+            raise Refused(400, "mm_hashes and mm_placeholders must use the same modalities")
+        items: dict[str, list] = {}
+        spans = []
+        for modality, modality_hashes in hashes.items():
+            if len(ranges[modality]) != len(modality_hashes) or len(data[modality]) != len(modality_hashes):
+                raise Refused(400, f"{modality} mm_hashes and mm_placeholders must have the same length")
+            try:
+                items[modality] = [decode_item(text) for text in data[modality]]
+            except ItemFormatError as error:
+                raise Refused(400, str(error)) from error
+            for span, item in zip(ranges[modality], items[modality]):
+                offset, length = span["offset"], span["length"]
+                if offset + length > len(ids):
+                    raise Refused(400, "mm_placeholders must remain within the token_ids sequence")
+                grid = item[f"{modality}_grid_thw"].data
+                if int(np.prod(grid)) // MERGE**2 != length:
+                    raise Refused(400, f"{int(np.prod(grid)) // MERGE**2} {modality} embeddings for {length} placeholders")
+                spans.append((offset, offset + length))
+        spans.sort()
+        if any(start < end for (_, end), (start, _) in pairwise(spans)):
+            raise Refused(400, "mm_placeholders must be globally non-overlapping and sorted")
+        return items
+
+
+def _logprob(token: int, position: int, top: int | None) -> dict | None:
+    if top is None:
+        return None
+    sampled = {"token_id": token, "logprob": -0.25 * (position + 1), "rank": 1}
+    others = [{"token_id": token + k, "logprob": -0.25 * (position + 1) - k, "rank": k + 1} for k in range(1, top + 1)]
+    # vLLM's order: the sampled token first, then the rest of the top k by rank.
+    return {**sampled, "top_logprobs": [sampled, *others[: max(top - 1, 0)]]}
+
+
+async def _token_events(request_id: str, tokens: list[int], logprobs: list, finish: str, usage: dict | None):
+    for position, token in enumerate(tokens):
+        last = position == len(tokens) - 1
+        choice = {"index": 0, "finish_reason": finish if last else None, "stop_reason": None, "token_ids": [token],
+                  "routed_experts": None, "sampling_mask": None, "weight_versions": None,
+                  "logprobs": {"content": [logprobs[position]]} if logprobs[position] is not None else None}
+        yield "data: " + json.dumps({"request_id": request_id, "usage": None, "output_mode": "tokens", "choices": [choice]}) + "\n\n"
+    if usage is not None:
+        yield "data: " + json.dumps({"request_id": request_id, "usage": usage, "output_mode": "tokens", "choices": []}) + "\n\n"
     yield "data: [DONE]\n\n"

@@ -31,7 +31,7 @@ from ..service import Service, Slot
 from .body_limit import BODY_REFUSED
 from .json_body import read_json_body
 from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
-from .schemas import ChatCompletionRequest, parse_chat_request
+from .schemas import READ_WITH_MODEL, ChatCompletionRequest, parse_chat_request
 
 log = logging.getLogger("mmprep.api")
 
@@ -64,7 +64,10 @@ async def chat_completion(service: Service, http: Request) -> Response:
 
 async def _answer(service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot) -> Response:
     service.check_request(body.model, body.n)
-    check_fields(service.engine, body.model_extra or {})
+    extra = body.model_extra or {}
+    if service.derendering.model is not None:
+        extra = {name: value for name, value in extra.items() if name not in READ_WITH_MODEL}
+    check_fields(service.engine, extra)
     check_logprobs(service, body)
     cancel = threading.Event()
     prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)

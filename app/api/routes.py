@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from ..service import Service
 from .chat import chat_completion
 from .preview import page, preview_post
+from .render import render_chat_request
 
 router = APIRouter()
 
@@ -24,6 +25,12 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 @router.post("/v1/chat/completions")
 async def chat_completions(service: ServiceDep, request: Request) -> Response:
     return await chat_completion(service, request)
+
+
+@router.post("/v1/chat/completions/render")
+async def render_chat_completion(service: ServiceDep, request: Request) -> Response:
+    """vLLM's render endpoint: the GenerateRequest for /inference/v1/generate (needs --model)."""
+    return await render_chat_request(service, request)
 
 
 @router.get("/preview", include_in_schema=False)

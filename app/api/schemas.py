@@ -150,6 +150,12 @@ class AnswerFields(BaseModel):
         return self
 
 
+# With --model, fields mmprep applies itself (the answer's, through app/derender; the
+# template's, through app/render): an engine gets them as SamplingParams and the prompt, so
+# its accepted_fields do not refuse them.
+READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {"documents", "add_generation_prompt", "continue_final_message"}
+
+
 class _FieldError(ValueError):
     """A check across fields that names the one at fault."""
 

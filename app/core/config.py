@@ -25,7 +25,7 @@ ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 # Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
 ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
-ENGINES = ("echo", "workers", "openai")
+ENGINES = ("echo", "workers", "openai", "vllm-generate")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
@@ -34,9 +34,11 @@ REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its da
 ENGINE_SETTINGS = {
     "worker_url": ("workers",),
     "worker_probe_interval": ("workers",),
-    "upstream_url": ("openai",),
-    "upstream_model": ("openai",),
-    "upstream_api_key": ("openai",),
+    "upstream_url": ("openai", "vllm-generate"),
+    "upstream_model": ("openai", "vllm-generate"),
+    "upstream_api_key": ("openai", "vllm-generate"),
+    "upstream_model_id": ("vllm-generate",),
+    "upstream_mm_hasher": ("vllm-generate",),
 }
 # app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
 # checks they agree; core cannot import the room above it)
@@ -56,13 +58,19 @@ class Settings(BaseSettings):
     engine: str = Field(
         "echo",
         description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
-        "openai (an OpenAI-compatible server such as vLLM)",
+        "openai (an OpenAI-compatible server such as vLLM: media as JPEG frames, lossy), "
+        "vllm-generate (vLLM's token-in /inference/v1/generate: token ids and processed tensors, lossless)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
     enable_preview: bool = Field(
         False,
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
         "(off by default: it fetches any URL it is given, for whoever asks)",
+    )
+    processes: int = Field(
+        1, ge=1,
+        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
+        "loop is not enough; each has its own engine, decode pool and limits",
     )
     runtime: Literal["local", "ray"] = Field(
         "local",
@@ -145,6 +153,31 @@ class Settings(BaseSettings):
         "the CPU otherwise, with a log line saying why)",
     )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+
+    # -- connections (app/api/connections.py) ---------------------------------------------
+    max_connections: int = Field(
+        8192, ge=1, description="HTTP connections open at once; a request on one past it gets 503 with Retry-After"
+    )
+    backlog: int = Field(
+        4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
+    )
+    keep_alive_timeout: float = Field(
+        620.0, gt=0,
+        description="seconds an idle connection stays open, before its first request or between two: longer than "
+        "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
+        "so that they close idle connections, never racing a request mmprep closes under them",
+    )
+    header_timeout: float = Field(
+        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"
+    )
+    write_timeout: float = Field(
+        30.0, gt=0,
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
+        "request's work stopped and its slot given back",
+    )
+    send_buffer_bytes: int = Field(
+        64 * 1024, ge=1024, description="unsent response bytes held per connection; past it the stream waits for the client"
+    )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
@@ -158,12 +191,22 @@ class Settings(BaseSettings):
         2.0, gt=0, description="engine=workers: seconds between health probes of each worker"
     )
     upstream_url: str | None = Field(
-        None, description="engine=openai: base URL of the OpenAI-compatible server, e.g. http://vllm:8000/v1"
+        None, description="engine=openai, vllm-generate: base URL of the upstream server, e.g. http://vllm:8000/v1"
     )
     upstream_model: str | None = Field(
-        None, description="engine=openai: the model to ask the upstream for (default served name: this)"
+        None, description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)"
     )
-    upstream_api_key: str | None = Field(None, description="engine=openai: bearer token the upstream wants, if any")
+    upstream_model_id: str | None = Field(
+        None,
+        description="engine=vllm-generate: the model `vllm serve` was started with, which vLLM keys its "
+        "multimodal hashes by (default: --upstream-model; give it when vllm serve has --served-model-name)",
+    )
+    upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
+        "blake3", description="engine=vllm-generate: the upstream's --mm-hasher-algorithm"
+    )
+    upstream_api_key: str | None = Field(
+        None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
+    )
     engine_connect_timeout: float = Field(2.0, gt=0, description="seconds to connect to a worker or upstream")
     engine_read_timeout: float = Field(
         300.0, gt=0, description="seconds a worker or upstream may stay silent while it answers"
@@ -336,6 +379,14 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _processes_share_a_port(self) -> Settings:
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
+        if self.processes > 1 and self.runtime == "ray":
+            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
+        return self
+
+    @model_validator(mode="after")
     def _ray_installed(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
@@ -347,11 +398,13 @@ class Settings(BaseSettings):
             raise ValueError(f"give --engine {self.engine} or --engine-class, not both")
         if self.engine == "workers" and not self.worker_url:
             raise ValueError("engine 'workers' needs at least one worker_url (--worker-url URL)")
-        if self.engine == "openai":
+        if self.engine in ("openai", "vllm-generate"):
             missing = [name for name in ("upstream_url", "upstream_model") if not getattr(self, name)]
+            if self.engine == "vllm-generate" and self.model is None:
+                missing.append("model")  # vLLM's generate endpoint takes token ids and processed tensors
             if missing:
                 flags = " and ".join(f"{name} (--{name.replace('_', '-')})" for name in missing)
-                raise ValueError(f"engine 'openai' needs {flags}")
+                raise ValueError(f"engine {self.engine!r} needs {flags}")
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]

@@ -38,6 +38,7 @@ class StopChecker:
     def __init__(self, rules: StopRules, detokenizer: Detokenizer):
         self._detokenizer = detokenizer
         self._strings = tuple(s for s in rules.stop if s)
+        self._firsts = frozenset(s[0] for s in self._strings)  # no stop can begin without one
         self._hold_back = bool(self._strings) and not rules.include_stop_str_in_output
         self._include = rules.include_stop_str_in_output
         eos = () if rules.ignore_eos else rules.eos_token_ids
@@ -72,6 +73,9 @@ class StopChecker:
         return self._release("")
 
     def _check_strings(self, piece: str) -> str:
+        if not self._held and self.tokens > self._min_tokens and not any(first in piece for first in self._firsts):
+            self._shown += len(piece)  # no stop string can begin in it: the common case
+            return piece
         text = self._held + piece
         start = self._shown  # absolute offset of text[0]
         if self._min_end is None and self.tokens >= self._min_tokens:

@@ -67,14 +67,16 @@ END = object()  # what the generate thread sends once generate has returned
 class TransformersEngine:
     # The request's fields beyond mmprep's own that it honours: those that reach it in
     # PreparedRequest.sampling, and those mmprep applies itself with --model (rendering the
-    # template; detokenizing and parsing the answer). Any other (min_p, repetition_penalty,
-    # response_format, ...) it cannot honour, and a request with one is refused with a 400.
+    # template; detokenizing and parsing the answer: app/api/schemas.py's READ_WITH_MODEL).
+    # The frontend leaves those out of its own check; a worker sees them all, so they are
+    # named here too. Any other (min_p, repetition_penalty, response_format, ...) it cannot
+    # honour, and a request with one is refused with a 400.
     accepted_fields = frozenset({
         "stop_token_ids", "ignore_eos", "min_tokens", "top_k", "logprobs", "top_logprobs",
-        "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools", "tool_choice",
+        "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents", "tools", "tool_choice",
         "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "include_reasoning",
     })
-    gives_logprobs = True  # EngineOutput.logprobs, when the request asks
+    gives_logprobs = True  # the chosen token's raw logprob and the top ones, per output token
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
         _check_variables()

@@ -5,7 +5,9 @@ Each video goes as the frames mmprep sampled, in vLLM's pre-decoded form: a vide
 whose URL is `data:video/jpeg;base64,<frame1>,<frame2>,...`, with the sampling metadata
 in the request's `media_io_kwargs.video` (fps, frames_indices, total_num_frames, duration,
 do_sample_frames false), so the upstream neither downloads nor decodes the video again.
-Images go as JPEG data URLs too: only mmprep ever reaches the network.
+Images go as JPEG data URLs too: only mmprep ever reaches the network. JPEG (quality 90)
+is lossy, and vLLM processes the frames again: for the processor's tensors as they are,
+and token ids, use --engine vllm-generate (app/vllm).
 
 The client's choice of streaming is the upstream's; usage and finish reasons are the
 upstream's; an upstream error keeps its status and message.
@@ -17,7 +19,8 @@ import asyncio
 import base64
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -53,18 +56,12 @@ class OpenAIUpstreamEngine:
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         body = await asyncio.to_thread(self.upstream_request, request)  # JPEG encoding, off the loop
-        try:
+        with transport_errors():
             if request.stream:
                 async for output in self._stream(body):
                     yield output
             else:
                 yield await self._complete(body)
-        except httpx.TimeoutException as error:
-            raise EngineHTTPError(f"the upstream model server timed out: {error}", 504, "upstream_timeout") from error
-        except httpx.TransportError as error:
-            raise EngineHTTPError(
-                f"the upstream model server cannot be reached: {type(error).__name__}: {error}", 502, "upstream_unreachable"
-            ) from error
 
     def upstream_request(self, request: PreparedRequest) -> dict[str, Any]:
         """The chat request the upstream gets: media as data URLs, vLLM's video metadata."""
@@ -88,7 +85,7 @@ class OpenAIUpstreamEngine:
     async def _complete(self, body: dict) -> EngineOutput:
         response = await self._client.post(self._endpoint, json=body)
         if response.status_code != 200:
-            raise _upstream_error(response.status_code, response.content)
+            raise upstream_error(response.status_code, response.content)
         try:
             answer = response.json()
             choice = answer["choices"][0]
@@ -100,20 +97,12 @@ class OpenAIUpstreamEngine:
                 completion_tokens=usage.get("completion_tokens"),
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
-            raise _bad_answer(response.text) from error
+            raise bad_answer(response.text) from error
 
     async def _stream(self, body: dict) -> AsyncIterator[EngineOutput]:
         finish, usage = None, {}
         async with self._client.stream("POST", self._endpoint, json=body) as response:
-            if response.status_code != 200:
-                raise _upstream_error(response.status_code, await response.aread())
-            async for line in response.aiter_lines():
-                data = line.removeprefix("data:").strip()
-                if not line.startswith("data:") or not data:
-                    continue  # SSE comments, keep-alives, blank separators
-                if data == "[DONE]":
-                    break
-                chunk = _chunk(data)
+            async for chunk in sse_chunks(response):
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
                     text = (choice.get("delta") or {}).get("content")
@@ -208,7 +197,34 @@ def _vllm_video_metadata(item: MediaItem) -> dict:
     }
 
 
-# -- the answer -----------------------------------------------------------------------
+# -- the answer (shared with the other engines that forward to a server: vllm_generate.py) --
+
+
+@contextmanager
+def transport_errors() -> Iterator[None]:
+    """httpx's failures to reach or hear from the upstream, as the errors a client sees."""
+    try:
+        yield
+    except httpx.TimeoutException as error:
+        raise EngineHTTPError(f"the upstream model server timed out: {error}", 504, "upstream_timeout") from error
+    except httpx.TransportError as error:
+        raise EngineHTTPError(
+            f"the upstream model server cannot be reached: {type(error).__name__}: {error}", 502, "upstream_unreachable"
+        ) from error
+
+
+async def sse_chunks(response: httpx.Response) -> AsyncIterator[dict]:
+    """The JSON chunks of a streamed answer up to `data: [DONE]`; an error status or an
+    error event raises the upstream's error."""
+    if response.status_code != 200:
+        raise upstream_error(response.status_code, await response.aread())
+    async for line in response.aiter_lines():
+        data = line.removeprefix("data:").strip()
+        if not line.startswith("data:") or not data:
+            continue  # SSE comments, keep-alives, blank separators
+        if data == "[DONE]":
+            return
+        yield _chunk(data)
 
 
 def _chunk(data: str) -> dict:
@@ -216,15 +232,15 @@ def _chunk(data: str) -> dict:
     try:
         chunk = json.loads(data)
     except json.JSONDecodeError as error:
-        raise _bad_answer(data) from error
+        raise bad_answer(data) from error
     if not isinstance(chunk, dict):
-        raise _bad_answer(data)
+        raise bad_answer(data)
     if "error" in chunk:
-        raise _upstream_error(502, data.encode())
+        raise upstream_error(502, data.encode())
     return chunk
 
 
-def _upstream_error(status: int, payload: bytes) -> EngineHTTPError:
+def upstream_error(status: int, payload: bytes) -> EngineHTTPError:
     """The upstream's error with its status and message."""
     message, code, param = read_error_body(payload)
     status = status if 400 <= status <= 599 else 502
@@ -233,7 +249,7 @@ def _upstream_error(status: int, payload: bytes) -> EngineHTTPError:
     )
 
 
-def _bad_answer(text: str) -> EngineHTTPError:
+def bad_answer(text: str, shape: str = "OpenAI's") -> EngineHTTPError:
     return EngineHTTPError(
-        f"the upstream model server sent an answer that is not OpenAI's shape: {text[:200]!r}", 502, "upstream_bad_answer"
+        f"the upstream model server sent an answer that is not {shape} shape: {text[:200]!r}", 502, "upstream_bad_answer"
     )

@@ -12,11 +12,9 @@ Added tokens are split out first, as the tokenizers library does, and kept atomi
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -34,16 +32,16 @@ _PROBE = [
 Encoder = Callable[[str], list[int]]
 
 
-def fast_encoder(tokenizer_json: Path, tokenizer: Tokenizer) -> Encoder | None:
-    """An encoder equal to `tokenizer.encode(text, add_special_tokens=False).ids`, or None."""
+def fast_encoder(spec: dict[str, Any], tokenizer: Tokenizer) -> Encoder | None:
+    """An encoder equal to `tokenizer.encode(text, add_special_tokens=False).ids`, or None.
+    `spec`: the tokenizer.json `tokenizer` was made from, parsed."""
     try:
         import tiktoken
     except ImportError:
         return None
     try:
-        spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
         shape = _byte_level_bpe(spec)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     if shape is None:
         return None

@@ -7,7 +7,10 @@ once per process (`load_model_folder` caches it by path and processor).
                                     where it gives the same ids (fast_bpe.py)
     chat template                   as transformers and vLLM find it, first found wins:
                                     processor_config.json's "chat_template", chat_template.json,
-                                    chat_template.jinja, tokenizer_config.json's "chat_template"
+                                    chat_template.jinja, tokenizer_config.json's "chat_template";
+                                    for requests with tools, vLLM takes the tokenizer's
+                                    (chat_template.jinja, then tokenizer_config.json's) where
+                                    there is one: `tools_chat_template`
     config.json                     model_type, and the image/video/vision_start/vision_end ids
     tokenizer_config.json           bos/eos/pad/unk tokens, which transformers passes to the
                                     template (optional)
@@ -20,6 +23,7 @@ A folder that lacks a file a model needs is refused with a ModelFolderError nami
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -66,6 +70,7 @@ class ModelFolder:
     tokenizer: Tokenizer
     chat_template: str
     chat_template_source: str  # the file it came from, for messages
+    tools_chat_template: str  # for requests with tools (vLLM's resolve_hf_chat_template)
     config: dict[str, Any]
     model_type: str
     family: str  # the processor family: qwen2_vl, qwen2_5_vl or qwen3_vl
@@ -104,13 +109,7 @@ class ModelFolder:
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
                 f"({', '.join(sorted(MODEL_TYPES))})"
             )
-        tokenizer_path = folder / "tokenizer.json"
-        if not tokenizer_path.is_file():
-            raise ModelFolderError(f"{folder} has no tokenizer.json (the tokenizer mmprep reads)")
-        try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as error:  # the tokenizers library raises its own exception type
-            raise ModelFolderError(f"cannot read {tokenizer_path}: {error}") from None
+        tokenizer, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
         template, source = _chat_template(folder, tokenizer_config)
         added = {
@@ -119,12 +118,12 @@ class ModelFolder:
         }
         ids = {key: _token_id(config, key, tokenizer, folder) for key in _TOKEN_NAMES}
         family = MODEL_TYPES[model_type]
-        fast = fast_encoder(tokenizer_path, tokenizer)
         return cls(
             path=folder.resolve(),
             tokenizer=tokenizer,
             chat_template=template,
             chat_template_source=source,
+            tools_chat_template=_tokenizer_template(folder, tokenizer_config) or template,
             config=config,
             model_type=model_type,
             family=family,
@@ -145,6 +144,28 @@ def load_model_folder(path: str, processor: str | None = None) -> ModelFolder:
     return ModelFolder.load(path, processor)
 
 
+_TOKENIZERS: dict[bytes, tuple[Tokenizer, Callable[[str], list[int]] | None]] = {}
+
+
+def _tokenizer(path: Path) -> tuple[Tokenizer, Callable[[str], list[int]] | None]:
+    """The tokenizer of a tokenizer.json, and its fast encoder if it has one; made once per
+    distinct file content (folders that share a tokenizer, as tests' do, share the work)."""
+    if not path.is_file():
+        raise ModelFolderError(f"{path.parent} has no tokenizer.json (the tokenizer mmprep reads)")
+    try:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).digest()
+        if digest not in _TOKENIZERS:
+            text = data.decode("utf-8")
+            tokenizer = Tokenizer.from_str(text)
+            if len(_TOKENIZERS) >= 4:
+                _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
+            _TOKENIZERS[digest] = (tokenizer, fast_encoder(json.loads(text), tokenizer))
+        return _TOKENIZERS[digest]
+    except Exception as error:  # OSError, UnicodeDecodeError, and the tokenizers library's own type
+        raise ModelFolderError(f"cannot read {path}: {error}") from None
+
+
 def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str, str]:
     """The template transformers' processor would use, else the tokenizer's (as vLLM's
     resolve_hf_chat_template falls back)."""
@@ -158,21 +179,29 @@ def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str,
             raise ModelFolderError(f"{legacy} has no \"chat_template\" string")
         return template, "chat_template.json"
     jinja = folder / "chat_template.jinja"
+    template = _tokenizer_template(folder, tokenizer_config)
+    if template is not None:
+        return template, "chat_template.jinja" if jinja.is_file() else "tokenizer_config.json"
+    raise ModelFolderError(
+        f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
+        "\"chat_template\" in tokenizer_config.json"
+    )
+
+
+def _tokenizer_template(folder: Path, tokenizer_config: dict[str, Any]) -> str | None:
+    """The tokenizer's own template, as transformers' tokenizer loads it: chat_template.jinja
+    over tokenizer_config.json's "chat_template" (a string, or named ones: the "default")."""
+    jinja = folder / "chat_template.jinja"
     if jinja.is_file():
         try:
-            return jinja.read_text(encoding="utf-8"), "chat_template.jinja"
+            return jinja.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ModelFolderError(f"cannot read {jinja}: {error}") from None
     template = tokenizer_config.get("chat_template")
     if isinstance(template, list):  # named templates: [{"name": ..., "template": ...}]
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
         template = named.get("default")
-    if isinstance(template, str):
-        return template, "tokenizer_config.json"
-    raise ModelFolderError(
-        f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
-        "\"chat_template\" in tokenizer_config.json"
-    )
+    return template if isinstance(template, str) else None
 
 
 def _token_id(config: dict[str, Any], key: str, tokenizer: Tokenizer, folder: Path) -> int:

@@ -1,0 +1,55 @@
+"""POST /v1/chat/completions/render: what vLLM's render endpoint answers, from mmprep.
+
+A chat request in, the GenerateRequest JSON out (app/vllm/request.py): token ids with the media
+expanded, features with mm_hashes, placeholders and the processed tensors, sampling_params.
+A coordinator can POST it unchanged to any `vllm serve --enable-scale-out` (or
+--tokens-only) at /inference/v1/generate. It needs the model folder (--model: its tokenizer,
+template and processor); without one the route answers 404 saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
+
+from ..core.disconnect import ClientGone, until_disconnect
+from ..core.errors import ServiceError, as_service_error
+from ..service import Service, vllm_options
+from ..vllm.request import generate_request
+from .chat import client_gone, refuse
+from .json_body import read_json_body
+from .schemas import parse_chat_request
+
+
+async def render_chat_request(service: Service, http: Request) -> Response:
+    if service.settings.model is None:
+        return refuse(service, ServiceError(
+            "this server renders no prompts: start mmprep with --model (the model folder)",
+            "render_unavailable", status=404,
+        ))
+    try:
+        body = parse_chat_request(await read_json_body(http))
+        slot = service.admit()
+    except ServiceError as error:
+        return refuse(service, error)
+    except ClientDisconnect:
+        return client_gone(service)
+    try:
+        service.check_request(body.model, body.n)
+        cancel = threading.Event()
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        prepared, _ = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
+        answer = await asyncio.to_thread(generate_request, prepared, vllm_options(service.settings))
+        service.record(200)
+        return JSONResponse(answer)
+    except ClientGone:
+        return client_gone(service)
+    except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500
+        return refuse(service, as_service_error(error))
+    finally:
+        slot.release()

@@ -1,0 +1,110 @@
+"""VllmGenerateEngine: token ids and processed tensors to vLLM's token-in endpoint
+(`POST /inference/v1/generate`, vllm serve --enable-scale-out or --tokens-only), token
+ids back.
+
+mmprep renders (chat template, placeholders expanded: --model) and processes (--processor)
+each request; the upstream only runs the model. Nothing is re-encoded: the processor's
+float32 tensors go as they are (app/vllm/serde.py), so this path is lossless, unlike
+--engine openai, which sends JPEG frames for vLLM to process again. The request is vLLM's
+GenerateRequest (app/vllm/request.py), streamed (SSE of GenerateResponse chunks) when the
+client streams; mmprep detokenizes the token ids and applies stop strings itself.
+Upstream errors keep their status and message, as with --engine openai.
+
+It lives beside the protocol it speaks, above app/engines (as app/workers/remote.py's
+engine does): app/vllm builds on the engine interfaces, so an engine in app/engines could
+not import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from ..engines.base import EngineOutput
+from ..engines.prepared import PreparedRequest
+from ..engines.upstream import bad_answer, sse_chunks, transport_errors, upstream_error
+from .request import GenerateOptions, generate_request
+from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
+from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
+
+GENERATE_PATH = "/inference/v1/generate"
+# What the renderer reads of a request (app/preprocess: the chat template's options).
+RENDER_FIELDS = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template_kwargs")
+SHAPE = "vLLM's GenerateResponse"
+
+
+class VllmGenerateEngine:
+    # Fields beyond those mmprep reads that this engine honours (PreparedRequest.extra).
+    accepted_fields = frozenset(
+        {"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS}
+    )
+
+    def __init__(
+        self, url: str, options: GenerateOptions, api_key: str | None = None,
+        connect_timeout: float = 2.0, read_timeout: float = 300.0,
+    ):
+        self._endpoint = root_url(url) + GENERATE_PATH
+        self.options = options
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    def ready(self) -> bool:
+        return self._client is not None
+
+    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+        # Hashing and base64 of the tensors, off the event loop.
+        body = await asyncio.to_thread(_body, request, self.options)
+        top = with_extra_fields(request.sampling, request.extra).top_logprobs  # alternatives kept per token
+        headers = {"Content-Type": "application/json"}
+        with transport_errors():
+            if not request.stream:
+                response = await self._client.post(self._endpoint, content=body, headers=headers)
+                if response.status_code != 200:
+                    raise upstream_error(response.status_code, response.content)
+                yield _read(response.text, lambda: whole_answer(response.json(), top))
+                return
+            async with self._client.stream("POST", self._endpoint, content=body, headers=headers) as response:
+                async for output in _stream(sse_chunks(response), top):
+                    yield output
+
+
+def root_url(url: str) -> str:
+    """The server's root: --upstream-url may be given with the OpenAI /v1 suffix."""
+    url = url.rstrip("/")
+    return url.removesuffix("/v1")
+
+
+def _body(request: PreparedRequest, options: GenerateOptions) -> bytes:
+    return json.dumps(generate_request(request, options), separators=(",", ":")).encode()
+
+
+def _read(text: str, parse, *args):
+    """parse(*args), an answer that is not vLLM's shape a 502 quoting it."""
+    try:
+        return parse(*args)
+    except (BadAnswer, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise bad_answer(text, SHAPE) from error
+
+
+async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[EngineOutput]:
+    finish, prompt_tokens, completion_tokens = None, None, None
+    async for chunk in chunks:
+        if chunk.get("usage"):
+            prompt_tokens, completion_tokens = _read(json.dumps(chunk), usage_counts, chunk)
+        for choice in chunk.get("choices") or []:
+            token_ids, logprobs = _read(json.dumps(chunk), choice_outputs, choice, top)
+            if token_ids:
+                yield EngineOutput(token_ids=token_ids, logprobs=logprobs)
+            finish = finish_reason(choice) or finish
+    yield EngineOutput(finish_reason=finish or "stop", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)

@@ -1,0 +1,150 @@
+"""An item's mm_hash, as vLLM's MultiModalHasher derives it (vllm 0.33.0:
+multimodal/hasher.py, multimodal/processing/inputs.py ProcessorInputs.get_mm_hashes).
+
+vLLM hashes the media before processing, not the processed tensors: for each item,
+`hash_kwargs(model_id=<vllm serve's model>, <modality>=<item>, mm_processor_kwargs=...)`,
+keys sorted, each value framed (lengths and container tags in front of every chunk) and fed
+to blake3 (or sha256 / sha512 with --mm-hasher-algorithm), hex digest, full width. The
+hash keys vLLM's encoder cache and the prefix cache's multimodal blocks, so the same video
+sent again hits both.
+
+The item is the media as vLLM's processor would be handed it for frames decoded
+elsewhere:
+- a video: (frames, metadata), the uint8 (T, H, W, 3) frames mmprep sampled and the
+  metadata vLLM's video loaders attach (transformers' VideoMetadata fields and
+  do_sample_frames=False: the frames are sampled already);
+- an image: the RGB image as a PIL image is hashed ({"mode": "RGB", "data": pixels}).
+A video vLLM fetched itself is hashed by its file's bytes instead; mmprep never sends one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+from ..engines.prepared import MediaItem
+
+HashAlgorithm = Literal["blake3", "sha256", "sha512"]
+# vLLM's _HF_MODALITY_PROCESSOR_KWARGS: processor options scoped to one modality.
+MODALITY_KWARGS = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+
+_NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
+
+
+def mm_hash(
+    item: MediaItem, model_id: str, mm_processor_kwargs: Mapping[str, Any] | None = None,
+    algorithm: HashAlgorithm = "blake3",
+) -> str:
+    """The hex digest vLLM computes for this image or video of a request to `model_id`."""
+    factors: dict[str, Any] = {"model_id": model_id, item.kind: hashed_media(item)}
+    kwargs = scoped_kwargs(item.kind, mm_processor_kwargs or {})
+    if kwargs:
+        factors["mm_processor_kwargs"] = kwargs
+    return hash_kwargs(algorithm, factors)
+
+
+def hashed_media(item: MediaItem) -> Any:
+    """What vLLM hashes for this item (see the module docstring)."""
+    if item.kind == "video":
+        return (item.tensor, video_metadata(item))
+    return PilImage(item.tensor)
+
+
+def video_metadata(item: MediaItem) -> dict[str, Any]:
+    """The metadata dict beside a pre-sampled video, as vLLM's video loaders make it."""
+    return {**(item.hf_metadata or {}), "do_sample_frames": False}
+
+
+def scoped_kwargs(modality: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The processor kwargs that count for `modality`: all but other modalities' scopes."""
+    own = MODALITY_KWARGS.get(modality)
+    return {key: value for key, value in kwargs.items() if key not in MODALITY_KWARGS.values() or key == own}
+
+
+class PilImage:
+    """An RGB image hashed as vLLM hashes a PIL.Image.Image of mode RGB (no palette)."""
+
+    def __init__(self, pixels: np.ndarray):
+        self.pixels = pixels
+
+
+def hash_kwargs(algorithm: HashAlgorithm, kwargs: Mapping[str, Any]) -> str:
+    """MultiModalHasher.hash_kwargs."""
+    hasher = _hasher(algorithm)
+    for key in sorted(kwargs):
+        for chunk in _item(key, kwargs[key]):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _hasher(algorithm: HashAlgorithm) -> Any:
+    if algorithm == "blake3":
+        from blake3 import blake3
+
+        return blake3(max_threads=blake3.AUTO)  # the digest does not depend on the threads
+    factories: dict[str, Callable[[], Any]] = {"sha256": hashlib.sha256, "sha512": hashlib.sha512}
+    if algorithm not in factories:
+        raise ValueError(f"unknown mm hash algorithm {algorithm!r}: blake3, sha256 or sha512")
+    return factories[algorithm]()
+
+
+def _length(value: int) -> bytes:
+    return value.to_bytes(8, "little")
+
+
+def _framed(chunk: bytes | memoryview) -> Iterator[bytes | memoryview]:
+    yield _length(chunk.nbytes if isinstance(chunk, memoryview) else len(chunk))
+    yield chunk
+
+
+def _item(key: str, value: Any) -> Iterator[bytes | memoryview]:
+    """iter_item_to_bytes: the key, then the value."""
+    yield from _framed(key.encode("utf-8"))
+    yield from _value(value)
+
+
+def _value(value: Any) -> Iterator[bytes | memoryview]:
+    """iter_value_to_bytes: containers tagged with their kind and length, leaves framed."""
+    if value is None:
+        yield _NONE
+    elif isinstance(value, list | tuple):
+        yield _SEQUENCE
+        yield _length(len(value))
+        for element in value:
+            yield from _value(element)
+    elif isinstance(value, dict):
+        yield _MAPPING
+        yield _length(len(value))
+        for key, element in value.items():
+            yield from _framed(str(key).encode("utf-8"))
+            yield from _value(element)
+    else:
+        yield _LEAF
+        yield from _leaf(value)
+
+
+def _leaf(value: Any) -> Iterator[bytes | memoryview]:
+    """serialize_item, for the leaves mmprep's items hold."""
+    if isinstance(value, bytes | memoryview):
+        yield from _framed(value)
+    elif isinstance(value, str):
+        yield from _framed(value.encode("utf-8"))
+    elif isinstance(value, int | float):  # bool too: np.array(True) is one byte, as vLLM's
+        yield from _framed(np.array(value).tobytes())
+    elif isinstance(value, PilImage):
+        yield from _item("image", {"mode": "RGB", "data": value.pixels})
+    elif isinstance(value, np.ndarray):
+        yield from _item("ndarray", {"dtype": value.dtype.str, "shape": value.shape, "data": _array_data(value)})
+    else:
+        raise TypeError(f"vLLM would pickle a {type(value).__name__} to hash it; mmprep does not")
+
+
+def _array_data(array: np.ndarray) -> Any:
+    if array.ndim == 0:
+        return array.item()
+    if array.flags.c_contiguous:
+        return array.view(np.uint8).data
+    return array.tobytes()

@@ -1,0 +1,129 @@
+"""The MultiModalKwargsItem vLLM's renderer makes of each processed image or video.
+
+vLLM runs the HF processor over all of a prompt's items of one modality, then splits its
+batched output into one item per image or video by each key's field (the model's
+`_get_mm_fields_config`). For the Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vllm 0.33.0,
+model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py):
+
+- `pixel_values` / `pixel_values_videos`: a flat field (`flat_from_sizes` by the grid's
+  patch count), so an item holds its own rows; the field keeps the slices of every item of
+  the batch, each a 1-tuple of slices (dim 0).
+- `image_grid_thw` / `video_grid_thw`: batched, kept on the CPU (M-RoPE reads it); an item
+  holds its own (3,) int64 row.
+- Qwen2.5-VL videos: `second_per_grid_ts`, batched on the CPU: a 0-d float32,
+  temporal_patch_size / the sampled fps, as transformers' Qwen2_5_VLProcessor computes it.
+- Qwen3-VL videos: `timestamps`, batched on the CPU: a list of Python floats, one per
+  temporal block (the mean time of its frames), as vLLM's `_calculate_timestamps`.
+
+Keys go in the order of the model's field config (vLLM's own order comes from a set, so
+it varies between its processes; its decoder reads a mapping, so order carries nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, Literal
+
+import numpy as np
+
+from ..engines.prepared import MediaItem
+
+FieldKind = Literal["batched", "flat", "shared"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """vLLM's BaseMultiModalField as its encoder writes it: the MultiModalFieldConfig
+    factory's name and the field's dataclass values, in dataclass order (`keep_on_cpu`
+    first, then `slices` and `dim` for a flat field, `batch_size` for a shared one)."""
+
+    kind: FieldKind
+    keywords: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FieldElem:
+    """One key of an item: its data (an array, a 0-d array, or a list of floats) and field."""
+
+    data: np.ndarray | list[float]
+    field: Field
+
+
+Item = dict[str, FieldElem]  # vLLM's MultiModalKwargsItem: key -> element
+
+
+def batched(keep_on_cpu: bool = False) -> Field:
+    return Field("batched", {"keep_on_cpu": keep_on_cpu})
+
+
+def flat(sizes: Sequence[int], keep_on_cpu: bool = False) -> Field:
+    """As MultiModalFieldConfig.flat_from_sizes(..., dim=0): one (slice(start, stop),)
+    per item of the batch. A slice is (start, stop, step), as vLLM's encoder writes it."""
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+    slices = [((start, stop, None),) for start, stop in pairwise(bounds)]
+    return Field("flat", {"keep_on_cpu": keep_on_cpu, "slices": slices, "dim": 0})
+
+
+def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: int) -> list[Item]:
+    """The items of one modality's media, in prompt order (all images, or all videos),
+    each processed (`MediaItem.processed`) by the `family`'s processor."""
+    if not media:
+        return []
+    kinds = {item.kind for item in media}
+    if len(kinds) != 1:
+        raise ValueError(f"items of one modality expected, got {sorted(kinds)}")
+    for item in media:
+        if item.processed is None:
+            raise ValueError(f"{item.param} was not processed: vLLM's token-in protocol needs --processor")
+    if media[0].kind == "image":
+        return _items(media, "pixel_values", "image_grid_thw")
+    items = _items(media, "pixel_values_videos", "video_grid_thw")
+    if family == "qwen2_5_vl":
+        for item, entry in zip(items, media):
+            seconds = temporal_patch_size / _sampled_fps(entry)
+            item["second_per_grid_ts"] = FieldElem(np.array(seconds, np.float32), batched(keep_on_cpu=True))
+    elif family == "qwen3_vl":
+        for item, entry in zip(items, media):
+            item["timestamps"] = FieldElem(_timestamps(entry, temporal_patch_size), batched(keep_on_cpu=True))
+    return items
+
+
+def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[Item]:
+    pixels = [item.processed.tensors[pixels_key] for item in media]
+    grids = [np.ascontiguousarray(item.processed.tensors[grid_key], dtype=np.int64) for item in media]
+    pixels_field = flat([len(rows) for rows in pixels])  # one field object for the batch, as vLLM's
+    grid_field = batched(keep_on_cpu=True)
+    return [
+        {pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field), grid_key: FieldElem(grid.reshape(3), grid_field)}
+        for rows, grid in zip(pixels, grids)
+    ]
+
+
+def _metadata(item: MediaItem) -> dict[str, Any]:
+    if not item.hf_metadata or "frames_indices" not in item.hf_metadata or not item.hf_metadata.get("fps"):
+        raise ValueError(f"{item.param} has no sampling metadata (frames_indices, fps) to time its frames by")
+    return item.hf_metadata
+
+
+def _sampled_fps(item: MediaItem) -> float:
+    """transformers' VideoMetadata.sampled_fps."""
+    meta = _metadata(item)
+    total = meta.get("total_num_frames")
+    if not total:
+        return meta["fps"]
+    return len(meta["frames_indices"]) / total * meta["fps"]
+
+
+def _timestamps(item: MediaItem, temporal_patch_size: int) -> list[float]:
+    """vLLM's Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand:
+    each frame's index / the source fps, the last index repeated up to a whole number of
+    temporal blocks, then the mean of each block's first and last."""
+    meta = _metadata(item)
+    indices = [int(index) for index in meta["frames_indices"]]
+    if len(indices) % temporal_patch_size:
+        indices += [indices[-1]] * (temporal_patch_size - len(indices) % temporal_patch_size)
+    fps = meta["fps"]
+    times = [index / fps for index in indices]
+    return [(times[i] + times[i + temporal_patch_size - 1]) / 2 for i in range(0, len(times), temporal_patch_size)]

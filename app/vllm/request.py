@@ -1,0 +1,147 @@
+"""A PreparedRequest with a token prompt -> vLLM's GenerateRequest JSON (vllm 0.33.0:
+entrypoints/scale_out/token_in_token_out/protocol.py), every field as its pydantic model
+dumps it, so the body is what vLLM's own /v1/chat/completions/render would answer.
+
+`features` carries, per modality (in the order the modalities first appear) and per item
+in prompt order: `mm_hashes` (hashing.py), `mm_placeholders` ({offset, length}: vLLM's
+PlaceholderRangeInfo has nothing more), `kwargs_data` (each item encoded, serde.py) and
+`mm_metadata` (each item's keep-on-CPU keys alone, the grids and times, as vLLM's render
+adds them for a prefill that takes its embeddings from elsewhere).
+
+vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
+for an embedding. A placeholder whose range holds other tokens too (Qwen3-VL videos: a
+timestamp and vision start/end around each frame) is refused here with a 400 naming the
+part, rather than failing inside vLLM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engines.base import EngineError, EngineHTTPError
+from ..engines.prepared import MediaItem, Placeholder, PreparedRequest
+from .hashing import HashAlgorithm, mm_hash
+from .items import Item, kwargs_items
+from .sampling import sampling_params
+from .serde import encode_item
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    """How requests for one vLLM server are written."""
+
+    model_id: str  # what `vllm serve` was given as its model: the mm hashes are keyed by it
+    served_model: str | None = None  # GenerateRequest.model (None: the server's own)
+    family: str | None = None  # the vision processor's family (qwen2_vl, qwen2_5_vl, qwen3_vl)
+    temporal_patch_size: int = 2
+    hash_algorithm: HashAlgorithm = "blake3"  # vllm serve --mm-hasher-algorithm
+    generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.generation_defaults
+
+
+def generate_request(request: PreparedRequest, options: GenerateOptions) -> dict[str, Any]:
+    """The GenerateRequest body for this request (CPU work: hashing and encoding the tensors)."""
+    prompt = request.prompt
+    if prompt is None:
+        raise EngineError("vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered")
+    extra = request.extra
+    return {
+        "request_id": request.request_id,
+        "token_ids": list(prompt.token_ids),
+        "token_offsets": None,
+        "features": features(request, options),
+        "content_parts": None,
+        "sampling_params": sampling_params(request.sampling, request.stream, options.generation_defaults, extra),
+        "model": options.served_model,
+        "reasoning_ended": None,
+        "reasoning_parser_kwargs": None,
+        "return_token_ids": None,
+        "output_mode": "tokens",
+        "parse_context": None,
+        "stream": request.stream,
+        # Usage comes in a last chunk; mmprep reports it.
+        "stream_options": {"include_usage": True, "continuous_usage_stats": False} if request.stream else None,
+        "cache_salt": _cache_salt(extra.get("cache_salt")),
+        "priority": _priority(extra.get("priority", 0)),
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+    }
+
+
+def features(request: PreparedRequest, options: GenerateOptions) -> dict[str, Any] | None:
+    """MultiModalFeatures for the prompt's media, None for a text-only prompt."""
+    placeholders = sorted(request.prompt.placeholders, key=lambda placeholder: placeholder.offset)
+    if not placeholders:
+        return None
+    by_modality: dict[str, list[Placeholder]] = {}
+    for placeholder in placeholders:
+        by_modality.setdefault(placeholder.modality, []).append(placeholder)
+    hashes: dict[str, list[str]] = {}
+    ranges: dict[str, list[dict[str, int]]] = {}
+    kwargs_data: dict[str, list[str]] = {}
+    metadata: dict[str, list[str]] = {}
+    for modality, group in by_modality.items():
+        media = [_media(request, placeholder) for placeholder in group]
+        for placeholder, item in zip(group, media):
+            _check_range(placeholder, item)
+        items = kwargs_items(media, options.family or "", options.temporal_patch_size)
+        hashes[modality] = _hashes(media, request, options)
+        ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
+        kwargs_data[modality] = [encode_item(item) for item in items]
+        metadata[modality] = [encode_item(_on_cpu(item)) for item in items]
+    return {"mm_hashes": hashes, "mm_placeholders": ranges, "kwargs_data": kwargs_data, "mm_metadata": metadata}
+
+
+def _media(request: PreparedRequest, placeholder: Placeholder) -> MediaItem:
+    if not 0 <= placeholder.media_index < len(request.media):
+        raise EngineError(f"a placeholder points at media item {placeholder.media_index}, which the request lacks")
+    item = request.media[placeholder.media_index]
+    if item.processed is None:
+        raise EngineHTTPError(
+            f"{item.param}: vLLM's generate endpoint takes processed tensors; start mmprep with --processor",
+            400, "processor_needed", item.param,
+        )
+    return item
+
+
+def _check_range(placeholder: Placeholder, item: MediaItem) -> None:
+    """vLLM 0.33.0 takes every token of a range for an embedding (no is_embed)."""
+    embeddings = item.processed.num_tokens
+    if placeholder.length != embeddings:
+        raise EngineHTTPError(
+            f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings among "
+            "other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to say which: a vLLM "
+            f"upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
+            400, "unsupported_placeholder", item.param,
+        )
+
+
+def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateOptions) -> list[str]:
+    """One hash per item; the same media twice is hashed once."""
+    done: dict[int, str] = {}
+    for item in media:
+        if id(item.tensor) not in done:
+            done[id(item.tensor)] = mm_hash(item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm)
+    return [done[id(item.tensor)] for item in media]
+
+
+def _on_cpu(item: Item) -> Item:
+    """The keys vLLM's render puts in mm_metadata: those kept on the CPU."""
+    return {key: elem for key, elem in item.items() if elem.field.keywords.get("keep_on_cpu")}
+
+
+def _cache_salt(salt: Any) -> str | None:
+    if salt is None:
+        return None
+    if not isinstance(salt, str) or not salt or len(salt) > 128 or any(char in salt for char in "@/\\\0"):
+        raise EngineHTTPError(
+            "cache_salt must be a non-empty string of at most 128 characters without '@', '/', '\\' or NUL",
+            400, "invalid_request", "cache_salt",
+        )
+    return salt
+
+
+def _priority(priority: Any) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**63) <= priority < 2**63:
+        raise EngineHTTPError("priority must be a 64-bit integer", 400, "invalid_request", "priority")
+    return priority

@@ -1,0 +1,150 @@
+"""OpenAI sampling fields -> vLLM's SamplingParams JSON (vllm 0.33.0: sampling_params.py,
+a msgspec Struct serialized with omit_defaults: a field at its default is left out).
+
+What is sent, as ChatCompletionRequest.to_sampling_params maps a chat request:
+- temperature, top_p, top_k: the client's, else the model folder's generation_config.json
+  (as vLLM's generation_config="auto"), else left out (vLLM's defaults are OpenAI's);
+  repetition_penalty, presence/frequency_penalty and min_p likewise from the folder.
+  The generate endpoint applies no model defaults itself but max_tokens, so the render
+  side must.
+- seed, stop_token_ids, ignore_eos, min_tokens as asked.
+- logprobs: top_logprobs when the client asked for logprobs (0: the sampled token's
+  alone), else left out.
+- max_tokens: the client's; else left out, and the generate endpoint fills in what is
+  left of the model's context (or generation_config's max_new_tokens).
+- detokenize: false. mmprep detokenizes the token ids and applies stop strings itself, so
+  `stop` is sent empty (vLLM refuses stop strings without detokenization).
+- stop [], stop_token_ids (deduplicated), bad_words [], skip_reading_prefix_cache false,
+  a greedy temperature's top_p/top_k/min_p reset and a tiny one raised to 0.01: what
+  SamplingParams.__post_init__ makes of the request, so vLLM dumps the JSON back unchanged.
+- output_kind: 1 (DELTA) streamed, 2 (FINAL_ONLY) not, and skip_clone, as vLLM's render
+  writes them (the generate endpoint sets output_kind again from `stream`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..engines.base import EngineHTTPError
+from ..engines.prepared import SamplingParams
+
+OUTPUT_KIND_DELTA, OUTPUT_KIND_FINAL_ONLY = 1, 2
+
+# vLLM's SamplingParams defaults for the fields mmprep may send, in its field order.
+VLLM_DEFAULTS: dict[str, Any] = {
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "seed": None,
+    "stop": None,
+    "stop_token_ids": None,
+    "ignore_eos": False,
+    "max_tokens": 16,
+    "min_tokens": 0,
+    "logprobs": None,
+    "detokenize": True,
+    "output_kind": 0,
+    "skip_clone": False,
+    "bad_words": None,
+    "skip_reading_prefix_cache": None,
+}
+SAMPLING_EPS, MIN_TEMPERATURE = 1e-5, 1e-2  # vLLM's _SAMPLING_EPS and _MAX_TEMP
+# Fields __post_init__ always sets away from their None default (lists, a bool).
+ALWAYS = frozenset({"stop", "stop_token_ids", "bad_words", "skip_reading_prefix_cache"})
+# generation_config.json keys vLLM's ModelConfig.get_diff_sampling_param reads.
+GENERATION_KEYS = ("repetition_penalty", "presence_penalty", "frequency_penalty", "temperature", "top_k", "top_p",
+                   "min_p", "max_new_tokens")
+
+
+def generation_defaults(model_dir: Path) -> dict[str, Any]:
+    """The model's sampling defaults from its folder's generation_config.json, named as
+    SamplingParams names them (max_new_tokens -> max_tokens); {} without the file."""
+    path = Path(model_dir) / "generation_config.json"
+    if not path.is_file():
+        return {}
+    config = json.loads(path.read_text())
+    defaults = {key: config[key] for key in GENERATION_KEYS if config.get(key) is not None}
+    if "max_new_tokens" in defaults:
+        defaults["max_tokens"] = defaults.pop("max_new_tokens")
+    return defaults
+
+
+PENALTY_FIELDS = ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p")
+# Token-out fields SamplingParams holds; one still in the client's other fields (a parser
+# that does not read it) is taken from there rather than dropped.
+TOKEN_FIELDS = {
+    "top_k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
+    "min_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "ignore_eos": lambda v: isinstance(v, bool),
+    "stop_token_ids": lambda v: isinstance(v, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in v),
+    "logprobs": lambda v: isinstance(v, bool),
+    "top_logprobs": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
+}
+
+
+def with_extra_fields(sampling: SamplingParams, extra: dict[str, Any]) -> SamplingParams:
+    """`sampling` with the token-out fields the client sent that are still in `extra`."""
+    given = {key: extra[key] for key in TOKEN_FIELDS if extra.get(key) is not None}
+    for key, value in given.items():
+        if not TOKEN_FIELDS[key](value):
+            raise EngineHTTPError(f"{key} has an invalid value: {value!r}", 400, "invalid_request", key)
+    if "stop_token_ids" in given:
+        given["stop_token_ids"] = tuple(given["stop_token_ids"])
+    return replace(sampling, **given)
+
+
+def sampling_params(
+    sampling: SamplingParams, stream: bool, defaults: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `sampling_params` object of a GenerateRequest. `extra`: the client's other
+    fields, of which the penalties and min_p (vLLM's chat fields) are read."""
+    defaults, extra = defaults or {}, extra or {}
+    sampling = with_extra_fields(sampling, extra)
+    chosen: dict[str, Any] = {}
+    for key in PENALTY_FIELDS:
+        value = extra.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise EngineHTTPError(f"{key} must be a number, got {value!r}", 400, "invalid_request", key)
+        chosen[key] = value if value is not None else defaults.get(key)
+    for key in ("temperature", "top_p", "top_k"):
+        value = getattr(sampling, key)
+        chosen[key] = value if value is not None else defaults.get(key)
+    temperature = chosen["temperature"]
+    if temperature is not None and 0 < temperature < MIN_TEMPERATURE:
+        chosen["temperature"] = MIN_TEMPERATURE  # as vLLM raises it
+    elif temperature is not None and temperature < SAMPLING_EPS:
+        chosen.update(top_p=None, top_k=None, min_p=None)  # greedy: vLLM resets them
+    chosen.update(
+        seed=None if sampling.seed == -1 else sampling.seed,
+        # As SamplingParams.__post_init__ leaves them, so the JSON is what vLLM dumps back.
+        stop=[],
+        stop_token_ids=list(dict.fromkeys(sampling.stop_token_ids)),
+        bad_words=[],
+        skip_reading_prefix_cache=False,
+        ignore_eos=sampling.ignore_eos,
+        max_tokens=sampling.max_tokens,  # None: left out, the endpoint fills it in
+        min_tokens=sampling.min_tokens,
+        logprobs=sampling.top_logprobs if sampling.logprobs else None,
+        detokenize=False,
+        output_kind=OUTPUT_KIND_DELTA if stream else OUTPUT_KIND_FINAL_ONLY,
+        skip_clone=True,
+    )
+    return {
+        key: chosen[key]
+        for key in VLLM_DEFAULTS
+        if key in chosen and (chosen[key] is not None and not _is_default(key, chosen[key]) or key in ALWAYS)
+    }
+
+
+def _is_default(key: str, value: Any) -> bool:
+    if key == "max_tokens":
+        return False  # a max_tokens left out means "the rest of the context" to the endpoint
+    default = VLLM_DEFAULTS[key]
+    return type(value) is type(default) and value == default

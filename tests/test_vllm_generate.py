@@ -116,7 +116,7 @@ def test_an_unreachable_upstream_is_a_502():
 def test_settings_name_the_engine_and_what_it_needs(tmp_path):
     with pytest.raises(ValueError, match="model"):
         Settings(engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL)
-    with pytest.raises(ValueError, match="--upstream-model-id only applies with --engine vllm-generate"):
+    with pytest.raises(ValueError, match="--upstream-model-id only applies with --model"):
         Settings(engine="openai", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, upstream_model_id="x")
     folder = make_model_folder("qwen2_5_vl", tmp_path / "Qwen2.5-VL-7B-Instruct")
     settings = Settings(

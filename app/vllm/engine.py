@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 import httpx
 
@@ -73,7 +74,7 @@ class VllmGenerateEngine:
                 response = await self._client.post(self._endpoint, content=_sent(pieces), headers=headers)
                 if response.status_code != 200:
                     raise upstream_error(response.status_code, response.content)
-                yield _read(response.text, lambda: whole_answer(response.json(), top))
+                yield _read(lambda: response.text, lambda: whole_answer(response.json(), top))
                 return
             async with self._client.stream("POST", self._endpoint, content=_sent(pieces), headers=headers) as response:
                 async for output in _stream(sse_chunks(response), top):
@@ -91,21 +92,21 @@ async def _sent(pieces: list[bytes]) -> AsyncIterator[bytes]:
         yield piece
 
 
-def _read(text: str, parse, *args):
-    """parse(*args), an answer that is not vLLM's shape a 502 quoting it."""
+def _read(answer: Callable[[], str], parse: Callable, *args):
+    """parse(*args); an answer that is not vLLM's shape is a 502 quoting it (`answer()`)."""
     try:
         return parse(*args)
     except (BadAnswer, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise bad_answer(text, SHAPE) from error
+        raise bad_answer(answer(), SHAPE) from error
 
 
 async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[EngineOutput]:
     finish, prompt_tokens, completion_tokens = None, None, None
     async for chunk in chunks:
         if chunk.get("usage"):
-            prompt_tokens, completion_tokens = _read(json.dumps(chunk), usage_counts, chunk)
+            prompt_tokens, completion_tokens = _read(partial(json.dumps, chunk), usage_counts, chunk)
         for choice in chunk.get("choices") or []:
-            token_ids, logprobs = _read(json.dumps(chunk), choice_outputs, choice, top)
+            token_ids, logprobs = _read(partial(json.dumps, chunk), choice_outputs, choice, top)
             if token_ids:
                 yield EngineOutput(token_ids=token_ids, logprobs=logprobs)
             finish = finish_reason(choice) or finish

@@ -30,23 +30,21 @@ class Serve(Settings):
     """Start the OpenAI-compatible preprocessing service."""
 
     def cli_cmd(self) -> None:
-        import uvicorn
-
         from .api.app import create_app
+        from .api.server import serve
         from .core.logging import configure_logging
 
         log_config = configure_logging(self.log_level)
+        settings = Settings(**self.model_dump())
         if self.runtime == "ray":
             from .rayserve.run import run_on_ray
 
-            raise SystemExit(run_on_ray(Settings(**self.model_dump())))
-        uvicorn.run(
-            create_app(Settings(**self.model_dump())),
-            host=self.host,
-            port=self.port,
-            log_config=log_config,
-            timeout_graceful_shutdown=30,
-        )
+            raise SystemExit(run_on_ray(settings))
+        if settings.processes > 1:
+            from .api.server import serve_processes
+
+            raise SystemExit(serve_processes(settings, settings.processes))
+        serve(create_app(settings), settings, log_config)
 
 
 WORKER_KEEP_ALIVE_SECONDS = 75

@@ -13,8 +13,10 @@ from typing import ClassVar
 from .core.config import Settings
 from .core.errors import ServiceError
 from .core.metrics import Metrics
+from .derender import Derendering, ModelFacts
 from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
+from .model import load_model_folder
 from .preprocess import Preprocessing
 
 log = logging.getLogger("mmprep.service")
@@ -25,10 +27,17 @@ class Service:
     whose `prepare` the chat handler awaits (by default: this process's own, fetching and
     decoding here)."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None):
+    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None,
+                 derendering: Derendering | None = None):
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
+        # What turns the engine's outputs into the answer's parts (app/derender): the
+        # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
+        self.derendering = derendering or Derendering(
+            model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
+            settings.enable_auto_tool_choice,
+        )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
         self._in_flight = 0
@@ -141,10 +150,24 @@ def build_engine(settings: Settings) -> Engine:
     raise ValueError(f"unknown engine {settings.engine!r}")
 
 
+def model_facts(settings: Settings) -> ModelFacts | None:
+    """With --model: what derendering needs of the folder. The EOS ids in vLLM's order: the
+    tokenizer's own EOS token first (a stop on it has stop_reason None), then the others
+    generation_config.json lists."""
+    if settings.model is None:
+        return None
+    folder = load_model_folder(str(settings.model), settings.processor)
+    own = folder.template_tokens.get("eos_token")
+    own_id = folder.tokenizer.token_to_id(own) if own else None
+    eos = folder.eos_token_ids
+    if own_id is not None:
+        eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
+    return ModelFacts(folder.tokenizer, eos)
+
+
 def vllm_options(settings: Settings):
     """How GenerateRequests are written for this deployment (the engine's and the render route's):
     the model folder's processor and sampling defaults, the upstream's model and hasher."""
-    from .model import load_model_folder
     from .vllm.request import GenerateOptions
     from .vllm.sampling import generation_defaults
 

@@ -6,7 +6,8 @@
 #   bash scripts/test.sh -m "not slow" -x     # arguments go to pytest
 #
 # Environment: PYTHON (default python3), VENV (default .venv), EXTRAS (default test,ray),
-# PIP_CONSTRAINT (pip's own: .ci/run pins the oldest declared versions with it).
+# PACKAGES (more requirements, e.g. torch==2.14.1), PIP_CONSTRAINT (pip's own: .ci/run pins
+# the oldest declared versions with it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -28,6 +29,7 @@ fi
 echo "== $("$python" --version) in $venv, extras [$extras]${PIP_CONSTRAINT:+, pinned by $PIP_CONSTRAINT}"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e ".[$extras]"
+# shellcheck disable=SC2086 # PACKAGES is a list of requirements
+"$venv/bin/python" -m pip install --quiet -e ".[$extras]" ${PACKAGES:-}
 "$venv/bin/python" -c 'import av, numpy; print("PyAV", av.__version__, "FFmpeg", av.ffmpeg_version_info, "numpy", numpy.__version__)'
 exec "$venv/bin/python" -m pytest -q "$@"

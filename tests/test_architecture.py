@@ -21,7 +21,7 @@ LAYERS = [
     ["app/api"],
     ["app/service"],
     ["app/workers", "app/vllm"],
-    ["app/preprocess"],
+    ["app/preprocess", "app/derender"],
     ["app/render"],
     ["app/engines", "app/media"],
     ["app/core"],

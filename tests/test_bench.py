@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -367,3 +369,69 @@ def test_help_gives_each_flag_one_default_in_words(command):
         assert described["--model"].endswith("(default: the first one /v1/models lists)")
         assert described["--api-key"].endswith("(default: none)")
         assert described["--concurrency"].endswith("(default: [1])")
+
+
+class _BusyServer:
+    """An OpenAI-compatible server in trouble: every other chat request is refused with
+    503, the others have their connection reset under them (SO_LINGER 0, no answer)."""
+
+    def __init__(self):
+        counter = iter(range(1_000_000))
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                body = json.dumps({"object": "list", "data": [{"id": "busy-vlm", "object": "model"}]}).encode()
+                self._send(200, body)
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                if next(counter) % 2:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
+                self._send(503, b'{"error": {"message": "busy", "code": "overloaded"}}', retry_after="1")
+
+            def _send(self, status: int, body: bytes, retry_after: str | None = None):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                if retry_after:
+                    self.send_header("Retry-After", retry_after)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_connection_level_failures_are_told_apart_from_refusals(tmp_path, capsys):
+    with _BusyServer() as busy:
+        status, results = bench(busy.url, tmp_path, "--prompt-words", "50", "--requests", "6", "--concurrency", "1")
+    m = results["runs"][0]["metrics"]
+    assert status == 1
+    assert m["failure_kinds"] == {"connection": 3, "refused": 3, "http": 0, "timeout": 0, "stream": 0}
+    assert m["failures"]["503 overloaded"] == 3
+    assert "3 connection-level" in capsys.readouterr().out
+
+
+def test_prompt_words_make_a_text_only_request_of_that_length(server, tmp_path):
+    status, results = bench(server.url, tmp_path, "--prompt-words", "300", "--requests", "2", "--max-tokens", "4000")
+    assert status == 0
+    texts = [json.loads(record["text"])["text"] for record in results["runs"][0]["records"]]
+    prompt_words = len("Describe what happens in this video.".split()) + 1  # and the request's number
+    assert all(len(text.split()) == prompt_words + 300 for text in texts)
+    assert texts[0] != texts[1]  # every request its own words: no prefix cache answers for them
+    assert all(json.loads(record["text"])["media"] == [] for record in results["runs"][0]["records"])

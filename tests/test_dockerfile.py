@@ -40,7 +40,7 @@ def test_the_images_files_install_and_serve(tmp_path):
         (shutil.copytree if (REPO / path).is_dir() else shutil.copy)(REPO / path, source / path)
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
          str(target), str(source)],
         check=True, capture_output=True, cwd=tmp_path,
     )

@@ -94,6 +94,8 @@ def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
 
 
 def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_folder):
+    # About 10 s on 2 cores: a real `mmprep serve` process (imports, the 7 MB tokenizer, its
+    # fast encoder) and the Qwen3-VL processing of the same frames here, for the expected ids.
     with AppProcess("serve", "--model", str(qwen3_folder)) as server:
         models = httpx.get(f"{server.url}/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen3-VL-Test"]  # the folder's name
@@ -122,6 +124,10 @@ def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_fold
         body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
                 "chat_template_kwargs": {"tokenize": True}}
         assert_error(post(server, body), 400, param="chat_template_kwargs.tokenize")
+        response = post(server, {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == 200
+        timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
+        assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(timing["preprocess"])
 
 
 def _item(folder, decoded):
@@ -130,3 +136,18 @@ def _item(folder, decoded):
     processed = load_processor(folder.path).process_video(decoded.frames)
     return MediaItem("video", decoded.frames, {}, "x", timestamps=decoded.timestamps, indices=decoded.indices,
                      hf_metadata=decoded.to_hf_metadata(), processed=processed)
+
+
+def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {**config, "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }} tools"}
+    ))
+    renderer = Renderer(ModelFolder.load(folder))
+    messages = [{"role": "user", "content": "hi"}]
+    assert renderer.render_text(messages).startswith("<|im_start|>system")  # chat_template.json's
+    assert renderer.render_text(messages, tools=[{"type": "function", "function": {"name": "f"}}]) == "hi1 tools"
+    # the Qwen-VL folders carry no second template: the same one either way
+    plain = Renderer(ModelFolder.load(make_model_folder("qwen3_vl", tmp_path / "q")))
+    assert plain.tools_template is plain.template

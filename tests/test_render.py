@@ -130,3 +130,32 @@ def test_a_pad_token_typed_in_text_does_not_shift_the_media(renderers):
     with pytest.raises(ServiceError) as caught:
         renderer.render([{"role": "user", "content": "look: <|image_pad|>"}], [])
     assert caught.value.code == "placeholder_mismatch"
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
+        ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
+        ("{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}", "openai"),
+        ("{% set first = messages[0] %}{% for p in first.content %}x{% endfor %}", "openai"),
+    ],
+)
+def test_the_content_format_is_detected_as_vllm_does(template, expected):
+    from app.render import compile_template, detect_content_format
+
+    assert detect_content_format(compile_template(template).ast) == expected
+
+
+def test_the_qwen_templates_take_parts(renderers):
+    assert {renderer.content_format for renderer in renderers.values()} == {"openai"}
+
+
+def test_a_string_template_gets_the_text_joined_with_the_placeholders_first(tmp_path):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    renderer = Renderer(load_model_folder(str(folder)))
+    content = [{"type": "text", "text": "a"}, {"type": "image", "media_index": 0}, {"type": "text", "text": "b"}]
+    assert renderer.render_text([{"role": "user", "content": content}]) == (
+        "[<|vision_start|><|image_pad|><|vision_end|>\na\nb]"
+    )

@@ -78,3 +78,27 @@ def test_special_tokens_are_atomic_at_their_published_ids(converted):
 def test_decode_round_trips(converted):
     texts = [unicodedata.normalize("NFC", text) for text in STRINGS[:500]]
     assert [converted.decode(e.ids, skip_special_tokens=False) for e in converted.encode_batch(texts, add_special_tokens=False)] == texts
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
+    from app.model.fast_bpe import fast_encoder
+
+    path = tokenizer_file(family)
+    tokenizer = Tokenizer.from_file(str(path))
+    encode = fast_encoder(json.loads(path.read_text()), tokenizer)
+    assert encode is not None, "the Qwen tokenizer.json should take the fast path"
+    texts = STRINGS + ["<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>"]
+    expected = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    mismatched = [text for text, ids in zip(texts, expected, strict=True) if encode(text) != ids]
+    assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, e.g. {mismatched[:3]!r}"
+
+
+def test_a_tokenizer_of_another_shape_gets_no_fast_encoder(tmp_path):
+    from app.model.fast_bpe import fast_encoder
+
+    spec = json.loads(tokenizer_file("qwen2_vl").read_text())
+    spec["normalizer"] = {"type": "Lowercase"}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec, ensure_ascii=False))
+    assert fast_encoder(spec, Tokenizer.from_file(str(path))) is None

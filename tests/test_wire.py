@@ -12,7 +12,8 @@ import pytest
 import safetensors.numpy
 
 from app.engines import EngineHTTPError, EngineOutput
-from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from app.engines.base import TokenLogprob
+from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 from app.workers.wire import (
     WireError,
     decode_line,
@@ -40,9 +41,21 @@ def prepared() -> PreparedRequest:
     ]
     return PreparedRequest(
         "chatcmpl-1", "m", [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}],
-        [video, image, video], SamplingParams(max_tokens=7, temperature=0.5, seed=1, stop=("a", "b")), stream=True,
-        mm_processor_kwargs={"fps": 1, "max_pixels": 1000}, extra={"top_k": 20, "tools": [{"type": "function"}]},
+        [video, image, video], SAMPLING, stream=True,
+        mm_processor_kwargs={"fps": 1, "max_pixels": 1000}, extra={"tools": [{"type": "function"}]}, prompt=PROMPT,
     )
+
+
+SAMPLING = SamplingParams(
+    max_tokens=7, temperature=0.5, top_p=0.9, seed=1, stop=("a", "b"), stop_token_ids=(7, 151645), ignore_eos=True,
+    min_tokens=2, top_k=20, logprobs=True, top_logprobs=3,
+)
+# the rendered prompt, each placeholder expanded (here 3 video, 2 image, 3 video tokens)
+PROMPT = TokenPrompt(
+    (1, 2, 9, 9, 9, 3, 8, 8, 9, 9, 9, 4),
+    (Placeholder("video", 0, 2, 3), Placeholder("image", 1, 6, 2), Placeholder("video", 2, 8, 3)),
+    "<video> <image> <video>",
+)
 
 
 def body_bytes(request: PreparedRequest) -> bytes:
@@ -61,6 +74,7 @@ def test_a_request_survives_the_wire_and_its_tensors_are_views_of_the_body():
         request.request_id, request.model, request.messages, request.sampling, True,
     )
     assert (decoded.mm_processor_kwargs, decoded.extra) == (request.mm_processor_kwargs, request.extra)
+    assert decoded.prompt == PROMPT and decoded.sampling == SAMPLING  # every field of both
     everything = np.frombuffer(body, np.uint8)
     for got, sent in zip(decoded.media, request.media, strict=True):
         assert (got.kind, got.param, got.metadata, got.hf_metadata) == (sent.kind, sent.param, sent.metadata, sent.hf_metadata)
@@ -138,13 +152,24 @@ def test_a_media_item_must_name_a_tensor_the_body_has():
         decode_request(struct.pack("<Q", len(new)) + new + raw[8 + size :])
 
 
+def test_a_request_without_a_prompt_has_none_after_the_wire():
+    request = prepared()
+    request = PreparedRequest(request.request_id, request.model, request.messages, request.media)
+    assert decode_request(body_bytes(request)).prompt is None
+
+
 def test_outputs_and_errors_as_lines():
     output = EngineOutput(text="hé\n", finish_reason="length", prompt_tokens=3, completion_tokens=4)
     assert decode_line(encode_output(output).decode()) == output
+    tokens = EngineOutput(
+        token_ids=(151645, 3),
+        logprobs=(TokenLogprob(151645, -0.25, ((151645, -0.25), (7, -1.5))), TokenLogprob(3, float("-inf"))),
+    )
+    assert decode_line(encode_output(tokens).decode()) == tokens  # a token-out engine's ids and logprobs
     assert encode_output(EngineOutput(text="x")).count(b"\n") == 1  # one line, whatever the text
     with pytest.raises(EngineHTTPError) as caught:
         decode_line(encode_error(EngineHTTPError("too long", 400, "context_length_exceeded", "messages")).decode())
     assert (caught.value.status, caught.value.code, caught.value.param) == (400, "context_length_exceeded", "messages")
-    for garbage in ("not json", "[1]", '{"error": {}}'):
+    for garbage in ("not json", "[1]", '{"error": {}}', '{"logprobs": [[1, 0.5]]}'):
         with pytest.raises(WireError):
             decode_line(garbage)

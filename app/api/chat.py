@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -22,14 +23,15 @@ from starlette.requests import ClientDisconnect
 from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..core.logging import request_id_var
-from ..engines.base import EngineOutput, check_fields, first_output
+from ..derender import Derenderer
+from ..engines.base import EngineError, EngineHTTPError, EngineOutput, check_fields, first_output
 from ..engines.prepared import PreparedRequest
 from ..preprocess import Timing
 from ..service import Service, Slot
 from .body_limit import BODY_REFUSED
 from .json_body import read_json_body
-from .responses import SSE_DONE, CompletionBuilder, sse, usage
-from .schemas import ChatCompletionRequest, parse_chat_request
+from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
+from .schemas import READ_WITH_MODEL, ChatCompletionRequest, parse_chat_request
 
 log = logging.getLogger("mmprep.api")
 
@@ -62,14 +64,19 @@ async def chat_completion(service: Service, http: Request) -> Response:
 
 async def _answer(service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot) -> Response:
     service.check_request(body.model, body.n)
-    check_fields(service.engine, body.model_extra or {})
+    extra = body.model_extra or {}
+    if service.derendering.model is not None:
+        extra = {name: value for name, value in extra.items() if name not in READ_WITH_MODEL}
+    check_fields(service.engine, extra)
+    check_logprobs(service, body)
     cancel = threading.Event()
     prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     builder = CompletionBuilder(request_id, body.model, include_usage)
+    derender = _derenderer(service, body, prepared)
     if not body.stream:
-        answer = await until_disconnect(http, _complete(service, prepared, builder, timing), cancel)
+        answer = await until_disconnect(http, _complete(service, prepared, derender, builder, timing), cancel)
         service.record(200)
         return JSONResponse(answer, headers=_headers(timing, request_id))
     # The engine's first output comes before the 200: an engine (a worker, an upstream)
@@ -78,7 +85,7 @@ async def _answer(service: Service, body: ChatCompletionRequest, http: Request, 
     outputs = service.engine.generate(prepared)
     first = await until_disconnect(http, first_output(outputs), cancel)
     timing.engine = time.perf_counter() - handed_over
-    events = _stream(service, prepared, first, outputs, builder, slot)
+    events = _stream(service, prepared, first, outputs, derender, builder, slot)
     slot.handed_over = True  # from here the stream owns the admission slot
     return _ClosingStream(
         events, on_close=lambda: _end_stream(service, events, outputs, slot),
@@ -98,38 +105,74 @@ def _headers(timing: Timing, request_id: str) -> dict[str, str]:
     return {"Server-Timing": timing.header(), "X-Request-Id": request_id}
 
 
-async def _complete(service: Service, prepared: PreparedRequest, builder: CompletionBuilder, timing: Timing) -> dict:
-    text, last = [], None
+def check_logprobs(service: Service, body: ChatCompletionRequest) -> None:
+    """logprobs need an engine that gives them (`gives_logprobs = True`). One that says it
+    cannot, or a token engine that does not say (mmprep would have none to send), gets a
+    400 naming the field, not an answer with empty lists. A text engine that does not say
+    is passed the field, as every other field it may read."""
+    if not body.answer.logprobs:
+        return
+    gives = getattr(service.engine, "gives_logprobs", None)
+    if gives is False or (gives is None and service.derendering.model is not None):
+        raise EngineHTTPError(
+            "this model's engine does not give log-probabilities: ask without logprobs", 400, "unsupported_field",
+            "logprobs",
+        )
+
+
+def _derenderer(service: Service, body: ChatCompletionRequest, prepared: PreparedRequest) -> Derenderer:
+    prompt = prepared.prompt
+    return service.derendering.start(
+        prepared.sampling, body.output_options(),
+        prompt_text=prompt.text if prompt is not None else "",
+        prompt_tokens=len(prompt.token_ids) if prompt is not None else 0,
+    )
+
+
+async def _complete(service: Service, prepared: PreparedRequest, derender: Derenderer, builder: CompletionBuilder,
+                    timing: Timing) -> dict:
+    answer, started = Answer(derender.reasoning, derender.logprobs), False
     handed_over = time.perf_counter()
-    async for output in service.engine.generate(prepared):
-        if last is None:
-            timing.engine = time.perf_counter() - handed_over
-        text.append(output.text)
-        last = output
-    return builder.completion(
-        "".join(text), last.finish_reason or "stop", usage(last.prompt_tokens or 0, last.completion_tokens or 0)
+    async with aclosing(service.engine.generate(prepared)) as outputs:  # closed early on a stop
+        async for output in outputs:
+            if not started:
+                timing.engine, started = time.perf_counter() - handed_over, True
+            answer.add(derender.feed(output))
+            if derender.stopped:
+                break
+    if not started:
+        raise EngineError("the engine ended without producing any output")
+    answer.add(derender.finish())
+    return builder.answer(
+        answer, derender.finish_reason, derender.stop_reason, usage(derender.prompt_tokens, derender.completion_tokens)
     )
 
 
 async def _stream(
     service: Service, prepared: PreparedRequest, first: EngineOutput, outputs: AsyncIterator[EngineOutput],
-    builder: CompletionBuilder, slot: Slot,
+    derender: Derenderer, builder: CompletionBuilder, slot: Slot,
 ):
-    """SSE events: a role chunk, content chunks, a finish chunk, maybe usage, [DONE].
-    A failure after the first event ends the stream with an error event, not silence."""
+    """SSE events: a role chunk, the answer's chunks (content, reasoning, tool calls), a
+    finish chunk, maybe usage, [DONE]. On a stop the engine is closed at once. A failure
+    after the first event ends the stream with an error event, not silence."""
     request_id_var.set(prepared.request_id)
     status = 200
+    answer = Answer()  # counts the tool calls, for their indices
     try:
         yield sse(builder.chunk({"role": "assistant", "content": ""}))
-        output = last = first
+        output = first
         while output is not None:
-            if output.text:
-                yield sse(builder.chunk({"content": output.text}))
-            last = output
+            for chunk in _chunks(derender.feed(output), answer, builder):
+                yield chunk
+            if derender.stopped:
+                await close_shielded(outputs)  # the answer is over: the engine stops now
+                break
             output = await anext(outputs, None)
-        yield sse(builder.chunk({}, last.finish_reason or "stop"))
+        for chunk in _chunks(derender.finish(), answer, builder):
+            yield chunk
+        yield sse(builder.chunk({}, derender.finish_reason, stop_reason=derender.stop_reason))
         if builder.include_usage:
-            yield sse(builder.usage_chunk(usage(last.prompt_tokens or 0, last.completion_tokens or 0)))
+            yield sse(builder.usage_chunk(usage(derender.prompt_tokens, derender.completion_tokens)))
     except asyncio.CancelledError:
         status = 499
         log.info("client went away mid-stream; generation stopped")
@@ -144,6 +187,13 @@ async def _stream(
         service.record(status)
         slot.release()
     yield SSE_DONE
+
+
+def _chunks(delta, answer: Answer, builder: CompletionBuilder) -> list[str]:
+    if not delta:
+        return []
+    answer.tool_calls.extend(delta.tool_calls)
+    return [sse(chunk) for chunk in builder.delta_chunks(delta, answer)]
 
 
 async def _end_stream(service: Service, events, outputs, slot: Slot) -> None:

@@ -1,9 +1,18 @@
-"""Engine outputs to OpenAI objects: chat.completion, chat.completion.chunk, SSE lines."""
+"""Engine outputs to OpenAI objects: chat.completion, chat.completion.chunk, SSE lines.
+
+The answer's parts (app/derender's Deltas) as OpenAI puts them: content, the reasoning
+as vLLM 0.33 names it (`reasoning`) and as DeepSeek and older vLLM did
+(`reasoning_content`), both sent, so that every client finds it; tool calls streamed as
+OpenAI streams them (a chunk that names the call and its id with empty arguments, then
+chunks that add to the arguments); vLLM's `stop_reason` beside `finish_reason`.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+
+from ..derender import Delta
 
 
 def sse(payload: dict | str) -> str:
@@ -48,11 +57,41 @@ class CompletionBuilder:
             "usage": usage_,
         }
 
-    def chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
-        chunk = self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
+    def answer(self, answer: Answer, finish_reason: str, stop_reason, usage_: dict) -> dict:
+        """The chat.completion of a whole answer, parts and all."""
+        completion = self.completion(answer.text(), finish_reason, usage_)
+        choice = completion["choices"][0]
+        choice["message"] = answer.message()
+        choice["logprobs"] = None if answer.logprobs is None else {"content": answer.logprobs}
+        choice["stop_reason"] = stop_reason
+        return completion
+
+    def chunk(self, delta: dict, finish_reason: str | None = None, logprobs: list | None = None,
+              **choice_fields) -> dict:
+        choice = {"index": 0, "delta": delta, "logprobs": None if logprobs is None else {"content": logprobs},
+                  "finish_reason": finish_reason, **choice_fields}
+        chunk = self._chunk([choice])
         if self.include_usage:
             chunk["usage"] = None  # as OpenAI: null on every chunk but the last
         return chunk
+
+    def delta_chunks(self, delta: Delta, answer: Answer) -> list[dict]:
+        """The chunks one step of the answer makes (none if it added nothing); `answer`
+        counts the tool calls so far, for their indices."""
+        chunks, logprobs = [], delta.logprobs or None
+        text = {}
+        if delta.reasoning:
+            text["reasoning"] = text["reasoning_content"] = delta.reasoning
+        if delta.content:
+            text["content"] = delta.content
+        if text or logprobs:
+            chunks.append(self.chunk(text, logprobs=logprobs))
+        for call in delta.tool_calls:
+            index = answer.tool_index(call)
+            named = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+            chunks.append(self.chunk({"tool_calls": [named]}))
+            chunks.append(self.chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments}}]}))
+        return chunks
 
     def usage_chunk(self, usage_: dict) -> dict:
         return {**self._chunk([]), "usage": usage_}
@@ -65,3 +104,44 @@ class CompletionBuilder:
             "model": self.model,
             "choices": choices,
         }
+
+
+class Answer:
+    """A whole answer put together from its steps: what a non-streamed reply holds, and
+    what a stream's steps add up to."""
+
+    def __init__(self, reasoning: bool = False, logprobs: bool = False):
+        self._content: list[str] = []
+        self._reasoning: list[str] | None = [] if reasoning else None  # None: no reasoning parser
+        self.tool_calls: list = []
+        self.logprobs: list | None = [] if logprobs else None
+
+    def add(self, delta: Delta) -> None:
+        if delta.content:
+            self._content.append(delta.content)
+        if delta.reasoning and self._reasoning is not None:
+            self._reasoning.append(delta.reasoning)
+        self.tool_calls.extend(delta.tool_calls)
+        if delta.logprobs and self.logprobs is not None:
+            self.logprobs.extend(delta.logprobs)
+
+    def tool_index(self, call) -> int:
+        return next(i for i, known in enumerate(self.tool_calls) if known is call)
+
+    def text(self) -> str:
+        return "".join(self._content)
+
+    def message(self) -> dict:
+        text = self.text()
+        message = {"role": "assistant", "content": text}
+        if self._reasoning is not None:
+            reasoning = "".join(self._reasoning) or None
+            message["content"] = text or None
+            message["reasoning"] = message["reasoning_content"] = reasoning
+        if self.tool_calls:
+            message["content"] = text or None
+            message["tool_calls"] = [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                for call in self.tool_calls
+            ]
+        return message

@@ -53,12 +53,13 @@ class RequestTemplate:
     max_tokens: int | None
     video_sampling: dict[str, Any]
     extra: dict[str, Any]
+    prompt_words: int = 0
 
-    def body(self, parts: list[dict]) -> dict:
+    def body(self, parts: list[dict], number: int = 0) -> dict:
         """An OpenAI chat-completions body: one user message, the text then the media parts."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": self.prompt}, *parts]}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": self.text(number)}, *parts]}],
             "stream": self.stream,
         }
         if self.stream:
@@ -69,6 +70,18 @@ class RequestTemplate:
             body["media_io_kwargs"] = {"video": self.video_sampling}  # as vLLM and mmprep take it
         body.update(self.extra)
         return body
+
+    def text(self, number: int) -> str:
+        """The prompt, then `prompt_words` words that start differently for every request
+        (no prefix cache can answer for them)."""
+        if not self.prompt_words:
+            return self.prompt
+        words = (FILLER[(number + i) % len(FILLER)] for i in range(self.prompt_words))
+        return f"{self.prompt} {number} " + " ".join(words)
+
+
+FILLER = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "while", "seven", "tired", "owls",
+          "watch", "from", "an", "old", "oak", "tree", "near", "river", "bank", "at", "night", "under", "stars")
 
 
 def parse_server_timing(header: str | None) -> dict[str, float]:
@@ -102,6 +115,24 @@ def error_code(body: bytes) -> tuple[str | None, str | None]:
         code = error.get("type")
     message = error.get("message")
     return code, str(message)[:300] if message is not None else None
+
+
+FAILURE_KINDS = ("connection", "refused", "http", "timeout", "stream")
+
+
+def failure_kind(error: str) -> str:
+    """What a failed request's `error` says went wrong: `connection` (the connection was
+    refused, reset or closed under the request: a client sees no answer at all), `refused`
+    (the server answered 503 or 429: too busy, retry), `http` (any other error status),
+    `timeout` (bench's own --timeout), `stream` (a broken or erroneous stream)."""
+    if error.startswith("transport "):
+        return "connection"
+    if error == "timeout":
+        return "timeout"
+    status = error.split(" ", 1)[0]
+    if status.isdigit():
+        return "refused" if status in ("503", "429") else "http"
+    return "stream"
 
 
 class ChatClient:

@@ -80,6 +80,11 @@ class BenchConfig(SyntheticOptions):
     stream: bool = Field(True, description="ask for a streamed (SSE) answer")
     max_tokens: int | None = Field(128, ge=1, description="max_tokens of each request")
     prompt: str = Field("Describe what happens in this video.", description="the text part of each request")
+    prompt_words: int | None = Field(
+        None, ge=1,
+        description="add this many words to each request's prompt (a benchmark's input length, as aiperf's --isl), "
+        "different in every request; with no --video, --image or --synthetic, requests are text only",
+    )
     fps: float | None = Field(None, gt=0, description="frames per second to sample, sent as media_io_kwargs")
     num_frames: int | None = Field(None, ge=1, description="frames to sample per video, sent as media_io_kwargs")
     extra_body: str | None = Field(None, description='JSON object merged into every request body, e.g. \'{"temperature": 0}\'')
@@ -87,6 +92,12 @@ class BenchConfig(SyntheticOptions):
     client_processes: int | None = Field(
         None, ge=1, le=256,
         description="processes that send the requests (default: one per 256 of the largest --concurrency, at most one per core)",
+    )
+
+    client_keep_alive: float = Field(
+        300.0, gt=0,
+        description="seconds bench keeps an idle connection to reuse it (aiperf's default: 300; httpx's: 5): a server "
+        "that closes idle connections sooner races the client's next request on them, and bench sees the failures",
     )
 
     # -- output ------------------------------------------------------------------------
@@ -128,8 +139,8 @@ class BenchConfig(SyntheticOptions):
     def _options_fit_together(self) -> BenchConfig:
         if self.fps is not None and self.num_frames is not None:
             raise ValueError("give --fps or --num-frames, not both")
-        if not (self.video or self.image or self.synthetic):
-            raise ValueError("no inputs: give --video, --image or --synthetic N")
+        if not (self.video or self.image or self.synthetic or self.prompt_words):
+            raise ValueError("no inputs: give --video, --image or --synthetic N (or --prompt-words N for text only)")
         return self
 
     def extra_body_fields(self) -> dict[str, Any]:

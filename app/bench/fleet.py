@@ -51,6 +51,7 @@ class ClientSpec:
     connections: int  # the most requests in flight one process will have
     template: RequestTemplate
     sender: MediaSender
+    keep_alive: float = 300.0  # seconds an idle connection is kept for reuse
 
 
 @dataclass
@@ -79,7 +80,8 @@ class Client:
 
     def __init__(self, spec: ClientSpec):
         self._spec = spec
-        limits = httpx.Limits(max_connections=spec.connections, max_keepalive_connections=spec.connections)
+        limits = httpx.Limits(max_connections=spec.connections, max_keepalive_connections=spec.connections,
+                              keepalive_expiry=spec.keep_alive)
         self._http = httpx.AsyncClient(headers=spec.headers, limits=limits, timeout=httpx.Timeout(spec.timeout))
         self._chat = ChatClient(self._http, spec.url, spec.template.stream)
 
@@ -90,7 +92,7 @@ class Client:
         async def send(index: int) -> RequestRecord:
             number = first_number + index
             parts, media = self._spec.sender.parts(number)
-            return await self._chat.send(number, self._spec.template.body(parts), media)
+            return await self._chat.send(number, self._spec.template.body(parts, number), media)
 
         return await drive(share, send, start_at, on_done)
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from .client import RequestRecord
+from .client import FAILURE_KINDS, RequestRecord, failure_kind
 
 SERVER_PHASES = ("fetch", "decode", "preprocess")
 ROUNDING_MS = 0.15  # Server-Timing durations come rounded to 0.1 ms
@@ -50,6 +50,7 @@ def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
         "failed": len(records) - len(done),
         "failure_rate": round((len(records) - len(done)) / len(records), 4) if records else 0.0,
         "failures": dict(failures.most_common()),
+        "failure_kinds": failure_kinds(records),
         "duration_s": round(wall_s, 3),
         "request_throughput": round(len(done) / wall_s, 3) if wall_s > 0 else None,
         "output_tokens": tokens,
@@ -64,6 +65,13 @@ def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
         "split_ms": split(timed, stream),
         "client": client,
     }
+
+
+def failure_kinds(records: list[RequestRecord]) -> dict[str, int]:
+    """Failed requests by kind (client.failure_kind), every kind listed: 0 connection
+    errors is a figure, not a missing one."""
+    kinds = Counter(failure_kind(r.error or "") for r in records if not r.ok)
+    return {kind: kinds[kind] for kind in FAILURE_KINDS}
 
 
 def split(records: list[RequestRecord], stream: bool) -> dict | None:

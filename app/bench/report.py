@@ -77,11 +77,15 @@ def split_table(runs: list[dict]) -> tuple[str, Table] | None:
 
 
 def failure_lines(runs: list[dict]) -> list[str]:
-    return [
-        f"concurrency {m['concurrency']}: {count} x {error}"
-        for m in runs
-        for error, count in m["failures"].items()
-    ]
+    lines = []
+    for m in runs:
+        if m["failed"] and m.get("failure_kinds"):
+            kinds = m["failure_kinds"]
+            lines.append(f"concurrency {m['concurrency']}: {kinds['connection']} connection-level (reset, closed, "
+                         f"refused connect), {kinds['refused']} refused (503/429), {kinds['http']} other HTTP errors, "
+                         f"{kinds['timeout']} timed out, {kinds['stream']} broken streams")
+        lines += [f"concurrency {m['concurrency']}: {count} x {error}" for error, count in m["failures"].items()]
+    return lines
 
 
 def markdown(table: Table) -> str:

@@ -77,10 +77,14 @@ def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
     model = asyncio.run(_wait_ready(config))
     notes.print(f"target {config.url}, model {model}, {'streaming' if config.stream else 'not streaming'}")
     template = RequestTemplate(model, config.prompt, config.stream, config.max_tokens, _video_sampling(config),
-                               config.extra_body_fields())
+                               config.extra_body_fields(), config.prompt_words or 0)
     processes = config.client_processes or default_processes(max(config.concurrency))
     spec = ClientSpec(config.url, _headers(config), config.timeout, math.ceil(max(config.concurrency) / processes),
-                      template, sender)
+                      template, sender, config.client_keep_alive)
+    limit = config.request_limit()
+    if limit is not None and limit < max(config.concurrency):
+        notes.print(f"note: --requests {limit} is below --concurrency {max(config.concurrency)}: "
+                    f"the run never has that many in flight")
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     runs = []
     fleet = open_fleet(spec, processes)

@@ -23,6 +23,8 @@ from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
+# Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
+ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
 ENGINES = ("echo", "workers", "openai", "vllm-generate")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
 DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
@@ -39,6 +41,10 @@ ENGINE_SETTINGS = {
 # How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
 # both of which need the model folder.
 VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
+# app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
+# checks they agree; core cannot import the room above it)
+REASONING_PARSERS = ("qwen3", "deepseek_r1")
+TOOL_PARSERS = ("hermes", "qwen3_coder")
 
 
 class Settings(BaseSettings):
@@ -61,6 +67,11 @@ class Settings(BaseSettings):
         False,
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
         "(off by default: it fetches any URL it is given, for whoever asks)",
+    )
+    processes: int = Field(
+        1, ge=1,
+        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
+        "loop is not enough; each has its own engine, decode pool and limits",
     )
     runtime: Literal["local", "ray"] = Field(
         "local",
@@ -143,6 +154,31 @@ class Settings(BaseSettings):
         "the CPU otherwise, with a log line saying why)",
     )
     max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+
+    # -- connections (app/api/connections.py) ---------------------------------------------
+    max_connections: int = Field(
+        8192, ge=1, description="HTTP connections open at once; a request on one past it gets 503 with Retry-After"
+    )
+    backlog: int = Field(
+        4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
+    )
+    keep_alive_timeout: float = Field(
+        620.0, gt=0,
+        description="seconds an idle connection stays open, before its first request or between two: longer than "
+        "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
+        "so that they close idle connections, never racing a request mmprep closes under them",
+    )
+    header_timeout: float = Field(
+        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"
+    )
+    write_timeout: float = Field(
+        30.0, gt=0,
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
+        "request's work stopped and its slot given back",
+    )
+    send_buffer_bytes: int = Field(
+        64 * 1024, ge=1024, description="unsent response bytes held per connection; past it the stream waits for the client"
+    )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
@@ -183,6 +219,19 @@ class Settings(BaseSettings):
         "(with --runtime ray: hosted by the engine replicas)",
     )
 
+    # -- the answer's text (app/derender) ----------------------------------------------
+    reasoning_parser: str | None = Field(
+        None,
+        description="split the model's thinking from its answer, as vLLM's parser of that name: qwen3 or "
+        "deepseek_r1 (message.reasoning and reasoning_content)",
+    )
+    enable_auto_tool_choice: bool = Field(
+        False, description="turn the tool calls a model writes into tool_calls (needs --tool-call-parser)"
+    )
+    tool_call_parser: str | None = Field(
+        None, description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder"
+    )
+
     # -- runtime=ray ----------------------------------------------------------------
     ray_front_door_replicas: int = Field(1, ge=1, description="runtime=ray: front door (HTTP) replicas")
     ray_decode_replicas: int = Field(
@@ -218,6 +267,33 @@ class Settings(BaseSettings):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _reasoning_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in REASONING_PARSERS:
+            raise ValueError(f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}")
+        return name
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _tool_call_parser_known(cls, name: str | None) -> str | None:
+        if name is not None and name not in TOOL_PARSERS:
+            raise ValueError(f"unknown tool call parser {name!r}: choose one of {', '.join(TOOL_PARSERS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _parsers_fit(self) -> Settings:
+        if self.enable_auto_tool_choice and self.tool_call_parser is None:
+            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)")
+        given = [flag for flag, value in (("--reasoning-parser", self.reasoning_parser),
+                                          ("--tool-call-parser", self.tool_call_parser)) if value]
+        if given and self.engine == "openai":
+            raise ValueError(
+                f"{', '.join(given)} mean nothing with engine 'openai': the upstream parses its own answers "
+                "(give it these flags)"
+            )
+        return self
 
     @field_validator("engine_class")
     @classmethod
@@ -305,6 +381,14 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _processes_share_a_port(self) -> Settings:
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
+        if self.processes > 1 and self.runtime == "ray":
+            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
+        return self
+
+    @model_validator(mode="after")
     def _ray_installed(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
@@ -379,8 +463,12 @@ def _http_url(url: str) -> str:
 
 
 def unknown_environment_settings(environ=os.environ) -> list[str]:
-    """MMPREP_* variables that name no setting (of `serve` or of `worker`): most likely a
-    typo the operator would otherwise never notice."""
+    """MMPREP_* variables that name no setting (of `serve` or of `worker`) nor belong to an
+    engine of ours: most likely a typo the operator would otherwise never notice."""
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+    return sorted(
+        key for key in environ
+        if key.upper().startswith(ENV_PREFIX) and key.upper() not in known
+        and not key.upper().startswith(ENGINE_ENV_PREFIXES)
+    )

@@ -37,6 +37,13 @@ class Metrics:
             "mmprep_decode_cache_lookups", "Decoded-media cache lookups, by result", ["result"], registry=r
         )
         self.decode_cache_bytes = Gauge("mmprep_decode_cache_bytes", "Bytes of decoded media in the cache", registry=r)
+        self.connections_open = Gauge("mmprep_connections_open", "HTTP connections open", registry=r)
+        self.connections_closed = Counter(
+            "mmprep_connections_closed",
+            "HTTP connections the server closed by its limits (app/api/connections.py): idle, header_timeout, "
+            "write_timeout (a client that stopped reading), over_limit (past --max-connections)",
+            ["reason"], registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -2,10 +2,15 @@
 once per process (`load_model_folder` caches it by path and processor).
 
     tokenizer.json                  the tokenizer (tokenizers.Tokenizer.from_file); its added
-                                    tokens are the special tokens, each with its `special` flag
+                                    tokens are the special tokens, each with its `special` flag;
+                                    `encode` is tiktoken's faster encoder of the same vocabulary
+                                    where it gives the same ids (fast_bpe.py)
     chat template                   as transformers and vLLM find it, first found wins:
                                     processor_config.json's "chat_template", chat_template.json,
-                                    chat_template.jinja, tokenizer_config.json's "chat_template"
+                                    chat_template.jinja, tokenizer_config.json's "chat_template";
+                                    for requests with tools, vLLM takes the tokenizer's
+                                    (chat_template.jinja, then tokenizer_config.json's) where
+                                    there is one: `tools_chat_template`
     config.json                     model_type, and the image/video/vision_start/vision_end ids
     tokenizer_config.json           bos/eos/pad/unk tokens, which transformers passes to the
                                     template (optional)
@@ -18,8 +23,10 @@ A folder that lacks a file a model needs is refused with a ModelFolderError nami
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +35,8 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from processors import Processor, ProcessorConfigError, load_processor
+
+from .fast_bpe import fast_encoder
 
 # model_type in config.json -> the processor family whose placeholders the renderer expands
 MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
@@ -61,6 +70,7 @@ class ModelFolder:
     tokenizer: Tokenizer
     chat_template: str
     chat_template_source: str  # the file it came from, for messages
+    tools_chat_template: str  # for requests with tools (vLLM's resolve_hf_chat_template)
     config: dict[str, Any]
     model_type: str
     family: str  # the processor family: qwen2_vl, qwen2_5_vl or qwen3_vl
@@ -72,6 +82,9 @@ class ModelFolder:
     added_tokens: dict[int, SpecialToken]  # id -> token, every added token of tokenizer.json
     template_tokens: dict[str, str]  # bos_token, eos_token, ... as the template sees them
     processor: Processor
+    # text -> token ids, no special tokens added: tokenizer.encode(...).ids or its faster equal
+    encode: Callable[[str], list[int]]
+    fast_encode: bool  # whether `encode` is tiktoken's (fast_bpe.py)
 
     @property
     def name(self) -> str:
@@ -96,13 +109,7 @@ class ModelFolder:
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
                 f"({', '.join(sorted(MODEL_TYPES))})"
             )
-        tokenizer_path = folder / "tokenizer.json"
-        if not tokenizer_path.is_file():
-            raise ModelFolderError(f"{folder} has no tokenizer.json (the tokenizer mmprep reads)")
-        try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as error:  # the tokenizers library raises its own exception type
-            raise ModelFolderError(f"cannot read {tokenizer_path}: {error}") from None
+        tokenizer, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
         template, source = _chat_template(folder, tokenizer_config)
         added = {
@@ -116,6 +123,7 @@ class ModelFolder:
             tokenizer=tokenizer,
             chat_template=template,
             chat_template_source=source,
+            tools_chat_template=_tokenizer_template(folder, tokenizer_config) or template,
             config=config,
             model_type=model_type,
             family=family,
@@ -123,6 +131,8 @@ class ModelFolder:
             added_tokens=added,
             template_tokens=_template_tokens(tokenizer_config),
             processor=_processor(folder, processor, family),
+            encode=fast or (lambda text: tokenizer.encode(text, add_special_tokens=False).ids),
+            fast_encode=fast is not None,
             **ids,
         )
 
@@ -132,6 +142,28 @@ def load_model_folder(path: str, processor: str | None = None) -> ModelFolder:
     """ModelFolder.load, once per process for each (path, processor): the settings' check
     at start and the service share one tokenizer."""
     return ModelFolder.load(path, processor)
+
+
+_TOKENIZERS: dict[bytes, tuple[Tokenizer, Callable[[str], list[int]] | None]] = {}
+
+
+def _tokenizer(path: Path) -> tuple[Tokenizer, Callable[[str], list[int]] | None]:
+    """The tokenizer of a tokenizer.json, and its fast encoder if it has one; made once per
+    distinct file content (folders that share a tokenizer, as tests' do, share the work)."""
+    if not path.is_file():
+        raise ModelFolderError(f"{path.parent} has no tokenizer.json (the tokenizer mmprep reads)")
+    try:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).digest()
+        if digest not in _TOKENIZERS:
+            text = data.decode("utf-8")
+            tokenizer = Tokenizer.from_str(text)
+            if len(_TOKENIZERS) >= 4:
+                _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
+            _TOKENIZERS[digest] = (tokenizer, fast_encoder(json.loads(text), tokenizer))
+        return _TOKENIZERS[digest]
+    except Exception as error:  # OSError, UnicodeDecodeError, and the tokenizers library's own type
+        raise ModelFolderError(f"cannot read {path}: {error}") from None
 
 
 def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str, str]:
@@ -147,21 +179,29 @@ def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str,
             raise ModelFolderError(f"{legacy} has no \"chat_template\" string")
         return template, "chat_template.json"
     jinja = folder / "chat_template.jinja"
+    template = _tokenizer_template(folder, tokenizer_config)
+    if template is not None:
+        return template, "chat_template.jinja" if jinja.is_file() else "tokenizer_config.json"
+    raise ModelFolderError(
+        f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
+        "\"chat_template\" in tokenizer_config.json"
+    )
+
+
+def _tokenizer_template(folder: Path, tokenizer_config: dict[str, Any]) -> str | None:
+    """The tokenizer's own template, as transformers' tokenizer loads it: chat_template.jinja
+    over tokenizer_config.json's "chat_template" (a string, or named ones: the "default")."""
+    jinja = folder / "chat_template.jinja"
     if jinja.is_file():
         try:
-            return jinja.read_text(encoding="utf-8"), "chat_template.jinja"
+            return jinja.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ModelFolderError(f"cannot read {jinja}: {error}") from None
     template = tokenizer_config.get("chat_template")
     if isinstance(template, list):  # named templates: [{"name": ..., "template": ...}]
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
         template = named.get("default")
-    if isinstance(template, str):
-        return template, "tokenizer_config.json"
-    raise ModelFolderError(
-        f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
-        "\"chat_template\" in tokenizer_config.json"
-    )
+    return template if isinstance(template, str) else None
 
 
 def _token_id(config: dict[str, Any], key: str, tokenizer: Tokenizer, folder: Path) -> int:

@@ -25,7 +25,7 @@ from processors import ProcessedMedia, ProcessorError
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from ..engines.prepared import MediaItem, PreparedRequest
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..model import load_model_folder
@@ -83,7 +83,9 @@ class Preprocessor:
         messages, parts = self._find_media(request)
         extra = dict(request.model_extra or {})
         # The template first: a request it refuses costs no fetch.
+        rendering = time.perf_counter()
         text = self._render_text(messages, extra) if self._renderer is not None else None
+        rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
         media = [_media_item(part, loaded[part.key]) for part in parts]
         self._check_total_size(media)
@@ -91,20 +93,18 @@ class Preprocessor:
             tokens = sum(item.processed.num_tokens for item in media)
             self._vision.check_tokens(tokens, "the request's media", "messages")
         # The counts come from the processed grids and the videos' metadata.
-        prompt = self._renderer.tokens(text, media) if text is not None else None
+        prompt = None
+        if text is not None:
+            tokenizing = time.perf_counter()
+            prompt = self._renderer.tokens(text, media)
+            timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
             request_id=request_id,
             model=request.model,
             messages=messages,
             media=media,
-            sampling=SamplingParams(
-                max_tokens=request.max_completion_tokens or request.max_tokens,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
-                stop=tuple([request.stop] if isinstance(request.stop, str) else request.stop or ()),
-            ),
+            sampling=request.sampling_params(),
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
             extra=extra,

@@ -15,12 +15,14 @@ class Timing:
     side by side are not counted twice, so fetch + decode never exceed preprocess: the rest
     is the other preprocessing. engine is the time from handing the PreparedRequest to the
     engine until its first output (for remote workers: the hand-off and the worker's first
-    token), when there was one.
+    token), when there was one. render (with --model) is the time spent rendering the chat
+    template and the prompt's token ids, a part of preprocess.
     """
 
     spans: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {"fetch": [], "decode": []})
     preprocess: float = 0.0
     engine: float | None = None
+    render: float | None = None
 
     def add(self, phase: str, start: float, end: float) -> None:
         self.spans[phase].append((start, end))
@@ -32,6 +34,8 @@ class Timing:
         # rounded so that fetch + decode + the rest add up to preprocess exactly
         preprocess = round(fetch + decode + max(0.0, _rounded_ms(self.preprocess) - fetch - decode), 1)
         phases = {"fetch": fetch, "decode": decode, "preprocess": preprocess}
+        if self.render is not None:
+            phases["render"] = _rounded_ms(self.render)
         if self.engine is not None:
             phases["engine"] = _rounded_ms(self.engine)
         return phases

@@ -67,9 +67,9 @@ def block_times(indices, fps: float, temporal_patch_size: int) -> list[float]:
 
 def _time_tokens(folder: ModelFolder, text: str) -> list[int]:
     # Between two special tokens the text is tokenized on its own, so alone is the same.
-    return list(_encode(folder.tokenizer, text))
+    return list(_encode(folder.encode, text))
 
 
 @lru_cache(maxsize=4096)
-def _encode(tokenizer, text: str) -> tuple[int, ...]:
-    return tuple(tokenizer.encode(text, add_special_tokens=False).ids)
+def _encode(encode, text: str) -> tuple[int, ...]:
+    return tuple(encode(text))

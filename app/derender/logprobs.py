@@ -1,0 +1,73 @@
+"""Log-probabilities in OpenAI's chat format: per output token
+`{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}, ...]}`.
+
+`bytes` are the token's own bytes (a byte-level vocabulary's token may hold part of a
+character: OpenAI gives those bytes; `token` is then their text with U+FFFD, as vLLM's
+decode of the single token gives it). Logprobs below -9999 are given as -9999, as vLLM.
+"""
+
+from __future__ import annotations
+
+from tokenizers import Tokenizer
+
+from ..engines.base import TokenLogprob
+from .detokenize import added_tokens
+
+FLOOR = -9999.0
+
+
+def _unicode_to_byte() -> dict[str, int]:
+    """The inverse of GPT-2's byte-to-character map that byte-level vocabularies use."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            table[chr(byte)] = byte
+        else:
+            table[chr(256 + extra)] = byte
+            extra += 1
+    return table
+
+
+_BYTES_OF = _unicode_to_byte()
+
+
+class LogprobFormatter:
+    def __init__(self, tokenizer: Tokenizer, top_logprobs: int = 0):
+        self._tokenizer, self._top = tokenizer, top_logprobs
+        self._added = added_tokens(tokenizer)
+        self._byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
+        self._cache: dict[int, tuple[str, list[int]]] = {}
+
+    def entries(self, logprobs: tuple[TokenLogprob, ...]) -> list[dict]:
+        return [self.entry(item) for item in logprobs]
+
+    def entry(self, item: TokenLogprob) -> dict:
+        token, raw = self.token(item.token_id)
+        return {
+            "token": token,
+            "logprob": max(item.logprob, FLOOR),
+            "bytes": raw,
+            "top_logprobs": [self._alternative(token_id, logprob) for token_id, logprob in item.top[: self._top]],
+        }
+
+    def _alternative(self, token_id: int, logprob: float) -> dict:
+        token, raw = self.token(token_id)
+        return {"token": token, "logprob": max(logprob, FLOOR), "bytes": raw}
+
+    def token(self, token_id: int) -> tuple[str, list[int]]:
+        found = self._cache.get(token_id)
+        if found is None:
+            found = self._cache[token_id] = self._describe(token_id)
+        return found
+
+    def _describe(self, token_id: int) -> tuple[str, list[int]]:
+        added = self._added.get(token_id)
+        if added is not None:
+            return added, list(added.encode())
+        piece = self._tokenizer.id_to_token(token_id)
+        if piece is not None and self._byte_level and all(char in _BYTES_OF for char in piece):
+            raw = bytes(_BYTES_OF[char] for char in piece)
+            return raw.decode("utf-8", errors="replace"), list(raw)
+        text = self._tokenizer.decode([token_id], skip_special_tokens=False)
+        return text, list(text.encode("utf-8", errors="replace"))

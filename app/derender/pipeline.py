@@ -1,0 +1,212 @@
+"""One request's answer, from engine outputs to what the client sees: token ids through
+the detokenizer and the stop conditions, then the reasoning parser, then the tool-call
+parser, each piece by piece. A text engine's text skips the first two (the engine applied
+its own stops); with no parser and no token ids nothing is done at all.
+
+The same steps make the streamed and the whole answer: a non-streamed answer is the
+streamed deltas put together, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenizers import Tokenizer
+
+from ..engines.base import EngineError, EngineOutput
+from ..engines.prepared import SamplingParams
+from .detokenize import Detokenizer
+from .logprobs import LogprobFormatter
+from .reasoning import REASONING_PARSERS, ReasoningParser, make_reasoning_parser, prompt_closes_reasoning
+from .stops import StopChecker, StopRules
+from .tools import TOOL_PARSERS, ToolCall, ToolParser, make_tool_parser, new_tool_call_id
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What derendering needs of the model folder: its tokenizer and its EOS ids
+    (generation_config.json's eos_token_id, the tokenizer's own EOS token first)."""
+
+    tokenizer: Tokenizer
+    eos_token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """The request's fields about its answer's text, beyond SamplingParams (validated by
+    app/api/schemas.py)."""
+
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    tools: tuple[dict, ...] = ()
+    tool_choice: str | dict | None = None
+    enable_thinking: bool = True  # chat_template_kwargs.enable_thinking
+    include_reasoning: bool = True  # vLLM's: false drops the reasoning from the answer
+
+
+@dataclass
+class Delta:
+    """What one step adds to the answer."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    logprobs: list[dict] | None = None  # None: not asked for
+
+    def __bool__(self) -> bool:
+        return bool(self.content or self.reasoning or self.tool_calls or self.logprobs)
+
+
+class Derendering:
+    """The server's derender setup: the model's facts (with --model) and its parsers."""
+
+    def __init__(self, model: ModelFacts | None = None, reasoning_parser: str | None = None,
+                 tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False,
+                 new_tool_id=new_tool_call_id):
+        if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+            raise ValueError(f"unknown reasoning parser {reasoning_parser!r}: choose one of {', '.join(REASONING_PARSERS)}")
+        if tool_call_parser is not None and tool_call_parser not in TOOL_PARSERS:
+            raise ValueError(f"unknown tool call parser {tool_call_parser!r}: choose one of {', '.join(TOOL_PARSERS)}")
+        self.model = model
+        self.reasoning_parser = reasoning_parser
+        self.tool_call_parser = tool_call_parser if enable_auto_tool_choice else None
+        self._new_tool_id = new_tool_id
+
+    def start(self, sampling: SamplingParams, options: OutputOptions = OutputOptions(), prompt_text: str = "",
+              prompt_tokens: int = 0) -> Derenderer:
+        return Derenderer(self, sampling, options, prompt_text, prompt_tokens)
+
+    def parses_tools(self, options: OutputOptions) -> bool:
+        """vLLM's rule: calls are parsed with --enable-auto-tool-choice, when the request
+        has tools and did not say tool_choice "none"."""
+        return self.tool_call_parser is not None and bool(options.tools) and options.tool_choice != "none"
+
+
+class Derenderer:
+    """One request's steps. `feed` each engine output, then `finish` once: when the
+    engine ended, or as soon as `stopped` says the answer is over (close the engine)."""
+
+    def __init__(self, setup: Derendering, sampling: SamplingParams, options: OutputOptions, prompt_text: str,
+                 prompt_tokens: int):
+        self._setup, self._options = setup, options
+        self._logprobs = None
+        self._stops = None
+        model = setup.model
+        if model is not None:
+            detokenizer = Detokenizer(model.tokenizer, options.skip_special_tokens, options.spaces_between_special_tokens)
+            rules = StopRules(
+                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids, eos_token_ids=model.eos_token_ids,
+                ignore_eos=sampling.ignore_eos, min_tokens=sampling.min_tokens, max_tokens=sampling.max_tokens,
+                include_stop_str_in_output=options.include_stop_str_in_output,
+            )
+            self._stops = StopChecker(rules, detokenizer)
+            if sampling.logprobs:
+                self._logprobs = LogprobFormatter(model.tokenizer, sampling.top_logprobs)
+        self._tools: ToolParser | None = None
+        if setup.parses_tools(options):
+            self._tools = make_tool_parser(setup.tool_call_parser, list(options.tools), setup._new_tool_id)
+        self._reasoning: ReasoningParser | None = None
+        if setup.reasoning_parser is not None:
+            self._reasoning = make_reasoning_parser(
+                setup.reasoning_parser, enable_thinking=options.enable_thinking,
+                prompt_closed=prompt_closes_reasoning(prompt_text),
+                tool_start=self._tools.start_marker if self._tools else None,
+            )
+        self._passthrough = self._reasoning is None and self._tools is None
+        self._engine_finish: str | None = None
+        self._engine_tokens: int | None = None
+        self.prompt_tokens = prompt_tokens
+        self.tool_calls = 0
+        self._finished = False
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether the answer carries logprobs (asked for, and token ids to give them of)."""
+        return self._logprobs is not None
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the answer has a reasoning part (a reasoning parser runs)."""
+        return self._reasoning is not None
+
+    @property
+    def stopped(self) -> bool:
+        """The answer ended here (a stop, or max_tokens): the engine must stop."""
+        return self._stops is not None and self._stops.finish_reason is not None
+
+    def feed(self, output: EngineOutput) -> Delta:
+        if output.finish_reason is not None:
+            self._engine_finish = output.finish_reason
+        if output.prompt_tokens is not None:
+            self.prompt_tokens = output.prompt_tokens
+        if output.completion_tokens is not None:
+            self._engine_tokens = output.completion_tokens
+        logprobs = None
+        if output.token_ids:
+            if self._stops is None:
+                raise EngineError("the engine gave token ids, and this server has no tokenizer for them (serve with --model)")
+            text, taken = self._detokenize(output.token_ids)
+            if self._logprobs is not None:
+                if len(output.logprobs) < taken:
+                    raise EngineError(f"the engine gave {len(output.logprobs)} logprobs for {taken} tokens")
+                logprobs = self._logprobs.entries(output.logprobs[:taken])
+        else:
+            text = output.text
+        delta = self._parse(text, final=False)
+        delta.logprobs = logprobs
+        return delta
+
+    def finish(self) -> Delta:
+        """The rest of the answer: what was held back, now that nothing can follow."""
+        if self._finished:
+            return Delta()
+        self._finished = True
+        text = self._stops.flush() if self._stops is not None else ""
+        return self._parse(text, final=True)
+
+    @property
+    def finish_reason(self) -> str:
+        reason = (self._stops.finish_reason if self._stops is not None else None) or self._engine_finish or "stop"
+        return "tool_calls" if self.tool_calls and reason == "stop" else reason
+
+    @property
+    def stop_reason(self) -> str | int | None:
+        return self._stops.stop_reason if self._stops is not None else None
+
+    @property
+    def completion_tokens(self) -> int:
+        if self._stops is not None and self._stops.tokens:
+            return self._stops.tokens
+        return self._engine_tokens or 0
+
+    def _detokenize(self, token_ids: tuple[int, ...]) -> tuple[str, int]:
+        stops, pieces, taken = self._stops, [], 0
+        for token_id in token_ids:
+            if stops.finish_reason is not None:
+                break  # the ids after a stop are not the answer's
+            pieces.append(stops.push(token_id))
+            taken += 1
+        return "".join(pieces), taken
+
+    def _parse(self, text: str, final: bool) -> Delta:
+        if self._passthrough:
+            return Delta(content=text)
+        reasoning, content = text, ""
+        if self._reasoning is not None:
+            reasoning, content = self._reasoning.feed(text)
+            if final:
+                more_reasoning, more_content = self._reasoning.finish()
+                reasoning, content = reasoning + more_reasoning, content + more_content
+        else:
+            reasoning, content = "", text
+        calls: list[ToolCall] = []
+        if self._tools is not None:
+            content, calls = self._tools.feed(content)
+            if final:
+                more_content, more_calls = self._tools.finish()
+                content, calls = content + more_content, calls + more_calls
+            self.tool_calls += len(calls)
+        if not self._options.include_reasoning:
+            reasoning = ""
+        return Delta(content=content, reasoning=reasoning, tool_calls=calls)

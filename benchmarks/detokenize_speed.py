@@ -1,0 +1,274 @@
+"""What the answer's post-processing costs: token ids through detokenization, stop
+strings, the reasoning parser and the tool-call parser, against the same answer from a
+text engine (no post-processing), through mmprep's server under N concurrent streams.
+
+    python benchmarks/detokenize_speed.py                     # 64, 512 and 2048 streams
+    python benchmarks/detokenize_speed.py --streams 64 --tokens 64 --interval 0.05
+
+An engine (app/testing/replay.py) emits one token every --interval seconds per stream
+(the answer: a Qwen3 reasoning block, text and a tool call, in the real Qwen3 vocabulary);
+the server runs in its own process (the app `mmprep serve` runs, with the Qwen3 tokenizer
+given to its derendering: the --model flag that will give it is the tokens-in issue's), a
+lean asyncio client in this one. Three setups, in turn, on the same load:
+
+- text:    a text engine's pieces, passed through (the path every text engine takes)
+- tokens:  token ids, detokenized (DecodeStream) with stop strings checked
+- parsed:  token ids, detokenized, stops, --reasoning-parser qwen3, hermes tool calls
+
+The server process is pinned to the first core and the client to the others. First, in this
+process, the post-processing alone: microseconds per token of the chat handler's work
+per engine output (derender, chunk objects, SSE lines), each setup in turn, the median of
+7 rounds (the ratio that the machine's other load does not move). Then, through the
+server, per setup: streams answered without error, output tokens per second, the
+server's CPU per token (user + system, from /proc) and tokens per CPU-second (per core),
+and the inter-token latency at the client minus the engine's own interval (p50, p99):
+what mmprep adds between the engine's token and the client's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from app.testing.servers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SETUPS = ("text", "tokens", "parsed")
+ANSWER = (
+    "<think>\nThe user wants the weather in Paris for three days. I should call the weather tool, "
+    "then summarise it in French, with an emoji or two. 🌦️\n</think>\n\n"
+    "Je vérifie la météo à Paris pour les trois prochains jours. 🇫🇷\n"
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>'
+)
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+
+
+def answer_ids(tokens: int) -> list[int]:
+    """`tokens` ids: the answer, repeated inside the reasoning to the length asked."""
+    from tokenizers import Tokenizer
+
+    from app.testing.qwen_tokenizer import tokenizer_file
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
+    ids = tokenizer.encode(ANSWER).ids
+    filler = tokenizer.encode(" Still thinking about the forecast, 天气预报.").ids
+    while len(ids) < tokens:
+        ids[2:2] = filler  # more reasoning
+    return ids[-tokens:] if len(ids) > tokens else ids
+
+
+# -- in process: the post-processing alone ------------------------------------------------
+
+
+def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int = 100) -> dict:
+    """CPU microseconds per token of what the chat handler does per engine output (derender,
+    chunk objects, SSE lines) for each setup, in this process, the setups taken in turn
+    `rounds` times (the median): the server's work without the server's."""
+    from tokenizers import Tokenizer
+
+    from app.api.responses import Answer, CompletionBuilder, sse
+    from app.derender import Derendering, ModelFacts, OutputOptions
+    from app.engines.base import EngineOutput
+    from app.engines.prepared import SamplingParams
+    from app.testing.qwen_tokenizer import tokenizer_file
+
+    facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
+    setups = {
+        "text": (Derendering(), [EngineOutput(text=text) for text in texts]),
+        "tokens": (Derendering(facts), [EngineOutput(token_ids=(i,)) for i in ids]),
+        "parsed": (Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
+                   [EngineOutput(token_ids=(i,)) for i in ids]),
+    }
+    sampling, options = SamplingParams(stop=("never appears",)), OutputOptions(tools=tuple(TOOLS))
+    timings: dict[str, list[float]] = {name: [] for name in setups}
+    for _ in range(rounds):
+        for name, (setup, outputs) in setups.items():
+            started = time.process_time()  # CPU time: what neighbours' load moves least
+            for _ in range(answers):
+                builder, derender, answer = CompletionBuilder("bench", "bench"), setup.start(sampling, options), Answer()
+                for output in outputs:
+                    delta = derender.feed(output)
+                    if delta:
+                        answer.tool_calls.extend(delta.tool_calls)
+                        for chunk in builder.delta_chunks(delta, answer):
+                            sse(chunk)
+                derender.finish()
+            timings[name].append((time.process_time() - started) / (answers * len(outputs)) * 1e6)
+    return {name: round(statistics.median(values), 2) for name, values in timings.items()}
+
+
+# -- the server (a subprocess) -----------------------------------------------------------
+
+
+def serve(setup: str, port: int) -> None:
+    import uvicorn
+
+    from app.api.app import create_app
+    from app.core.config import Settings
+    from app.derender import Derendering, ModelFacts
+    from app.service import Service
+    from app.testing.qwen_tokenizer import tokenizer_file
+    from app.testing.replay import TokenReplayEngine
+    from tokenizers import Tokenizer
+
+    facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
+    derendering = {
+        "text": Derendering(),
+        "tokens": Derendering(facts),
+        "parsed": Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
+    }[setup]
+    settings = Settings(served_model_name=["bench"], max_concurrent_requests=100_000, log_level="warning")
+    app = create_app(service=Service(settings, TokenReplayEngine(), derendering=derendering))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=8192)
+
+
+class Server:
+    def __init__(self, setup: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        # The server on the first core, the client on the others (where there are others):
+        # the client's own work is not the server's, and one process uses one core anyway.
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", setup, "--port", str(self.port)], cwd=ROOT,
+            stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}),
+        )
+
+    def __enter__(self) -> Server:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError("the server did not start")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+# -- the client ----------------------------------------------------------------------------
+
+
+def request_bytes(setup: str, ids: list[int], texts: list[str], interval: float, port: int) -> bytes:
+    replay = {"texts": texts} if setup == "text" else {"token_ids": ids}
+    body = {
+        "model": "bench", "messages": [{"role": "user", "content": "weather?"}], "stream": True,
+        "stop": ["never appears"], "tools": TOOLS, "replay": {**replay, "interval": interval, "chunk": 1},
+    }
+    data = json.dumps(body).encode()
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+async def one_stream(port: int, request: bytes, gaps: list[float]) -> int:
+    """Reads one SSE answer (chunked transfer), noting the gap between its events; the
+    number of events, or -1 for an error."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**20)
+    try:
+        writer.write(request)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            return -1
+        events, last, tail = 0, None, b""
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return -1
+            now = time.perf_counter()
+            seen = tail + data
+            count = seen.count(b"\r\ndata: ")  # each event is one chunk of the chunked body
+            tail = seen[-8:]
+            for _ in range(count):  # events that came together: all but the first waited
+                if last is not None:
+                    gaps.append(now - last)
+                last = now
+            events += count
+            if b"data: [DONE]" in seen:
+                return events
+    finally:
+        writer.close()
+
+
+async def load(port: int, request: bytes, streams: int) -> tuple[int, list[float], float]:
+    gaps: list[float] = []
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one_stream(port, request, gaps) for _ in range(streams)),
+                                   return_exceptions=True)
+    wall = time.perf_counter() - started
+    errors = sum(1 for r in results if isinstance(r, BaseException) or r < 0)
+    return errors, gaps, wall
+
+
+def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval: float) -> dict:
+    with Server(setup) as server:
+        asyncio.run(load(server.port, request_bytes(setup, ids, texts, interval, server.port), 4))  # warm up
+        request = request_bytes(setup, ids, texts, interval, server.port)
+        cpu = server.cpu_seconds()
+        errors, gaps, wall = asyncio.run(load(server.port, request, streams))
+        cpu = server.cpu_seconds() - cpu
+    tokens = (streams - errors) * len(ids)
+    added = sorted(gap - interval for gap in gaps)
+    return {
+        "setup": setup, "streams": streams, "errors": errors, "tokens": tokens, "wall_s": round(wall, 2),
+        "tokens_per_s": round(tokens / wall), "server_cpu_s": round(cpu, 2),
+        "cpu_us_per_token": round(cpu / max(tokens, 1) * 1e6, 1),
+        "tokens_per_cpu_s": round(tokens / cpu) if cpu else None,
+        "itl_added_ms_p50": round(statistics.median(added) * 1e3, 2) if added else None,
+        "itl_added_ms_p99": round(added[int(len(added) * 0.99)] * 1e3, 2) if added else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, nargs="+", default=[64, 512, 2048])
+    parser.add_argument("--tokens", type=int, default=128, help="output tokens per stream")
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between an engine's tokens")
+    parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--serve", choices=SETUPS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        return serve(args.serve, args.port)
+    from tokenizers import Tokenizer
+
+    from app.testing.qwen_tokenizer import tokenizer_file
+
+    if len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - {0})
+    ids = answer_ids(args.tokens)
+    tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
+    texts = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]  # the text engine's same pieces
+    print(f"{args.tokens} tokens per stream, one per {args.interval * 1e3:.0f} ms; {os.cpu_count()} cores", flush=True)
+    alone = in_process(ids, texts)
+    print(json.dumps({"in_process_us_per_token": alone,
+                      "over_text": {k: f"{v / alone['text'] - 1:+.0%}" for k, v in alone.items()}}), flush=True)
+    results = [{"in_process_us_per_token": alone}]
+    for streams in args.streams:
+        for setup in args.setups:
+            result = measure(setup, streams, ids, texts, args.interval)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

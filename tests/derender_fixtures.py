@@ -1,0 +1,59 @@
+"""The derender fixtures (tests/fixtures/frontend_*.json) and what the tests share about
+them: the real Qwen3 tokenizer, the model's EOS ids, and how an answer is compared with
+the expected one (tool call ids are random: they are checked by pattern)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from app.derender import Derendering, ModelFacts
+from app.testing.qwen_tokenizer import tokenizer_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHUNK_SIZES = (20, 5, 2, 1)  # tokens per engine output, as Dynamo replays its fixtures
+EOS_IDS = (151645, 151643)  # Qwen3-VL's generation_config.json: <|im_end|>, <|endoftext|>
+TOOL_ID = re.compile(r"chatcmpl-tool-[0-9a-f]{16}")
+
+
+@cache
+def tokenizer() -> Tokenizer:
+    return Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
+
+
+def facts() -> ModelFacts:
+    return ModelFacts(tokenizer(), EOS_IDS)
+
+
+def fixture_names() -> list[str]:
+    return sorted(path.stem.removeprefix("frontend_") for path in FIXTURES.glob("frontend_*.json"))
+
+
+@cache
+def _load(name: str) -> str:
+    return (FIXTURES / f"frontend_{name}.json").read_text()
+
+
+def load(name: str) -> dict:
+    return json.loads(_load(name))
+
+
+def derendering(fixture: dict) -> Derendering:
+    server = fixture["server"]
+    return Derendering(
+        facts(), server.get("reasoning_parser"), server.get("tool_call_parser"),
+        enable_auto_tool_choice="tool_call_parser" in server,
+    )
+
+
+def assert_message(found: dict, expected: dict) -> None:
+    """`found` is the expected message, tool call ids aside (each a vLLM-shaped id)."""
+    found = json.loads(json.dumps(found))
+    for call in found.get("tool_calls") or []:
+        assert TOOL_ID.fullmatch(call["id"]), call["id"]
+        call["id"] = "chatcmpl-tool-*"
+    assert found == expected

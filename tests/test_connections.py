@@ -1,0 +1,230 @@
+"""The server's connection limits (app/api/connections.py), against the real server on
+loopback with raw sockets: a client that stops reading, a head that never ends, an idle
+connection, too many connections, and requests past the admission limit."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import socket
+import threading
+import time
+import weakref
+
+import httpx
+import pytest
+import uvicorn
+
+from app.api.app import create_app
+from app.api.server import server_config
+from app.core.config import Settings
+from app.engines import EngineOutput
+from app.service import Service
+
+MODEL = "mmprep-echo"
+DEADLINE_S = 10
+
+
+class Ballast:
+    """What a request holds while it streams (its media, in real life): weakly referenced
+    by the test to see it freed."""
+
+    def __init__(self):
+        self.data = bytearray(32 * 1024**2)
+
+
+class EndlessEngine:
+    """Streams 4 KiB pieces until it is stopped; records each stop, and keeps a weak
+    reference to what each request held."""
+
+    def __init__(self):
+        self.stopped = threading.Event()
+        self.held: list[weakref.ref] = []
+
+    async def start(self):
+        pass
+
+    async def stop(self):
+        pass
+
+    def ready(self):
+        return True
+
+    async def generate(self, request):
+        ballast = Ballast()
+        self.held.append(weakref.ref(ballast))
+        try:
+            while ballast is not None:
+                yield EngineOutput(text="x" * 4096)
+                await asyncio.sleep(0)
+        finally:
+            self.stopped.set()
+
+
+class Served:
+    """mmprep as `mmprep serve` runs it (server.server_config), in a thread on a free port."""
+
+    def __init__(self, engine=None, **settings):
+        self.settings = Settings(port=0, **settings)
+        self.service = Service(self.settings, engine)
+        config = server_config(create_app(service=self.service), self.settings, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        wait_for(lambda: self.server.started, "the server to start")
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self._thread.join(timeout=20)
+
+    def closed(self, reason: str) -> float:
+        return self.service.metrics.connections_closed.labels(reason)._value.get()
+
+
+def wait_for(condition, what: str, timeout: float = DEADLINE_S):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def chat_request(stream: bool = True, content: str = "hi") -> bytes:
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return head + body
+
+
+def connect(port: int, receive_buffer: int | None = None) -> socket.socket:
+    sock = socket.socket()
+    if receive_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
+    sock.settimeout(DEADLINE_S)
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sent until it closed; a reset fails the test."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_back():
+    engine = EndlessEngine()
+    with Served(engine, max_concurrent_requests=1, write_timeout=0.5, send_buffer_bytes=16 * 1024) as served:
+        reader = connect(served.port, receive_buffer=4096)
+        reader.sendall(chat_request())  # and never reads a byte
+        wait_for(lambda: served.closed("write_timeout") == 1, "the slow reader to be cut off")
+        wait_for(engine.stopped.is_set, "the engine's work to stop")
+        wait_for(lambda: served.service.metrics.in_flight._value.get() == 0, "the slot to be given back")
+        gc.collect()
+        assert engine.held[0]() is None  # what the request held is freed
+        # The one slot is free again: the next request is admitted, not refused.
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=body, timeout=DEADLINE_S) as response:
+            assert response.status_code == 200
+        assert 'mmprep_connections_closed_total{reason="write_timeout"} 1.0' in httpx.get(f"{served.url}/metrics").text
+        reader.close()
+
+
+def test_a_reader_that_keeps_reading_is_not_cut_off():
+    """Slower than the server writes, so the send buffer fills and drains again and again
+    for longer than the write timeout in all: only a stall as long as it cuts a client off."""
+    with Served(write_timeout=0.5, send_buffer_bytes=4096) as served:
+        reader = connect(served.port, receive_buffer=16 * 1024)
+        reader.sendall(chat_request(content="y" * 100_000))
+        start, data = time.monotonic(), b""
+        while not data.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's last chunk
+            chunk = reader.recv(4096)
+            assert chunk, "the server closed the stream"
+            data += chunk
+            time.sleep(0.002)
+        assert b"data: [DONE]" in data[-64:]
+        assert time.monotonic() - start > 1.0  # longer than the write timeout, twice over
+        assert served.closed("write_timeout") == 0
+        reader.close()
+
+
+def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset():
+    engine = EndlessEngine()
+    with Served(engine, max_concurrent_requests=1) as served:
+        holder = connect(served.port)
+        holder.sendall(chat_request())
+        wait_for(lambda: served.service.metrics.in_flight._value.get() == 1, "the first request to be admitted")
+        with httpx.Client(timeout=DEADLINE_S) as client:
+            for _ in range(3):  # on one kept-alive connection: a 503 does not close it
+                response = client.post(f"{served.url}/v1/chat/completions",
+                                       json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+                assert response.status_code == 503
+                assert response.headers["retry-after"] == "1"
+                assert response.json()["error"]["code"] == "overloaded"
+        holder.close()
+
+
+def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
+    with Served(max_connections=2) as served:
+        idle = [connect(served.port), connect(served.port)]
+        wait_for(lambda: served.service.metrics.connections_open._value.get() == 2, "two connections open")
+        third = connect(served.port)
+        third.sendall(chat_request(stream=False))
+        answer = read_until_closed(third)  # a clean close after the answer, not a reset
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503")
+        assert b"retry-after: 1" in head.lower() and b"connection: close" in head.lower()
+        assert json.loads(body)["error"]["code"] == "too_many_connections"
+        assert served.closed("over_limit") == 1
+        for sock in idle:
+            sock.close()
+        wait_for(lambda: served.service.metrics.connections_open._value.get() == 0, "the connections to close")
+        assert httpx.get(f"{served.url}/health", timeout=DEADLINE_S).status_code == 200  # below the limit again
+
+
+def test_a_request_head_that_never_ends_is_cut_off_with_408():
+    with Served(header_timeout=0.3) as served:
+        slow = connect(served.port)
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow")  # and never the rest
+        answer = read_until_closed(slow)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "request_timeout"
+        assert served.closed("header_timeout") == 1
+
+
+def test_a_head_sent_a_byte_at_a_time_is_cut_off_too():
+    """uvicorn restarts its idle timer on every byte: the head's own deadline does not."""
+    with Served(header_timeout=0.5, keep_alive_timeout=0.2) as served:
+        slow = connect(served.port)
+        start = time.monotonic()
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            for byte in b"GET /health HTTP/1.1\r\nX-Drip: " + b"a" * 1000:
+                slow.sendall(bytes([byte]))
+                time.sleep(0.05)
+        assert time.monotonic() - start < DEADLINE_S
+        assert served.closed("header_timeout") == 1
+
+
+@pytest.mark.parametrize("sends_first_request", [False, True])
+def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(sends_first_request):
+    with Served(keep_alive_timeout=0.3) as served:
+        sock = connect(served.port)
+        if sends_first_request:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = read_until_closed(sock)
+        assert answer.startswith(b"HTTP/1.1 200") if sends_first_request else answer == b""
+        assert served.closed("idle") == 1
+
+
+def test_connection_settings_are_checked():
+    with pytest.raises(ValueError, match="write_timeout"):
+        Settings(write_timeout=0)
+    with pytest.raises(ValueError, match="max_connections"):
+        Settings(max_connections=0)

@@ -1,0 +1,203 @@
+"""app/derender on the replayed fixtures: the real Qwen3 vocabulary's token ids, fed at
+20, 5, 2 and 1 token per engine output, give the expected answer, streamed or whole,
+and the stream's steps add up to the whole answer. Then each stage on its own: the
+detokenizer against tokenizer.decode, the stop checker's hold-back, the parsers'
+edges."""
+
+from __future__ import annotations
+
+import pytest
+from derender_fixtures import CHUNK_SIZES, EOS_IDS, assert_message, derendering, facts, fixture_names, load, tokenizer
+
+from app.api.responses import Answer, CompletionBuilder
+from app.api.schemas import parse_chat_request
+from app.derender import Derendering, OutputOptions
+from app.derender.detokenize import Detokenizer
+from app.derender.stops import StopChecker, StopRules
+from app.engines.base import EngineError, EngineOutput, TokenLogprob
+from app.engines.prepared import SamplingParams
+
+
+def replay(fixture: dict, chunk: int) -> tuple[list, object]:
+    """The fixture's ids through a Derenderer, `chunk` at a time, as an engine gives
+    them; stops early when the derenderer says so. (deltas, derenderer)"""
+    body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fixture["request"]})
+    derender = derendering(fixture).start(body.sampling_params(), body.output_options(), prompt_tokens=7)
+    ids, logprobs = fixture["token_ids"], fixture.get("logprobs") or []
+    deltas = []
+    for start in range(0, len(ids), chunk):
+        given = tuple(TokenLogprob(i, lp, tuple(map(tuple, top))) for i, lp, top in logprobs[start : start + chunk])
+        deltas.append(derender.feed(EngineOutput(token_ids=tuple(ids[start : start + chunk]), logprobs=given)))
+        if derender.stopped:
+            break
+    else:
+        deltas.append(derender.feed(EngineOutput(finish_reason=fixture["engine_finish"], prompt_tokens=7,
+                                                 completion_tokens=len(ids))))
+    deltas.append(derender.finish())
+    return deltas, derender
+
+
+@pytest.mark.parametrize("chunk", CHUNK_SIZES)
+@pytest.mark.parametrize("name", fixture_names())
+def test_a_fixture_gives_its_expected_answer_at_every_chunk_size(name, chunk):
+    fixture = load(name)
+    assert tokenizer().decode(fixture["token_ids"], skip_special_tokens=False) == fixture["text"]
+    deltas, derender = replay(fixture, chunk)
+    answer = Answer(derender.reasoning, derender.logprobs)
+    for delta in deltas:
+        answer.add(delta)
+    completion = CompletionBuilder("r", "m").answer(answer, derender.finish_reason, derender.stop_reason, {})
+    choice, expected = completion["choices"][0], fixture["expected"]
+    assert_message(choice["message"], expected["message"])
+    assert choice["finish_reason"] == expected["finish_reason"]
+    assert choice["stop_reason"] == expected.get("stop_reason")
+    if "logprobs" in expected:
+        assert choice["logprobs"] == {"content": expected["logprobs"]}
+    else:
+        assert choice["logprobs"] is None
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_no_piece_of_a_stream_holds_a_broken_character(name):
+    deltas, _ = replay(load(name), 1)
+    for delta in deltas:
+        for text in (delta.content, delta.reasoning, *(call.arguments for call in delta.tool_calls)):
+            assert "\ufffd" not in text
+
+
+# -- the detokenizer ------------------------------------------------------------------------
+
+TEXTS = [
+    "Grüße aus Köln! 你好，世界。🎉👩‍👩‍👧🇫🇷",
+    "<think>\nhm</think>\n\n<tool_call>\n{\"a\": 1}\n</tool_call><|im_end|>",
+    "  leading spaces, \ttabs\n\nand 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ∮ E⋅da = Q",
+    "<|vision_start|><|image_pad|><|image_pad|><|vision_end|>text<|im_end|><|endoftext|>",
+]
+
+
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_pieces_of_every_prefix_add_up_to_decode(text, skip):
+    ids = tokenizer().encode(text).ids
+    detokenizer, pieces = Detokenizer(tokenizer(), skip_special_tokens=skip), []
+    for n, token_id in enumerate(ids, 1):
+        pieces.append(detokenizer.step(token_id))
+        whole = tokenizer().decode(ids[:n], skip_special_tokens=skip)
+        if "\ufffd" not in whole:  # a prefix that ends inside a character: held, not broken
+            assert "".join(pieces) == whole
+    pieces.append(detokenizer.flush())
+    assert "".join(pieces) == tokenizer().decode(ids, skip_special_tokens=skip)
+
+
+def test_an_unfinished_character_at_the_end_is_not_lost():
+    ids = tokenizer().encode("a🎉").ids[:-1]  # the emoji's last byte never comes
+    detokenizer = Detokenizer(tokenizer())
+    text = "".join(detokenizer.step(i) for i in ids)
+    assert text == "a"
+    assert text + detokenizer.flush() == tokenizer().decode(ids)
+
+
+def test_special_tokens_kept_without_spaces_between_them():
+    ids = tokenizer().encode("<|vision_start|><|image_pad|><|vision_end|>").ids
+    detokenizer = Detokenizer(tokenizer(), skip_special_tokens=False, spaces_between_special_tokens=False)
+    assert "".join(detokenizer.step(i) for i in ids) == "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+# -- stop conditions ----------------------------------------------------------------------
+
+
+def shown_per_token(text: str, **rules) -> tuple[list[str], StopChecker]:
+    checker = StopChecker(StopRules(eos_token_ids=EOS_IDS, **rules), Detokenizer(tokenizer()))
+    shown = []
+    for token_id in tokenizer().encode(text).ids:
+        shown.append(checker.push(token_id))
+        if checker.finish_reason:
+            break
+    else:
+        shown.append(checker.flush())
+    return shown, checker
+
+
+def test_text_is_held_back_only_while_it_could_start_a_stop_string():
+    shown, checker = shown_per_token("Do not STOP here", stop=("STOP NOW",))
+    # "Do", " not", " STOP", " here": "STOP" could begin "STOP NOW" until " here" comes
+    assert shown == ["Do", " not", " ", "STOP here", ""]
+    assert checker.finish_reason is None
+
+
+def test_without_stop_strings_nothing_is_held():
+    shown, _ = shown_per_token("Do not STOP here")
+    assert shown == ["Do", " not", " STOP", " here", ""]
+
+
+def test_the_stop_string_that_ends_first_wins():
+    shown, checker = shown_per_token("abcdef", stop=("cdef", "bc"))
+    assert "".join(shown) == "a" and checker.stop_reason == "bc"
+
+
+def test_a_stop_token_before_min_tokens_does_not_stop():
+    shown, checker = shown_per_token("a<|im_end|>b<|im_end|>", min_tokens=2)
+    assert "".join(shown) == "ab" and checker.finish_reason == "stop" and checker.tokens == 4
+
+
+def test_ignore_eos_keeps_the_stop_token_ids():
+    shown, checker = shown_per_token("a<|im_end|>b. c", ignore_eos=True, stop_token_ids=(13,))
+    assert "".join(shown) == "ab" and checker.stop_reason == 13
+
+
+def test_max_tokens_counts_the_tokens_not_the_text():
+    shown, checker = shown_per_token("one two three", max_tokens=2)
+    assert "".join(shown) == "one two" and checker.finish_reason == "length"
+
+
+# -- the pipeline's edges -----------------------------------------------------------------
+
+
+def test_a_text_engine_gets_the_parsers_too():
+    derender = Derendering(None, "qwen3").start(SamplingParams())
+    deltas = [derender.feed(EngineOutput(text=piece)) for piece in ("<thi", "nk>why</th", "ink>because")]
+    deltas.append(derender.finish())
+    assert "".join(d.reasoning for d in deltas) == "why"
+    assert "".join(d.content for d in deltas) == "because"
+
+
+def test_a_text_engine_without_parsers_is_passed_through():
+    derender = Derendering().start(SamplingParams(stop=("x",)))
+    assert derender.feed(EngineOutput(text="<think>x</think>")).content == "<think>x</think>"
+
+
+def test_token_ids_without_a_tokenizer_are_an_engine_error():
+    derender = Derendering().start(SamplingParams())
+    with pytest.raises(EngineError, match="no tokenizer"):
+        derender.feed(EngineOutput(token_ids=(1, 2)))
+
+
+def test_an_engine_short_of_logprobs_is_an_engine_error_not_an_empty_list():
+    derender = Derendering(facts()).start(SamplingParams(logprobs=True))
+    with pytest.raises(EngineError, match="0 logprobs for 2 tokens"):
+        derender.feed(EngineOutput(token_ids=(1, 2)))
+
+
+def test_a_prompt_that_closed_the_thinking_starts_in_the_answer():
+    prompt = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    derender = Derendering(facts(), "qwen3").start(SamplingParams(), prompt_text=prompt)
+    delta = derender.feed(EngineOutput(token_ids=tuple(tokenizer().encode("Hello").ids)))
+    assert (delta.reasoning, delta.content) == ("", "Hello")
+
+
+def test_reasoning_is_dropped_when_the_request_says_so():
+    derender = Derendering(facts(), "qwen3").start(SamplingParams(), OutputOptions(include_reasoning=False))
+    delta = derender.feed(EngineOutput(token_ids=tuple(tokenizer().encode("<think>x</think>y").ids)))
+    assert (delta.reasoning, delta.content) == ("", "y")
+
+
+def test_calls_are_parsed_only_for_requests_with_tools():
+    derender = Derendering(facts(), None, "hermes", enable_auto_tool_choice=True).start(SamplingParams())
+    text = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    delta = derender.feed(EngineOutput(token_ids=tuple(tokenizer().encode(text).ids)))
+    assert delta.content == text and not delta.tool_calls
+
+
+def test_a_tool_parser_without_auto_tool_choice_parses_nothing():
+    setup = Derendering(facts(), None, "hermes", enable_auto_tool_choice=False)
+    assert not setup.parses_tools(OutputOptions(tools=({"type": "function", "function": {"name": "f"}},)))

@@ -1,0 +1,59 @@
+"""Ours against vLLM's own parsers on the same token ids. vLLM's answers (whole, and
+streamed a token at a time) are stored in the fixtures by tests/fixtures/vllm_parsers.py,
+so this runs everywhere; where vLLM is installed (MMPREP_VLLM_PYTHON, default
+/work/venvs/vllm/bin/python), the stored answers are checked to be still vLLM's. A
+fixture whose answer differs from vLLM's on purpose says why (`vllm_differs`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from derender_fixtures import FIXTURES, fixture_names, load
+from test_derender import replay
+
+from app.testing.qwen_tokenizer import tokenizer_file
+
+VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
+COMPARED = [name for name in fixture_names() if "vllm" in load(name)]
+
+
+def ours(name: str) -> dict:
+    deltas, _ = replay(load(name), 1)
+    return {
+        "reasoning": "".join(d.reasoning for d in deltas) or None,
+        "content": "".join(d.content for d in deltas) or None,
+        "tool_calls": [[c.name, c.arguments] for d in deltas for c in d.tool_calls],
+    }
+
+
+@pytest.mark.skipif(not COMPARED, reason="no fixture holds vLLM's answer yet (run tests/fixtures/vllm_parsers.py)")
+@pytest.mark.parametrize("name", COMPARED)
+def test_our_answer_is_vllms_on_the_same_ids(name):
+    fixture = load(name)
+    if "vllm_differs" in fixture:
+        pytest.skip(f"differs on purpose: {fixture['vllm_differs']}")
+    assert ours(name) == fixture["vllm"]["whole"]
+
+
+def _vllm_importable() -> bool:
+    if not Path(VLLM_PYTHON).exists():
+        return False
+    check = subprocess.run([VLLM_PYTHON, "-c", "import vllm.parser.parser_manager"], capture_output=True, timeout=120)
+    return check.returncode == 0
+
+
+@pytest.mark.skipif(not COMPARED, reason="no fixture holds vLLM's answer yet")
+def test_the_stored_answers_are_still_vllms():
+    if not _vllm_importable():
+        pytest.skip(f"vLLM's parsers do not import with {VLLM_PYTHON}")
+    run = subprocess.run([VLLM_PYTHON, str(FIXTURES / "vllm_parsers.py"), str(tokenizer_file("qwen3_vl"))],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for line in run.stdout.splitlines():
+        found = json.loads(line)
+        assert {k: v for k, v in found.items() if k != "fixture"} == load(found.pop("fixture").removeprefix(
+            "frontend_"))["vllm"]

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from dataclasses import replace
 
 import httpx
 import numpy as np
 import pytest
 from conftest import MEDIA
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 from test_vllm_protocol import build_case
 from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 
@@ -106,6 +109,37 @@ def test_upstream_errors_keep_their_status(upstream, stream):
     assert refused.value.status == 400 and "maximum context length" in refused.value.message
 
 
+@pytest.fixture(scope="module")
+def broken():
+    """A server at /inference/v1/generate that answers what vLLM never would, or fails mid-stream."""
+    app = FastAPI()
+
+    @app.post("/inference/v1/generate")
+    async def generate(request: Request):
+        body = await request.json()
+        if not body["stream"]:
+            return JSONResponse({"choices": "none"})
+
+        async def events():
+            yield 'data: {"request_id": "x", "choices": [{"index": 0, "token_ids": [5]}]}\n\n'
+            error = {"error": {"message": "Internal server error", "type": "InternalServerError", "code": 500}}
+            yield f"data: {json.dumps(error)}\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    with ThreadServer(app) as server:
+        yield server
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_broken_upstream_is_a_502_saying_what_came(broken, stream):
+    case = build_case("qwen3_vl_image")
+    with pytest.raises(EngineHTTPError) as refused:
+        run(engine_for(broken.url, case), replace(case.prepared, stream=stream))
+    assert refused.value.status == 502
+    assert ("none" if not stream else "Internal server error") in refused.value.message
+
+
 def test_an_unreachable_upstream_is_a_502():
     case = build_case("qwen3_vl_image")
     with pytest.raises(EngineHTTPError) as refused:
@@ -116,7 +150,7 @@ def test_an_unreachable_upstream_is_a_502():
 def test_settings_name_the_engine_and_what_it_needs(tmp_path):
     with pytest.raises(ValueError, match="model"):
         Settings(engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL)
-    with pytest.raises(ValueError, match="--upstream-model-id only applies with --engine vllm-generate"):
+    with pytest.raises(ValueError, match="--upstream-model-id only applies with --model"):
         Settings(engine="openai", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, upstream_model_id="x")
     folder = make_model_folder("qwen2_5_vl", tmp_path / "Qwen2.5-VL-7B-Instruct")
     settings = Settings(

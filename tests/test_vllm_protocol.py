@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import pytest
 from vllm_like import IM_END, MERGE, VIDEO_PAD, VISION_END, VISION_START, processed_item, qwen_prompt
@@ -19,9 +20,9 @@ from app.engines.base import EngineHTTPError
 from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 from app.vllm.hashing import mm_hash
 from app.vllm.items import kwargs_items
-from app.vllm.request import GenerateOptions, generate_request
+from app.vllm.request import GenerateOptions, generate_request, generate_request_body
 from app.vllm.sampling import generation_defaults, sampling_params
-from app.vllm.serde import ItemFormatError, decode_item, encode_item
+from app.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
 from processors import load_processor
 
 GOLDENS = Path(__file__).parent / "data" / "vllm" / "goldens.json"
@@ -267,3 +268,30 @@ def test_token_fields_left_in_extra_are_taken_not_dropped():
     with pytest.raises(EngineHTTPError) as refused:
         sampling_params(SamplingParams(), stream=False, extra={"top_logprobs": 50})
     assert refused.value.param == "top_logprobs"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_body_in_pieces_is_the_same_json(name):
+    """What the engine sends: the same document, the items spliced in as bytes."""
+    case = build_case(name)
+    pieces = generate_request_body(case.prepared, case.options)
+    assert json.loads(b"".join(pieces)) == generate_request(case.prepared, case.options)
+
+
+def test_ext_headers_are_msgpacks_smallest():
+    for size in (0, 1, 2, 3, 4, 8, 16, 17, 255, 256, 65535, 65536):
+        assert ext_header(3, size) + b"x" * size == msgpack.packb(msgpack.ExtType(3, b"x" * size))
+
+
+def test_base64_in_pieces_is_base64_of_the_whole():
+    """The writer's cuts at 3-byte groups leave the encoding as one b64encode of it all."""
+    import base64
+
+    from app.vllm.serde import _Base64Writer
+
+    for sizes in ([5, 70000, 1], [3, 65536, 65537, 2], [70001], [1, 2, 1 << 17, 4, 1 << 16]):
+        chunks = [bytes(range(256)) * (size // 256) + bytes(size % 256) for size in sizes]
+        writer = _Base64Writer()
+        for chunk in chunks:
+            writer.write(memoryview(chunk))
+        assert b"".join(writer.finish()) == base64.b64encode(b"".join(chunks))

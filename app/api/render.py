@@ -14,13 +14,13 @@ import threading
 import uuid
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from ..core.disconnect import ClientGone, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..service import Service, vllm_options
-from ..vllm.request import generate_request
+from ..vllm.request import generate_request_body
 from .chat import client_gone, refuse
 from .json_body import read_json_body
 from .schemas import parse_chat_request
@@ -44,9 +44,9 @@ async def render_chat_request(service: Service, http: Request) -> Response:
         cancel = threading.Event()
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         prepared, _ = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
-        answer = await asyncio.to_thread(generate_request, prepared, vllm_options(service.settings))
+        pieces = await asyncio.to_thread(generate_request_body, prepared, vllm_options(service.settings))
         service.record(200)
-        return JSONResponse(answer)
+        return Response(b"".join(pieces), media_type="application/json")
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500

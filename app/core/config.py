@@ -37,9 +37,10 @@ ENGINE_SETTINGS = {
     "upstream_url": ("openai", "vllm-generate"),
     "upstream_model": ("openai", "vllm-generate"),
     "upstream_api_key": ("openai", "vllm-generate"),
-    "upstream_model_id": ("vllm-generate",),
-    "upstream_mm_hasher": ("vllm-generate",),
 }
+# How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
+# both of which need the model folder.
+VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
 # app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
 # checks they agree; core cannot import the room above it)
 REASONING_PARSERS = ("qwen3", "deepseek_r1")
@@ -198,11 +199,12 @@ class Settings(BaseSettings):
     )
     upstream_model_id: str | None = Field(
         None,
-        description="engine=vllm-generate: the model `vllm serve` was started with, which vLLM keys its "
-        "multimodal hashes by (default: --upstream-model; give it when vllm serve has --served-model-name)",
+        description="with --model (engine=vllm-generate, the render route): the model `vllm serve` was started "
+        "with, which vLLM keys its multimodal hashes by (default: --upstream-model, else the served name; give "
+        "it when vllm serve has --served-model-name)",
     )
     upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
-        "blake3", description="engine=vllm-generate: the upstream's --mm-hasher-algorithm"
+        "blake3", description="with --model (engine=vllm-generate, the render route): vllm serve's --mm-hasher-algorithm"
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
@@ -408,6 +410,9 @@ class Settings(BaseSettings):
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
                 self.served_model_name = [self.upstream_model]
+        for name in VLLM_REQUEST_SETTINGS:
+            if getattr(self, name) != type(self).model_fields[name].default and self.model is None:
+                raise ValueError(f"--{name.replace('_', '-')} only applies with --model (vLLM's GenerateRequests)")
         engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
         for name, engines in ENGINE_SETTINGS.items():
             given = getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 import httpx
 
 from ..engines.base import EngineOutput
 from ..engines.prepared import PreparedRequest
 from ..engines.upstream import bad_answer, sse_chunks, transport_errors, upstream_error
-from .request import GenerateOptions, generate_request
+from .request import GenerateOptions, generate_request_body
 from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 
@@ -64,17 +65,18 @@ class VllmGenerateEngine:
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         # Hashing and base64 of the tensors, off the event loop.
-        body = await asyncio.to_thread(_body, request, self.options)
+        pieces = await asyncio.to_thread(generate_request_body, request, self.options)
         top = with_extra_fields(request.sampling, request.extra).top_logprobs  # alternatives kept per token
-        headers = {"Content-Type": "application/json"}
+        # The pieces go as they are (no joined copy of the tensors); the length is known.
+        headers = {"Content-Type": "application/json", "Content-Length": str(sum(map(len, pieces)))}
         with transport_errors():
             if not request.stream:
-                response = await self._client.post(self._endpoint, content=body, headers=headers)
+                response = await self._client.post(self._endpoint, content=_sent(pieces), headers=headers)
                 if response.status_code != 200:
                     raise upstream_error(response.status_code, response.content)
-                yield _read(response.text, lambda: whole_answer(response.json(), top))
+                yield _read(lambda: response.text, lambda: whole_answer(response.json(), top))
                 return
-            async with self._client.stream("POST", self._endpoint, content=body, headers=headers) as response:
+            async with self._client.stream("POST", self._endpoint, content=_sent(pieces), headers=headers) as response:
                 async for output in _stream(sse_chunks(response), top):
                     yield output
 
@@ -85,25 +87,26 @@ def root_url(url: str) -> str:
     return url.removesuffix("/v1")
 
 
-def _body(request: PreparedRequest, options: GenerateOptions) -> bytes:
-    return json.dumps(generate_request(request, options), separators=(",", ":")).encode()
+async def _sent(pieces: list[bytes]) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        yield piece
 
 
-def _read(text: str, parse, *args):
-    """parse(*args), an answer that is not vLLM's shape a 502 quoting it."""
+def _read(answer: Callable[[], str], parse: Callable, *args):
+    """parse(*args); an answer that is not vLLM's shape is a 502 quoting it (`answer()`)."""
     try:
         return parse(*args)
     except (BadAnswer, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise bad_answer(text, SHAPE) from error
+        raise bad_answer(answer(), SHAPE) from error
 
 
 async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[EngineOutput]:
     finish, prompt_tokens, completion_tokens = None, None, None
     async for chunk in chunks:
         if chunk.get("usage"):
-            prompt_tokens, completion_tokens = _read(json.dumps(chunk), usage_counts, chunk)
+            prompt_tokens, completion_tokens = _read(partial(json.dumps, chunk), usage_counts, chunk)
         for choice in chunk.get("choices") or []:
-            token_ids, logprobs = _read(json.dumps(chunk), choice_outputs, choice, top)
+            token_ids, logprobs = _read(partial(json.dumps, chunk), choice_outputs, choice, top)
             if token_ids:
                 yield EngineOutput(token_ids=token_ids, logprobs=logprobs)
             finish = finish_reason(choice) or finish

@@ -16,6 +16,9 @@ part, rather than failing inside vLLM.
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +27,7 @@ from ..engines.prepared import MediaItem, Placeholder, PreparedRequest
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
 from .sampling import sampling_params
-from .serde import encode_item
+from .serde import encode_item, encode_item_pieces
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,32 @@ class GenerateOptions:
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.generation_defaults
 
 
-def generate_request(request: PreparedRequest, options: GenerateOptions) -> dict[str, Any]:
-    """The GenerateRequest body for this request (CPU work: hashing and encoding the tensors)."""
+def generate_request_body(request: PreparedRequest, options: GenerateOptions) -> list[bytes]:
+    """generate_request as JSON bytes, in pieces to send one after another. The encoded
+    items (nearly all of it) are never made str nor scanned by json: each stands in the
+    document as a placeholder string while it is dumped, then is put in its place."""
+    items: list[list[bytes]] = []
+    nonce = uuid.uuid4().hex
+
+    def placeholder(item: Item) -> str:
+        items.append(encode_item_pieces(item))
+        return f"{nonce}:{len(items) - 1}"
+
+    text = json.dumps(generate_request(request, options, encode=placeholder), separators=(",", ":"))
+    pieces: list[bytes] = []
+    for index, part in enumerate(text.split(f'"{nonce}:')):
+        if index:
+            number, _, part = part.partition('"')
+            pieces += [b'"', *items[int(number)], b'"']
+        pieces.append(part.encode())
+    return pieces
+
+
+def generate_request(
+    request: PreparedRequest, options: GenerateOptions, encode: Callable[[Item], str] = encode_item
+) -> dict[str, Any]:
+    """The GenerateRequest body for this request (CPU work: hashing and encoding the tensors).
+    `encode`: how each item is written (serde.encode_item)."""
     prompt = request.prompt
     if prompt is None:
         raise EngineError("vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered")
@@ -49,7 +76,7 @@ def generate_request(request: PreparedRequest, options: GenerateOptions) -> dict
         "request_id": request.request_id,
         "token_ids": list(prompt.token_ids),
         "token_offsets": None,
-        "features": features(request, options),
+        "features": features(request, options, encode),
         "content_parts": None,
         "sampling_params": sampling_params(request.sampling, request.stream, options.generation_defaults, extra),
         "model": options.served_model,
@@ -68,7 +95,9 @@ def generate_request(request: PreparedRequest, options: GenerateOptions) -> dict
     }
 
 
-def features(request: PreparedRequest, options: GenerateOptions) -> dict[str, Any] | None:
+def features(
+    request: PreparedRequest, options: GenerateOptions, encode: Callable[[Item], str] = encode_item
+) -> dict[str, Any] | None:
     """MultiModalFeatures for the prompt's media, None for a text-only prompt."""
     placeholders = sorted(request.prompt.placeholders, key=lambda placeholder: placeholder.offset)
     if not placeholders:
@@ -87,8 +116,8 @@ def features(request: PreparedRequest, options: GenerateOptions) -> dict[str, An
         items = kwargs_items(media, options.family or "", options.temporal_patch_size)
         hashes[modality] = _hashes(media, request, options)
         ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
-        kwargs_data[modality] = [encode_item(item) for item in items]
-        metadata[modality] = [encode_item(_on_cpu(item)) for item in items]
+        kwargs_data[modality] = [encode(item) for item in items]
+        metadata[modality] = [encode(_on_cpu(item)) for item in items]
     return {"mm_hashes": hashes, "mm_placeholders": ranges, "kwargs_data": kwargs_data, "mm_metadata": metadata}
 
 

@@ -33,23 +33,77 @@ class ItemFormatError(ValueError):
 
 def encode_item(item: Item) -> str:
     """The base64 string vLLM's encode_mm_kwargs_item makes of this item."""
-    document = {key: {"data": _tensor_or_list(elem.data), "field": [elem.field.kind, elem.field.keywords]}
-                for key, elem in item.items()}
-    return base64.b64encode(msgpack.packb(document, use_bin_type=True, default=_unsupported)).decode("ascii")
+    return encode_item_bytes(item).decode("ascii")
 
 
-def _tensor_or_list(data: np.ndarray | list[float]) -> Any:
-    if isinstance(data, np.ndarray):
-        array = np.asarray(data)  # not ascontiguousarray: it makes a 0-d array 1-d
-        dtype = str(array.dtype)
-        if dtype not in _TORCH_DTYPES:
-            raise TypeError(f"no torch dtype for numpy {dtype}")
-        return [dtype, list(array.shape), msgpack.ExtType(RAW_VIEW, array.tobytes())]
-    return [float(value) for value in data]
+def encode_item_bytes(item: Item) -> bytes:
+    """encode_item as ASCII bytes."""
+    return b"".join(encode_item_pieces(item))
 
 
-def _unsupported(value: Any) -> Any:
-    raise TypeError(f"cannot encode {type(value).__name__}")
+def encode_item_pieces(item: Item) -> list[bytes]:
+    """encode_item as ASCII pieces to be sent one after another. The msgpack is written
+    piece by piece and base64'd as it goes, each tensor straight from its array, so its
+    bytes (most of it: a 32-frame 720p video is some 360 MB of float32) are read once and
+    never copied into one msgpack buffer first."""
+    pack = msgpack.Packer(use_bin_type=True, autoreset=True)
+    out = _Base64Writer()
+    out.write(pack.pack_map_header(len(item)))
+    for key, elem in item.items():
+        out.write(pack.pack(key) + pack.pack_map_header(2) + pack.pack("data"))
+        data = elem.data
+        if isinstance(data, np.ndarray):
+            dtype = str(data.dtype)
+            if dtype not in _TORCH_DTYPES:
+                raise TypeError(f"no torch dtype for numpy {dtype}")
+            raw = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")  # C order, as torch's bytes
+            # [dtype, shape, ext 3]: shape () for a 0-d array, as vLLM writes torch.Size([])
+            out.write(pack.pack_array_header(3) + pack.pack(dtype) + pack.pack(list(data.shape)))
+            out.write(ext_header(RAW_VIEW, raw.nbytes))
+            out.write(raw)
+        else:
+            out.write(pack.pack([float(value) for value in data]))
+        out.write(pack.pack("field") + pack.pack([elem.field.kind, elem.field.keywords]))
+    return out.finish()
+
+
+class _Base64Writer:
+    """Base64 of everything written, in pieces: small writes wait in a buffer, a large one
+    is encoded from its own memory, whole 3-byte groups at a time (base64 of a
+    concatenation is the concatenation of base64s cut at multiples of 3 bytes)."""
+
+    LARGE = 1 << 16
+
+    def __init__(self):
+        self.pending = bytearray()
+        self.pieces: list[bytes] = []
+
+    def write(self, data: bytes | memoryview) -> None:
+        if len(data) < self.LARGE:
+            self.pending += data
+            return
+        head = (-len(self.pending)) % 3  # what completes the pending bytes' last group
+        self.pending += data[:head]
+        self.pieces.append(base64.b64encode(self.pending))
+        whole = head + (len(data) - head) // 3 * 3
+        self.pieces.append(base64.b64encode(data[head:whole]))
+        self.pending = bytearray(data[whole:])
+
+    def finish(self) -> list[bytes]:
+        self.pieces.append(base64.b64encode(self.pending))
+        return [piece for piece in self.pieces if piece]
+
+
+def ext_header(code: int, size: int) -> bytes:
+    """msgpack's smallest ext header for `size` bytes, as msgspec (vLLM's encoder) writes it."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+    if size in fixed:
+        return bytes([fixed[size], code])
+    if size < 2**8:
+        return bytes([0xC7, size, code])
+    if size < 2**16:
+        return b"\xc8" + size.to_bytes(2, "big") + bytes([code])
+    return b"\xc9" + size.to_bytes(4, "big") + bytes([code])
 
 
 def decode_item(text: str) -> Item:

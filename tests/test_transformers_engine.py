@@ -380,8 +380,8 @@ def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     """Qwen2.5-VL's M-RoPE spaces a video's temporal positions by second_per_grid_ts, which
     transformers' processor computes from the video's metadata (temporal_patch_size over the
     sampled fps, here 2 / 4): the engine computes the same from the item's hf_metadata. The
-    weights are ten times the usual scale, so that the spacing changes the greedy tokens."""
-    folder = build_model_folder(tmp_path / "tiny-qwen2.5-vl", "qwen2_5_vl", initializer_range=0.2)
+    weights are 25 times the usual scale, so that the spacing changes the greedy tokens."""
+    folder = build_model_folder(tmp_path / "tiny-qwen2.5-vl", "qwen2_5_vl", initializer_range=0.5)
     inputs = transformers_inputs(folder)
     assert inputs["second_per_grid_ts"].tolist() == [0.5]
     tokens, expected = transformers_generate(folder, inputs, max_new_tokens=4)

@@ -164,7 +164,7 @@ def worker(folder):
     env = {MODEL_VARIABLE: str(folder), "MMPREP_TRANSFORMERS_DEVICE": "cpu"}
     worker = WorkerProcess("--engine-class", ENGINE_CLASS, env=env).start()
     try:
-        worker.wait_ready(timeout=60)  # torch and transformers take a while to import
+        worker.wait_ready(timeout=180)  # torch and transformers take a while to import (minutes under load)
         yield worker
     finally:
         worker.close()

@@ -7,16 +7,17 @@ text engine (no post-processing), through mmprep's server under N concurrent str
 
 An engine (app/testing/replay.py) emits one token every --interval seconds per stream
 (the answer: a Qwen3 reasoning block, text and a tool call, in the real Qwen3 vocabulary);
-the server runs in its own process (the app `mmprep serve` runs, with the Qwen3 tokenizer
-given to its derendering: the --model flag that will give it is the tokens-in issue's), a
-lean asyncio client in this one. Three setups, in turn, on the same load:
+the server is `mmprep serve --model` (a Qwen3-VL model folder built offline, the engine
+`--engine-class app.testing.replay:TokenReplayEngine`) in its own process, a lean asyncio
+client in this one. Three setups, in turn, on the same load:
 
-- text:    a text engine's pieces, passed through (the path every text engine takes)
-- tokens:  token ids, detokenized (DecodeStream) with stop strings checked
-- parsed:  token ids, detokenized, stops, --reasoning-parser qwen3, hermes tool calls
+- text:    the engine's text pieces, passed through (the path every text engine takes)
+- tokens:  token ids, detokenized (DecodeStream) with a stop string checked
+- parsed:  as tokens, with --reasoning-parser qwen3 --enable-auto-tool-choice
+           --tool-call-parser hermes
 
 The server process is pinned to the first core and the client to the others. First, in this
-process, the post-processing alone: microseconds per token of the chat handler's work
+process, the post-processing alone: CPU microseconds per token of the chat handler's work
 per engine output (derender, chunk objects, SSE lines), each setup in turn, the median of
 7 rounds (the ratio that the machine's other load does not move). Then, through the
 server, per setup: streams answered without error, output tokens per second, the
@@ -32,18 +33,15 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
-from app.testing.servers import free_port
-
-ROOT = Path(__file__).resolve().parent.parent
+from app.testing.model_folder import make_model_folder
+from app.testing.servers import AppProcess
 
 SETUPS = ("text", "tokens", "parsed")
+MODEL = "Qwen3-VL-Bench"  # the model folder's name: the served name
 ANSWER = (
     "<think>\nThe user wants the weather in Paris for three days. I should call the weather tool, "
     "then summarise it in French, with an emoji or two. 🌦️\n</think>\n\n"
@@ -108,59 +106,32 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     return {name: round(statistics.median(values), 2) for name, values in timings.items()}
 
 
-# -- the server (a subprocess) -----------------------------------------------------------
+# -- the server: `mmprep serve --model`, a process ---------------------------------------
 
 
-def serve(setup: str, port: int) -> None:
-    import uvicorn
-
-    from app.api.app import create_app
-    from app.core.config import Settings
-    from app.derender import Derendering, ModelFacts
-    from app.service import Service
-    from app.testing.qwen_tokenizer import tokenizer_file
-    from app.testing.replay import TokenReplayEngine
-    from tokenizers import Tokenizer
-
-    facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
-    derendering = {
-        "text": Derendering(),
-        "tokens": Derendering(facts),
-        "parsed": Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
-    }[setup]
-    settings = Settings(served_model_name=["bench"], max_concurrent_requests=100_000, log_level="warning")
-    app = create_app(service=Service(settings, TokenReplayEngine(), derendering=derendering))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=8192)
+def server_flags(setup: str, folder: Path) -> list[str]:
+    flags = ["--model", str(folder), "--engine-class", "app.testing.replay:TokenReplayEngine",
+             "--max-concurrent-requests", "100000"]
+    if setup == "parsed":
+        flags += ["--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    return flags
 
 
-class Server:
-    def __init__(self, setup: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        # The server on the first core, the client on the others (where there are others):
-        # the client's own work is not the server's, and one process uses one core anyway.
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", setup, "--port", str(self.port)], cwd=ROOT,
-            stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}),
-        )
+class Server(AppProcess):
+    """`mmprep serve` for one setup, pinned to the first core: the client runs on the
+    others (where there are others), and one process uses one core anyway."""
 
-    def __enter__(self) -> Server:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError("the server did not start")
+    def __init__(self, setup: str, folder: Path):
+        super().__init__("serve", *server_flags(setup, folder))
+
+    def start(self) -> Server:
+        super().start()
+        os.sched_setaffinity(self.process.pid, {0})
+        return self
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def __exit__(self, *exc) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
 
 
 # -- the client ----------------------------------------------------------------------------
@@ -169,7 +140,7 @@ class Server:
 def request_bytes(setup: str, ids: list[int], texts: list[str], interval: float, port: int) -> bytes:
     replay = {"texts": texts} if setup == "text" else {"token_ids": ids}
     body = {
-        "model": "bench", "messages": [{"role": "user", "content": "weather?"}], "stream": True,
+        "model": MODEL, "messages": [{"role": "user", "content": "weather?"}], "stream": True,
         "stop": ["never appears"], "tools": TOOLS, "replay": {**replay, "interval": interval, "chunk": 1},
     }
     data = json.dumps(body).encode()
@@ -216,8 +187,8 @@ async def load(port: int, request: bytes, streams: int) -> tuple[int, list[float
     return errors, gaps, wall
 
 
-def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval: float) -> dict:
-    with Server(setup) as server:
+def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval: float, folder: Path) -> dict:
+    with Server(setup, folder) as server:
         asyncio.run(load(server.port, request_bytes(setup, ids, texts, interval, server.port), 4))  # warm up
         request = request_bytes(setup, ids, texts, interval, server.port)
         cpu = server.cpu_seconds()
@@ -242,11 +213,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between an engine's tokens")
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--serve", choices=SETUPS, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        return serve(args.serve, args.port)
     from tokenizers import Tokenizer
 
     from app.testing.qwen_tokenizer import tokenizer_file
@@ -261,9 +228,10 @@ def main() -> None:
     print(json.dumps({"in_process_us_per_token": alone,
                       "over_text": {k: f"{v / alone['text'] - 1:+.0%}" for k, v in alone.items()}}), flush=True)
     results = [{"in_process_us_per_token": alone}]
+    folder = make_model_folder("qwen3_vl", Path(tempfile.mkdtemp()) / MODEL)
     for streams in args.streams:
         for setup in args.setups:
-            result = measure(setup, streams, ids, texts, args.interval)
+            result = measure(setup, streams, ids, texts, args.interval, folder)
             results.append(result)
             print(json.dumps(result), flush=True)
     if args.json:

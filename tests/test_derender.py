@@ -7,7 +7,16 @@ edges."""
 from __future__ import annotations
 
 import pytest
-from derender_fixtures import CHUNK_SIZES, EOS_IDS, assert_message, derendering, facts, fixture_names, load, tokenizer
+from derender_fixtures import (
+    CHUNK_SIZES,
+    EOS_IDS,
+    assert_message,
+    derendering,
+    facts,
+    fixture_names,
+    load,
+    tokenizer,
+)
 
 from app.api.responses import Answer, CompletionBuilder
 from app.api.schemas import parse_chat_request

@@ -42,7 +42,7 @@ def test_our_answer_is_vllms_on_the_same_ids(name):
 def _vllm_importable() -> bool:
     if not Path(VLLM_PYTHON).exists():
         return False
-    check = subprocess.run([VLLM_PYTHON, "-c", "import vllm.parser.parser_manager"], capture_output=True, timeout=120)
+    check = subprocess.run([VLLM_PYTHON, "-c", "import vllm.parser.parser_manager"], capture_output=True, timeout=120, check=False)
     return check.returncode == 0
 
 
@@ -51,7 +51,7 @@ def test_the_stored_answers_are_still_vllms():
     if not _vllm_importable():
         pytest.skip(f"vLLM's parsers do not import with {VLLM_PYTHON}")
     run = subprocess.run([VLLM_PYTHON, str(FIXTURES / "vllm_parsers.py"), str(tokenizer_file("qwen3_vl"))],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     for line in run.stdout.splitlines():
         found = json.loads(line)

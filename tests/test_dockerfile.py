@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
@@ -46,9 +45,11 @@ def test_the_images_files_install_and_serve(tmp_path):
     )
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come
-    # from the site-packages folder named on the path.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]),
-           "MMPREP_LOG_LEVEL": "warning"}
+    # from this interpreter's own path, less the checkout's source folders (a venv inside
+    # the checkout stays).
+    dependencies = [p for p in sys.path if p and ("site-packages" in Path(p).parts
+                                                 or not Path(p).resolve().is_relative_to(REPO))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *dependencies]), "MMPREP_LOG_LEVEL": "warning"}
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-S", "-m", "app", "serve", "--port", str(port)],

@@ -49,7 +49,7 @@ class Detokenizer:
         """The text `token_id` completes (empty while a character is unfinished)."""
         try:
             piece = self._stream.step(self._tokenizer, token_id)
-        except Exception as error:  # noqa: BLE001 - the library raises plain Exceptions
+        except Exception as error:  # the library raises plain Exceptions
             if not str(error).startswith(INVALID_PREFIX):
                 raise
             log.warning("the decode stream's bytes went backwards; starting it again")

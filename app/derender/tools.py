@@ -183,10 +183,8 @@ class Qwen3CoderToolParser(ToolParser):
 
 def _unwrap(value: str) -> str:
     """One leading and one trailing newline are the template's, not the value's."""
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
+    value = value.removeprefix("\n")
+    value = value.removesuffix("\n")
     return value
 
 

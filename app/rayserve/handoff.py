@@ -17,6 +17,7 @@ from ray import exceptions as ray_errors
 from ray.serve import exceptions as serve_errors
 
 from ..core.errors import ServiceError
+from ..engines.prepared import SamplingParams, TokenPrompt
 
 # A replica (or its node, or the object it left in the store) is gone, or none can take the
 # request now: the deployment's state, not the request's fault. Ray restarts the replica.
@@ -37,6 +38,10 @@ class PreparedInStore:
     request_id: str
     media: tuple[str, ...]  # each item's kind: the chat handler logs how many there are
     ref: ray.ObjectRef  # nested, so Ray passes the reference on and the engine fetches it
+    # What the front door's own derendering reads of the request (no tensors): the stop
+    # conditions and, with --model, the prompt (the reasoning parser reads how it ends).
+    sampling: SamplingParams
+    prompt: TokenPrompt | None = None
 
 
 class ReplicaUnavailable(ServiceError):

@@ -60,7 +60,7 @@ class DecodeReplica:
         except ServiceError as error:
             return portable(error)
         kinds = tuple(item.kind for item in prepared.media)
-        return PreparedInStore(prepared.request_id, kinds, ray.put(prepared)), timing
+        return PreparedInStore(prepared.request_id, kinds, ray.put(prepared), prepared.sampling, prepared.prompt), timing
 
     async def __del__(self):
         await self._preprocessing.stop()

@@ -34,12 +34,12 @@ from .prepared import MediaItem, PreparedRequest, SamplingParams
 JPEG_QUALITY = 90
 
 
-class OpenAIUpstreamEngine:
-    def __init__(
-        self, url: str, model: str, api_key: str | None = None, connect_timeout: float = 2.0, read_timeout: float = 300.0
-    ):
-        self._endpoint = url.rstrip("/") + "/chat/completions"
-        self._model = model
+class UpstreamClient:
+    """What an engine that forwards requests to a model server keeps: one endpoint, one
+    connection pool (made at start, closed at stop), the bearer token and the timeouts."""
+
+    def __init__(self, endpoint: str, api_key: str | None, connect_timeout: float, read_timeout: float):
+        self._endpoint = endpoint
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._client: httpx.AsyncClient | None = None
@@ -53,6 +53,14 @@ class OpenAIUpstreamEngine:
 
     def ready(self) -> bool:
         return self._client is not None
+
+
+class OpenAIUpstreamEngine(UpstreamClient):
+    def __init__(
+        self, url: str, model: str, api_key: str | None = None, connect_timeout: float = 2.0, read_timeout: float = 300.0
+    ):
+        super().__init__(url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout)
+        self._model = model
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         body = await asyncio.to_thread(self.upstream_request, request)  # JPEG encoding, off the loop

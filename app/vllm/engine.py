@@ -22,11 +22,10 @@ import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
-import httpx
 
 from ..engines.base import EngineOutput
 from ..engines.prepared import PreparedRequest
-from ..engines.upstream import bad_answer, sse_chunks, transport_errors, upstream_error
+from ..engines.upstream import UpstreamClient, bad_answer, sse_chunks, transport_errors, upstream_error
 from .request import GenerateOptions, generate_request_body
 from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
@@ -37,7 +36,7 @@ RENDER_FIELDS = ("tools", "documents", "add_generation_prompt", "continue_final_
 SHAPE = "vLLM's GenerateResponse"
 
 
-class VllmGenerateEngine:
+class VllmGenerateEngine(UpstreamClient):
     # Fields beyond those mmprep reads that this engine honours (PreparedRequest.extra).
     accepted_fields = frozenset(
         {"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS}
@@ -47,21 +46,8 @@ class VllmGenerateEngine:
         self, url: str, options: GenerateOptions, api_key: str | None = None,
         connect_timeout: float = 2.0, read_timeout: float = 300.0,
     ):
-        self._endpoint = root_url(url) + GENERATE_PATH
+        super().__init__(root_url(url) + GENERATE_PATH, api_key, connect_timeout, read_timeout)
         self.options = options
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._client: httpx.AsyncClient | None = None
-
-    async def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
-
-    async def stop(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-
-    def ready(self) -> bool:
-        return self._client is not None
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         # Hashing and base64 of the tensors, off the event loop.

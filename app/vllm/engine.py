@@ -22,7 +22,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
-
 from ..engines.base import EngineOutput
 from ..engines.prepared import PreparedRequest
 from ..engines.upstream import UpstreamClient, bad_answer, sse_chunks, transport_errors, upstream_error

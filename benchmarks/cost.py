@@ -134,7 +134,10 @@ class Cell:
     def summary(self) -> dict:
         if self.error or not self.wall:
             return {"error": self.error}
-        return {"frames": self.frames, **{k: round(self.median(k), 3) for k in ("cpu", "user", "sys", "wall")}}
+        return {
+            "frames": self.frames,
+            **{k: round(self.median(k), 3) for k in ("cpu", "user", "sys", "wall")},
+        }
 
 
 def timed(cell: Cell, run: Callable[[], int]) -> int | None:
@@ -169,20 +172,33 @@ def run_repeat(results, clips: dict[str, bytes], peers: dict[str, Peer], modes: 
                     frames = timed(cell, partial(peer, data, count, threads))
                     if frames is not None and name in EXACT_COUNT and frames != count:
                         cell.error = f"returned {frames} frames, not mmprep's {count}"
-                print(f"  {mode} thread(s), {clip}, {request}: "
-                      + ", ".join(f"{n} {c.user[-1] + c.sys[-1]:.2f}" for n, c in cells.items() if c.wall and not c.error),
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {mode} thread(s), {clip}, {request}: "
+                    + ", ".join(
+                        f"{n} {c.user[-1] + c.sys[-1]:.2f}"
+                        for n, c in cells.items()
+                        if c.wall and not c.error
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def table(results, mode: str, loaders: list[str], missing: list[str]) -> str:
     """Markdown: median CPU-seconds per request (system part in brackets), or with the whole
     machine, wall seconds and CPU-seconds."""
-    lines = ["| clip, request | " + " | ".join(loaders) + " | mmprep / cheapest peer (CPU) |",
-             "|---|" + "---|" * (len(loaders) + 1)]
+    lines = [
+        "| clip, request | " + " | ".join(loaders) + " | mmprep / cheapest peer (CPU) |",
+        "|---|" + "---|" * (len(loaders) + 1),
+    ]
     for clip, requests in results[mode].items():
         for request, cells in requests.items():
             row = [_cell(cells[name], mode) for name in loaders]
-            peers = [cells[n].median("cpu") for n in loaders if n in EXACT_COUNT and cells[n].wall and not cells[n].error]
+            peers = [
+                cells[n].median("cpu")
+                for n in loaders
+                if n in EXACT_COUNT and cells[n].wall and not cells[n].error
+            ]
             mine = cells["mmprep"]
             ratio = f"{mine.median('cpu') / min(peers):.2f}" if peers and mine.wall else "–"
             lines.append(f"| {CLIPS[clip][0]}, {request} | " + " | ".join(row) + f" | {ratio} |")
@@ -206,18 +222,27 @@ def load_clips(names: list[str]) -> dict[str, bytes]:
     clips = {}
     for name in names:
         _, size, seconds, codec = CLIPS[name]
-        options = SyntheticOptions(synthetic=1, synthetic_size=size, synthetic_duration=seconds, synthetic_codec=codec)
+        options = SyntheticOptions(
+            synthetic=1, synthetic_size=size, synthetic_duration=seconds, synthetic_codec=codec
+        )
         (path,) = generate_synthetic(options, note=lambda text: print(text, file=sys.stderr))
         clips[name] = path.read_bytes()
     return clips
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats; medians are reported")
     parser.add_argument("--clips", nargs="+", choices=list(CLIPS), default=list(CLIPS))
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES),
-                        help="one: one decoder thread per loader; all: the whole machine")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=list(MODES),
+        default=list(MODES),
+        help="one: one decoder thread per loader; all: the whole machine",
+    )
     parser.add_argument("--peers", nargs="+", choices=list(PEERS), default=list(PEERS))
     parser.add_argument("--output", type=Path, help="also write the medians here as JSON")
     args = parser.parse_args()
@@ -234,22 +259,35 @@ def main() -> int:
     decode_video(warm_up, num_frames=2, threads=1)
 
     loaders = ["mmprep", *peers]
-    results = {mode: {clip: {request: {name: Cell() for name in loaders} for request in REQUESTS}
-                      for clip in clips} for mode in args.modes}
+    results = {
+        mode: {clip: {request: {name: Cell() for name in loaders} for request in REQUESTS} for clip in clips}
+        for mode in args.modes
+    }
     for repeat in range(args.repeats):
         print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr, flush=True)
         run_repeat(results, clips, peers, args.modes)
 
-    titles = {"one": "CPU-seconds per request, one decoder thread each (system time in brackets)",
-              "all": f"The whole machine ({os.cpu_count()} cores): wall seconds and CPU-seconds per request"}
+    titles = {
+        "one": "CPU-seconds per request, one decoder thread each (system time in brackets)",
+        "all": f"The whole machine ({os.cpu_count()} cores): wall seconds and CPU-seconds per request",
+    }
     for mode in args.modes:
         print(f"\n{titles[mode]}, median of {args.repeats}:\n")
         print(table(results, mode, loaders, missing))
     if args.output:
-        summary = {mode: {clip: {request: {name: cell.summary() for name, cell in cells.items()}
-                                 for request, cells in requests.items()} for clip, requests in clips_.items()}
-                   for mode, clips_ in results.items()}
-        args.output.write_text(json.dumps({"repeats": args.repeats, "missing": missing, "results": summary}, indent=2))
+        summary = {
+            mode: {
+                clip: {
+                    request: {name: cell.summary() for name, cell in cells.items()}
+                    for request, cells in requests.items()
+                }
+                for clip, requests in clips_.items()
+            }
+            for mode, clips_ in results.items()
+        }
+        args.output.write_text(
+            json.dumps({"repeats": args.repeats, "missing": missing, "results": summary}, indent=2)
+        )
     return 0
 
 

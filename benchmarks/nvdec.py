@@ -41,9 +41,14 @@ def per_request(clips: dict[str, bytes], repeats: int) -> None:
             cells = {way: Cell() for way in WAYS}
             for _ in range(repeats):
                 for way, how in WAYS.items():
-                    timed(cells[way], lambda d=data, s=sampling, how=how: len(decode_video(d, **s, **how).frames))
+                    timed(
+                        cells[way],
+                        lambda d=data, s=sampling, how=how: len(decode_video(d, **s, **how).frames),
+                    )
             saved = cells["cpu, 1 thread"].median("cpu") / cells["cuda (NVDEC)"].median("cpu")
-            row = " | ".join(f"{cell.median('cpu'):.2f} / {cell.median('wall'):.2f}" for cell in cells.values())
+            row = " | ".join(
+                f"{cell.median('cpu'):.2f} / {cell.median('wall'):.2f}" for cell in cells.values()
+            )
             print(f"| {CLIPS[name][0]} | {label} | {row} | {saved:.1f}x |", flush=True)
 
 
@@ -56,12 +61,20 @@ def at_concurrency(clips: dict[str, bytes], requests: int, concurrency: int) -> 
     for way, how in {"cpu": {"threads": 1}, "cuda (NVDEC)": {"device": "cuda"}}.items():
         cell = Cell()
         with ThreadPoolExecutor(concurrency) as pool:
-            timed(cell, lambda how=how: len(list(pool.map(lambda job: decode_video(job[0], **job[1], **how), work))))
-        print(f"| {way} | {requests / cell.median('wall'):.2f} | {cell.median('cpu') / requests:.2f} |", flush=True)
+            timed(
+                cell,
+                lambda how=how: len(list(pool.map(lambda job: decode_video(job[0], **job[1], **how), work))),
+            )
+        print(
+            f"| {way} | {requests / cell.median('wall'):.2f} | {cell.median('cpu') / requests:.2f} |",
+            flush=True,
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clips", nargs="+", choices=list(CLIPS), default=list(CLIPS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, default=48)

@@ -61,7 +61,11 @@ def _announcer(on_frame: OnFrame | None, start: int, count: int):
 
 
 def _decode_side_by_side(
-    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray],
+    source: VideoSource,
+    survey: Survey,
+    plan: DecodePlan,
+    guard: DecodeGuard,
+    groups: list[np.ndarray],
     on_frame: OnFrame | None,
 ):
     """Decode runs of keyframe intervals side by side, one decoder each: intervals are
@@ -95,8 +99,13 @@ class DecodePass:
     """
 
     def __init__(
-        self, source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard,
-        allow_seek: bool, stack: FrameStack,
+        self,
+        source: VideoSource,
+        survey: Survey,
+        plan: DecodePlan,
+        guard: DecodeGuard,
+        allow_seek: bool,
+        stack: FrameStack,
     ):
         index, wanted = survey.index, plan.wanted
         self._source, self._survey, self._guard = source, survey, guard
@@ -105,7 +114,9 @@ class DecodePass:
         # The callback must not hold `self`: that cycle kept the output buffer, the decoder and
         # the container alive until the garbage collector ran, and the next decode's buffer then
         # had to be faulted in on fresh pages (system time) instead of reusing these.
-        self._picker = FramePicker(survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t))
+        self._picker = FramePicker(
+            survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t)
+        )
         self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
         self._seeker = Seeker(index, self._wanted_pts) if allow_seek else None
         exact_times = self._wanted_pts is not None and index.complete

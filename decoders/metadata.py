@@ -55,7 +55,10 @@ def resolve_duration(stream, container, index: FrameIndex) -> tuple[float | None
     """
     span = index.span_seconds()
     interval = index.median_interval() or 0.0
-    for source, claimed in (("stream", stream_duration(stream)), ("container", container_duration(container))):
+    for source, claimed in (
+        ("stream", stream_duration(stream)),
+        ("container", container_duration(container)),
+    ):
         if claimed is None:
             continue
         if span is None or abs(claimed - span) <= 1.5 * interval + 0.002:

@@ -83,9 +83,13 @@ def _positive_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
 
 
-def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError], alternative: str = "") -> None:
+def _check_whole(
+    name: str, value, minimum: int, error: type[InvalidArgumentError], alternative: str = ""
+) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
-        raise error(f"{name} must be a whole number of at least {minimum}{' ' + alternative if alternative else ''}, got {value!r}")
+        raise error(
+            f"{name} must be a whole number of at least {minimum}{' ' + alternative if alternative else ''}, got {value!r}"
+        )
 
 
 def target_ticks(

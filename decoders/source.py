@@ -91,15 +91,21 @@ class ReopenableSource:
         if kind is None:
             return f"FFmpeg cannot read this input as media ({reason})"
         if kind == "an MP4/MOV file" and self._index_missing():
-            return ("the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
-                    "or a recording is cut off before the end")
-        return f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+            return (
+                "the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
+                "or a recording is cut off before the end"
+            )
+        return (
+            f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+        )
 
     def _index_missing(self) -> bool:
         try:
             if self._data is not None:
                 data = self._data
-                return mp4_index_missing(lambda offset, count: bytes(data[offset : offset + count]), len(data))
+                return mp4_index_missing(
+                    lambda offset, count: bytes(data[offset : offset + count]), len(data)
+                )
             with open(self._path, "rb") if self._path is not None else nullcontext(self._file) as file:
                 start = self._start if self._path is None else 0
                 size = file.seek(0, os.SEEK_END) - start
@@ -246,8 +252,7 @@ def select_video_stream(container):
     choose): the default one, then the one with the most frames probed, then the highest
     bit rate. Not the first: a file may carry a small preview stream before the real one."""
     candidates = [
-        s for s in container.streams.video
-        if not (s.disposition & av.stream.Disposition.attached_pic)
+        s for s in container.streams.video if not (s.disposition & av.stream.Disposition.attached_pic)
     ]
     if not candidates:
         kinds = sorted({s.type for s in container.streams}) or ["nothing"]

@@ -96,7 +96,9 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
     if num_frames == 0:
         raise CorruptMediaError("the video stream holds no frames")
     fps = claimed_fps or num_frames / duration
-    return Survey(index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder)
+    return Survey(
+        index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder
+    )
 
 
 def _count_frames(source: VideoSource, guard: DecodeGuard, fps: float) -> np.ndarray:

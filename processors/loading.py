@@ -20,8 +20,17 @@ from .processor import Processor
 
 PRESETS = Path(__file__).parent / "presets"
 
-_MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
-_PROCESSOR_CLASSES = {"Qwen2VLProcessor": "qwen2_vl", "Qwen2_5_VLProcessor": "qwen2_5_vl", "Qwen3VLProcessor": "qwen3_vl"}
+_MODEL_TYPES = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_moe": "qwen3_vl",
+}
+_PROCESSOR_CLASSES = {
+    "Qwen2VLProcessor": "qwen2_vl",
+    "Qwen2_5_VLProcessor": "qwen2_5_vl",
+    "Qwen3VLProcessor": "qwen3_vl",
+}
 _VIDEO_CLASSES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
 
 Layer = tuple[dict[str, Any], str]
@@ -95,7 +104,9 @@ def _detect_family(folder: Path, configs: list[dict[str, Any]]) -> str:
         for config in configs:
             if config.get(key) in families:
                 return families[config[key]]
-    if any(str(config.get("image_processor_type", "")).startswith("Qwen2VLImageProcessor") for config in configs):
+    if any(
+        str(config.get("image_processor_type", "")).startswith("Qwen2VLImageProcessor") for config in configs
+    ):
         return "qwen2_vl"
     raise ProcessorConfigError(
         f"{folder}: cannot tell the model family (one of {', '.join(FAMILIES)}) from config.json's "

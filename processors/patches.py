@@ -64,7 +64,11 @@ class PatchWriter:
     different frames at once: each writes only its own columns)."""
 
     def __init__(self, config: ProcessorConfig, grid_t: int, height: int, width: int):
-        self.patch, self.merge, self.temporal = config.patch_size, config.merge_size, config.temporal_patch_size
+        self.patch, self.merge, self.temporal = (
+            config.patch_size,
+            config.merge_size,
+            config.temporal_patch_size,
+        )
         self.grid_t, self.grid_h, self.grid_w = grid_t, height // self.patch, width // self.patch
         self._normalize = Normalizer(config)
         patch_dim = 3 * self.temporal * self.patch * self.patch
@@ -76,7 +80,9 @@ class PatchWriter:
         rows = self.grid_h * self.grid_w
         m, p = self.merge, self.patch
         blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
-        target = self.output[block * rows:(block + 1) * rows].reshape(blocks_h, blocks_w, m, m, 3, self.temporal, p, p)
+        target = self.output[block * rows : (block + 1) * rows].reshape(
+            blocks_h, blocks_w, m, m, 3, self.temporal, p, p
+        )
         source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
         # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of the
         # bytes) into a small contiguous buffer, so the float arithmetic reads contiguous,

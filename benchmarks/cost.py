@@ -128,7 +128,7 @@ class Cell:
 
     def median(self, what: str) -> float:
         if what == "cpu":
-            return statistics.median(u + s for u, s in zip(self.user, self.sys))
+            return statistics.median(u + s for u, s in zip(self.user, self.sys, strict=True))
         return statistics.median(getattr(self, what))
 
     def summary(self) -> dict:
@@ -145,7 +145,7 @@ def timed(cell: Cell, run: Callable[[], int]) -> int | None:
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
         frames = run()
-    except Exception as error:  # noqa: BLE001 - each peer fails its own way (cv2.error, RuntimeError...)
+    except Exception as error:  # each peer fails its own way (cv2.error, RuntimeError...)
         cell.error = f"{type(error).__name__}: {error}"[:120]
         return None
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
@@ -254,7 +254,7 @@ def main() -> int:
     for name, peer in list(peers.items()):
         try:
             peer(warm_up, 2, 1)
-        except Exception as error:  # noqa: BLE001 - reported below, as for a failing run
+        except Exception as error:  # reported below, as for a failing run
             print(f"{name} fails on the warm-up clip: {type(error).__name__}: {error}", file=sys.stderr)
     decode_video(warm_up, num_frames=2, threads=1)
 

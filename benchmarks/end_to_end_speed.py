@@ -65,9 +65,10 @@ def measure(name: str, data: bytes, repeats: int) -> None:
     cells = [f"{statistics.median(theirs) * 1000:.0f} ms"]
     for way in ("exact", "ffmpeg"):
         within, worst = levels_off(outputs[way], outputs["transformers"], processor.video_config.image_std)
-        speedup = statistics.median(t / o for t, o in zip(theirs, times[way]))
+        speedup = statistics.median(t / o for t, o in zip(theirs, times[way], strict=True))
         cells.append(
-            f"{statistics.median(times[way]) * 1000:.0f} ms | **{speedup:.2f}x** | {within * 100:.4f}% | {worst:.0f}"
+            f"{statistics.median(times[way]) * 1000:.0f} ms | **{speedup:.2f}x** "
+            f"| {within * 100:.4f}% | {worst:.0f}"
         )
     print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
@@ -87,12 +88,12 @@ def main() -> None:
     warnings.simplefilter("ignore")  # transformers' notices about cap_pixels_per_frame's future default
     data = camera_clip("h264_720p_4s.mp4", 1280, 720, 4).read_bytes()
     print(
-        f"{FRAMES} frames of 4 s of 1280x720 H.264; torch {torch.__version__} on {torch.get_num_threads()} threads; "
-        f"medians of {args.repeats} interleaved runs\n"
+        f"{FRAMES} frames of 4 s of 1280x720 H.264; torch {torch.__version__} "
+        f"on {torch.get_num_threads()} threads; medians of {args.repeats} interleaved runs\n"
     )
     print(
-        "| processor | decode + transformers | decode + processors/ (exact) | speed-up | within 1 level | max levels "
-        "| decode at size + processors/ (ffmpeg) | speed-up | within 1 level | max levels |"
+        "| processor | decode + transformers | decode + processors/ (exact) | speed-up | within 1 level "
+        "| max levels | decode at size + processors/ (ffmpeg) | speed-up | within 1 level | max levels |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.processors:

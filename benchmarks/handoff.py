@@ -163,8 +163,8 @@ async def measure(url: str, worker_pid: int, repeats: int) -> None:
     )
     print(f"  in-process echo engine   {local * 1000:7.1f} ms")
     print(
-        f"  remote worker (loopback) {far * 1000:7.1f} ms   {far / local:.2f}x; hand-off {1000 * (far - local):.1f} ms"
-        f" ({frames_bytes / MIB / (far - local):.0f} MiB/s)"
+        f"  remote worker (loopback) {far * 1000:7.1f} ms   {far / local:.2f}x; "
+        f"hand-off {1000 * (far - local):.1f} ms ({frames_bytes / MIB / (far - local):.0f} MiB/s)"
     )
     receive_peak, is_view = await receiving_allocation(request)
     save_peak = safetensors_save_peak(request)
@@ -179,10 +179,12 @@ async def measure(url: str, worker_pid: int, repeats: int) -> None:
             f"{save_peak / frames_bytes:.2f}x)"
         )
     print(
-        f"  receiving: decode_request allocates {receive_peak / 1024:.0f} KiB; tensor is a view of the body: {is_view}"
+        f"  receiving: decode_request allocates {receive_peak / 1024:.0f} KiB; "
+        f"tensor is a view of the body: {is_view}"
     )
     print(
-        f"             worker peak RSS grew {worker_growth / MIB:.1f} MiB = {worker_growth / frames_bytes:.2f}x the frames "
+        f"             worker peak RSS grew {worker_growth / MIB:.1f} MiB "
+        f"= {worker_growth / frames_bytes:.2f}x the frames "
         "(the body buffer, read once, plus the HTTP server's buffers)"
     )
 

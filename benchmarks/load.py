@@ -68,7 +68,8 @@ async def one_request(client: httpx.AsyncClient, name: str, body, expected: int,
                 lines = [line async for line in response.aiter_lines() if line]
             status = response.status_code
             ok = status == expected and (
-                status != 200 or (lines[-1] == "data: [DONE]" and not any('"error"' in l for l in lines))
+                status != 200
+                or (lines[-1] == "data: [DONE]" and not any('"error"' in line for line in lines))
             )
         else:
             response = await client.post("/v1/chat/completions", json=body)

@@ -197,8 +197,9 @@ def main() -> None:
     print()
     lat = results["latency_ms"]
     print(
-        f"latency p50: in-process decode {lat['in_process_decode_p50']} ms, service {lat['service_cache_off_p50']} ms "
-        f"(HTTP path +{lat['http_path_overhead_p50']} ms), cache hit {lat['service_cache_hit_p50']} ms"
+        f"latency p50: in-process decode {lat['in_process_decode_p50']} ms, "
+        f"service {lat['service_cache_off_p50']} ms (HTTP path +{lat['http_path_overhead_p50']} ms), "
+        f"cache hit {lat['service_cache_hit_p50']} ms"
     )
     t = results["throughput_c16"]
     print(

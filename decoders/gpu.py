@@ -50,7 +50,7 @@ def cuda_usable() -> bool:
     """Whether FFmpeg can make a CUDA device here; said once in the log when it cannot."""
     try:
         HWAccel("cuda").create(av.codec.Codec("h264", "r"))
-    except Exception as error:  # noqa: BLE001 - no GPU, no driver, no permission: all mean the CPU
+    except Exception as error:  # no GPU, no driver, no permission: all mean the CPU
         log.warning(
             "CUDA decoding is not available here (%s: %s): videos decode on the CPU",
             type(error).__name__,

@@ -87,9 +87,8 @@ def _check_whole(
     name: str, value, minimum: int, error: type[InvalidArgumentError], alternative: str = ""
 ) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
-        raise error(
-            f"{name} must be a whole number of at least {minimum}{' ' + alternative if alternative else ''}, got {value!r}"
-        )
+        also = f" {alternative}" if alternative else ""
+        raise error(f"{name} must be a whole number of at least {minimum}{also}, got {value!r}")
 
 
 def target_ticks(

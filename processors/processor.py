@@ -151,7 +151,8 @@ def _check_dimensions(height: int, width: int) -> None:
 def _unresized(config: ProcessorConfig, height: int, width: int) -> tuple[int, int]:
     if height % config.factor or width % config.factor:
         raise ProcessorInputError(
-            f"do_resize is off, so frames must have both sides multiples of {config.factor}, got {width}x{height}"
+            f"do_resize is off, so frames must have both sides multiples of {config.factor}, "
+            f"got {width}x{height}"
         )
     return height, width
 

@@ -85,7 +85,7 @@ def plan_decode(
     return DecodePlan(wanted, keyframes_only, rgb_size, size)
 
 
-def _checked_size(size) -> tuple[int, int]:
+def _checked_size(size: tuple[int, int]) -> tuple[int, int]:
     height, width = size
     if not all(isinstance(side, int) and side >= 1 for side in (height, width)):
         raise InvalidArgumentError(

@@ -36,7 +36,7 @@ _VIDEO_CLASSES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": 
 Layer = tuple[dict[str, Any], str]
 
 
-def load_processor(name: str | os.PathLike, **overrides: Any) -> Processor:
+def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
     """`name`: "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" (transformers' classes as they are
     built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct", or a
     folder with preprocessor_config.json and/or video_preprocessor_config.json.
@@ -67,7 +67,7 @@ def preset_models() -> dict[str, str]:
     return {model.lower(): folder for model, folder in models.items()}
 
 
-def _family(family: str) -> tuple[str, list[Layer], list[Layer]]:
+def _family(family: str) -> tuple[str, list[Layer] | None, list[Layer]]:
     if family == "qwen3_vl":
         # transformers has no Qwen3-VL image processor class: its models run
         # Qwen2VLImageProcessor with their published config, so that is the default here.

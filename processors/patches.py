@@ -11,6 +11,7 @@ memory is one frame's patch-ordered copy, not a float copy of the whole clip.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,9 @@ class Normalizer:
         shape = (1, 1, 1, 3, 1, 1)  # the channel axis of a row of merge blocks in patch order
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
-        self.dtype = np.dtype(np.float32)
+        self.dtype: np.dtype[Any] = np.dtype(np.float32)
+        # (ufunc, operand): applied in turn, the first from the pixels, the rest in place
+        self._steps: list[tuple[np.ufunc, np.ndarray | np.float32]]
         if config.do_rescale and config.do_normalize:
             # transformers folds the rescale into mean and std: (x - mean/f) / (std/f)
             inverse = np.float32(1.0 / config.rescale_factor)

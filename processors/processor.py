@@ -157,7 +157,7 @@ def _unresized(config: ProcessorConfig, height: int, width: int) -> tuple[int, i
     return height, width
 
 
-def _check_pixels(array, ndim: int, name: str, layout: str) -> None:
+def _check_pixels(array: object, ndim: int, name: str, layout: str) -> None:
     if not isinstance(array, np.ndarray):
         raise ProcessorInputError(
             f"{name} must be a numpy array {layout} of uint8 RGB, got {type(array).__name__}"

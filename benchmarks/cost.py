@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,10 @@ CLIPS = {
     "vp9_720p_60s": ("VP9 720p 60 s", "1280x720", 60, "vp9"),
     "h264_480p_600s": ("H.264 480p 600 s", "854x480", 600, "h264"),
 }
-REQUESTS = {"32 frames": {"num_frames": 32}, "fps 2": {"fps": 2.0, "max_frames": 120}}
+REQUESTS: dict[str, dict[str, Any]] = {
+    "32 frames": {"num_frames": 32},
+    "fps 2": {"fps": 2.0, "max_frames": 120},
+}
 MODES = {"one": 1, "all": 0}  # mode: the threads argument each loader is given (0: its own default)
 WARM_UP = Path(__file__).resolve().parent.parent / "tests" / "data" / "media" / "bt709_720p_h264.mp4"
 

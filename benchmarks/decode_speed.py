@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from footage import camera_clip
 
@@ -67,12 +68,13 @@ def main() -> None:
     args = parser.parse_args()
     clips = QUICK if args.quick else CLIPS
 
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for label, (name, width, height, seconds) in clips.items():
         path = camera_clip(name, width, height, seconds)
         data = path.read_bytes()
         timed = {t.loader: t.seconds for t in time_loaders(data, 32, args.repeats)}
         mmprep = timed.pop("mmprep decode_video")
+        assert mmprep is not None, "mmprep's own decode failed"
         base = peak_rss_mib(path, "pass")
         sampled = peak_rss_mib(path, "video = decode_video(data, num_frames=32)")
         results[label] = {

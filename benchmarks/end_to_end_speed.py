@@ -57,7 +57,7 @@ def measure(name: str, data: bytes, repeats: int) -> None:
         "ffmpeg": lambda: decode_and_process(processor, data, "ffmpeg"),
     }
     outputs = {way: run()["pixel_values_videos"] for way, run in ways.items()}  # warm up, and the tolerance
-    times = {way: [] for way in ways}
+    times: dict[str, list[float]] = {way: [] for way in ways}
     for _ in range(repeats):
         for way, run in ways.items():
             times[way].append(timed(run))

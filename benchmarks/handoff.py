@@ -147,7 +147,7 @@ async def measure(url: str, worker_pid: int, repeats: int) -> None:
         for _ in range(3):  # warm up both: imports, the connection, the allocator
             await first_delta(echo, request)
             await first_delta(remote, request)
-        times = {"in-process echo": [], "remote worker": []}
+        times: dict[str, list[float]] = {"in-process echo": [], "remote worker": []}
         for _ in range(repeats):
             times["in-process echo"].append(await first_delta(echo, request))
             times["remote worker"].append(await first_delta(remote, request))
@@ -194,6 +194,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     with WorkerProcess() as worker:
+        assert worker.process is not None  # started on entering the block
         asyncio.run(measure(worker.url, worker.process.pid, args.repeats))
 
 

@@ -114,6 +114,7 @@ def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
     """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
     flags = ("--allow-private-networks", "--max-concurrent-requests", str(max(64, concurrency)))
     with AppProcess("serve", *flags) as server, FileServer(folder=MEDIA) as media:
+        assert server.process is not None  # started on entering the block
         pid = server.process.pid
         asyncio.run(run_load(server.url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
         before = rss_mib(pid)

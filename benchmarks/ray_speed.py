@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import statistics
+from typing import Any
 
 from service_speed import clip_bytes, http_run, p50_ms, request_body, run_options
 
@@ -26,7 +27,7 @@ from app.testing.chat import chat
 from app.testing.raycluster import RayCluster
 from app.testing.servers import AppProcess
 
-ONE_DECODE = {"decode_workers": 1, "decode_threads": 1, "decode_cache_bytes": 0}
+ONE_DECODE: dict[str, Any] = {"decode_workers": 1, "decode_threads": 1, "decode_cache_bytes": 0}
 CONCURRENCY = 8
 
 

@@ -24,6 +24,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from footage import camera_clip
 
@@ -32,7 +33,7 @@ from app.testing.chat import chat, video
 from app.testing.servers import AppProcess
 from decoders import decode_video
 
-SAMPLING = {"num_frames": 8}
+SAMPLING: dict[str, Any] = {"num_frames": 8}
 CORES = os.cpu_count() or 1
 
 
@@ -58,7 +59,8 @@ async def http_run(url: str, body: bytes, requests: int, concurrency: int) -> tu
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
-    request, queue, latencies = head + body, asyncio.Queue(), []
+    request, latencies = head + body, []
+    queue: asyncio.Queue[None] = asyncio.Queue()
     for _ in range(requests):
         queue.put_nowait(None)
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,10 @@ CLIPS = {
     "vp9_720p_60s": ("VP9 720p 60 s", "1280x720", 60, "vp9"),
     "h264_480p_600s": ("H.264 480p 600 s", "854x480", 600, "h264"),
 }
-REQUESTS = {"32 frames": {"num_frames": 32}, "fps 2": {"fps": 2.0, "max_frames": 120}}
+REQUESTS: dict[str, dict[str, Any]] = {
+    "32 frames": {"num_frames": 32},
+    "fps 2": {"fps": 2.0, "max_frames": 120},
+}
 MODES = {"one": 1, "all": 0}  # mode: the threads argument each loader is given (0: its own default)
 WARM_UP = Path(__file__).resolve().parent.parent / "tests" / "data" / "media" / "bt709_720p_h264.mp4"
 
@@ -128,13 +132,16 @@ class Cell:
 
     def median(self, what: str) -> float:
         if what == "cpu":
-            return statistics.median(u + s for u, s in zip(self.user, self.sys))
+            return statistics.median(u + s for u, s in zip(self.user, self.sys, strict=True))
         return statistics.median(getattr(self, what))
 
     def summary(self) -> dict:
         if self.error or not self.wall:
             return {"error": self.error}
-        return {"frames": self.frames, **{k: round(self.median(k), 3) for k in ("cpu", "user", "sys", "wall")}}
+        return {
+            "frames": self.frames,
+            **{k: round(self.median(k), 3) for k in ("cpu", "user", "sys", "wall")},
+        }
 
 
 def timed(cell: Cell, run: Callable[[], int]) -> int | None:
@@ -142,7 +149,7 @@ def timed(cell: Cell, run: Callable[[], int]) -> int | None:
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
         frames = run()
-    except Exception as error:  # noqa: BLE001 - each peer fails its own way (cv2.error, RuntimeError...)
+    except Exception as error:  # each peer fails its own way (cv2.error, RuntimeError...)
         cell.error = f"{type(error).__name__}: {error}"[:120]
         return None
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
@@ -169,20 +176,33 @@ def run_repeat(results, clips: dict[str, bytes], peers: dict[str, Peer], modes: 
                     frames = timed(cell, partial(peer, data, count, threads))
                     if frames is not None and name in EXACT_COUNT and frames != count:
                         cell.error = f"returned {frames} frames, not mmprep's {count}"
-                print(f"  {mode} thread(s), {clip}, {request}: "
-                      + ", ".join(f"{n} {c.user[-1] + c.sys[-1]:.2f}" for n, c in cells.items() if c.wall and not c.error),
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {mode} thread(s), {clip}, {request}: "
+                    + ", ".join(
+                        f"{n} {c.user[-1] + c.sys[-1]:.2f}"
+                        for n, c in cells.items()
+                        if c.wall and not c.error
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def table(results, mode: str, loaders: list[str], missing: list[str]) -> str:
     """Markdown: median CPU-seconds per request (system part in brackets), or with the whole
     machine, wall seconds and CPU-seconds."""
-    lines = ["| clip, request | " + " | ".join(loaders) + " | mmprep / cheapest peer (CPU) |",
-             "|---|" + "---|" * (len(loaders) + 1)]
+    lines = [
+        "| clip, request | " + " | ".join(loaders) + " | mmprep / cheapest peer (CPU) |",
+        "|---|" + "---|" * (len(loaders) + 1),
+    ]
     for clip, requests in results[mode].items():
         for request, cells in requests.items():
             row = [_cell(cells[name], mode) for name in loaders]
-            peers = [cells[n].median("cpu") for n in loaders if n in EXACT_COUNT and cells[n].wall and not cells[n].error]
+            peers = [
+                cells[n].median("cpu")
+                for n in loaders
+                if n in EXACT_COUNT and cells[n].wall and not cells[n].error
+            ]
             mine = cells["mmprep"]
             ratio = f"{mine.median('cpu') / min(peers):.2f}" if peers and mine.wall else "–"
             lines.append(f"| {CLIPS[clip][0]}, {request} | " + " | ".join(row) + f" | {ratio} |")
@@ -206,18 +226,27 @@ def load_clips(names: list[str]) -> dict[str, bytes]:
     clips = {}
     for name in names:
         _, size, seconds, codec = CLIPS[name]
-        options = SyntheticOptions(synthetic=1, synthetic_size=size, synthetic_duration=seconds, synthetic_codec=codec)
+        options = SyntheticOptions(
+            synthetic=1, synthetic_size=size, synthetic_duration=seconds, synthetic_codec=codec
+        )
         (path,) = generate_synthetic(options, note=lambda text: print(text, file=sys.stderr))
         clips[name] = path.read_bytes()
     return clips
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats; medians are reported")
     parser.add_argument("--clips", nargs="+", choices=list(CLIPS), default=list(CLIPS))
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES),
-                        help="one: one decoder thread per loader; all: the whole machine")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=list(MODES),
+        default=list(MODES),
+        help="one: one decoder thread per loader; all: the whole machine",
+    )
     parser.add_argument("--peers", nargs="+", choices=list(PEERS), default=list(PEERS))
     parser.add_argument("--output", type=Path, help="also write the medians here as JSON")
     args = parser.parse_args()
@@ -229,27 +258,40 @@ def main() -> int:
     for name, peer in list(peers.items()):
         try:
             peer(warm_up, 2, 1)
-        except Exception as error:  # noqa: BLE001 - reported below, as for a failing run
+        except Exception as error:  # reported below, as for a failing run
             print(f"{name} fails on the warm-up clip: {type(error).__name__}: {error}", file=sys.stderr)
     decode_video(warm_up, num_frames=2, threads=1)
 
     loaders = ["mmprep", *peers]
-    results = {mode: {clip: {request: {name: Cell() for name in loaders} for request in REQUESTS}
-                      for clip in clips} for mode in args.modes}
+    results = {
+        mode: {clip: {request: {name: Cell() for name in loaders} for request in REQUESTS} for clip in clips}
+        for mode in args.modes
+    }
     for repeat in range(args.repeats):
         print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr, flush=True)
         run_repeat(results, clips, peers, args.modes)
 
-    titles = {"one": "CPU-seconds per request, one decoder thread each (system time in brackets)",
-              "all": f"The whole machine ({os.cpu_count()} cores): wall seconds and CPU-seconds per request"}
+    titles = {
+        "one": "CPU-seconds per request, one decoder thread each (system time in brackets)",
+        "all": f"The whole machine ({os.cpu_count()} cores): wall seconds and CPU-seconds per request",
+    }
     for mode in args.modes:
         print(f"\n{titles[mode]}, median of {args.repeats}:\n")
         print(table(results, mode, loaders, missing))
     if args.output:
-        summary = {mode: {clip: {request: {name: cell.summary() for name, cell in cells.items()}
-                                 for request, cells in requests.items()} for clip, requests in clips_.items()}
-                   for mode, clips_ in results.items()}
-        args.output.write_text(json.dumps({"repeats": args.repeats, "missing": missing, "results": summary}, indent=2))
+        summary = {
+            mode: {
+                clip: {
+                    request: {name: cell.summary() for name, cell in cells.items()}
+                    for request, cells in requests.items()
+                }
+                for clip, requests in clips_.items()
+            }
+            for mode, clips_ in results.items()
+        }
+        args.output.write_text(
+            json.dumps({"repeats": args.repeats, "missing": missing, "results": summary}, indent=2)
+        )
     return 0
 
 

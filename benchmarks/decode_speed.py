@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from footage import camera_clip
 
@@ -58,26 +59,31 @@ def peak_rss_mib(clip: Path, work: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="short clips, for a smoke run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     clips = QUICK if args.quick else CLIPS
 
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for label, (name, width, height, seconds) in clips.items():
         path = camera_clip(name, width, height, seconds)
         data = path.read_bytes()
         timed = {t.loader: t.seconds for t in time_loaders(data, 32, args.repeats)}
         mmprep = timed.pop("mmprep decode_video")
+        assert mmprep is not None, "mmprep's own decode failed"
         base = peak_rss_mib(path, "pass")
         sampled = peak_rss_mib(path, "video = decode_video(data, num_frames=32)")
         results[label] = {
             "clip": f"{width}x{height}, {seconds} s, {len(data) / 2**20:.1f} MiB",
             "mmprep_32_frames_s": round(mmprep, 3),
             "baselines_s": {loader: None if t is None else round(t, 3) for loader, t in timed.items()},
-            "baseline_over_mmprep": {loader: None if t is None else round(t / mmprep, 2) for loader, t in timed.items()},
+            "baseline_over_mmprep": {
+                loader: None if t is None else round(t / mmprep, 2) for loader, t in timed.items()
+            },
             "returned_frames_mib": round(32 * width * height * 3 / 2**20, 1),
             "peak_rss_over_baseline_mib": round(sampled - base, 1),
         }
@@ -85,17 +91,24 @@ def main() -> None:
 
     loaders = list(next(iter(results.values()))["baselines_s"])
     print()
-    print("| clip | mmprep, 32 frames | " + " | ".join(f"{loader} (x mmprep)" for loader in loaders)
-          + " | returned frames | peak RSS added |")
+    print(
+        "| clip | mmprep, 32 frames | "
+        + " | ".join(f"{loader} (x mmprep)" for loader in loaders)
+        + " | returned frames | peak RSS added |"
+    )
     print("|---|---|" + "---|" * len(loaders) + "---|---|")
     for label, r in results.items():
         cells = [
-            "failed" if r["baselines_s"][loader] is None
+            "failed"
+            if r["baselines_s"][loader] is None
             else f"{r['baselines_s'][loader]:.2f} s ({r['baseline_over_mmprep'][loader]:.2f}x)"
             for loader in loaders
         ]
-        print(f"| {label} ({r['clip']}) | {r['mmprep_32_frames_s']:.2f} s | " + " | ".join(cells)
-              + f" | {r['returned_frames_mib']:.0f} MiB | {r['peak_rss_over_baseline_mib']:.0f} MiB |")
+        print(
+            f"| {label} ({r['clip']}) | {r['mmprep_32_frames_s']:.2f} s | "
+            + " | ".join(cells)
+            + f" | {r['returned_frames_mib']:.0f} MiB | {r['peak_rss_over_baseline_mib']:.0f} MiB |"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

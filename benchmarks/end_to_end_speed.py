@@ -39,7 +39,11 @@ def decode_and_process(processor, data: bytes, resize: str) -> dict:
     frame_size = processor.video_size if resize == "ffmpeg" else None
     with processor.stream_video(threads) as stream:
         video = decode_video(
-            data, num_frames=FRAMES, on_frame=stream.add, threads=vision.decoder_threads(threads), frame_size=frame_size
+            data,
+            num_frames=FRAMES,
+            on_frame=stream.add,
+            threads=vision.decoder_threads(threads),
+            frame_size=frame_size,
         )
         return stream.result(video.frames).tensors
 
@@ -53,7 +57,7 @@ def measure(name: str, data: bytes, repeats: int) -> None:
         "ffmpeg": lambda: decode_and_process(processor, data, "ffmpeg"),
     }
     outputs = {way: run()["pixel_values_videos"] for way, run in ways.items()}  # warm up, and the tolerance
-    times = {way: [] for way in ways}
+    times: dict[str, list[float]] = {way: [] for way in ways}
     for _ in range(repeats):
         for way, run in ways.items():
             times[way].append(timed(run))
@@ -61,25 +65,36 @@ def measure(name: str, data: bytes, repeats: int) -> None:
     cells = [f"{statistics.median(theirs) * 1000:.0f} ms"]
     for way in ("exact", "ffmpeg"):
         within, worst = levels_off(outputs[way], outputs["transformers"], processor.video_config.image_std)
-        speedup = statistics.median(t / o for t, o in zip(theirs, times[way]))
-        cells.append(f"{statistics.median(times[way]) * 1000:.0f} ms | **{speedup:.2f}x** | {within * 100:.4f}% | {worst:.0f}")
+        speedup = statistics.median(t / o for t, o in zip(theirs, times[way], strict=True))
+        cells.append(
+            f"{statistics.median(times[way]) * 1000:.0f} ms | **{speedup:.2f}x** "
+            f"| {within * 100:.4f}% | {worst:.0f}"
+        )
     print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=9, help="interleaved runs of each (default 9)")
-    parser.add_argument("processors", nargs="*", default=PROCESSORS, help="family names, preset ids or folders")
+    parser.add_argument(
+        "processors", nargs="*", default=PROCESSORS, help="family names, preset ids or folders"
+    )
     args = parser.parse_args()
 
     import torch
 
     warnings.simplefilter("ignore")  # transformers' notices about cap_pixels_per_frame's future default
     data = camera_clip("h264_720p_4s.mp4", 1280, 720, 4).read_bytes()
-    print(f"{FRAMES} frames of 4 s of 1280x720 H.264; torch {torch.__version__} on {torch.get_num_threads()} threads; "
-          f"medians of {args.repeats} interleaved runs\n")
-    print("| processor | decode + transformers | decode + processors/ (exact) | speed-up | within 1 level | max levels "
-          "| decode at size + processors/ (ffmpeg) | speed-up | within 1 level | max levels |")
+    print(
+        f"{FRAMES} frames of 4 s of 1280x720 H.264; torch {torch.__version__} "
+        f"on {torch.get_num_threads()} threads; medians of {args.repeats} interleaved runs\n"
+    )
+    print(
+        "| processor | decode + transformers | decode + processors/ (exact) | speed-up | within 1 level "
+        "| max levels | decode at size + processors/ (ffmpeg) | speed-up | within 1 level | max levels |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.processors:
         measure(name, data, args.repeats)

@@ -9,7 +9,9 @@ from app.bench.synthetic import write_clip
 CACHE = Path(__file__).resolve().parent / ".cache"
 
 
-def camera_clip(name: str, width: int, height: int, seconds: float, fps: int = 30, codec: str = "h264") -> Path:
+def camera_clip(
+    name: str, width: int, height: int, seconds: float, fps: int = 30, codec: str = "h264"
+) -> Path:
     """The clip `name` in the cache, encoded first if it is not there yet."""
     path = CACHE / name
     if path.exists():

@@ -51,17 +51,35 @@ def prepared_request() -> PreparedRequest:
     timestamps = np.linspace(0, 59.5, FRAMES)
     indices = np.round(timestamps * 30).astype(np.int64)
     metadata = {
-        "width": SIDE, "height": SIDE, "fps": 30.0, "duration": 60.0, "num_frames": 1800, "codec": "h264",
-        "container": "mov,mp4,m4a,3gp,3g2,mj2", "rotation": 0, "duration_source": "stream", "start_time": 0.0,
+        "width": SIDE,
+        "height": SIDE,
+        "fps": 30.0,
+        "duration": 60.0,
+        "num_frames": 1800,
+        "codec": "h264",
+        "container": "mov,mp4,m4a,3gp,3g2,mj2",
+        "rotation": 0,
+        "duration_source": "stream",
+        "start_time": 0.0,
     }
     hf = {
-        "total_num_frames": 1800, "fps": 30.0, "width": SIDE, "height": SIDE, "duration": 60.0,
-        "video_backend": "pyav", "frames_indices": indices.tolist(), "do_sample_frames": False,
+        "total_num_frames": 1800,
+        "fps": 30.0,
+        "width": SIDE,
+        "height": SIDE,
+        "duration": 60.0,
+        "video_backend": "pyav",
+        "frames_indices": indices.tolist(),
+        "do_sample_frames": False,
     }
     video = MediaItem("video", frames, metadata, "messages[0].content[1].video_url", timestamps, indices, hf)
     content = [{"type": "text", "text": "What happens in this clip?"}, {"type": "video", "media_index": 0}]
     return PreparedRequest(
-        "chatcmpl-bench", "mmprep-echo", [{"role": "user", "content": content}], [video], SamplingParams(max_tokens=64)
+        "chatcmpl-bench",
+        "mmprep-echo",
+        [{"role": "user", "content": content}],
+        [video],
+        SamplingParams(max_tokens=64),
     )
 
 
@@ -129,7 +147,7 @@ async def measure(url: str, worker_pid: int, repeats: int) -> None:
         for _ in range(3):  # warm up both: imports, the connection, the allocator
             await first_delta(echo, request)
             await first_delta(remote, request)
-        times = {"in-process echo": [], "remote worker": []}
+        times: dict[str, list[float]] = {"in-process echo": [], "remote worker": []}
         for _ in range(repeats):
             times["in-process echo"].append(await first_delta(echo, request))
             times["remote worker"].append(await first_delta(remote, request))
@@ -139,22 +157,36 @@ async def measure(url: str, worker_pid: int, repeats: int) -> None:
         await remote.stop()
 
     local, far = (statistics.median(times[name]) for name in ("in-process echo", "remote worker"))
-    print(f"prepared request -> first delta, {FRAMES} frames of {SIDE}x{SIDE} ({frames_bytes / MIB:.1f} MiB), "
-          f"median of {repeats} interleaved repeats:")
+    print(
+        f"prepared request -> first delta, {FRAMES} frames of {SIDE}x{SIDE} ({frames_bytes / MIB:.1f} MiB), "
+        f"median of {repeats} interleaved repeats:"
+    )
     print(f"  in-process echo engine   {local * 1000:7.1f} ms")
-    print(f"  remote worker (loopback) {far * 1000:7.1f} ms   {far / local:.2f}x; hand-off {1000 * (far - local):.1f} ms"
-          f" ({frames_bytes / MIB / (far - local):.0f} MiB/s)")
+    print(
+        f"  remote worker (loopback) {far * 1000:7.1f} ms   {far / local:.2f}x; "
+        f"hand-off {1000 * (far - local):.1f} ms ({frames_bytes / MIB / (far - local):.0f} MiB/s)"
+    )
     receive_peak, is_view = await receiving_allocation(request)
     save_peak = safetensors_save_peak(request)
     print("copies of the frames:")
-    print(f"  sending: peak allocation while sending {send_peak / MIB:.1f} MiB "
-          f"= {send_peak / frames_bytes:.2f}x the frames (no second full copy)")
+    print(
+        f"  sending: peak allocation while sending {send_peak / MIB:.1f} MiB "
+        f"= {send_peak / frames_bytes:.2f}x the frames (no second full copy)"
+    )
     if save_peak is not None:
-        print(f"           (safetensors.numpy.save of the same frames: {save_peak / MIB:.1f} MiB = "
-              f"{save_peak / frames_bytes:.2f}x)")
-    print(f"  receiving: decode_request allocates {receive_peak / 1024:.0f} KiB; tensor is a view of the body: {is_view}")
-    print(f"             worker peak RSS grew {worker_growth / MIB:.1f} MiB = {worker_growth / frames_bytes:.2f}x the frames "
-          "(the body buffer, read once, plus the HTTP server's buffers)")
+        print(
+            f"           (safetensors.numpy.save of the same frames: {save_peak / MIB:.1f} MiB = "
+            f"{save_peak / frames_bytes:.2f}x)"
+        )
+    print(
+        f"  receiving: decode_request allocates {receive_peak / 1024:.0f} KiB; "
+        f"tensor is a view of the body: {is_view}"
+    )
+    print(
+        f"             worker peak RSS grew {worker_growth / MIB:.1f} MiB "
+        f"= {worker_growth / frames_bytes:.2f}x the frames "
+        "(the body buffer, read once, plus the HTTP server's buffers)"
+    )
 
 
 def main() -> None:
@@ -162,6 +194,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     with WorkerProcess() as worker:
+        assert worker.process is not None  # started on entering the block
         asyncio.run(measure(worker.url, worker.process.pid, args.repeats))
 
 

@@ -33,6 +33,7 @@ PNG = png_data_url(96, 64)
 
 def request_kinds(media_url: str) -> dict[str, tuple[dict | bytes, int]]:
     """name -> (body, the status it must get)."""
+
     def ask(*parts, **extra):
         return chat({"type": "text", "text": "hi"}, *parts, **extra)
 
@@ -56,13 +57,20 @@ async def one_request(client: httpx.AsyncClient, name: str, body, expected: int,
     started = time.perf_counter()
     try:
         if isinstance(body, bytes):
-            response = await client.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+            response = await client.post(
+                "/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+            )
             status, ok = response.status_code, response.status_code == expected
         elif stream:
-            async with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as response:
+            async with client.stream(
+                "POST", "/v1/chat/completions", json={**body, "stream": True}
+            ) as response:
                 lines = [line async for line in response.aiter_lines() if line]
             status = response.status_code
-            ok = status == expected and (status != 200 or (lines[-1] == "data: [DONE]" and not any('"error"' in l for l in lines)))
+            ok = status == expected and (
+                status != 200
+                or (lines[-1] == "data: [DONE]" and not any('"error"' in line for line in lines))
+            )
         else:
             response = await client.post("/v1/chat/completions", json=body)
             status, ok = response.status_code, response.status_code == expected
@@ -78,6 +86,7 @@ async def run_load(url: str, media_url: str, requests: int, concurrency: int, se
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+
         async def guarded(name, stream):
             async with gate:
                 return await one_request(client, name, *kinds[name], stream)
@@ -105,6 +114,7 @@ def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
     """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
     flags = ("--allow-private-networks", "--max-concurrent-requests", str(max(64, concurrency)))
     with AppProcess("serve", *flags) as server, FileServer(folder=MEDIA) as media:
+        assert server.process is not None  # started on entering the block
         pid = server.process.pid
         asyncio.run(run_load(server.url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools
         before = rss_mib(pid)
@@ -119,7 +129,9 @@ def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)

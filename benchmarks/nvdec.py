@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import argparse
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
 
 import numpy as np
 from cost import CLIPS, REQUESTS, Cell, load_clips, timed
 
 from decoders import decode_video, gpu
 
-WAYS = {"cpu, 1 thread": {"threads": 1}, "cpu, all cores": {"threads": 0}, "cuda (NVDEC)": {"device": "cuda"}}
+WAYS: dict[str, dict[str, Any]] = {
+    "cpu, 1 thread": {"threads": 1},
+    "cpu, all cores": {"threads": 0},
+    "cuda (NVDEC)": {"device": "cuda"},
+}
 
 
 def check_same_frames(data: bytes, sampling: dict) -> None:
@@ -29,6 +35,18 @@ def check_same_frames(data: bytes, sampling: dict) -> None:
     assert cuda.indices.tolist() == cpu.indices.tolist(), "NVDEC picked other frames"
     worst = int(np.abs(cuda.frames.astype(np.int16) - cpu.frames).max()) if len(cpu.frames) else 0
     print(f"  same frames as the CPU; largest pixel difference {worst}")
+
+
+def frames_decoded(data: bytes, sampling: dict[str, Any], how: dict[str, Any]) -> int:
+    return len(decode_video(data, **sampling, **how).frames)
+
+
+Job = tuple[bytes, dict[str, Any]]  # (video, decode_video's sampling arguments)
+
+
+def decode_all(pool: ThreadPoolExecutor, work: list[Job], how: dict[str, Any]) -> int:
+    """Every job of `work` decoded on `pool`: the number of videos decoded."""
+    return len(list(pool.map(lambda job: decode_video(job[0], **job[1], **how), work)))
 
 
 def per_request(clips: dict[str, bytes], repeats: int) -> None:
@@ -41,9 +59,11 @@ def per_request(clips: dict[str, bytes], repeats: int) -> None:
             cells = {way: Cell() for way in WAYS}
             for _ in range(repeats):
                 for way, how in WAYS.items():
-                    timed(cells[way], lambda d=data, s=sampling, how=how: len(decode_video(d, **s, **how).frames))
+                    timed(cells[way], partial(frames_decoded, data, sampling, how))
             saved = cells["cpu, 1 thread"].median("cpu") / cells["cuda (NVDEC)"].median("cpu")
-            row = " | ".join(f"{cell.median('cpu'):.2f} / {cell.median('wall'):.2f}" for cell in cells.values())
+            row = " | ".join(
+                f"{cell.median('cpu'):.2f} / {cell.median('wall'):.2f}" for cell in cells.values()
+            )
             print(f"| {CLIPS[name][0]} | {label} | {row} | {saved:.1f}x |", flush=True)
 
 
@@ -51,17 +71,23 @@ def at_concurrency(clips: dict[str, bytes], requests: int, concurrency: int) -> 
     print(f"\nThroughput, {concurrency} requests in flight, {requests} requests of 32 frames over the clips")
     print("| way | requests/s | CPU-s per request |")
     print("|---|---|---|")
-    work = [(data, {"num_frames": 32}) for data in clips.values()] * (requests // len(clips) + 1)
+    work: list[Job] = [(data, {"num_frames": 32}) for data in clips.values()] * (requests // len(clips) + 1)
     work = work[:requests]
-    for way, how in {"cpu": {"threads": 1}, "cuda (NVDEC)": {"device": "cuda"}}.items():
+    ways: dict[str, dict[str, Any]] = {"cpu": {"threads": 1}, "cuda (NVDEC)": {"device": "cuda"}}
+    for way, how in ways.items():
         cell = Cell()
         with ThreadPoolExecutor(concurrency) as pool:
-            timed(cell, lambda how=how: len(list(pool.map(lambda job: decode_video(job[0], **job[1], **how), work))))
-        print(f"| {way} | {requests / cell.median('wall'):.2f} | {cell.median('cpu') / requests:.2f} |", flush=True)
+            timed(cell, partial(decode_all, pool, work, how))
+        print(
+            f"| {way} | {requests / cell.median('wall'):.2f} | {cell.median('cpu') / requests:.2f} |",
+            flush=True,
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clips", nargs="+", choices=list(CLIPS), default=list(CLIPS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, default=48)

@@ -73,18 +73,25 @@ def peak_added_mib(name: str, side: str, threads: int | None) -> float:
         if side == "transformers"
         else f"proc.process_video(frames, threads={threads})"
     )
-    code = "\n".join([
-        "import warnings; warnings.simplefilter('ignore')",
-        "from processor_speed import *",
-        f"proc = load_processor({name!r}); frames = test_frames()",
-        "import transformers.models.qwen2_vl.video_processing_qwen2_vl, torchvision" if side == "transformers" else "",
-        "rss = lambda key: int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1])",
-        "before = rss('VmRSS')",
-        f"out = {work}",
-        "print(rss('VmHWM') - before)",
-    ])
+    code = "\n".join(
+        [
+            "import warnings; warnings.simplefilter('ignore')",
+            "from processor_speed import *",
+            f"proc = load_processor({name!r}); frames = test_frames()",
+            "import transformers.models.qwen2_vl.video_processing_qwen2_vl, torchvision"
+            if side == "transformers"
+            else "",
+            "rss = lambda key: int(next(line for line in open('/proc/self/status')"
+            " if line.startswith(key)).split()[1])",
+            "before = rss('VmRSS')",
+            f"out = {work}",
+            "print(rss('VmHWM') - before)",
+        ]
+    )
     # Run from this folder, so the child imports this script as a module.
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=here)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=here
+    )
     return int(result.stdout.split()[-1]) / 1024
 
 
@@ -103,7 +110,7 @@ def measure(name: str, frames: np.ndarray, repeats: int, threads: int | None) ->
     ours_s, theirs_s = statistics.median(ours_times), statistics.median(theirs_times)
     # each run of ours against the transformers run just before it: a neighbour's load that
     # comes and goes slows both of a pair alike
-    speedup = statistics.median(theirs / ours for theirs, ours in zip(theirs_times, ours_times))
+    speedup = statistics.median(theirs / ours for theirs, ours in zip(theirs_times, ours_times, strict=True))
     output = ours.tensors["pixel_values_videos"]
     frame_mib = HEIGHT * WIDTH * 3 / 2**20
     ours_peak = peak_added_mib(name, "ours", threads)
@@ -111,17 +118,24 @@ def measure(name: str, frames: np.ndarray, repeats: int, threads: int | None) ->
     grid = ours.tensors["video_grid_thw"][0].tolist()
     print(
         f"| {name} | {grid} | {theirs_s * 1000:.0f} ms | {ours_s * 1000:.0f} ms | **{speedup:.2f}x** "
-        f"| {within * 100:.4f}% | {worst:.2f} | {output.nbytes / 2**20:.0f} | {theirs_peak:.0f} | {ours_peak:.0f} "
+        f"| {within * 100:.4f}% | {worst:.2f} | {output.nbytes / 2**20:.0f} | {theirs_peak:.0f} "
+        f"| {ours_peak:.0f} "
         f"({(ours_peak - output.nbytes / 2**20) / frame_mib:+.1f} frames) |",
         flush=True,
     )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=11, help="interleaved runs of each (default 11)")
-    parser.add_argument("--threads", type=int, default=None, help="our threads (default: every core, as torch)")
-    parser.add_argument("processors", nargs="*", default=PROCESSORS, help="family names, preset ids or folders")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="our threads (default: every core, as torch)"
+    )
+    parser.add_argument(
+        "processors", nargs="*", default=PROCESSORS, help="family names, preset ids or folders"
+    )
     args = parser.parse_args()
 
     import warnings
@@ -130,10 +144,14 @@ def main() -> None:
 
     warnings.simplefilter("ignore")  # transformers' notices about cap_pixels_per_frame's future default
     frames = test_frames()
-    print(f"{FRAMES} frames of {WIDTH}x{HEIGHT}; torch {torch.__version__} on {torch.get_num_threads()} threads; "
-          f"medians of {args.repeats} interleaved runs\n")
-    print("| processor | grid (t, h, w) | transformers | ours | speed-up (paired) | within 1 level | max levels "
-          "| output MiB | transformers peak MiB | ours peak MiB (beyond the output) |")
+    print(
+        f"{FRAMES} frames of {WIDTH}x{HEIGHT}; torch {torch.__version__} "
+        f"on {torch.get_num_threads()} threads; medians of {args.repeats} interleaved runs\n"
+    )
+    print(
+        "| processor | grid (t, h, w) | transformers | ours | speed-up (paired) | within 1 level "
+        "| max levels | output MiB | transformers peak MiB | ours peak MiB (beyond the output) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.processors:
         measure(name, frames, args.repeats, args.threads)

@@ -60,7 +60,9 @@ def through_torchcodec(paths: list, requests: int, threads: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -69,27 +71,46 @@ def main() -> int:
     torch.set_num_threads(1)
     options = SyntheticOptions(synthetic=CLIPS, synthetic_size="1280x720", synthetic_duration=10.0)
     paths = generate_synthetic(options)
-    flags = ("--allowed-local-media-path", str(paths[0].parent), "--decode-cache-bytes", "0",
-             "--max-concurrent-requests", "64")
+    flags = (
+        "--allowed-local-media-path",
+        str(paths[0].parent),
+        "--decode-cache-bytes",
+        "0",
+        "--max-concurrent-requests",
+        "64",
+    )
     runs: dict[str, list[float]] = {
-        "mmprep serve": [], "mmprep serve, no runs side by side": [],
-        "torchcodec, 16 threads": [], "torchcodec, one per core": [],
+        "mmprep serve": [],
+        "mmprep serve, no runs side by side": [],
+        "torchcodec, 16 threads": [],
+        "torchcodec, one per core": [],
     }
-    with AppProcess("serve", *flags) as server, AppProcess("serve", *flags, "--decode-threads", "1") as one_thread:
+    with (
+        AppProcess("serve", *flags) as server,
+        AppProcess("serve", *flags, "--decode-threads", "1") as one_thread,
+    ):
         through_mmprep(server, paths, IN_FLIGHT)  # warm up
         through_mmprep(one_thread, paths, IN_FLIGHT)
         for _ in range(args.repeats):
             runs["mmprep serve"].append(through_mmprep(server, paths, args.requests))
-            runs["mmprep serve, no runs side by side"].append(through_mmprep(one_thread, paths, args.requests))
+            runs["mmprep serve, no runs side by side"].append(
+                through_mmprep(one_thread, paths, args.requests)
+            )
             runs["torchcodec, 16 threads"].append(through_torchcodec(paths, args.requests, IN_FLIGHT))
-            runs["torchcodec, one per core"].append(through_torchcodec(paths, args.requests, os.cpu_count() or 1))
-    print(f"{args.requests} requests of {FRAMES} frames over {CLIPS} clips, {IN_FLIGHT} in flight, "
-          f"{os.cpu_count()} cores; median of {args.repeats} alternated runs")
+            runs["torchcodec, one per core"].append(
+                through_torchcodec(paths, args.requests, os.cpu_count() or 1)
+            )
+    print(
+        f"{args.requests} requests of {FRAMES} frames over {CLIPS} clips, {IN_FLIGHT} in flight, "
+        f"{os.cpu_count()} cores; median of {args.repeats} alternated runs"
+    )
     print("| way | requests/s | runs | mmprep / it |\n|---|---|---|---|")
     ours = statistics.median(runs["mmprep serve"])
     for way, rates in runs.items():
         spread = f"{min(rates):.2f}-{max(rates):.2f}"
-        print(f"| {way} | {statistics.median(rates):.2f} | {spread} | {ours / statistics.median(rates):.2f}x |")
+        print(
+            f"| {way} | {statistics.median(rates):.2f} | {spread} | {ours / statistics.median(rates):.2f}x |"
+        )
     return 0
 
 

@@ -24,6 +24,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from footage import camera_clip
 
@@ -32,7 +33,7 @@ from app.testing.chat import chat, video
 from app.testing.servers import AppProcess
 from decoders import decode_video
 
-SAMPLING = {"num_frames": 8}
+SAMPLING: dict[str, Any] = {"num_frames": 8}
 CORES = os.cpu_count() or 1
 
 
@@ -58,7 +59,8 @@ async def http_run(url: str, body: bytes, requests: int, concurrency: int) -> tu
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
-    request, queue, latencies = head + body, asyncio.Queue(), []
+    request, latencies = head + body, []
+    queue: asyncio.Queue[None] = asyncio.Queue()
     for _ in range(requests):
         queue.put_nowait(None)
 
@@ -109,7 +111,9 @@ def p50_ms(latencies: list[float]) -> float:
 def run_options(description: str):
     """This script's and ray_speed.py's options (--quick, --json), and `n(count)`: a run
     count, a quarter of it with --quick, at least 8."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -171,8 +175,17 @@ def main() -> None:
         row = {}
         for label, flags in (
             ("budget", ["--decode-cache-bytes", "0"]),
-            ("fixed", ["--decode-cache-bytes", "0", "--decode-workers", str(concurrency),
-                       "--decode-threads", str(CORES)]),
+            (
+                "fixed",
+                [
+                    "--decode-cache-bytes",
+                    "0",
+                    "--decode-workers",
+                    str(concurrency),
+                    "--decode-threads",
+                    str(CORES),
+                ],
+            ),
         ):
             with Server(*flags) as server:
                 asyncio.run(http_run(server.url, body, min(count, 16), concurrency))
@@ -185,11 +198,16 @@ def main() -> None:
 
     print()
     lat = results["latency_ms"]
-    print(f"latency p50: in-process decode {lat['in_process_decode_p50']} ms, service {lat['service_cache_off_p50']} ms "
-          f"(HTTP path +{lat['http_path_overhead_p50']} ms), cache hit {lat['service_cache_hit_p50']} ms")
+    print(
+        f"latency p50: in-process decode {lat['in_process_decode_p50']} ms, "
+        f"service {lat['service_cache_off_p50']} ms (HTTP path +{lat['http_path_overhead_p50']} ms), "
+        f"cache hit {lat['service_cache_hit_p50']} ms"
+    )
     t = results["throughput_c16"]
-    print(f"concurrency 16: service {t['service_per_s']}/s vs in-process {t['in_process_per_s']}/s "
-          f"= {t['service_over_in_process']:.0%}")
+    print(
+        f"concurrency 16: service {t['service_per_s']}/s vs in-process {t['in_process_per_s']}/s "
+        f"= {t['service_over_in_process']:.0%}"
+    )
     print("| concurrency | thread budget (req/s) | fixed threads, worker per request (req/s) | ratio |")
     print("|---|---|---|---|")
     for concurrency, row in sweep.items():

@@ -4,13 +4,14 @@ for, and runs of keyframe intervals decoded side by side when the thread budget 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from .errors import CorruptMediaError
-from .frames import FrameConverter, FrameStack
+from .frames import Announce, FrameConverter, FrameStack
 from .guard import DecodeGuard
 from .memory import output_memory
 from .picker import FramePicker
@@ -18,6 +19,11 @@ from .plan import DecodePlan
 from .seeking import Seeker, SeekMissed, seek_keyframe, split_by_keyframe
 from .source import VideoSource, decode_packet
 from .survey import Survey
+
+if TYPE_CHECKING:
+    from av.packet import Packet
+    from av.video.frame import VideoFrame
+    from av.video.stream import VideoStream
 
 # Codecs whose decoders honour skip_frame=NONREF packet by packet. VP8 and VP9 ignore it;
 # libdav1d (AV1) reads it once, when it opens, and would then skip wanted frames too.
@@ -27,11 +33,13 @@ SKIPPABLE_CODECS = {"h264", "hevc", "mpeg4", "mpeg2video", "mpeg1video", "h263"}
 # (position, count, frame): frame `position` of the `count` planned, as soon as it is
 # converted; see decode_video's on_frame.
 OnFrame = Callable[[int, int, np.ndarray], None]
+# (frames, timestamps, rotation): what a decode returns.
+Decoded = tuple[np.ndarray, np.ndarray, int]
 
 
 def decode_frames(
     source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, on_frame: OnFrame | None = None
-):
+) -> Decoded:
     """Decode the planned frames. Returns (frames, timestamps, rotation)."""
     index = survey.index
     seekable = index.complete and len(index.keyframes) > 1
@@ -52,7 +60,7 @@ def decode_frames(
     return frames, timestamps, rotation
 
 
-def _announcer(on_frame: OnFrame | None, start: int, count: int):
+def _announcer(on_frame: OnFrame | None, start: int, count: int) -> Announce | None:
     """A FrameStack's announce for the stretch of the plan from `start`: its slots are
     positions in the whole plan from there."""
     if on_frame is None:
@@ -61,15 +69,20 @@ def _announcer(on_frame: OnFrame | None, start: int, count: int):
 
 
 def _decode_side_by_side(
-    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, groups: list[np.ndarray],
+    source: VideoSource,
+    survey: Survey,
+    plan: DecodePlan,
+    guard: DecodeGuard,
+    groups: list[np.ndarray],
     on_frame: OnFrame | None,
-):
+) -> Decoded:
     """Decode runs of keyframe intervals side by side, one decoder each: intervals are
     independent, so this scales better than one decoder's frame threads. Each writes
     into its own stretch of the one output buffer."""
     count = len(plan.wanted)
     output = output_memory(count * plan.frame_bytes)
-    share, start, passes = guard.share(len(groups)), 0, []
+    share, start = guard.share(len(groups)), 0
+    passes: list[DecodePass] = []
     for group in groups:
         stretch = output[start * plan.frame_bytes : (start + len(group)) * plan.frame_bytes]
         stack = FrameStack(len(group), stretch, _announcer(on_frame, start, count))
@@ -95,8 +108,13 @@ class DecodePass:
     """
 
     def __init__(
-        self, source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard,
-        allow_seek: bool, stack: FrameStack,
+        self,
+        source: VideoSource,
+        survey: Survey,
+        plan: DecodePlan,
+        guard: DecodeGuard,
+        allow_seek: bool,
+        stack: FrameStack,
     ):
         index, wanted = survey.index, plan.wanted
         self._source, self._survey, self._guard = source, survey, guard
@@ -105,17 +123,20 @@ class DecodePass:
         # The callback must not hold `self`: that cycle kept the output buffer, the decoder and
         # the container alive until the garbage collector ran, and the next decode's buffer then
         # had to be faulted in on fresh pages (system time) instead of reusing these.
-        self._picker = FramePicker(survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t))
-        self._wanted_pts = index.pts[wanted] if survey.decoded_times is None else None
-        self._seeker = Seeker(index, self._wanted_pts) if allow_seek else None
-        exact_times = self._wanted_pts is not None and index.complete
-        self._protected = set(self._wanted_pts.tolist()) if exact_times else None
-        self._skip_mode = "NONKEY" if plan.keyframes_only else "NONREF"
-        self._may_skip = exact_times and (plan.keyframes_only or survey.codec in SKIPPABLE_CODECS)
-        self._floor = None  # after a seek, frames shown before the keyframe are leftovers
+        self._picker = FramePicker(
+            survey.frame_times()[wanted], lambda frame, t: stack.add(convert(frame), t)
+        )
+        wanted_pts = index.pts[wanted] if survey.decoded_times is None else None  # seeking needs them
+        self._seeker = Seeker(index, wanted_pts) if allow_seek and wanted_pts is not None else None
+        exact_times = wanted_pts is not None and index.complete
+        may_skip = exact_times and (plan.keyframes_only or survey.codec in SKIPPABLE_CODECS)
+        # When the decoder may skip frames: the wanted frames' packets, which it must not skip.
+        self._protected = set(wanted_pts.tolist()) if may_skip and wanted_pts is not None else None
+        self._skip_mode: Literal["NONKEY", "NONREF"] = "NONKEY" if plan.keyframes_only else "NONREF"
+        self._floor: int | None = None  # after a seek, frames shown before the keyframe are leftovers
         self._fed_max = -math.inf
 
-    def run(self):
+    def run(self) -> Decoded:
         picker = self._picker
         with self._source.rewound(self._survey.index, self._guard.threads) as (container, stream, packets):
             self._container, self._stream, self._ctx = container, stream, stream.codec_context
@@ -143,28 +164,28 @@ class DecodePass:
         """Every wanted frame got one of its own (none missing, none shared)."""
         return self._stack.full
 
-    def _feed(self, packet) -> None:
-        if self._may_skip:
+    def _feed(self, packet: Packet[VideoStream]) -> None:
+        if self._protected is not None:
             self._ctx.skip_frame = "DEFAULT" if packet.pts in self._protected else self._skip_mode
         if packet.pts is not None:
             self._fed_max = max(self._fed_max, packet.pts)
         self._offer(decode_packet(self._ctx, packet))
-        picker = self._picker
-        if self._seeker is not None and not picker.done and packet.pts == self._wanted_pts[picker.pending]:
-            self._drain_if_seeking_next()
+        picker, seeker = self._picker, self._seeker
+        if seeker is not None and not picker.done and packet.pts == seeker.wanted_pts[picker.pending]:
+            self._drain_if_seeking_next(seeker)
 
-    def _drain_if_seeking_next(self) -> None:
+    def _drain_if_seeking_next(self, seeker: Seeker) -> None:
         """The pending wanted frame's packet is in: if the next wanted frame is reached by a
         seek, drain the decoder now and seek."""
         pending = self._picker.pending
-        jump = self._seeker.plan(pending + 1, self._fed_max)
+        jump = seeker.plan(pending + 1, self._fed_max)
         if jump is None:
             return
         self._offer(decode_packet(self._ctx, None))
         if self._picker.pending != pending + 1:
             raise SeekMissed()  # the frame the index promised did not come out
         if not self._picker.done:
-            self._seeker.decided(pending + 1)
+            seeker.decided(pending + 1)
             self._seek(jump)
 
     def _seek(self, jump: tuple[int, int]) -> None:
@@ -172,7 +193,7 @@ class DecodePass:
         self._picker.after_seek()
         self._floor, self._fed_max = jump[0], -math.inf
 
-    def _offer(self, frames) -> None:
+    def _offer(self, frames: Iterable[VideoFrame]) -> None:
         for frame in frames:
             if self._floor is None or frame.pts is None or frame.pts >= self._floor:
                 self._picker.offer(frame, self._clock(frame))

@@ -54,13 +54,19 @@ class RGBResizer:
         if self._graph is None:
             self._graph = self._build(rgb.width, rgb.height)
         self._graph.push(rgb)
-        return self._graph.pull()
+        return self._graph.vpull()
 
     def _build(self, width: int, height: int) -> av.filter.Graph:
         graph = av.filter.Graph()
         if hasattr(graph, "threads"):  # PyAV 18 and later; 17 lets FFmpeg choose
             graph.threads = self._threads
-        source = graph.add_buffer(width=width, height=height, format="rgb24", time_base=Fraction(1, 1))
+        # PyAV's stub asks for a VideoFormat; add_buffer takes its name too (it calls VideoFormat(format)).
+        source = graph.add_buffer(
+            width=width,
+            height=height,
+            format="rgb24",  # type: ignore[arg-type]
+            time_base=Fraction(1, 1),
+        )
         to_width, to_height = self._size
         scale = graph.add("scale", f"w={to_width}:h={to_height}:flags=bicubic:param0=0:param1=0.5")
         sink = graph.add("buffersink")
@@ -87,12 +93,14 @@ class FrameConverter:
         self._repacker = VideoReformatter()
         self.turns: int | None = None
 
-    def __call__(self, frame) -> np.ndarray:
+    def __call__(self, frame: av.VideoFrame) -> np.ndarray:
         if self.turns is None:
             self.turns = quarter_turns(frame.rotation)
         layout = frame.format.name
         if layout == "cuda":  # still on the GPU (gpu.py): the repack below downloads it
-            layout = frame.sw_format.name
+            in_memory = frame.sw_format
+            assert in_memory is not None  # a frame on the GPU always says its layout there
+            layout = in_memory.name
         planar = HW_LAYOUTS.get(layout)
         if planar is not None:  # from NVDEC: repacked losslessly, so the colours are the CPU path's
             frame = self._repacker.reformat(frame, format=planar)
@@ -102,8 +110,8 @@ class FrameConverter:
         )
         if self._resize is not None:
             rgb = self._resize(rgb)
-        rgb = rgb.to_ndarray()
-        return np.rot90(rgb, self.turns) if self.turns else rgb
+        pixels = rgb.to_ndarray()
+        return np.rot90(pixels, self.turns) if self.turns else pixels
 
 
 # (slot, frame): told of each frame as it lands in a FrameStack.

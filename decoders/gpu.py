@@ -50,16 +50,27 @@ def cuda_usable() -> bool:
     """Whether FFmpeg can make a CUDA device here; said once in the log when it cannot."""
     try:
         HWAccel("cuda").create(av.codec.Codec("h264", "r"))
-    except Exception as error:  # noqa: BLE001 - no GPU, no driver, no permission: all mean the CPU
-        log.warning("CUDA decoding is not available here (%s: %s): videos decode on the CPU",
-                    type(error).__name__, error)
+    except Exception as error:  # no GPU, no driver, no permission: all mean the CPU
+        log.warning(
+            "CUDA decoding is not available here (%s: %s): videos decode on the CPU",
+            type(error).__name__,
+            error,
+        )
         return False
     return True
 
 
 # The largest frame NVDEC decodes, per codec (NVIDIA's Video Codec SDK, Ampere and later).
-MAX_SIDE = {"h264": 4096, "hevc": 8192, "vp8": 4096, "vp9": 8192, "av1": 8192, "mpeg4": 2032,
-            "mpeg2video": 4080, "mpeg1video": 4080}
+MAX_SIDE = {
+    "h264": 4096,
+    "hevc": 8192,
+    "vp8": 4096,
+    "vp9": 8192,
+    "av1": 8192,
+    "mpeg4": 2032,
+    "mpeg2video": 4080,
+    "mpeg1video": 4080,
+}
 
 
 def decodes(decoder: str, codec: str, size: tuple[int, int]) -> bool:

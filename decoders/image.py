@@ -6,6 +6,7 @@ import io
 import os
 import warnings
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -14,6 +15,9 @@ from .errors import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
 from .frames import scaled_size
 from .sampling import check_limits, check_sampling
 from .sniff import HEAD_BYTES, describe_bytes
+
+if TYPE_CHECKING:
+    from .source import Source
 
 # Pillow refuses images past this many pixels before decoding them (a decompression
 # bomb: a few KB of PNG that would expand to gigabytes). Pillow's default is 89 M.
@@ -28,7 +32,7 @@ class ImageMetadata:
     format: str  # "PNG", "JPEG", ...
     mode: str  # Pillow's mode of the source: "RGB", "RGBA", "P", "L", ...
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -39,7 +43,7 @@ class DecodedImage:
 
 
 def decode_image(
-    source, max_pixels: int | None = None, max_source_pixels: int | None = DEFAULT_MAX_SOURCE_PIXELS
+    source: Source, max_pixels: int | None = None, max_source_pixels: int | None = DEFAULT_MAX_SOURCE_PIXELS
 ) -> DecodedImage:
     """Decode `source` (bytes, a path or a binary file) to RGB.
 
@@ -70,7 +74,7 @@ def decode_image(
     return DecodedImage(pixels, metadata)
 
 
-def _unidentified(source) -> str:
+def _unidentified(source: Source) -> str:
     if isinstance(source, (bytes, bytearray, memoryview)):
         head = bytes(source[:HEAD_BYTES])
     elif isinstance(source, (str, os.PathLike)):
@@ -86,7 +90,7 @@ def _unidentified(source) -> str:
     return f"this is {kind}, not an image"
 
 
-def _open(source):
+def _open(source: Source) -> Image.Image:
     if isinstance(source, (bytes, bytearray, memoryview)):
         if len(source) == 0:
             raise CorruptMediaError("the input is empty (0 bytes)")

@@ -10,10 +10,16 @@ may be skipped.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+    from av.video.stream import VideoStream
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,9 @@ class FrameIndex:
         return max(0, int(hi - lo))
 
 
-def read_index(container, stream, check=None) -> FrameIndex:
+def read_index(
+    container: InputContainer, stream: VideoStream, check: Callable[[], None] | None = None
+) -> FrameIndex:
     """Demux `stream` from the start of `container` and index its packets.
 
     `check`, if given, is called every few hundred packets and may raise to stop.
@@ -82,13 +90,30 @@ def read_index(container, stream, check=None) -> FrameIndex:
     return _build(_fraction(stream.time_base), pts, durations, keys, key_dts, packets, missing)
 
 
-def _fraction(time_base) -> Fraction:
+class Ratio(Protocol):
+    """A time base: a Fraction, or PyAV 19's own rational type."""
+
+    @property
+    def numerator(self) -> int: ...
+    @property
+    def denominator(self) -> int: ...
+
+
+def _fraction(time_base: Ratio | None) -> Fraction:
     """The time base as an exact Fraction (PyAV 19 gives its own rational type)."""
     return Fraction(time_base.numerator, time_base.denominator) if time_base else Fraction(1, 1)
 
 
-def _build(time_base, pts, durations, keys, key_dts, packets, missing) -> FrameIndex:
-    pts, durations = np.frombuffer(pts, dtype=np.int64), np.frombuffer(durations, dtype=np.int64)
+def _build(
+    time_base: Fraction,
+    pts_read: array[int],
+    durations_read: array[int],
+    keys_read: array[int],
+    key_dts_read: array[int],
+    packets: int,
+    missing: int,
+) -> FrameIndex:
+    pts, durations = np.frombuffer(pts_read, dtype=np.int64), np.frombuffer(durations_read, dtype=np.int64)
     order = np.argsort(pts, kind="stable")
     sorted_pts = pts[order]
     end = None
@@ -98,7 +123,7 @@ def _build(time_base, pts, durations, keys, key_dts, packets, missing) -> FrameI
             # No duration on the last packet: assume it lasts as long as a typical frame.
             step = int(np.median(np.diff(sorted_pts))) if len(sorted_pts) > 1 else 0
             end = max(end, int(sorted_pts[-1]) + step)
-    keys, key_dts = np.frombuffer(keys, dtype=np.int64), np.frombuffer(key_dts, dtype=np.int64)
+    keys, key_dts = np.frombuffer(keys_read, dtype=np.int64), np.frombuffer(key_dts_read, dtype=np.int64)
     key_order = np.argsort(keys, kind="stable")
     return FrameIndex(
         time_base=time_base,

@@ -9,8 +9,13 @@ is checked against the frame index (packet timestamps) and used only if they agr
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from .index import FrameIndex
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+    from av.video.stream import VideoStream
 
 
 @dataclass(frozen=True)
@@ -26,17 +31,17 @@ class VideoMetadata:
     duration_source: str  # "stream", "container", "packets" or "decoded"
     start_time: float  # the first frame's presentation time in the container, seconds
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def stream_duration(stream) -> float | None:
+def stream_duration(stream: VideoStream) -> float | None:
     if stream.duration and stream.duration > 0 and stream.time_base:
         return float(stream.duration * stream.time_base)
     return None
 
 
-def container_duration(container) -> float | None:
+def container_duration(container: InputContainer) -> float | None:
     """The container's duration minus its start time (its clock may not start at 0)."""
     if not container.duration or container.duration <= 0:
         return None
@@ -45,7 +50,9 @@ def container_duration(container) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def resolve_duration(stream, container, index: FrameIndex) -> tuple[float | None, str]:
+def resolve_duration(
+    stream: VideoStream, container: InputContainer, index: FrameIndex
+) -> tuple[float | None, str]:
     """The video's duration and where it came from: stream, container or packets.
 
     A claimed duration is believed when it matches the packets' span within about a
@@ -55,7 +62,10 @@ def resolve_duration(stream, container, index: FrameIndex) -> tuple[float | None
     """
     span = index.span_seconds()
     interval = index.median_interval() or 0.0
-    for source, claimed in (("stream", stream_duration(stream)), ("container", container_duration(container))):
+    for source, claimed in (
+        ("stream", stream_duration(stream)),
+        ("container", container_duration(container)),
+    ):
         if claimed is None:
             continue
         if span is None or abs(claimed - span) <= 1.5 * interval + 0.002:
@@ -65,7 +75,7 @@ def resolve_duration(stream, container, index: FrameIndex) -> tuple[float | None
     return None, "decoded"
 
 
-def stream_fps(stream) -> float | None:
+def stream_fps(stream: VideoStream) -> float | None:
     """FFmpeg's average frame rate for the stream, or its best guess, if it has either."""
     for rate in (stream.average_rate, stream.guessed_rate):
         if rate and rate > 0:

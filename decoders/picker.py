@@ -3,23 +3,33 @@ times decoded frames."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .sampling import FLOAT_TOLERANCE
 from .seeking import SeekMissed
+
+if TYPE_CHECKING:
+    from av.video.frame import VideoFrame
+
+# (frame, time): told of each frame the picker chooses.
+Take = Callable[["VideoFrame", float], None]
 
 
 class Clock:
     """Seconds from the first frame for each decoded frame; frames with no timestamp
     (raw elementary streams) are spaced at the average frame rate."""
 
-    def __init__(self, origin: int | None, time_base, fps: float):
+    def __init__(self, origin: int | None, time_base: Fraction | None, fps: float):
         self._origin = origin
         self._tb = float(time_base) if time_base else 0.0
         self._step = 1.0 / fps if fps else 0.04
         self._last: float | None = None
 
-    def __call__(self, frame) -> float:
+    def __call__(self, frame: VideoFrame) -> float:
         ts = frame.pts if frame.pts is not None else frame.dts
         if ts is None or self._tb == 0.0:
             t = 0.0 if self._last is None else self._last + self._step
@@ -41,11 +51,11 @@ class FramePicker:
     decoder seek away right after.
     """
 
-    def __init__(self, wanted: np.ndarray, take):
+    def __init__(self, wanted: np.ndarray, take: Take):
         self._wanted = wanted
         self._take = take
         self.pending = 0
-        self._previous = None  # (frame, time) of the last frame offered since a seek
+        self._previous: tuple[VideoFrame, float] | None = None  # (frame, time): the last since a seek
         self._taken_time: float | None = None
         self._seeked = False
 
@@ -56,7 +66,7 @@ class FramePicker:
     def after_seek(self) -> None:
         self._previous, self._seeked = None, True
 
-    def offer(self, frame, t: float) -> None:
+    def offer(self, frame: VideoFrame, t: float) -> None:
         wanted, tolerance = self._wanted, FLOAT_TOLERANCE
         while self.pending < len(wanted) and t > wanted[self.pending] + tolerance:
             if self._previous is None:
@@ -79,7 +89,7 @@ class FramePicker:
                 self._choose(*self._previous)
                 self.pending += 1
 
-    def _choose(self, frame, t: float) -> None:
+    def _choose(self, frame: VideoFrame, t: float) -> None:
         if self._taken_time is not None and t <= self._taken_time:
             return  # already returned (a frame wanted twice) or earlier than one returned
         self._take(frame, t)

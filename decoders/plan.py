@@ -50,7 +50,9 @@ class DecodePlan:
 FrameSizeRule = Callable[[int, int, int], tuple[int, int]]
 
 
-def plan_decode(survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRule | None = None) -> DecodePlan:
+def plan_decode(
+    survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRule | None = None
+) -> DecodePlan:
     """The frames `sampling` names (sampling.py), in the survey's integer ticks, and their size.
 
     `frame_size`, if given, is called once with the planned frame count and the size after
@@ -67,7 +69,9 @@ def plan_decode(survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRu
     targets = target_ticks(
         ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
     )
-    keyframes_only = sampling.seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
+    keyframes_only = (
+        sampling.seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
+    )
     if keyframes_only:
         key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
         wanted = key_positions[pick_nearest(ticks[key_positions], targets)]
@@ -81,8 +85,10 @@ def plan_decode(survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRu
     return DecodePlan(wanted, keyframes_only, rgb_size, size)
 
 
-def _checked_size(size) -> tuple[int, int]:
+def _checked_size(size: tuple[int, int]) -> tuple[int, int]:
     height, width = size
     if not all(isinstance(side, int) and side >= 1 for side in (height, width)):
-        raise InvalidArgumentError(f"frame_size must give (height, width) as whole numbers of at least 1, got {size!r}")
+        raise InvalidArgumentError(
+            f"frame_size must give (height, width) as whole numbers of at least 1, got {size!r}"
+        )
     return height, width

@@ -47,12 +47,19 @@ class VideoSampling:
     max_pixels: int | None = None
     seek_mode: str = "exact"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_sampling(self.fps, self.num_frames, self.max_frames, self.max_pixels, self.seek_mode)
 
 
-def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, seek_mode="exact") -> None:
-    """Raise InvalidSamplingError, naming the parameter, unless the request makes sense."""
+def check_sampling(
+    fps: float | None = None,
+    num_frames: int | None = None,
+    max_frames: int | None = None,
+    max_pixels: int | None = None,
+    seek_mode: str = "exact",
+) -> None:
+    """Raise InvalidSamplingError, naming the parameter, unless the request makes sense.
+    The values are checked as they come: callers need not have checked their types."""
     if seek_mode not in SEEK_MODES:
         raise InvalidSamplingError(f"seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}")
     if fps is not None and num_frames is not None:
@@ -69,7 +76,12 @@ def check_sampling(fps=None, num_frames=None, max_frames=None, max_pixels=None, 
         )
 
 
-def check_limits(threads=0, timeout=None, max_bytes=None, max_source_pixels=None) -> None:
+def check_limits(
+    threads: int = 0,
+    timeout: float | None = None,
+    max_bytes: int | None = None,
+    max_source_pixels: int | None = None,
+) -> None:
     """Raise InvalidArgumentError, naming the parameter, for a limit that makes no sense
     (FFmpeg would otherwise blame the video for a negative thread count)."""
     _check_whole("threads", threads, 0, InvalidArgumentError)
@@ -79,13 +91,18 @@ def check_limits(threads=0, timeout=None, max_bytes=None, max_source_pixels=None
         _check_whole(name, value, 1, InvalidArgumentError)
 
 
-def _positive_number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
+def _positive_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        return False
+    return value > 0  # type: ignore[operator]  # typeshed's numbers.Real declares __lt__ but not __gt__
 
 
-def _check_whole(name: str, value, minimum: int, error: type[InvalidArgumentError], alternative: str = "") -> None:
+def _check_whole(
+    name: str, value: object, minimum: int, error: type[InvalidArgumentError], alternative: str = ""
+) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum):
-        raise error(f"{name} must be a whole number of at least {minimum}{' ' + alternative if alternative else ''}, got {value!r}")
+        also = f" {alternative}" if alternative else ""
+        raise error(f"{name} must be a whole number of at least {minimum}{also}, got {value!r}")
 
 
 def target_ticks(

@@ -4,10 +4,17 @@ and the split of the work into runs of keyframe intervals that decode side by si
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .index import FrameIndex
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+    from av.packet import Packet
+    from av.video.stream import VideoStream
 
 # Seeking flushes the decoder's pipeline; below this many frames, decoding through is cheaper.
 MIN_FRAMES_TO_SEEK = 3
@@ -25,7 +32,7 @@ class Seeker:
     of everything fed to the decoder by more than a few frames."""
 
     def __init__(self, index: FrameIndex, wanted_pts: np.ndarray):
-        self._index, self._wanted_pts = index, wanted_pts
+        self._index, self.wanted_pts = index, wanted_pts
         self._decided_for = -1
 
     def jump(self, pending: int, fed_max: float) -> tuple[int, int] | None:
@@ -40,9 +47,9 @@ class Seeker:
 
     def plan(self, pending: int, fed_max: float) -> tuple[int, int] | None:
         """(keyframe pts, keyframe dts) to seek to for wanted frame `pending`, or None."""
-        if pending >= len(self._wanted_pts):
+        if pending >= len(self.wanted_pts):
             return None
-        k = self._index.keyframe_at_or_before(int(self._wanted_pts[pending]))
+        k = self._index.keyframe_at_or_before(int(self.wanted_pts[pending]))
         if k is None:
             return None
         key_pts = int(self._index.keyframes[k])
@@ -51,7 +58,9 @@ class Seeker:
         return key_pts, int(self._index.keyframe_dts[k])
 
 
-def rewind(container, stream, index: FrameIndex):
+def rewind(
+    container: InputContainer, stream: VideoStream, index: FrameIndex
+) -> Iterator[Packet[VideoStream]] | None:
     """Packets from the first keyframe again, or None if the container cannot seek there."""
     try:
         return seek_keyframe(container, stream, int(index.keyframes[0]), int(index.keyframe_dts[0]))
@@ -59,7 +68,9 @@ def rewind(container, stream, index: FrameIndex):
         return None
 
 
-def seek_keyframe(container, stream, key_pts: int, fallback_ts: int):
+def seek_keyframe(
+    container: InputContainer, stream: VideoStream, key_pts: int, fallback_ts: int
+) -> Iterator[Packet[VideoStream]]:
     """Packets from the keyframe shown at key_pts (or an earlier keyframe, when the
     container's index is coarser). Seeking by the keyframe's presentation time lands
     exactly in MP4, MOV, Matroska, WebM and AVI; MPEG-TS seeks by decode time, so a
@@ -87,7 +98,8 @@ def split_by_keyframe(index: FrameIndex, wanted: np.ndarray, budget: int) -> lis
     groups = min(budget, len(firsts))
     if groups < 2 or work.sum() < MIN_FRAMES_TO_SPLIT:
         return [wanted]
-    cuts, done, share = [], 0, work.sum() / groups
+    cuts: list[int] = []
+    done, share = 0, work.sum() / groups
     for i, frames in enumerate(work[:-1]):
         done += frames
         if done >= share * (len(cuts) + 1) and len(cuts) < groups - 1:

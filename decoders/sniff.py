@@ -3,6 +3,8 @@ error can say "this is an HTML page, not a video" instead of an FFmpeg errno."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 HEAD_BYTES = 512  # enough to see past a byte-order mark, a doctype and some whitespace
 
 _SIGNATURES = (
@@ -23,7 +25,7 @@ _SIGNATURES = (
 )
 
 
-def mp4_index_missing(read_at, size: int) -> bool:
+def mp4_index_missing(read_at: Callable[[int, int], bytes], size: int) -> bool:
     """Whether an MP4/MOV file of `size` bytes ends before its index (the `moov` box): what a
     download or a recording cut off before the end leaves, when the index is written last.
     `read_at(offset, count)` reads the file; only box headers are read."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from typing import BinaryIO, Self
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO, Self, TypedDict
 
 import av
 
@@ -19,15 +19,29 @@ from .index import FrameIndex
 from .seeking import rewind
 from .sniff import HEAD_BYTES, describe_bytes, mp4_index_missing
 
-Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from av.container import InputContainer
+    from av.packet import Packet
+    from av.video.codeccontext import VideoCodecContext
+    from av.video.frame import VideoFrame
+    from av.video.stream import VideoStream
+
+Source = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
 
 # What PyAV raises on input FFmpeg cannot make sense of. Anything else is our bug.
 FFMPEG_ERRORS = (av.FFmpegError, EOFError, UnicodeDecodeError)
 
+
+class _OpenOptions(TypedDict, total=False):
+    metadata_errors: str
+
+
 # PyAV before 19 decodes every metadata tag when it opens a container, and a tag that is not
 # UTF-8 fails the open unless told to replace what it cannot decode; PyAV 19 decodes tags only
 # when read (we never read them) and no longer takes the option.
-_OPEN_OPTIONS = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
+_OPEN_OPTIONS: _OpenOptions = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
 # Frame threads cost a few tens of microseconds of hand-over per frame: more than decoding
 # a frame this small takes. Such videos decode on one thread.
 SMALL_FRAME_PIXELS = 320 * 240
@@ -37,31 +51,27 @@ class ReopenableSource:
     """A source that can be opened more than once (the decoder may need a second pass)."""
 
     def __init__(self, source: Source):
+        # Exactly one of the three is set: the bytes, a path, or a seekable file object.
+        self._data: bytes | None = None
+        self._path: str | None = None
+        self._file: BinaryIO | None = None
+        self._start = 0  # where the media starts in the file object
         if isinstance(source, (bytes, bytearray, memoryview)):
-            self._data, self._path, self._file = bytes(source), None, None
+            self._data = bytes(source)
             if not self._data:
                 raise CorruptMediaError("the input is empty (0 bytes)")
         elif isinstance(source, (str, os.PathLike)):
-            self._data, self._path, self._file = None, os.fspath(source), None
-            self._check_path()
+            self._path = os.fspath(source)
+            _check_path(self._path)
         elif hasattr(source, "read"):
-            self._data, self._path, self._file = None, None, source
             if not _seekable(source):
-                self._data, self._file = source.read(), None
+                self._data = source.read()
                 if not self._data:
                     raise CorruptMediaError("the input is empty (0 bytes)")
             else:
-                self._start = source.tell()
+                self._file, self._start = source, source.tell()
         else:
             raise TypeError(f"source must be bytes, a path or a binary file, not {type(source).__name__}")
-
-    def _check_path(self) -> None:
-        try:
-            size = os.path.getsize(self._path)
-        except OSError as error:
-            raise MediaNotFoundError(f"cannot read {self._path!r}: {error.strerror}") from error
-        if size == 0:
-            raise CorruptMediaError(f"{self._path!r} is empty (0 bytes)")
 
     @contextmanager
     def open(self, device: str = "cpu") -> Iterator[av.container.InputContainer]:
@@ -74,12 +84,13 @@ class ReopenableSource:
         finally:
             container.close()
 
-    def _target(self):
+    def _target(self) -> str | BinaryIO:
         if self._path is not None:
             return self._path
         if self._file is not None:
             self._file.seek(self._start)
             return self._file
+        assert self._data is not None  # neither a path nor a file: the bytes
         return io.BytesIO(self._data)
 
     def _unreadable(self, error: Exception) -> str:
@@ -91,24 +102,26 @@ class ReopenableSource:
         if kind is None:
             return f"FFmpeg cannot read this input as media ({reason})"
         if kind == "an MP4/MOV file" and self._index_missing():
-            return ("the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
-                    "or a recording is cut off before the end")
-        return f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+            return (
+                "the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
+                "or a recording is cut off before the end"
+            )
+        return (
+            f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
+        )
 
     def _index_missing(self) -> bool:
         try:
             if self._data is not None:
                 data = self._data
-                return mp4_index_missing(lambda offset, count: bytes(data[offset : offset + count]), len(data))
-            with open(self._path, "rb") if self._path is not None else nullcontext(self._file) as file:
-                start = self._start if self._path is None else 0
-                size = file.seek(0, os.SEEK_END) - start
-
-                def read_at(offset: int, count: int) -> bytes:
-                    file.seek(start + offset)
-                    return file.read(count)
-
-                return mp4_index_missing(read_at, size)
+                return mp4_index_missing(
+                    lambda offset, count: bytes(data[offset : offset + count]), len(data)
+                )
+            if self._path is not None:
+                with open(self._path, "rb") as file:
+                    return _index_missing_in(file, 0)
+            assert self._file is not None  # neither bytes nor a path: a file
+            return _index_missing_in(self._file, self._start)
         except OSError:
             return False
 
@@ -121,11 +134,32 @@ class ReopenableSource:
                     return file.read(HEAD_BYTES)
             except OSError:  # a directory, say: nothing to sniff
                 return b""
+        assert self._file is not None  # neither bytes nor a path: a file
         self._file.seek(self._start)
         return self._file.read(HEAD_BYTES)
 
 
-def _seekable(file) -> bool:
+def _check_path(path: str) -> None:
+    try:
+        size = os.path.getsize(path)
+    except OSError as error:
+        raise MediaNotFoundError(f"cannot read {path!r}: {error.strerror}") from error
+    if size == 0:
+        raise CorruptMediaError(f"{path!r} is empty (0 bytes)")
+
+
+def _index_missing_in(file: BinaryIO, start: int) -> bool:
+    """mp4_index_missing for the MP4/MOV file that starts at `start` in `file`."""
+    size = file.seek(0, os.SEEK_END) - start
+
+    def read_at(offset: int, count: int) -> bytes:
+        file.seek(start + offset)
+        return file.read(count)
+
+    return mp4_index_missing(read_at, size)
+
+
+def _seekable(file: BinaryIO) -> bool:
     try:
         return bool(file.seekable())
     except (AttributeError, OSError, ValueError):
@@ -146,7 +180,7 @@ class VideoSource:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         kept = self._take_kept()
         if kept is not None:
             kept.__exit__(None, None, None)
@@ -156,7 +190,7 @@ class VideoSource:
         return OpenVideo(self._input, threads, self._device, self)
 
     @contextmanager
-    def kept_open(self, threads: int):
+    def kept_open(self, threads: int) -> Iterator[tuple[InputContainer, VideoStream]]:
         """(container, stream), left open after the block for `rewound` to reuse."""
         opened = self.open(threads)
         streams = opened.__enter__()
@@ -165,7 +199,9 @@ class VideoSource:
             yield streams
 
     @contextmanager
-    def rewound(self, index: FrameIndex, threads: int):
+    def rewound(
+        self, index: FrameIndex, threads: int
+    ) -> Iterator[tuple[InputContainer, VideoStream, Iterator[Packet[VideoStream]]]]:
         """(container, stream, packets from the first keyframe): the kept container
         rewound if there is one and it can be, else a fresh one."""
         kept = self._take_kept()  # one user; closed when it is done
@@ -201,7 +237,7 @@ class OpenVideo:
     ):
         self._source, self._threads, self._device, self._video = source, threads, device, video
 
-    def __enter__(self):
+    def __enter__(self) -> tuple[InputContainer, VideoStream]:
         self._opened = self._source.open(self._device)
         container = self._opened.__enter__()
         try:
@@ -213,17 +249,18 @@ class OpenVideo:
         self.opened = container, stream
         return self.opened
 
-    def __exit__(self, kind, error, traceback):
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         ctx = self.opened[1].codec_context
         if self._video is not None and ctx.is_open:  # a decoder ran: say whether NVDEC did the work
             self._video.decoded_on_gpu = bool(ctx.is_hwaccel)
         self._opened.__exit__(None, None, None)
         if isinstance(error, FFMPEG_ERRORS):
             raise _damaged(error) from error
-        return False
 
     @contextmanager
-    def mapping_errors(self):
+    def mapping_errors(self) -> Iterator[None]:
         """FFmpeg's exceptions as CorruptMediaError, for work done outside `with`."""
         try:
             yield
@@ -235,22 +272,21 @@ def _damaged(error: Exception) -> CorruptMediaError:
     return CorruptMediaError(f"the video is damaged or truncated: {error}")
 
 
-def set_threads(stream, threads: int) -> None:
+def set_threads(stream: VideoStream, threads: int) -> None:
     ctx = stream.codec_context
     ctx.thread_type = "AUTO"  # frame and slice threads
     ctx.thread_count = 1 if ctx.width * ctx.height <= SMALL_FRAME_PIXELS else threads
 
 
-def select_video_stream(container):
+def select_video_stream(container: InputContainer) -> VideoStream:
     """FFmpeg's best video stream (av_find_best_stream, as ffprobe, torchcodec and decord
     choose): the default one, then the one with the most frames probed, then the highest
     bit rate. Not the first: a file may carry a small preview stream before the real one."""
     candidates = [
-        s for s in container.streams.video
-        if not (s.disposition & av.stream.Disposition.attached_pic)
+        s for s in container.streams.video if not (s.disposition & av.stream.Disposition.attached_pic)
     ]
     if not candidates:
-        kinds = sorted({s.type for s in container.streams}) or ["nothing"]
+        kinds: list[str] = sorted({s.type for s in container.streams}) or ["nothing"]
         raise NoVideoStreamError(f"the input has no video stream (it holds: {', '.join(kinds)})")
     if container.format.name.endswith("_pipe") or container.format.name == "image2":
         raise NoVideoStreamError(
@@ -267,7 +303,7 @@ def select_video_stream(container):
     return stream
 
 
-def decode_packet(ctx, packet):
+def decode_packet(ctx: VideoCodecContext, packet: Packet[VideoStream] | None) -> Sequence[VideoFrame]:
     """Decode one packet; a packet the decoder rejects is skipped like a lost packet,
     as players do (the frames after it may still decode)."""
     try:
@@ -276,7 +312,9 @@ def decode_packet(ctx, packet):
         return ()
 
 
-def decode_all(container, stream, check):
+def decode_all(
+    container: InputContainer, stream: VideoStream, check: Callable[[], None]
+) -> Iterator[VideoFrame]:
     """Every frame of the stream from where the container stands; `check` between packets."""
     ctx = stream.codec_context
     for packet in container.demux(stream):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from .index import FrameIndex, read_index
 from .metadata import VideoMetadata, resolve_duration, stream_fps
 from .picker import Clock
 from .source import VideoSource, decode_all, decode_packet
+
+if TYPE_CHECKING:
+    from av.video.stream import VideoStream
 
 NANOSECOND = Fraction(1, 10**9)
 
@@ -43,7 +47,7 @@ class Survey:
         """Every frame's presentation time from the first frame, in ticks (int64, sorted)."""
         if self.decoded_times is not None:
             return np.rint(self.decoded_times / float(NANOSECOND)).astype(np.int64)
-        return self.index.pts - self.index.pts[0]
+        return self.index.pts - int(self.index.pts[0])
 
     def frame_times(self) -> np.ndarray:
         """The same in seconds, computed as Clock computes a decoded frame's time."""
@@ -54,7 +58,7 @@ class Survey:
     def start_time(self) -> float:
         return float(self.index.pts[0] * self.index.time_base) if self.index.has_times else 0.0
 
-    def clock(self, stream) -> Clock:
+    def clock(self, stream: VideoStream) -> Clock:
         """The clock that times this stream's decoded frames as `frame_times` does."""
         return Clock(int(self.index.pts[0]) if self.index.has_times else None, stream.time_base, self.fps)
 
@@ -95,8 +99,11 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         duration = num_frames / claimed_fps
     if num_frames == 0:
         raise CorruptMediaError("the video stream holds no frames")
+    assert duration is not None  # resolve_duration gives None only with "decoded", handled above
     fps = claimed_fps or num_frames / duration
-    return Survey(index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder)
+    return Survey(
+        index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder
+    )
 
 
 def _count_frames(source: VideoSource, guard: DecodeGuard, fps: float) -> np.ndarray:
@@ -120,7 +127,7 @@ def first_frame_rotation(source: VideoSource, survey: Survey, guard: DecodeGuard
     return 0
 
 
-def check_source_size(stream, max_source_pixels: int | None) -> None:
+def check_source_size(stream: VideoStream, max_source_pixels: int | None) -> None:
     """Refuse, from the stream header alone, frames too large to decode at all."""
     width, height = stream.codec_context.width, stream.codec_context.height
     if max_source_pixels is not None and width * height > max_source_pixels:
@@ -129,6 +136,6 @@ def check_source_size(stream, max_source_pixels: int | None) -> None:
         )
 
 
-def codec_name(stream) -> str:
+def codec_name(stream: VideoStream) -> str:
     """The codec's own name ("av1"), not the decoder's ("libdav1d")."""
     return stream.codec_context.codec.canonical_name

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class DecodedVideo:
     indices: np.ndarray  # int64 (T,), each frame's 0-based position in presentation order
     metadata: VideoMetadata
 
-    def to_hf_metadata(self) -> dict:
+    def to_hf_metadata(self) -> dict[str, Any]:
         """Exactly the fields of transformers' VideoMetadata(**md). The frames are already
         sampled: call the HF processor with do_sample_frames=False, so it samples no more."""
         meta = self.metadata

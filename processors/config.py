@@ -54,15 +54,45 @@ QWEN3_VIDEO = _COMMON | {
 
 # Keys transformers' configs carry that change nothing here: class names, and frame
 # sampling, which is the decoder's job (the processors take frames already sampled).
-IGNORED_KEYS = frozenset({
-    "processor_class", "image_processor_type", "video_processor_type", "auto_map", "_processor_class",
-    "do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "max_duration", "return_metadata",
-    "video_metadata", "do_convert_rgb", "default_to_square", "data_format", "input_data_format", "device",
-    "return_tensors", "disable_grouping", "max_image_size",
-})
+IGNORED_KEYS = frozenset(
+    {
+        "processor_class",
+        "image_processor_type",
+        "video_processor_type",
+        "auto_map",
+        "_processor_class",
+        "do_sample_frames",
+        "fps",
+        "num_frames",
+        "min_frames",
+        "max_frames",
+        "max_duration",
+        "return_metadata",
+        "video_metadata",
+        "do_convert_rgb",
+        "default_to_square",
+        "data_format",
+        "input_data_format",
+        "device",
+        "return_tensors",
+        "disable_grouping",
+        "max_image_size",
+    }
+)
 _SIDE_KEYS = frozenset(
-    {"size", "patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std", "rescale_factor",
-     "do_resize", "do_rescale", "do_normalize", "resample"}
+    {
+        "size",
+        "patch_size",
+        "temporal_patch_size",
+        "merge_size",
+        "image_mean",
+        "image_std",
+        "rescale_factor",
+        "do_resize",
+        "do_rescale",
+        "do_normalize",
+        "resample",
+    }
 )
 _VIDEO_KEYS = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
 PIXEL_ALIASES = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
@@ -144,7 +174,9 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: str
             layer.pop(key, None)
     if size is not None:
         if not isinstance(size, dict):
-            raise ProcessorConfigError(f"size must be a dict with shortest_edge and longest_edge, got {size!r}")
+            raise ProcessorConfigError(
+                f"size must be a dict with shortest_edge and longest_edge, got {size!r}"
+            )
         values["size"] = dict(size)
     # Qwen3VLVideoProcessor has no min_pixels / max_pixels: transformers ignores them there.
     if family != "qwen3_vl" or kind == "image":
@@ -173,7 +205,9 @@ def _build(family: str, kind: str, values: dict[str, Any]) -> ProcessorConfig:
         do_rescale=_flag(values["do_rescale"], "do_rescale"),
         do_normalize=_flag(values["do_normalize"], "do_normalize"),
         cap_pixels_per_frame=_flag(values.get("cap_pixels_per_frame") or False, "cap_pixels_per_frame"),
-        max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens") if kind == "video" else 0,
+        max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens")
+        if kind == "video"
+        else 0,
     )
 
 
@@ -192,7 +226,9 @@ def _number(value: Any, name: str, nonzero: bool = False) -> float:
 def _triple(value: Any, name: str, nonzero: bool = False) -> tuple[float, float, float]:
     values = [value] * 3 if isinstance(value, (int, float)) and not isinstance(value, bool) else value
     if not isinstance(values, (list, tuple)) or len(values) != 3:
-        raise ProcessorConfigError(f"{name} must be a number or a list of 3 (one per RGB channel), got {value!r}")
+        raise ProcessorConfigError(
+            f"{name} must be a number or a list of 3 (one per RGB channel), got {value!r}"
+        )
     first, second, third = (_number(item, name, nonzero) for item in values)
     return first, second, third
 

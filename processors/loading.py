@@ -20,14 +20,23 @@ from .processor import Processor
 
 PRESETS = Path(__file__).parent / "presets"
 
-_MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
-_PROCESSOR_CLASSES = {"Qwen2VLProcessor": "qwen2_vl", "Qwen2_5_VLProcessor": "qwen2_5_vl", "Qwen3VLProcessor": "qwen3_vl"}
+_MODEL_TYPES = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_moe": "qwen3_vl",
+}
+_PROCESSOR_CLASSES = {
+    "Qwen2VLProcessor": "qwen2_vl",
+    "Qwen2_5_VLProcessor": "qwen2_5_vl",
+    "Qwen3VLProcessor": "qwen3_vl",
+}
 _VIDEO_CLASSES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
 
 Layer = tuple[dict[str, Any], str]
 
 
-def load_processor(name: str | os.PathLike, **overrides: Any) -> Processor:
+def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
     """`name`: "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" (transformers' classes as they are
     built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct", or a
     folder with preprocessor_config.json and/or video_preprocessor_config.json.
@@ -58,7 +67,7 @@ def preset_models() -> dict[str, str]:
     return {model.lower(): folder for model, folder in models.items()}
 
 
-def _family(family: str) -> tuple[str, list[Layer], list[Layer]]:
+def _family(family: str) -> tuple[str, list[Layer] | None, list[Layer]]:
     if family == "qwen3_vl":
         # transformers has no Qwen3-VL image processor class: its models run
         # Qwen2VLImageProcessor with their published config, so that is the default here.
@@ -95,7 +104,9 @@ def _detect_family(folder: Path, configs: list[dict[str, Any]]) -> str:
         for config in configs:
             if config.get(key) in families:
                 return families[config[key]]
-    if any(str(config.get("image_processor_type", "")).startswith("Qwen2VLImageProcessor") for config in configs):
+    if any(
+        str(config.get("image_processor_type", "")).startswith("Qwen2VLImageProcessor") for config in configs
+    ):
         return "qwen2_vl"
     raise ProcessorConfigError(
         f"{folder}: cannot tell the model family (one of {', '.join(FAMILIES)}) from config.json's "

@@ -11,6 +11,7 @@ memory is one frame's patch-ordered copy, not a float copy of the whole clip.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,9 @@ class Normalizer:
         shape = (1, 1, 1, 3, 1, 1)  # the channel axis of a row of merge blocks in patch order
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
-        self.dtype = np.dtype(np.float32)
+        self.dtype: np.dtype[Any] = np.dtype(np.float32)
+        # (ufunc, operand): applied in turn, the first from the pixels, the rest in place
+        self._steps: list[tuple[np.ufunc, np.ndarray | np.float32]]
         if config.do_rescale and config.do_normalize:
             # transformers folds the rescale into mean and std: (x - mean/f) / (std/f)
             inverse = np.float32(1.0 / config.rescale_factor)
@@ -64,7 +67,11 @@ class PatchWriter:
     different frames at once: each writes only its own columns)."""
 
     def __init__(self, config: ProcessorConfig, grid_t: int, height: int, width: int):
-        self.patch, self.merge, self.temporal = config.patch_size, config.merge_size, config.temporal_patch_size
+        self.patch, self.merge, self.temporal = (
+            config.patch_size,
+            config.merge_size,
+            config.temporal_patch_size,
+        )
         self.grid_t, self.grid_h, self.grid_w = grid_t, height // self.patch, width // self.patch
         self._normalize = Normalizer(config)
         patch_dim = 3 * self.temporal * self.patch * self.patch
@@ -76,7 +83,9 @@ class PatchWriter:
         rows = self.grid_h * self.grid_w
         m, p = self.merge, self.patch
         blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
-        target = self.output[block * rows:(block + 1) * rows].reshape(blocks_h, blocks_w, m, m, 3, self.temporal, p, p)
+        target = self.output[block * rows : (block + 1) * rows].reshape(
+            blocks_h, blocks_w, m, m, 3, self.temporal, p, p
+        )
         source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
         # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of the
         # bytes) into a small contiguous buffer, so the float arithmetic reads contiguous,

@@ -44,12 +44,19 @@ class Processor:
         if not config.do_resize:
             return _unresized(config, height, width)
         if config.family != "qwen3_vl":
-            return image_size(height, width, config.factor, config.min_pixels, self._qwen2_video_cap(num_frames))
+            return image_size(
+                height, width, config.factor, config.min_pixels, self._qwen2_video_cap(num_frames)
+            )
         # transformers refuses fewer frames than temporal_patch_size; we pad first (with the
         # last frame), so the clip is sized as the padded one.
         num_frames = max(num_frames, config.temporal_patch_size)
         return qwen3_video_size(
-            num_frames, height, width, config.temporal_patch_size, config.factor, config.min_pixels,
+            num_frames,
+            height,
+            width,
+            config.temporal_patch_size,
+            config.factor,
+            config.min_pixels,
             self._qwen3_video_cap(num_frames),
         )
 
@@ -78,7 +85,11 @@ class Processor:
         """Placeholder tokens for one image of height x width."""
         config = self._image()
         resized_height, resized_width = self.image_size(height, width)
-        return (resized_height // config.patch_size) * (resized_width // config.patch_size) // config.merge_size**2
+        return (
+            (resized_height // config.patch_size)
+            * (resized_width // config.patch_size)
+            // config.merge_size**2
+        )
 
     # -- the work --
 
@@ -140,14 +151,17 @@ def _check_dimensions(height: int, width: int) -> None:
 def _unresized(config: ProcessorConfig, height: int, width: int) -> tuple[int, int]:
     if height % config.factor or width % config.factor:
         raise ProcessorInputError(
-            f"do_resize is off, so frames must have both sides multiples of {config.factor}, got {width}x{height}"
+            f"do_resize is off, so frames must have both sides multiples of {config.factor}, "
+            f"got {width}x{height}"
         )
     return height, width
 
 
-def _check_pixels(array, ndim: int, name: str, layout: str) -> None:
+def _check_pixels(array: object, ndim: int, name: str, layout: str) -> None:
     if not isinstance(array, np.ndarray):
-        raise ProcessorInputError(f"{name} must be a numpy array {layout} of uint8 RGB, got {type(array).__name__}")
+        raise ProcessorInputError(
+            f"{name} must be a numpy array {layout} of uint8 RGB, got {type(array).__name__}"
+        )
     if array.dtype != np.uint8:
         raise ProcessorInputError(f"{name} must be uint8 RGB, got dtype {array.dtype}")
     if array.ndim != ndim or array.shape[-1] != 3 or 0 in array.shape:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -31,24 +31,27 @@ from .errors import ProcessorError
 from .patches import PatchWriter, ProcessedMedia
 from .resize import resize_bicubic
 
+if TYPE_CHECKING:
+    from .processor import Processor
+
 
 class VideoStream:
     """`processor`: the Processor whose video config applies; `threads`: frames processed
     at once (1: in the announcing thread)."""
 
-    def __init__(self, processor, threads: int):
+    def __init__(self, processor: Processor, threads: int):
         self._processor = processor
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="processor") if threads > 1 else None
         self._lock = threading.Lock()
         self._clip: _Clip | None = None
         self._refused = False  # the announced clip cannot be processed: result() says why
         self._sources: dict[int, int] = {}  # position -> address of the frame written there
-        self._tasks: dict[int, Future] = {}  # position -> its write, when in the pool
+        self._tasks: dict[int, Future[None]] = {}  # position -> its write, when in the pool
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._pool is not None:  # a failed decode leaves no work running on its frames
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -60,39 +63,41 @@ class VideoStream:
                     self._clip = _Clip(self._processor, count, frame.shape[:2])
                 except ProcessorError:
                     self._refused = True  # not raised into the decoder: result() raises it
-            if self._refused:
+            clip = self._clip
+            if clip is None:  # refused
                 return
             earlier = self._tasks.get(position)
         if earlier is not None and not earlier.cancel():  # announced again: the later frame wins
             wait([earlier])
-        self._submit(position, frame)
+        self._submit(clip, position, frame)
 
     def result(self, frames: np.ndarray) -> ProcessedMedia:
         """The processed `frames`, uint8 (T, H, W, 3): from what was announced if that was
         these very frames, else from the frames themselves, now."""
         self._finish()
-        if not self._announced(frames):
+        clip = self._clip
+        if clip is None or not self._announced(clip, frames):
             self._sources, self._tasks = {}, {}
             # Made again for the frames given (their count may not be the one planned), so
             # a refusal that add() kept back is raised here, in the caller's thread.
-            self._clip = _Clip(self._processor, len(frames), frames.shape[1:3])
+            clip = self._clip = _Clip(self._processor, len(frames), frames.shape[1:3])
             for position, frame in enumerate(frames):
-                self._submit(position, frame)
+                self._submit(clip, position, frame)
             self._finish()
-        return self._clip.writer.processed("pixel_values_videos", "video_grid_thw")
+        return clip.writer.processed("pixel_values_videos", "video_grid_thw")
 
-    def _announced(self, frames: np.ndarray) -> bool:
-        clip, sources = self._clip, self._sources
-        if clip is None or not clip.holds(frames) or len(sources) != len(frames):
+    def _announced(self, clip: _Clip, frames: np.ndarray) -> bool:
+        sources = self._sources
+        if not clip.holds(frames) or len(sources) != len(frames):
             return False
         return all(sources[position] == _address(frame) for position, frame in enumerate(frames))
 
-    def _submit(self, position: int, frame: np.ndarray) -> None:
+    def _submit(self, clip: _Clip, position: int, frame: np.ndarray) -> None:
         self._sources[position] = _address(frame)
         if self._pool is None:
-            self._clip.write(position, frame)
+            clip.write(position, frame)
         else:
-            self._tasks[position] = self._pool.submit(self._clip.write, position, frame)
+            self._tasks[position] = self._pool.submit(clip.write, position, frame)
 
     def _finish(self) -> None:
         for task in list(self._tasks.values()):  # a cancelled write was replaced in _tasks by its successor
@@ -102,7 +107,7 @@ class VideoStream:
 class _Clip:
     """One clip's output: the size its frames are resized to, and the writer they go into."""
 
-    def __init__(self, processor, count: int, frame_size: tuple[int, int]):
+    def __init__(self, processor: Processor, count: int, frame_size: tuple[int, int]):
         self.count, self.frame_size = count, tuple(frame_size)
         self.size = processor.video_size(count, *frame_size)
         grid_t, _, _ = processor.video_grid(count, *frame_size)
@@ -123,4 +128,4 @@ class _Clip:
 
 def _address(frame: np.ndarray) -> int:
     """Where a frame's pixels are: the same frame announced and returned is at one address."""
-    return frame.__array_interface__["data"][0]
+    return int(frame.__array_interface__["data"][0])

@@ -1,121 +1,153 @@
-"""The transformers engine (app/engines/transformers_engine.py) on a tiny Qwen2-VL with random
-weights, on CPU: for the same frames, its greedy token ids are transformers' own (its
-processor, then model.generate), in process and behind a real `mmprep worker`.
+"""The transformers engine (app/engines/transformers_engine.py) on tiny Qwen-VL models with
+random weights, on CPU: for the same video, its greedy token ids are transformers' own (its
+processor on the chat, then model.generate), given what mmprep's own render and processor
+make of the chat request: in process, behind a real `mmprep worker`, and through a real
+`mmprep serve --model` with the openai client.
 
-The model folder is built here, nothing downloaded: a Qwen2VLConfig with tiny text and
-vision sizes but the real vocabulary size and special token ids, random weights from a
-fixed seed, a small word-level tokenizer that knows Qwen's special tokens at their ids,
-and a processor config. The frames are sized so that no resize applies: our processor's
-tensors then equal transformers' to the bit, and random weights leave greedy decoding no
-margin for anything less. Skipped without torch (mmprep does not depend on it).
+The model folder is built here, nothing downloaded: a family's published configs and the
+real Qwen vocabulary (app/testing/model_folder.py), then a config with tiny text and vision
+sizes (the real vocabulary size and special token ids) and random weights from a fixed seed
+in place of the model. The video is lossless (FFV1) and sized so that no resize applies:
+the decoded frames are the frames encoded, and our processor's tensors equal transformers'
+to the bit, which random weights, with no margin between their likeliest tokens, need.
+Skipped without torch (mmprep does not depend on it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import logging
+import warnings
 
+import av
 import numpy as np
 import pytest
 
-REASON = "needs torch and transformers (pip install mmprep[transformers])"
+REASON = "needs torch and transformers (pip install -e '.[transformers]')"
 torch = pytest.importorskip("torch", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
 
+from app.core.config import Settings
 from app.engines import EngineHTTPError
-from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
 from app.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
-from app.testing.servers import WorkerProcess
+from app.model import load_model_folder
+from app.render import Renderer
+from app.testing.chat import openai_client
+from app.testing.model_folder import make_model_folder
+from app.testing.servers import LiveServer, WorkerProcess
 from app.workers.remote import RemoteWorkersEngine
-from processors import load_processor
+from decoders import decode_video
 
 ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
-SPECIAL_TOKENS = {  # Qwen2-VL's, at their ids
-    "<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|vision_start|>": 151652,
-    "<|vision_end|>": 151653, "<|vision_pad|>": 151654, "<|image_pad|>": 151655, "<|video_pad|>": 151656,
-}
-VIDEO_TOKEN = SPECIAL_TOKENS["<|video_pad|>"]
-PROMPT = (
-    "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>describe this video<|im_end|>\n"
-    "<|im_start|>assistant\n"
-)
+VIDEO_TOKEN = 151656  # <|video_pad|>
 NEW_TOKENS = 16
-# 4 frames of 56 x 84: a multiple of the 28-pixel merge block within the pixel bounds, so not resized
-FRAMES = np.random.default_rng(1).integers(0, 256, (4, 56, 84, 3), dtype=np.uint8)
-# every other frame of 1 s at 8 fps: 4 frames a second, so Qwen2.5-VL's second_per_grid_ts is 2 / 4
-HF_METADATA = {"total_num_frames": 8, "fps": 8.0, "width": 84, "height": 56, "duration": 1.0,
-               "video_backend": "pyav", "frames_indices": [0, 2, 4, 6]}
-TEXT_CONFIG = {  # the real vocabulary size; the special token ids are the configs' defaults, the real ones
+QUESTION = "What happens in this video?"
+# 8 frames of 224 x 224 at 8 fps: a multiple of Qwen2's 28-pixel and Qwen3's 32-pixel merge
+# blocks within the published pixel bounds, so never resized. The request samples 4 of them:
+# frames 0, 2, 4 and 7.
+ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
+SAMPLED = [0, 2, 4, 7]
+TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
     "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
     "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6},
 }
+VISION_CONFIGS = {
+    "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
+    "qwen2_5_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
+                   "fullatt_block_indexes": [1], "tokens_per_second": 25},
+    "qwen3_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
+                 "deepstack_visual_indexes": [1], "num_position_embeddings": 64},
+}
+TEXT_FOR = {"qwen3_vl": {"head_dim": 8, "rope_parameters": {**TEXT_CONFIG["rope_parameters"], "mrope_interleaved": True}}}
 
 
-def build_model_folder(folder, family: str = "qwen2_vl") -> None:
-    """A tiny model of `family` (qwen2_vl or qwen2_5_vl) with random weights, its tokenizer
-    and its processor's configs, written to `folder`."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (
-        PreTrainedTokenizerFast,
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2_5_VLProcessor,
-        Qwen2VLConfig,
-        Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessor,
-        Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
-    )
-
-    words = ["<unk>", "user", "assistant", "describe", "this", "video"]
-    vocabulary = {word: i for i, word in enumerate(words)} | SPECIAL_TOKENS
-    tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    size = {"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64}
-    parts = {"image_processor": Qwen2VLImageProcessor(size=size), "tokenizer": tokenizer,
-             "video_processor": Qwen2VLVideoProcessor(size=size, cap_pixels_per_frame=False)}
-    if family == "qwen2_vl":
-        processor = Qwen2VLProcessor(**parts)
-        vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2}
-        model = Qwen2VLConfig, Qwen2VLForConditionalGeneration
-    else:
-        processor = Qwen2_5_VLProcessor(**parts)
-        vision = {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
-                  "fullatt_block_indexes": [1], "tokens_per_second": 25}
-        model = Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    config_class, model_class = model
+def build_model_folder(folder, family: str = "qwen2_vl", **text):
+    """`family`'s model folder (published configs, real tokenizer) with a tiny random model in
+    it; `text`: text config keys over TEXT_CONFIG."""
+    make_model_folder(family, folder)
+    config_class, model_class = {
+        "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
+        "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
+        "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
+    }[family]
     torch.manual_seed(0)
-    model_class(config_class(text_config=TEXT_CONFIG, vision_config=vision)).save_pretrained(folder)
-    processor.save_pretrained(folder)
+    config = config_class(text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family])
+    model_class(config).save_pretrained(folder)
+    return folder
+
+
+def lossless_video() -> bytes:
+    """ENCODED as FFV1 in Matroska: decoded, the same pixels."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="matroska") as container:
+        stream = container.add_stream("ffv1", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 224, 224, "bgr0"
+        for frame in ENCODED:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    return buffer.getvalue()
+
+
+VIDEO = lossless_video()
+VIDEO_URL = "data:video/x-matroska;base64," + base64.b64encode(VIDEO).decode()
+MESSAGES = [{"role": "user", "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": QUESTION}]}]
+CHAT = [{"role": "user", "content": [
+    {"type": "video_url", "video_url": {"url": VIDEO_URL, "num_frames": len(SAMPLED)}},
+    {"type": "text", "text": QUESTION},
+]}]
+
+
+def transformers_inputs(folder):
+    """transformers' processor on the same chat and frames: the reference's inputs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        processor = transformers.AutoProcessor.from_pretrained(folder)
+        text = processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]}],
+            add_generation_prompt=True,
+        )
+        video = decode_video(VIDEO, num_frames=len(SAMPLED))
+        metadata = transformers.video_utils.VideoMetadata(**video.to_hf_metadata())
+        return processor(text=[text], videos=[ENCODED[SAMPLED]], video_metadata=[metadata], do_sample_frames=False,
+                         return_tensors="pt")
+
+
+def transformers_generate(folder, inputs, max_new_tokens=NEW_TOKENS, **changed):
+    """model.generate, greedy: the new tokens and the log-softmax of each step's raw logits."""
+    model = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
+    out = model.generate(**{**inputs, **changed}, max_new_tokens=max_new_tokens, do_sample=False,
+                         return_dict_in_generate=True, output_logits=True)
+    tokens = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    return tokens, torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+
+def prepared(folder, **sampling) -> PreparedRequest:
+    """What `mmprep serve --model folder` hands its engine for CHAT: the decoded frames,
+    our processor's tensors, and the prompt our renderer makes of the chat."""
+    model_folder = load_model_folder(str(folder))
+    video = decode_video(VIDEO, num_frames=len(SAMPLED))
+    item = MediaItem("video", video.frames, {}, "messages[0].content[0].video_url", timestamps=video.timestamps,
+                     indices=video.indices, hf_metadata=video.to_hf_metadata(),
+                     processed=model_folder.processor.process_video(video.frames))
+    prompt = Renderer(model_folder).render(MESSAGES, [item])
+    sampling.setdefault("max_tokens", NEW_TOKENS)
+    return PreparedRequest("chatcmpl-1", "tiny", MESSAGES, [item], SamplingParams(**sampling), prompt=prompt)
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-qwen2-vl")
-    build_model_folder(folder)
-    return folder
+    return build_model_folder(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl")
 
 
 @pytest.fixture(scope="module")
 def reference(folder):
-    """transformers alone: its processor on the frames, then greedy model.generate, with
-    the raw logits of every step."""
-    processor = transformers.AutoProcessor.from_pretrained(folder)
-    inputs = processor(text=[PROMPT], videos=[FRAMES], do_sample_frames=False, return_tensors="pt")
-    model = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
-    out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True,
-                         output_logits=True)
-    prompt_length = inputs["input_ids"].shape[1]
-    return {
-        "inputs": inputs,
-        "tokens": out.sequences[0, prompt_length:].tolist(),
-        "logprobs": torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1),
-    }
+    inputs = transformers_inputs(folder)
+    tokens, logprobs = transformers_generate(folder, inputs)
+    return {"inputs": inputs, "tokens": tokens, "logprobs": logprobs}
 
 
 @pytest.fixture(scope="module")
@@ -126,16 +158,16 @@ def engine(folder):
     asyncio.run(engine.stop())
 
 
-def request(reference, folder, **sampling) -> PreparedRequest:
-    """What mmprep hands the engine: the prompt's ids (from transformers' processor until
-    mmprep renders prompts itself) and our processor's tensors for the frames."""
-    ids = reference["inputs"]["input_ids"][0].tolist()
-    processed = load_processor(folder).process_video(FRAMES)
-    video = MediaItem("video", FRAMES, {}, "messages[0].content[0].video_url", processed=processed,
-                      hf_metadata=HF_METADATA)
-    prompt = TokenPrompt(tuple(ids), (Placeholder("video", 0, ids.index(VIDEO_TOKEN), processed.num_tokens),))
-    sampling.setdefault("max_tokens", NEW_TOKENS)
-    return PreparedRequest("chatcmpl-1", "tiny", [], [video], SamplingParams(**sampling), prompt=prompt)
+@pytest.fixture(scope="module")
+def worker(folder):
+    """`mmprep worker --engine-class ...TransformersEngine`, a real process."""
+    env = {MODEL_VARIABLE: str(folder), "MMPREP_TRANSFORMERS_DEVICE": "cpu"}
+    worker = WorkerProcess("--engine-class", ENGINE_CLASS, env=env).start()
+    try:
+        worker.wait_ready(timeout=180)  # torch and transformers take a while to import (minutes under load)
+        yield worker
+    finally:
+        worker.close()
 
 
 async def collect(outputs) -> list:
@@ -146,15 +178,18 @@ def generated(outputs) -> list[int]:
     return [token for output in outputs for token in output.token_ids]
 
 
-def test_our_tensors_are_transformers(folder, reference):
-    """The premise of comparing ids: the same pixels reach both models."""
-    ours = load_processor(folder).process_video(FRAMES).tensors
+def test_mmprep_gives_the_engine_what_transformers_gives_its_model(folder, reference):
+    """The premise of comparing ids: our render's prompt is transformers' prompt, and our
+    decode and processor give transformers' pixels for the frames encoded."""
+    request = prepared(folder)
+    inputs = reference["inputs"]
+    assert list(request.prompt.token_ids) == inputs["input_ids"][0].tolist()
     for key in ("pixel_values_videos", "video_grid_thw"):
-        np.testing.assert_array_equal(ours[key], reference["inputs"][key].numpy())
+        np.testing.assert_array_equal(request.media[0].processed.tensors[key], inputs[key].numpy())
 
 
 def test_greedy_ids_are_transformers_and_come_one_by_one(engine, folder, reference):
-    outputs = asyncio.run(collect(engine.generate(request(reference, folder))))
+    outputs = asyncio.run(collect(engine.generate(prepared(folder))))
     assert generated(outputs) == reference["tokens"]
     assert [len(output.token_ids) for output in outputs[:-1]] == [1] * NEW_TOKENS  # streamed, a token at a time
     last = outputs[-1]
@@ -163,7 +198,7 @@ def test_greedy_ids_are_transformers_and_come_one_by_one(engine, folder, referen
 
 
 def test_logprobs_are_the_raw_models(engine, folder, reference):
-    outputs = asyncio.run(collect(engine.generate(request(reference, folder, logprobs=True, top_logprobs=3))))
+    outputs = asyncio.run(collect(engine.generate(prepared(folder, logprobs=True, top_logprobs=3))))
     logprobs = [lp for output in outputs for lp in output.logprobs]
     assert [lp.token_id for lp in logprobs] == reference["tokens"]
     for step, lp in enumerate(logprobs):
@@ -172,12 +207,12 @@ def test_logprobs_are_the_raw_models(engine, folder, reference):
         values, ids = expected.topk(3)
         assert [token for token, _ in lp.top] == ids.tolist()  # the greedy token first
         assert [value for _, value in lp.top] == pytest.approx(values.tolist(), abs=1e-5)
-    assert all(not output.logprobs for output in asyncio.run(collect(engine.generate(request(reference, folder)))))
+    assert all(not output.logprobs for output in asyncio.run(collect(engine.generate(prepared(folder)))))
 
 
 def test_sampling_follows_the_seed_and_top_k_1_is_greedy(engine, folder, reference):
     def sample(**sampling):
-        return generated(asyncio.run(collect(engine.generate(request(reference, folder, temperature=1.0, **sampling)))))
+        return generated(asyncio.run(collect(engine.generate(prepared(folder, temperature=1.0, **sampling)))))
 
     first, again, other = sample(seed=7), sample(seed=7), sample(seed=8)
     assert first == again and first != other and first != reference["tokens"]
@@ -187,24 +222,24 @@ def test_sampling_follows_the_seed_and_top_k_1_is_greedy(engine, folder, referen
 
 def test_a_stop_token_ends_generation_unless_min_tokens_holds_it_off(engine, folder, reference):
     stop = reference["tokens"][2]
-    outputs = asyncio.run(collect(engine.generate(request(reference, folder, stop_token_ids=(stop,)))))
+    outputs = asyncio.run(collect(engine.generate(prepared(folder, stop_token_ids=(stop,)))))
     assert generated(outputs) == reference["tokens"][:3]  # the stop token is the last one made
     assert (outputs[-1].finish_reason, outputs[-1].completion_tokens) == ("stop", 3)
 
     held = generated(asyncio.run(collect(engine.generate(
-        request(reference, folder, stop_token_ids=(stop,), min_tokens=4, max_tokens=6)
+        prepared(folder, stop_token_ids=(stop,), min_tokens=4, max_tokens=6)
     ))))
     assert held[:2] == reference["tokens"][:2] and stop not in held[:4] and len(held) >= 4
 
 
 def test_closing_the_generator_stops_generation(engine, folder, reference, caplog):
     async def read_two_and_leave():
-        outputs = engine.generate(request(reference, folder, max_tokens=4000))
+        outputs = engine.generate(prepared(folder, max_tokens=3000))
         await anext(outputs)
         await anext(outputs)
         await outputs.aclose()
         # the engine's one thread is free again once the closed generation has stopped
-        return await collect(engine.generate(request(reference, folder, max_tokens=2)))
+        return await collect(engine.generate(prepared(folder, max_tokens=2)))
 
     with caplog.at_level(logging.INFO, logger="mmprep.transformers"):
         after = asyncio.run(read_two_and_leave())
@@ -212,7 +247,7 @@ def test_closing_the_generator_stops_generation(engine, folder, reference, caplo
     stopped = [r for r in caplog.records if "generation stopped after" in r.getMessage()]
     assert len(stopped) == 1
     made = int(stopped[0].getMessage().split()[3])
-    assert made < 20, stopped[0].getMessage()  # within a step or so of the close, not 4000
+    assert made < 20, stopped[0].getMessage()  # within a step or so of the close, not 3000
 
 
 @pytest.mark.parametrize(
@@ -226,7 +261,7 @@ def test_closing_the_generator_stops_generation(engine, folder, reference, caplo
     ids=["no-prompt", "unprocessed", "placeholders", "too-long"],
 )
 def test_a_request_it_cannot_run_is_a_400_saying_why(engine, folder, reference, change, code, param):
-    good = request(reference, folder, max_tokens=change.get("max_tokens", NEW_TOKENS))
+    good = prepared(folder, max_tokens=change.get("max_tokens", NEW_TOKENS))
     prompt, media = good.prompt, good.media
     if change.get("prompt") is None and "prompt" in change:
         prompt = None
@@ -235,19 +270,22 @@ def test_a_request_it_cannot_run_is_a_400_saying_why(engine, folder, reference, 
         ids.remove(VIDEO_TOKEN)
         prompt = TokenPrompt(tuple(ids), prompt.placeholders)
     if change.get("media") == "unprocessed":
-        media = [MediaItem("video", FRAMES, {}, media[0].param, hf_metadata=HF_METADATA)]
+        media = [MediaItem("video", media[0].tensor, {}, media[0].param, hf_metadata=media[0].hf_metadata)]
     bad = PreparedRequest(good.request_id, good.model, [], media, good.sampling, prompt=prompt)
     with pytest.raises(EngineHTTPError) as caught:
         asyncio.run(collect(engine.generate(bad)))
     assert (caught.value.status, caught.value.code, caught.value.param) == (400, code, param)
 
 
-def test_options_come_from_the_environment_and_a_bad_one_is_named(folder, monkeypatch):
+def test_options_come_from_the_environment_and_a_bad_one_is_named(folder, monkeypatch, tmp_path):
     monkeypatch.delenv(MODEL_VARIABLE, raising=False)
     with pytest.raises(ValueError, match=MODEL_VARIABLE):
         TransformersEngine()
     monkeypatch.setenv(MODEL_VARIABLE, str(folder / "missing"))
     with pytest.raises(ValueError, match=f"{MODEL_VARIABLE}=.*no such model folder"):
+        TransformersEngine()
+    monkeypatch.setenv(MODEL_VARIABLE, str(make_model_folder("qwen2_vl", tmp_path / "configs-only")))
+    with pytest.raises(ValueError, match=f"{MODEL_VARIABLE}=.*no weights"):
         TransformersEngine()
     monkeypatch.setenv(MODEL_VARIABLE, str(folder))
     monkeypatch.setenv("MMPREP_TRANSFORMERS_DTYPE", "float64")
@@ -266,64 +304,114 @@ def test_options_come_from_the_environment_and_a_bad_one_is_named(folder, monkey
     assert (engine.folder, str(engine.device), engine.dtype) == (folder, "cpu", "bfloat16")
 
 
-def test_behind_a_worker_the_ids_and_logprobs_are_the_same(engine, folder, reference):
-    """`mmprep worker --engine-class ...TransformersEngine` (a real process) and the
-    frontend's RemoteWorkersEngine: the prompt goes over the wire, ids and logprobs come back."""
-    env = {MODEL_VARIABLE: str(folder), "MMPREP_TRANSFORMERS_DEVICE": "cpu"}
+def test_behind_a_worker_the_ids_and_logprobs_are_the_same(engine, folder, reference, worker):
+    """A real worker and the frontend's RemoteWorkersEngine: the prompt goes over the wire,
+    the same ids, logprobs, finish reason and counts come back as in process."""
     sampling = {"logprobs": True, "top_logprobs": 2}
-    local = asyncio.run(collect(engine.generate(request(reference, folder, **sampling))))
+    local = asyncio.run(collect(engine.generate(prepared(folder, **sampling))))
 
     async def through(url):
         remote = RemoteWorkersEngine([url])
         await remote.start()
         try:
-            outputs = await collect(remote.generate(request(reference, folder, **sampling)))
+            outputs = await collect(remote.generate(prepared(folder, **sampling)))
             with pytest.raises(EngineHTTPError) as refused:
                 await collect(remote.generate(PreparedRequest("chatcmpl-2", "tiny", [], [])))
             return outputs, refused.value
         finally:
             await remote.stop()
 
-    worker = WorkerProcess("--engine-class", ENGINE_CLASS, env=env).start()
-    try:
-        worker.wait_ready(timeout=60)  # torch and transformers take a while to import
-        outputs, refused = asyncio.run(through(worker.url))
-    finally:
-        worker.close()
+    outputs, refused = asyncio.run(through(worker.url))
     assert generated(outputs) == reference["tokens"]
-    # the same logprobs, finish reason and counts as in process
     assert [lp for o in outputs for lp in o.logprobs] == [lp for o in local for lp in o.logprobs]
     assert outputs[-1] == local[-1] and outputs[-1].finish_reason == "length"
     assert (refused.status, refused.code) == (400, "prompt_required")
     assert "--model" in refused.message
 
 
+def ask(server, folder, stream: bool):
+    """CHAT through the openai client, asking for logprobs: the answer's text, its finish
+    reason, its tokens' logprobs and its usage."""
+    client = openai_client(server)
+    options = {"model": folder.name, "messages": CHAT, "max_tokens": NEW_TOKENS, "logprobs": True, "top_logprobs": 2}
+    if not stream:
+        choice = (answer := client.chat.completions.create(**options)).choices[0]
+        return choice.message.content, choice.finish_reason, [lp.logprob for lp in choice.logprobs.content], answer.usage
+    chunks = list(client.chat.completions.create(**options, stream=True, stream_options={"include_usage": True}))
+    choices = [chunk.choices[0] for chunk in chunks if chunk.choices]
+    text = "".join(choice.delta.content or "" for choice in choices)
+    logprobs = [lp.logprob for choice in choices if choice.logprobs for lp in choice.logprobs.content]
+    return text, choices[-1].finish_reason, logprobs, chunks[-1].usage
+
+
+def expected_answer(folder, reference):
+    """transformers' tokens as the client should read them: decoded by the folder's
+    tokenizer (special tokens skipped, as vLLM does), their logprobs, the usage."""
+    tokenizer = load_model_folder(str(folder)).tokenizer
+    logprobs = [float(reference["logprobs"][step][token]) for step, token in enumerate(reference["tokens"])]
+    usage = (reference["inputs"]["input_ids"].shape[1], NEW_TOKENS)
+    return tokenizer.decode(reference["tokens"], skip_special_tokens=True), "length", logprobs, usage
+
+
+def check_answer(answer, expected) -> None:
+    text, finish, logprobs, usage = answer
+    assert (text, finish) == expected[:2]  # transformers' greedy tokens, end to end
+    assert logprobs == pytest.approx(expected[2], abs=1e-5)
+    assert (usage.prompt_tokens, usage.completion_tokens) == expected[3]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_mmprep_serve_with_the_engine_class_answers_as_transformers(folder, reference, monkeypatch, stream):
+    """`mmprep serve --model FOLDER --engine-class ...TransformersEngine`, the engine made as
+    the flag makes it (no arguments: its folder from the environment), and the openai client."""
+    monkeypatch.setenv(MODEL_VARIABLE, str(folder))
+    monkeypatch.setenv("MMPREP_TRANSFORMERS_DEVICE", "cpu")
+    with LiveServer(Settings(model=folder, engine_class=ENGINE_CLASS)) as server:
+        check_answer(ask(server, folder, stream), expected_answer(folder, reference))
+
+
+def test_mmprep_serve_in_front_of_a_worker_answers_as_transformers(folder, reference, worker):
+    """`mmprep serve --model FOLDER --engine workers --worker-url` in front of the worker."""
+    with LiveServer(Settings(model=folder, engine="workers", worker_url=[worker.url])) as server:
+        check_answer(ask(server, folder, stream=True), expected_answer(folder, reference))
+
+
 def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     """Qwen2.5-VL's M-RoPE spaces a video's temporal positions by second_per_grid_ts, which
     transformers' processor computes from the video's metadata (temporal_patch_size over the
-    sampled fps): the engine computes the same from the item's hf_metadata."""
-    build_model_folder(tmp_path, "qwen2_5_vl")
-    processor = transformers.AutoProcessor.from_pretrained(tmp_path)
-    inputs = processor(text=[PROMPT], videos=[FRAMES], do_sample_frames=False, video_metadata=[HF_METADATA],
-                       return_tensors="pt")
+    sampled fps, here 2 / 4): the engine computes the same from the item's hf_metadata. The
+    weights are 25 times the usual scale, so that the spacing changes the greedy tokens."""
+    folder = build_model_folder(tmp_path / "tiny-qwen2.5-vl", "qwen2_5_vl", initializer_range=0.5)
+    inputs = transformers_inputs(folder)
     assert inputs["second_per_grid_ts"].tolist() == [0.5]
-    model = transformers.AutoModelForImageTextToText.from_pretrained(tmp_path).eval()
+    tokens, expected = transformers_generate(folder, inputs, max_new_tokens=4)
+    unspaced, _ = transformers_generate(folder, inputs, max_new_tokens=4, second_per_grid_ts=torch.tensor([1.0]))
+    assert unspaced != tokens  # without the spacing, other tokens
 
-    def logprobs(**changed):
-        out = model.generate(**{**inputs, **changed}, max_new_tokens=4, do_sample=False,
-                             return_dict_in_generate=True, output_logits=True)
-        return torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
-
-    expected, unspaced = logprobs(), logprobs(second_per_grid_ts=torch.tensor([1.0]))
-    assert not torch.allclose(expected, unspaced, atol=1e-6)  # the spacing shows in the logits
-
-    engine = TransformersEngine(tmp_path, device="cpu")
+    engine = TransformersEngine(folder, device="cpu")
     asyncio.run(engine.start())
     try:
-        request_ = request({"inputs": inputs}, tmp_path, max_tokens=4, logprobs=True, top_logprobs=1)
-        outputs = asyncio.run(collect(engine.generate(request_)))
+        outputs = asyncio.run(collect(engine.generate(prepared(folder, max_tokens=4, logprobs=True))))
     finally:
         asyncio.run(engine.stop())
     got = [lp for output in outputs for lp in output.logprobs]
-    assert [lp.token_id for lp in got] == expected.argmax(-1).tolist()
+    assert [lp.token_id for lp in got] == tokens
     assert [lp.logprob for lp in got] == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
+
+
+def test_qwen3_vl_greedy_ids_are_transformers(tmp_path):
+    """Qwen3-VL: the render puts each temporal block's time before it, and the model's M-RoPE
+    takes one grid per block: the engine's ids on mmprep's prompt and tensors are still
+    transformers' own."""
+    folder = build_model_folder(tmp_path / "tiny-qwen3-vl", "qwen3_vl", initializer_range=0.2)
+    inputs = transformers_inputs(folder)
+    request = prepared(folder, max_tokens=8)
+    assert list(request.prompt.token_ids) == inputs["input_ids"][0].tolist()
+    tokens, _ = transformers_generate(folder, inputs, max_new_tokens=8)
+
+    engine = TransformersEngine(folder, device="cpu")
+    asyncio.run(engine.start())
+    try:
+        assert generated(asyncio.run(collect(engine.generate(request)))) == tokens
+    finally:
+        asyncio.run(engine.stop())

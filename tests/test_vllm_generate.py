@@ -22,7 +22,7 @@ from app.core.config import Settings
 from app.engines.base import EngineHTTPError, EngineOutput
 from app.engines.prepared import SamplingParams
 from app.service import build_engine
-from app.testing.chat import chat, data_url, image, png_data_url, post, video
+from app.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
 from app.testing.model_folder import make_model_folder
 from app.testing.servers import LiveServer, ThreadServer, free_port
 from app.vllm.engine import VllmGenerateEngine, root_url
@@ -197,6 +197,23 @@ def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
     (item,) = received["items"]["video"]
     assert item["video_grid_thw"].data[0] == 2  # 4 frames, 2 per temporal block
     assert sent["sampling_params"]["max_tokens"] == 3 and sent["model"] == MODEL
+    assert answer.json()["choices"][0]["message"]["content"] == "Hello, world"  # 3 of ANSWER_IDS, detokenized
+    assert answer.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_openai_client_streams_the_detokenized_answer(front):
+    """The user's view: vLLM's token ids back as text, streamed, through the official client."""
+    client = openai_client(front)
+    clip = MEDIA / "bframes_h264.mp4"
+    stream = client.chat.completions.create(
+        model=MODEL, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": [video(data_url(clip, "video/mp4"), num_frames=4),
+                                               {"type": "text", "text": "Hi"}]}],
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Hello, world!"
+    assert chunks[-1].usage.completion_tokens == len(ANSWER_IDS)
 
 
 def test_render_route_answers_what_generate_takes(front, upstream):

@@ -295,3 +295,14 @@ def test_base64_in_pieces_is_base64_of_the_whole():
         for chunk in chunks:
             writer.write(memoryview(chunk))
         assert b"".join(writer.finish()) == base64.b64encode(b"".join(chunks))
+
+
+def test_a_video_without_metadata_is_timed_as_transformers_times_it():
+    """No fps known: transformers' 24 (as the renderer's timestamps), never a crash."""
+    case = build_case("qwen2_5_vl_two_videos")
+    bare = replace(case.media[0], hf_metadata=None, indices=None)
+    (item,) = kwargs_items([bare], "qwen2_5_vl", 2)
+    assert float(item["second_per_grid_ts"].data) == np.float32(2 / 24)
+    (item,) = kwargs_items([replace(build_case("qwen3_vl_video").media[0], hf_metadata=None, indices=None)],
+                           "qwen3_vl", 2)
+    assert item["timestamps"].data == [(0 + 1 / 24) / 2, (2 / 24 + 2 / 24) / 2]

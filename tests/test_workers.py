@@ -4,6 +4,7 @@ echo engine or the test engines of tests/engines.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -15,6 +16,8 @@ from conftest import MEDIA
 from engines import NeverReadyEngine
 
 from app.core.config import Settings
+from app.engines import EngineHTTPError
+from app.engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
 from app.testing.chat import (
     MODEL,
     ask,
@@ -27,6 +30,7 @@ from app.testing.chat import (
     video,
 )
 from app.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
+from app.workers.remote import RemoteWorkersEngine
 from app.workers.server import create_worker_app
 
 WEBM = "224p_6_vp9.webm"
@@ -221,6 +225,28 @@ def test_an_engine_refusal_before_output_keeps_its_status(workers, stream):
         assert "6 frames" in error["message"] and error["param"] == "messages"
         text, finish, _ = ask(openai_client(front), [video_part(num_frames=2)], stream=stream)  # within its context
         assert finish == "stop" and json.loads(text)["media"][0]["shape"][0] == 2
+
+
+def test_a_worker_refuses_logprobs_its_token_engine_does_not_give(workers):
+    """The frontend's engine passes logprobs on (gives_logprobs is the workers' to say); the
+    echo engine says nothing, so for a token request (a prompt, as --model sends) its worker
+    refuses the field by name. A text request without the field still gets its answer."""
+
+    async def ask_worker(request):
+        remote = RemoteWorkersEngine([workers["a"].url])
+        await remote.start()
+        try:
+            return [output async for output in remote.generate(request)]
+        finally:
+            await remote.stop()
+
+    token_request = PreparedRequest("chatcmpl-1", MODEL, [{"role": "user", "content": "hi"}], [],
+                                    SamplingParams(logprobs=True, top_logprobs=2), prompt=TokenPrompt((1, 2, 3)))
+    with pytest.raises(EngineHTTPError) as refused:
+        asyncio.run(ask_worker(token_request))
+    assert (refused.value.status, refused.value.code, refused.value.param) == (400, "unsupported_field", "logprobs")
+    plain = PreparedRequest("chatcmpl-2", MODEL, [{"role": "user", "content": "hi"}], [], SamplingParams(max_tokens=2))
+    assert asyncio.run(ask_worker(plain))[-1].finish_reason == "length"
 
 
 def test_a_request_over_the_workers_size_limit_is_a_413(workers):

@@ -1,5 +1,5 @@
-"""TransformersEngine: a transformers vision-language model (Qwen2-VL, Qwen2.5-VL, ...) from a
-model folder, token ids in and token ids out.
+"""TransformersEngine: a transformers vision-language model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+from a model folder, token ids in and token ids out.
 
 It takes what mmprep prepared with --model: the prompt's token ids with every placeholder
 expanded (`request.prompt`) and each item's processed tensors (`media[i].processed`),
@@ -21,7 +21,7 @@ Made with no arguments (`--engine-class app.engines.transformers_engine:Transfor
 it reads MMPREP_TRANSFORMERS_MODEL (the folder), MMPREP_TRANSFORMERS_DEVICE (cpu, cuda,
 cuda:1, ...; default cuda when there is one, else cpu) and MMPREP_TRANSFORMERS_DTYPE (auto:
 the folder's, float32, bfloat16, float16; default auto). torch and transformers are
-imported here only: `pip install mmprep[transformers]`.
+imported here only: `pip install -e '.[transformers]'`.
 """
 
 from __future__ import annotations
@@ -65,9 +65,17 @@ END = object()  # what the generate thread sends once generate has returned
 
 
 class TransformersEngine:
-    # Every field mmprep reads itself reaches the engine in PreparedRequest.sampling; any other
-    # (tools, response_format, ...) it cannot honour, so it is refused with a 400.
-    accepted_fields = frozenset()
+    # The request's fields beyond mmprep's own that it honours: those that reach it in
+    # PreparedRequest.sampling, and those mmprep applies itself with --model (rendering the
+    # template; detokenizing and parsing the answer: app/api/schemas.py's READ_WITH_MODEL).
+    # The frontend leaves those out of its own check; a worker sees them all, so they are
+    # named here too. Any other (min_p, repetition_penalty, response_format, ...) it cannot
+    # honour, and a request with one is refused with a 400.
+    accepted_fields = frozenset({
+        "stop_token_ids", "ignore_eos", "min_tokens", "top_k", "logprobs", "top_logprobs",
+        "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents", "tools", "tool_choice",
+        "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "include_reasoning",
+    })
     gives_logprobs = True  # the chosen token's raw logprob and the top ones, per output token
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
@@ -202,14 +210,18 @@ class TransformersEngine:
                     _Sampler(sampling, stop_ids, len(ids), self.device))
 
     def _model_inputs(self, parts: dict[str, list[np.ndarray]]) -> dict[str, torch.Tensor]:
-        """The joined inputs on the model's device; pixels in its dtype. One part is used as it
-        is (on the CPU in float32, the very buffer the request came in)."""
+        """The joined inputs on the model's device; pixels in its dtype. A part that needs no
+        joining, writable and already right for the CPU, is used as it is (from a worker, the
+        very buffer the request came in); a read-only one (the decode cache shares it) is
+        copied once, straight to where it goes."""
         inputs = {}
         for key, arrays in parts.items():
             joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
-            tensor = torch.from_numpy(joined)
             dtype = self.model.dtype if key in ("pixel_values", "pixel_values_videos") else None
-            inputs[key] = tensor.to(self.device, dtype=dtype)
+            if joined.flags.writeable:
+                inputs[key] = torch.from_numpy(joined).to(self.device, dtype=dtype)
+            else:
+                inputs[key] = torch.tensor(joined, device=self.device, dtype=dtype)
         return inputs
 
     def _max_new_tokens(self, prompt_length: int, max_tokens: int | None) -> int:
@@ -413,6 +425,8 @@ def _model_folder(model) -> Path:
         json.loads(config.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{name}={value}: config.json is not JSON: {error}") from error
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("pytorch_model*.bin")):
+        raise ValueError(f"{name}={value}: the folder has no weights (*.safetensors or pytorch_model*.bin)")
     return folder
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -93,7 +94,7 @@ def _byte_level_bpe(spec: dict[str, Any]):
         return None
     if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         return None
-    to_byte = {char: byte for byte, char in _byte_to_unicode().items()}
+    to_byte = {char: byte for byte, char in byte_to_unicode().items()}
     vocab = model["vocab"]
     ranks = {bytes(to_byte[char] for char in token): id_ for token, id_ in vocab.items()}
     # tiktoken merges by the merged token's rank, the tokenizers library by the merge's
@@ -112,7 +113,8 @@ def _byte_level_bpe(spec: dict[str, Any]):
     return split["pattern"]["Regex"], normalizer is not None, ranks, added
 
 
-def _byte_to_unicode() -> dict[int, str]:
+@cache
+def byte_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map of bytes to the characters byte-level vocabularies use."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     chars, extra = {}, 0

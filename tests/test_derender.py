@@ -210,3 +210,13 @@ def test_calls_are_parsed_only_for_requests_with_tools():
 def test_a_tool_parser_without_auto_tool_choice_parses_nothing():
     setup = Derendering(facts(), None, "hermes", enable_auto_tool_choice=False)
     assert not setup.parses_tools(OutputOptions(tools=({"type": "function", "function": {"name": "f"}},)))
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call_only():
+    fixture = load("tool_calls_several_with_text")
+    body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                               **fixture["request"], "parallel_tool_calls": False})
+    derender = derendering(fixture).start(body.sampling_params(), body.output_options())
+    deltas = [derender.feed(EngineOutput(token_ids=tuple(fixture["token_ids"]))), derender.finish()]
+    assert [call.name for d in deltas for call in d.tool_calls] == ["get_weather"]
+    assert derender.finish_reason == "tool_calls"

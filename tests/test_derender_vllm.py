@@ -1,8 +1,13 @@
 """Ours against vLLM's own parsers on the same token ids. vLLM's answers (whole, and
 streamed a token at a time) are stored in the fixtures by tests/fixtures/vllm_parsers.py,
 so this runs everywhere; where vLLM is installed (MMPREP_VLLM_PYTHON, default
-/work/venvs/vllm/bin/python), the stored answers are checked to be still vLLM's. A
-fixture whose answer differs from vLLM's on purpose says why (`vllm_differs`)."""
+/work/venvs/derender-vllm/bin/python: see vllm_parsers.py), the stored answers are checked
+to be still vLLM's. A fixture whose answer differs from vLLM's on purpose says why
+(`vllm_differs`).
+
+Ours is compared streamed a token at a time with vLLM's whole answer: on the same ids,
+vLLM's own stream differs from its whole answer where its parsers stream a call before it
+is known to be one (a malformed call, one cut by max_tokens: test_vllm_streams_... below)."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from test_derender import replay
 
 from app.testing.qwen_tokenizer import tokenizer_file
 
-VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
+VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", "/work/venvs/derender-vllm/bin/python")
 COMPARED = [name for name in fixture_names() if "vllm" in load(name)]
 
 
@@ -39,6 +44,15 @@ def test_our_answer_is_vllms_on_the_same_ids(name):
     assert ours(name) == fixture["vllm"]["whole"]
 
 
+def test_vllms_stream_of_a_malformed_or_cut_call_is_a_broken_call_ours_is_content():
+    """The stored finding behind the jail: vLLM 0.33's hermes streams a call that never
+    parses (vllm#28297's family); its whole answer, and ours streamed, are content."""
+    for name in ("tool_call_malformed", "tool_call_cut_by_max_tokens"):
+        vllm = load(name)["vllm"]
+        assert vllm["streamed"]["tool_calls"] and not vllm["whole"]["tool_calls"]
+        assert ours(name)["tool_calls"] == [] and ours(name)["content"] == vllm["whole"]["content"]
+
+
 def _vllm_importable() -> bool:
     if not Path(VLLM_PYTHON).exists():
         return False
@@ -48,6 +62,8 @@ def _vllm_importable() -> bool:
 
 @pytest.mark.skipif(not COMPARED, reason="no fixture holds vLLM's answer yet")
 def test_the_stored_answers_are_still_vllms():
+    """Slow (about a minute: vLLM and torch import) and only where vLLM is installed: CI
+    checks the stored answers above without it."""
     if not _vllm_importable():
         pytest.skip(f"vLLM's parsers do not import with {VLLM_PYTHON}")
     run = subprocess.run([VLLM_PYTHON, str(FIXTURES / "vllm_parsers.py"), str(tokenizer_file("qwen3_vl"))],

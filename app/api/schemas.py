@@ -87,6 +87,7 @@ class ChatCompletionRequest(BaseModel):
             tool_choice=answer.tool_choice if isinstance(answer.tool_choice, str | None) else answer.tool_choice.model_dump(),
             enable_thinking=kwargs.get("enable_thinking", True) is not False,
             include_reasoning=answer.include_reasoning,
+            parallel_tool_calls=answer.parallel_tool_calls,
         )
 
 
@@ -134,6 +135,7 @@ class AnswerFields(BaseModel):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     include_reasoning: bool = True
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _consistent(self) -> AnswerFields:

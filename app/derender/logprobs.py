@@ -11,25 +11,12 @@ from __future__ import annotations
 from tokenizers import Tokenizer
 
 from ..engines.base import TokenLogprob
+from ..model.fast_bpe import byte_to_unicode
 from .detokenize import added_tokens
 
 FLOOR = -9999.0
-
-
-def _unicode_to_byte() -> dict[str, int]:
-    """The inverse of GPT-2's byte-to-character map that byte-level vocabularies use."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            table[chr(byte)] = byte
-        else:
-            table[chr(256 + extra)] = byte
-            extra += 1
-    return table
-
-
-_BYTES_OF = _unicode_to_byte()
+# the inverse of GPT-2's byte-to-character map, which byte-level vocabularies are written in
+_BYTES_OF = {char: byte for byte, char in byte_to_unicode().items()}
 
 
 class LogprobFormatter:

@@ -43,6 +43,7 @@ class OutputOptions:
     tool_choice: str | dict | None = None
     enable_thinking: bool = True  # chat_template_kwargs.enable_thinking
     include_reasoning: bool = True  # vLLM's: false drops the reasoning from the answer
+    parallel_tool_calls: bool = True  # false: only the first call is kept, as vLLM keeps it
 
 
 @dataclass
@@ -206,6 +207,8 @@ class Derenderer:
             if final:
                 more_content, more_calls = self._tools.finish()
                 content, calls = content + more_content, calls + more_calls
+            if not self._options.parallel_tool_calls:
+                calls = calls[: max(0, 1 - self.tool_calls)]
             self.tool_calls += len(calls)
         if not self._options.include_reasoning:
             reasoning = ""

@@ -40,6 +40,7 @@ class VllmGenerateEngine(UpstreamClient):
     accepted_fields = frozenset(
         {"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS}
     )
+    gives_logprobs = True  # vLLM's logprobs.content, per token (app/vllm/response.py)
 
     def __init__(
         self, url: str, options: GenerateOptions, api_key: str | None = None,

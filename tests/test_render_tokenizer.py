@@ -88,7 +88,9 @@ def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
     tokenizer = Tokenizer.from_file(str(path))
     encode = fast_encoder(json.loads(path.read_text()), tokenizer)
     assert encode is not None, "the Qwen tokenizer.json should take the fast path"
-    texts = STRINGS + ["<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>"]
+    texts = STRINGS + ["<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>",
+                       # NFC would join a tag's ">" and a combining U+0338 into "≯" if the tag were not split out first
+                       "<|vision_start|><|image_pad|><|vision_end|>\u0338 what is this?<think>\u0338"]
     expected = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
     mismatched = [text for text, ids in zip(texts, expected, strict=True) if encode(text) != ids]
     assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, e.g. {mismatched[:3]!r}"

@@ -67,10 +67,9 @@ class Detokenizer:
         return piece
 
     def flush(self) -> str:
-        """At the end: an unfinished character's bytes as decode gives them (U+FFFD), so
-        that nothing the engine produced is silently lost."""
-        if not self._pending:
-            return ""
-        text = self._tokenizer.decode(self._pending, skip_special_tokens=self._skip)
+        """At the end: an unfinished character (an answer cut by max_tokens or a stop token
+        inside it) is dropped, as vLLM's detokenizer drops it, never sent as U+FFFD."""
+        if self._pending:
+            log.debug("an unfinished character's %d tokens dropped at the end", len(self._pending))
         self._pending = []
-        return text
+        return ""

@@ -46,6 +46,9 @@ class StopChecker:
         self._stop_ids = frozenset(rules.stop_token_ids) | frozenset(eos)
         self._min_tokens, self._max_tokens = rules.min_tokens, rules.max_tokens
         self._held = ""  # text that could be the start of a stop string
+        # include_stop_str_in_output: nothing is held back, but the shown tail that could
+        # begin a stop string is searched again with the next piece
+        self._tail = ""
         self._shown = 0  # characters given out so far
         self._min_end = 0 if rules.min_tokens == 0 else None  # where stop strings may end, from min_tokens on
         self.tokens = 0  # output tokens taken, the stop token among them
@@ -73,11 +76,13 @@ class StopChecker:
         return self._release("")
 
     def _check_strings(self, piece: str) -> str:
-        if not self._held and self.tokens > self._min_tokens and not any(first in piece for first in self._firsts):
+        if not self._held and not self._tail and self.tokens > self._min_tokens and not any(
+                first in piece for first in self._firsts):
             self._shown += len(piece)  # no stop string can begin in it: the common case
             return piece
-        text = self._held + piece
-        start = self._shown  # absolute offset of text[0]
+        searched, self._tail = self._tail, ""
+        text = searched + self._held + piece
+        start = self._shown - len(searched)  # absolute offset of text[0]
         if self._min_end is None and self.tokens >= self._min_tokens:
             self._min_end = start + len(text)  # token min_tokens ends here
         if self._min_end is not None and self.tokens > self._min_tokens:
@@ -86,11 +91,14 @@ class StopChecker:
                 found, at = match
                 self._finish("stop", found)
                 self._held = ""
-                shown = text[: at + len(found)] if self._include else text[:at]
+                shown = text[len(searched) : at + len(found)] if self._include else text[len(searched) : at]
                 self._shown += len(shown)
                 return shown
-        keep = self._longest_partial(text) if self._hold_back else 0
-        shown, self._held = text[: len(text) - keep], text[len(text) - keep :]
+        keep = self._longest_partial(text)
+        if self._hold_back:
+            shown, self._held = text[len(searched) : len(text) - keep], text[len(text) - keep :]
+        else:
+            shown, self._tail = text[len(searched) :], text[len(text) - keep :]
         self._shown += len(shown)
         return shown
 

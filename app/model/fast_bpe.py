@@ -28,6 +28,7 @@ _PROBE = [
     "def f(x):\n    return {'a': [1, 2]}  # comment\n\n\tif (a && b) { c++; }\r\n</div>",
     "  leading and trailing spaces   \n\n\n  \u00a0\u3000 ...!!! ''\"\"",
     "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>hi<|im_end|>\n<tool_call>\n{\"a\": 1}\n</tool_call>",
+    "<|vision_end|>\u0338 <think>\u0338 a\u0338",  # a combining mark after a tag stays apart from it
 ]
 
 Encoder = Callable[[str], list[int]]
@@ -53,18 +54,22 @@ def fast_encoder(spec: dict[str, Any], tokenizer: Tokenizer) -> Encoder | None:
         return None
     splitter = re.compile("|".join(re.escape(token) for token in sorted(added, key=len, reverse=True)))
 
+    def ordinary(piece: str) -> list[int]:
+        return encoding.encode_ordinary(unicodedata.normalize("NFC", piece) if nfc else piece)
+
     def encode(text: str) -> list[int]:
-        if nfc:
-            text = unicodedata.normalize("NFC", text)
+        # Added tokens are split out of the text as it came, and only the pieces between
+        # them normalized, as the tokenizers library does: NFC of the whole would join a
+        # tag's ">" and a following U+0338 into one character and lose the tag.
         ids: list[int] = []
         start = 0
         for match in splitter.finditer(text):
             if match.start() > start:
-                ids += encoding.encode_ordinary(text[start : match.start()])
+                ids += ordinary(text[start : match.start()])
             ids.append(added[match.group()])
             start = match.end()
         if start < len(text):
-            ids += encoding.encode_ordinary(text[start:])
+            ids += ordinary(text[start:])
         return ids
 
     for text in _PROBE:

@@ -168,6 +168,24 @@ def test_bad_answer_fields_are_a_400_naming_them(servers, fields, param):
     assert_error(post(server, {"model": MODEL, "messages": MESSAGES, **fields}), 400, "invalid_request", param)
 
 
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+def test_tools_under_auto_without_the_parser_flags_are_refused_as_vllm_refuses_them(servers):
+    server = servers.get(load("plain_multibyte"))  # a model, no tool-call parser
+    for choice in ({}, {"tool_choice": "auto"}):
+        refused = post(server, {"model": MODEL, "messages": MESSAGES, "tools": TOOLS, **choice})
+        assert_error(refused, 400, "unsupported_field", "tool_choice")
+        assert "--enable-auto-tool-choice" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_tool_choice_is_refused_not_ignored(servers, choice):
+    server = servers.get(load("tool_call_after_reasoning"))  # with the hermes parser
+    refused = post(server, {"model": MODEL, "messages": MESSAGES, "tools": TOOLS, "tool_choice": choice})
+    assert_error(refused, 400, "unsupported_field", "tool_choice")
+
+
 def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
     with ThreadServer(create_app(service=Service(Settings(served_model_name=[MODEL]), TokenReplayEngine()))) as server:
         response = httpx.post(f"{server.url}/v1/chat/completions", timeout=30, json={

@@ -31,7 +31,7 @@ from ..service import Service, Slot
 from .body_limit import BODY_REFUSED
 from .json_body import read_json_body
 from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
-from .schemas import READ_WITH_MODEL, ChatCompletionRequest, parse_chat_request
+from .schemas import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, parse_chat_request
 
 log = logging.getLogger("mmprep.api")
 
@@ -69,6 +69,7 @@ async def _answer(service: Service, body: ChatCompletionRequest, http: Request, 
         extra = {name: value for name, value in extra.items() if name not in READ_WITH_MODEL}
     check_fields(service.engine, extra)
     check_logprobs(service, body)
+    check_tool_choice(service, body)
     cancel = threading.Event()
     prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
@@ -103,6 +104,26 @@ def _request_id(sent: str | None) -> str:
 
 def _headers(timing: Timing, request_id: str) -> dict[str, str]:
     return {"Server-Timing": timing.header(), "X-Request-Id": request_id}
+
+
+def check_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
+    """With --model, mmprep parses the tool calls, so it answers for tool_choice as vLLM
+    does: tools under "auto" (the default) need the parser flags, or the call markup would
+    come back as text; "required" and a named function need structured outputs, which
+    mmprep does not apply (vLLM does): refused rather than ignored."""
+    if service.derendering.model is None or not body.answer.tools:
+        return
+    choice = body.answer.tool_choice
+    if choice in (None, "auto") and service.derendering.tool_call_parser is None:
+        raise ServiceError(
+            '"auto" tool choice needs this server started with --enable-auto-tool-choice and --tool-call-parser',
+            "unsupported_field", "tool_choice",
+        )
+    if choice == "required" or isinstance(choice, NamedToolChoice):
+        raise ServiceError(
+            'tool_choice "required" or a named function needs structured outputs, which this server does not '
+            'apply: send "auto" (or "none")', "unsupported_field", "tool_choice",
+        )
 
 
 def check_logprobs(service: Service, body: ChatCompletionRequest) -> None:

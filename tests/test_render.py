@@ -103,6 +103,23 @@ def test_bad_options_are_400s_naming_the_field(renderers, options, param):
     assert caught.value.status == 400 and caught.value.param == param
 
 
+@pytest.mark.parametrize(
+    ("calls", "param"),
+    [
+        ("x", "messages[1].tool_calls"),
+        ([None], "messages[1].tool_calls[0].function"),
+        ([{"id": "1", "type": "function", "function": {"name": "f"}}], "messages[1].tool_calls[0].function.arguments"),
+        ([{"id": "1", "type": "function", "function": {"name": 3, "arguments": "{}"}}],
+         "messages[1].tool_calls[0].function.name"),
+    ],
+)
+def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(renderers, calls, param):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    with pytest.raises(ServiceError) as caught:
+        renderers["qwen3_vl"].render_text(messages)
+    assert caught.value.status == 400 and caught.value.param == param
+
+
 def test_a_template_that_raises_is_a_400(renderers, tmp_path):
     folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
     (folder / "chat_template.jinja").write_text(

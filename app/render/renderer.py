@@ -74,7 +74,7 @@ class Renderer:
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
             return template.render(
-                [self._message(message, content_format) for message in messages],
+                [self._message(message, content_format, f"messages[{i}]") for i, message in enumerate(messages)],
                 tools=tools,
                 documents=_document_list(documents),
                 add_generation_prompt=add_generation_prompt,
@@ -108,7 +108,7 @@ class Renderer:
         # never one of the inputs mmprep passes itself.
         return {k: v for k, v in given.items() if k in template.variables and k not in _OWN_INPUTS}
 
-    def _message(self, message: dict[str, Any], content_format: str) -> dict[str, Any]:
+    def _message(self, message: dict[str, Any], content_format: str, where: str) -> dict[str, Any]:
         """A message as vLLM hands it to the template: media parts as {"type": kind}, text parts
         as {"type": "text", "text": ...} ("openai" templates) or everything joined ("string"),
         and a tool call's JSON arguments parsed (templates write them with tojson)."""
@@ -117,7 +117,8 @@ class Renderer:
         if isinstance(content, list):
             parts = [_template_part(part) for part in content]
             message["content"] = parts if content_format == "openai" else self._joined(parts)
-        if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
+        if message.get("role") == "assistant" and message.get("tool_calls") is not None:
+            _check_tool_calls(message["tool_calls"], f"{where}.tool_calls")
             message["tool_calls"] = [_parsed_arguments(call) for call in message["tool_calls"]]
         return message
 
@@ -195,6 +196,22 @@ def _template_part(part: dict[str, Any]) -> dict[str, Any]:
     if part.get("type") in ("image", "video"):
         return {"type": part["type"]}
     return part
+
+
+def _check_tool_calls(calls: Any, where: str) -> None:
+    """An assistant turn's calls, shaped as OpenAI's (what the template will read), or a 400
+    naming the first field that is not (vLLM checks them with its pydantic models)."""
+    if not isinstance(calls, list):
+        raise ServiceError(f"{where} must be a list of tool calls", "invalid_request", where)
+    for j, call in enumerate(calls):
+        here = f"{where}[{j}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise ServiceError(f"{here} must be an object with a function", "invalid_request", f"{here}.function")
+        for key in ("name", "arguments"):
+            if not isinstance(function.get(key), str):
+                raise ServiceError(f"{here}.function.{key} must be a string", "invalid_request",
+                                   f"{here}.function.{key}")
 
 
 def _parsed_arguments(call: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import cached_property
 from typing import ClassVar
 
 from .core.config import Settings
@@ -53,6 +54,12 @@ class Service:
     async def stop(self) -> None:
         await self.engine.stop()
         await self.preprocessing.stop()
+
+    @cached_property
+    def generate_options(self):
+        """How this deployment writes vLLM GenerateRequests (the render route's): read once,
+        since the model folder's files do not change while it runs."""
+        return vllm_options(self.settings)
 
     def ready(self) -> bool:
         return self.preprocessor is not None and self.engine.ready()

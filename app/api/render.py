@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from ..core.disconnect import ClientGone, until_disconnect
 from ..core.errors import ServiceError, as_service_error
-from ..service import Service, vllm_options
+from ..service import Service
 from ..vllm.request import generate_request_body
 from .chat import client_gone, refuse
 from .json_body import read_json_body
@@ -44,7 +44,7 @@ async def render_chat_request(service: Service, http: Request) -> Response:
         cancel = threading.Event()
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         prepared, _ = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
-        pieces = await asyncio.to_thread(generate_request_body, prepared, vllm_options(service.settings))
+        pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
         service.record(200)
         return Response(b"".join(pieces), media_type="application/json")
     except ClientGone:

@@ -172,9 +172,9 @@ class TransformersEngine:
                     stopping_criteria=StoppingCriteriaList([_Cancelled(job.cancelled)]),
                     streamer=streamer,
                 )
-            if job.cancelled.is_set():
-                log.info("generation stopped after %d tokens: its request was closed", len(job.sampler.records),
-                         extra={"request_id": job.request_id})
+            if job.cancelled.is_set():  # a client gone, a stop string, max_tokens met by mmprep: routine
+                log.debug("generation stopped after %d tokens: its request was closed", len(job.sampler.records),
+                          extra={"request_id": job.request_id})
         except BaseException as error:  # noqa: BLE001 - the request's generator raises it
             streamer.send(error)
         else:

@@ -56,7 +56,8 @@ class TokenReplayEngine:
             finished = True
             yield EngineOutput(
                 finish_reason=replay.get("finish_reason", "stop"),
-                prompt_tokens=self.prompt_tokens, completion_tokens=len(ids),
+                prompt_tokens=len(request.prompt.token_ids) if request.prompt is not None else self.prompt_tokens,
+                completion_tokens=len(ids),
             )
         finally:
             if not finished:

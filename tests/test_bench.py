@@ -236,6 +236,7 @@ def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(server,
     assert main(["bench", "--url", server.url, "--quiet", "--max-failure-rate", "0.4", *args]) == 1
 
 
+@pytest.mark.slow  # matplotlib, about 2 s
 def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tmp_path):
     chart = tmp_path / "sweep.png"
     status, _ = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--concurrency", "1,2,3",
@@ -245,6 +246,7 @@ def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tm
         assert image.format == "PNG" and image.size == (1200, 450)
 
 
+@pytest.mark.slow  # a `mmprep worker` process
 def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_path):
     with WorkerProcess() as worker, LiveServer(Settings(engine="workers", worker_url=[worker.url],
                                                         allow_private_networks=True)) as front:
@@ -319,6 +321,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "100"}, check=False)
 
 
+@pytest.mark.slow  # `python -m app bench` as a process
 def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(server, clips):
     result = run_cli("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
     assert result.returncode == 0, result.stderr
@@ -326,6 +329,7 @@ def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(se
     assert "target " in result.stderr  # notes go to stderr, the summary to stdout
 
 
+@pytest.mark.slow  # `python -m app bench` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -346,6 +350,7 @@ def test_bad_input_is_one_line_and_status_2(args, says):
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # `python -m app --help` as a process
 def test_help_lists_the_benchmarks_and_their_flags():
     top = run_cli("--help")
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
@@ -356,6 +361,7 @@ def test_help_lists_the_benchmarks_and_their_flags():
     assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
 
 
+@pytest.mark.slow  # `python -m app ... --help` as a process, per command
 @pytest.mark.parametrize("command", ["bench", "bench-decode"])
 def test_help_gives_each_flag_one_default_in_words(command):
     options = run_cli(command, "--help").stdout.split("options:", 1)[1]

@@ -13,6 +13,8 @@ import pytest
 from app.bench.synthetic import write_clip
 from decoders import decode_video
 
+pytestmark = pytest.mark.slow  # every test runs `python -m app bench-decode` as a process
+
 HAS_OPENCV = importlib.util.find_spec("cv2") is not None
 
 

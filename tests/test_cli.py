@@ -12,6 +12,8 @@ import pytest
 
 from app.testing.servers import AppProcess
 
+pytestmark = pytest.mark.slow  # every test runs `python -m app` as a process
+
 MMPREP = [sys.executable, "-m", "app"]
 
 

@@ -119,6 +119,7 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return data
 
 
+@pytest.mark.slow  # about 3 s: 32 MiB held per request, a write timeout
 def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_back():
     engine = EndlessEngine()
     with Served(engine, max_concurrent_requests=1, write_timeout=0.5, send_buffer_bytes=16 * 1024) as served:
@@ -137,6 +138,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         reader.close()
 
 
+@pytest.mark.slow  # over 1 s by design (twice the write timeout), about 3 s
 def test_a_reader_that_keeps_reading_is_not_cut_off():
     """Slower than the server writes, so the send buffer fills and drains again and again
     for longer than the write timeout in all: only a stall as long as it cuts a client off."""

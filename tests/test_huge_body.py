@@ -10,8 +10,11 @@ import textwrap
 import time
 
 import httpx
+import pytest
 
 from app.testing.servers import AppProcess
+
+pytestmark = pytest.mark.slow  # a `mmprep serve` process and a sender process, 300 MiB
 
 MIB = 1024**2
 BODY_MIB = 300

@@ -84,6 +84,7 @@ def test_a_processor_of_another_family_is_refused(tmp_path):
     assert ModelFolder.load(folder, processor="Qwen/Qwen2-VL-2B-Instruct").processor.family == "qwen2_vl"
 
 
+@pytest.mark.slow  # `python -m app serve` as a process
 def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
     folder = make_model_folder("qwen3_vl", tmp_path / "m", omit=("tokenizer.json",))
     result = subprocess.run(
@@ -93,6 +94,7 @@ def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
     assert result.returncode == 2 and "has no tokenizer.json" in result.stderr
 
 
+@pytest.mark.slow  # a `mmprep serve` process
 def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_folder):
     # About 10 s on 2 cores: a real `mmprep serve` process (imports, the 7 MB tokenizer, its
     # fast encoder) and the Qwen3-VL processing of the same frames here, for the expected ids.

@@ -346,6 +346,7 @@ def long_decode(tmp_path_factory):
     return clip, time.monotonic() - started
 
 
+@pytest.mark.slow  # a 200,000-frame clip, made and decoded whole once (long_decode)
 def test_a_client_that_disconnects_stops_its_decode(long_decode):
     clip, full_decode = long_decode
     with LiveServer(allowed_local_media_path=[clip.parent]) as live:
@@ -360,6 +361,7 @@ def test_a_client_that_disconnects_stops_its_decode(long_decode):
     assert stopped_after < full_decode / 4, (stopped_after, full_decode)
 
 
+@pytest.mark.slow  # the 200,000-frame clip (long_decode)
 def test_the_deadline_stops_a_long_decode(long_decode):
     clip, full_decode = long_decode
     with LiveServer(allowed_local_media_path=[clip.parent], decode_timeout=full_decode / 5) as live:

@@ -114,6 +114,7 @@ def test_ffmpeg_resize_uses_the_kernel_of_the_processors_resize():
     assert (off <= 1).mean() >= 0.995, f"{(off > 1).mean():.2%} of values more than one level off"
 
 
+@pytest.mark.slow  # a `mmprep worker` process
 def test_a_worker_gets_the_same_tensors_as_the_embedded_engine(exact_server):
     content = [{"type": "text", "text": "Compare."}, video_part(num_frames=4), image(PNG), video_part(num_frames=4)]
     worker = WorkerProcess()
@@ -157,6 +158,7 @@ def test_without_a_processor_nothing_is_processed():
     assert usage.prompt_tokens == math.ceil(len(answer["text"]) / 8) + 4
 
 
+@pytest.mark.slow  # `python -m app serve` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [

@@ -29,6 +29,8 @@ from app.testing.servers import WorkerProcess
 from app.workers.remote import RemoteWorkersEngine
 from processors import load_processor
 
+pytestmark = pytest.mark.slow  # torch models generating, and a worker process
+
 ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
 SPECIAL_TOKENS = {  # Qwen2-VL's, at their ids
     "<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|vision_start|>": 151652,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
+from app.testing.metrics import metric
 from app.testing.servers import AppProcess
+from app.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # every test runs `python -m app` as a process
 
@@ -117,16 +118,28 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     answers = []
     slow = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)))
     slow.start()
-    time.sleep(0.5)  # the slow request is in flight
+    wait_until(lambda: in_flight(url) == 1, "the slow request to be in flight")
     server.process.terminate()
-    time.sleep(0.3)
-    with pytest.raises(httpx.TransportError):
-        httpx.get(f"{url}/health", timeout=2)  # no new work once draining
+    wait_until(lambda: refuses(url), "the draining server to refuse new connections")
+    assert slow.is_alive()  # no new work once draining, while the one in flight is still answered
     slow.join()
     assert answers[0].status_code == 200  # the one in flight finished
     assert json_account(answers[0])["media"][0]["shape"][0] == 6
     assert server.stop() in (0, -15)
     server.close()
+
+
+def in_flight(url: str) -> float:
+    return metric(httpx.get(f"{url}/metrics", timeout=5).text, "mmprep_requests_in_flight")
+
+
+def refuses(url: str) -> bool:
+    """Whether a new request to `url` finds no server to answer it."""
+    try:
+        httpx.get(f"{url}/health", timeout=2)
+    except httpx.TransportError:
+        return True
+    return False
 
 
 def json_account(response) -> dict:

@@ -21,6 +21,7 @@ from app.api.server import server_config
 from app.core.config import Settings
 from app.engines import EngineOutput
 from app.service import Service
+from app.testing.waiting import wait_until as wait_for
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10
@@ -87,14 +88,6 @@ class Served:
         return self.service.metrics.connections_closed.labels(reason)._value.get()
 
 
-def wait_for(condition, what: str, timeout: float = DEADLINE_S):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def chat_request(stream: bool = True, content: str = "hi") -> bytes:
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream}).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -150,7 +143,7 @@ def test_a_reader_that_keeps_reading_is_not_cut_off():
             chunk = reader.recv(4096)
             assert chunk, "the server closed the stream"
             data += chunk
-            time.sleep(0.002)
+            time.sleep(0.002)  # the scenario: a reader slower than the server writes
         assert b"data: [DONE]" in data[-64:]
         assert time.monotonic() - start > 1.0  # longer than the write timeout, twice over
         assert served.closed("write_timeout") == 0
@@ -209,7 +202,7 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_too():
         with pytest.raises((BrokenPipeError, ConnectionResetError)):
             for byte in b"GET /health HTTP/1.1\r\nX-Drip: " + b"a" * 1000:
                 slow.sendall(bytes([byte]))
-                time.sleep(0.05)
+                time.sleep(0.05)  # the scenario: the head dripped a byte at a time
         assert time.monotonic() - start < DEADLINE_S
         assert served.closed("header_timeout") == 1
 

@@ -81,6 +81,7 @@ def test_identical_decodes_at_once_run_once():
             return "frames"
 
         waiting = [asyncio.ensure_future(cache.get_or_decode("k", slow, len)) for _ in range(3)]
+        # Turns of this event loop, not a wait on another thread: each task runs up to the gate.
         await asyncio.sleep(0.01)
         gate.set()
         return await asyncio.gather(*waiting), calls
@@ -98,6 +99,7 @@ def test_a_request_that_leaves_does_not_fail_those_that_joined_it():
             return "frames"
 
         owner = asyncio.ensure_future(cache.get_or_decode("k", slow, len))
+        # Turns of this event loop (the order of the scenario), not waits on another thread.
         await asyncio.sleep(0.01)
         joiner = asyncio.ensure_future(cache.get_or_decode("k", slow, len))
         await asyncio.sleep(0.01)

@@ -412,7 +412,8 @@ def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
             service = app.state.service
             with pytest.raises(ClientDisconnect):  # how Starlette reports the lost connection
                 await app(scope, receive, send)
-            return service.metrics.in_flight._value.get(), service.metrics.requests.labels("499")._value.get()
+            text = service.metrics.render()  # what /metrics would serve
+            return metric(text, "mmprep_requests_in_flight"), metric(text, "mmprep_requests_total", status="499")
 
     in_flight, gone = asyncio.run(scenario())
     assert in_flight == 0

@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 
+import httpx
 import numpy as np
 import pytest
 import xxhash
@@ -27,6 +28,7 @@ from app.testing.chat import (
     post,
     video,
 )
+from app.testing.metrics import metric
 from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_image, decode_video
 from decoders.errors import InvalidArgumentError
@@ -138,7 +140,7 @@ def test_max_vision_tokens_refuses_a_video_before_decoding_it():
         response = post(server, chat(video_part(num_frames=4)))
         error = assert_error(response, 400, "too_many_vision_tokens", "messages[0].content[0].video_url")
         assert f"comes to {tokens} vision tokens, more than the {tokens - 1} allowed" in error["message"]
-        decoded = server.service.metrics.frames_decoded.labels("video")._value.get()
+        decoded = metric(httpx.get(f"{server.url}/metrics").text, "mmprep_frames_decoded_total", kind="video")
         assert decoded == 0  # refused from the plan, before a frame was decoded
         assert post(server, chat(video_part(num_frames=2))).status_code == 200
 

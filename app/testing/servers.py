@@ -5,7 +5,6 @@ worker` among them). The media they fetch comes from fileserver.FileServer."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -23,6 +22,8 @@ import uvicorn
 from app.api.app import create_app
 from app.core.config import Settings
 from app.service import Service  # the one place this module names where Service lives
+
+from .metrics import metric
 
 
 def free_port() -> int:
@@ -142,6 +143,4 @@ class WorkerProcess(AppProcess):
 
     def served(self, status: str = "200") -> int:
         """Requests this process answered with `status`, from its /metrics."""
-        text = httpx.get(f"{self.url}/metrics", timeout=5).text
-        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
-        return int(float(found.group(1))) if found else 0
+        return int(metric(httpx.get(f"{self.url}/metrics", timeout=5).text, "mmprep_worker_requests_total", status=status))

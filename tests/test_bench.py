@@ -9,12 +9,9 @@ target received; bench keeps that text in its per-request records (--save-record
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +26,7 @@ from app.bench.inputs import unique_trailer
 from app.bench.synthetic import write_clip
 from app.cli import main
 from app.core.config import Settings
+from app.testing.cli import run_mmprep
 from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_video
 
@@ -316,14 +314,9 @@ def test_a_server_without_server_timing_gets_its_figures_reported_missing(clips,
     assert "missing" in capsys.readouterr().out
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "100"}, check=False)
-
-
 @pytest.mark.slow  # `python -m app bench` as a process
 def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(server, clips):
-    result = run_cli("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
+    result = run_mmprep("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
     assert result.returncode == 0, result.stderr
     assert "| concurrency |" in result.stdout and "\x1b[" not in result.stdout + result.stderr
     assert "target " in result.stderr  # notes go to stderr, the summary to stdout
@@ -344,7 +337,7 @@ def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(se
     ],
 )
 def test_bad_input_is_one_line_and_status_2(args, says):
-    result = run_cli("bench", *args)
+    result = run_mmprep("bench", *args)
     assert result.returncode == 2
     assert says in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -352,9 +345,9 @@ def test_bad_input_is_one_line_and_status_2(args, says):
 
 @pytest.mark.slow  # `python -m app --help` as a process
 def test_help_lists_the_benchmarks_and_their_flags():
-    top = run_cli("--help")
+    top = run_mmprep("--help")
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
-    flags = run_cli("bench", "--help").stdout
+    flags = run_mmprep("bench", "--help").stdout
     for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
                  "--no-stream", "--extra-body", "--plot", "--max-failure-rate", "--client-processes"):
         assert flag in flags
@@ -364,7 +357,7 @@ def test_help_lists_the_benchmarks_and_their_flags():
 @pytest.mark.slow  # `python -m app ... --help` as a process, per command
 @pytest.mark.parametrize("command", ["bench", "bench-decode"])
 def test_help_gives_each_flag_one_default_in_words(command):
-    options = run_cli(command, "--help").stdout.split("options:", 1)[1]
+    options = run_mmprep(command, "--help").stdout.split("options:", 1)[1]
     flags = [" ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)]  # each flag's help, unwrapped
     for flag in flags:
         assert flag.count("(default") <= 1, flag

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import httpx
 import pytest
 
+from app.testing.cli import run_mmprep
 from app.testing.metrics import metric
 from app.testing.servers import AppProcess
 from app.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # every test runs `python -m app` as a process
 
-MMPREP = [sys.executable, "-m", "app"]
-
-
-def run(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*MMPREP, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}, check=False
-    )
-
-
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_lists_the_settings(args):
-    out = run(*args).stdout
+    out = run_mmprep(*args).stdout
     for flag in (
         "--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level",
         "--worker-url", "--upstream-url", "--upstream-model",
@@ -37,12 +25,12 @@ def test_help_lists_the_settings(args):
 def test_version_is_the_installed_packages():
     from importlib.metadata import version
 
-    result = run("--version")
+    result = run_mmprep("--version")
     assert result.returncode == 0 and result.stdout == f"mmprep {version('mmprep')}\n"
 
 
 def test_worker_help_lists_its_settings():
-    out = run("worker", "--help").stdout
+    out = run_mmprep("worker", "--help").stdout
     for flag in ("--host", "--port", "--engine-class", "--max-request-bytes", "--log-level"):
         assert flag in out
 
@@ -72,7 +60,7 @@ def test_worker_help_lists_its_settings():
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
-    result = run("serve", *args, env=env)
+    result = run_mmprep("serve", *args, env=env)
     assert result.returncode == 2
     assert says in result.stderr
 
@@ -89,7 +77,7 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
     ],
 )
 def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):
-    result = run("worker", "--engine-class", engine_class)
+    result = run_mmprep("worker", "--engine-class", engine_class)
     assert result.returncode == 2
     assert says in result.stderr
 

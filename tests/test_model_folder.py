@@ -6,9 +6,6 @@ rendered prompt's tokens."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -17,6 +14,7 @@ from conftest import MEDIA
 from app.model import ModelFolder, ModelFolderError
 from app.render import Renderer
 from app.testing.chat import ask, assert_error, data_url, openai_client, post, video
+from app.testing.cli import run_mmprep
 from app.testing.model_folder import make_model_folder
 from app.testing.servers import AppProcess, LiveServer
 from decoders import decode_video
@@ -87,10 +85,7 @@ def test_a_processor_of_another_family_is_refused(tmp_path):
 @pytest.mark.slow  # `python -m app serve` as a process
 def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
     folder = make_model_folder("qwen3_vl", tmp_path / "m", omit=("tokenizer.json",))
-    result = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--model", str(folder)],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ), check=False,
-    )
+    result = run_mmprep("serve", "--model", str(folder))
     assert result.returncode == 2 and "has no tokenizer.json" in result.stderr
 
 

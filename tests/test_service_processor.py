@@ -7,8 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import subprocess
-import sys
 
 import httpx
 import numpy as np
@@ -28,6 +26,7 @@ from app.testing.chat import (
     post,
     video,
 )
+from app.testing.cli import run_mmprep
 from app.testing.metrics import metric
 from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_image, decode_video
@@ -171,8 +170,7 @@ def test_without_a_processor_nothing_is_processed():
     ],
 )
 def test_a_bad_processor_setting_stops_serve_with_a_message(args, says):
-    result = subprocess.run([sys.executable, "-m", "app", "serve", *args], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = run_mmprep("serve", *args)
     assert result.returncode == 2
     assert says in result.stderr
 

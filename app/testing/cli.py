@@ -10,7 +10,8 @@ import sys
 MMPREP = (sys.executable, "-m", "app")
 
 
-def run_mmprep(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_mmprep(*args: str, env: dict[str, str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `mmprep <args>` to its end: the exit status, stdout and stderr as text. COLUMNS
     is fixed at 100 so help and tables wrap the same on every terminal (`env` may change it)."""
     return subprocess.run(

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +22,7 @@ from app.api.app import create_app
 from app.core.config import Settings
 from app.service import Service  # the one place this module names where Service lives
 
+from .cli import MMPREP
 from .metrics import metric
 
 
@@ -91,7 +91,7 @@ class AppProcess:
     def start(self) -> Self:
         """Start the process; `wait_ready` waits for it to answer."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", self.command, "--port", str(self.port), *self.args],
+            [*MMPREP, self.command, "--port", str(self.port), *self.args],
             env={**os.environ, **self.env},
             stdout=subprocess.DEVNULL, stderr=self._log,
         )

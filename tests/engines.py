@@ -33,7 +33,7 @@ class SlowEngine:
         try:
             for _ in range(200):
                 yield EngineOutput(text="word ")
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # the engine's pace: what makes it slow
         except BaseException:
             self.stopped_early.set()
             _note(f"stopped early {request.request_id}")

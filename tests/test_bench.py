@@ -9,12 +9,9 @@ target received; bench keeps that text in its per-request records (--save-record
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +26,7 @@ from app.bench.inputs import unique_trailer
 from app.bench.synthetic import write_clip
 from app.cli import main
 from app.core.config import Settings
+from app.testing.cli import run_mmprep
 from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_video
 
@@ -236,6 +234,7 @@ def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(server,
     assert main(["bench", "--url", server.url, "--quiet", "--max-failure-rate", "0.4", *args]) == 1
 
 
+@pytest.mark.slow  # matplotlib, about 2 s
 def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tmp_path):
     chart = tmp_path / "sweep.png"
     status, _ = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--concurrency", "1,2,3",
@@ -245,6 +244,7 @@ def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tm
         assert image.format == "PNG" and image.size == (1200, 450)
 
 
+@pytest.mark.slow  # a `mmprep worker` process
 def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_path):
     with WorkerProcess() as worker, LiveServer(Settings(engine="workers", worker_url=[worker.url],
                                                         allow_private_networks=True)) as front:
@@ -314,18 +314,15 @@ def test_a_server_without_server_timing_gets_its_figures_reported_missing(clips,
     assert "missing" in capsys.readouterr().out
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "100"}, check=False)
-
-
+@pytest.mark.slow  # `python -m app bench` as a process
 def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(server, clips):
-    result = run_cli("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
+    result = run_mmprep("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
     assert result.returncode == 0, result.stderr
     assert "| concurrency |" in result.stdout and "\x1b[" not in result.stdout + result.stderr
     assert "target " in result.stderr  # notes go to stderr, the summary to stdout
 
 
+@pytest.mark.slow  # `python -m app bench` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -340,25 +337,27 @@ def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(se
     ],
 )
 def test_bad_input_is_one_line_and_status_2(args, says):
-    result = run_cli("bench", *args)
+    result = run_mmprep("bench", *args)
     assert result.returncode == 2
     assert says in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # `python -m app --help` as a process
 def test_help_lists_the_benchmarks_and_their_flags():
-    top = run_cli("--help")
+    top = run_mmprep("--help")
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
-    flags = run_cli("bench", "--help").stdout
+    flags = run_mmprep("bench", "--help").stdout
     for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
                  "--no-stream", "--extra-body", "--plot", "--max-failure-rate", "--client-processes"):
         assert flag in flags
     assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
 
 
+@pytest.mark.slow  # `python -m app ... --help` as a process, per command
 @pytest.mark.parametrize("command", ["bench", "bench-decode"])
 def test_help_gives_each_flag_one_default_in_words(command):
-    options = run_cli(command, "--help").stdout.split("options:", 1)[1]
+    options = run_mmprep(command, "--help").stdout.split("options:", 1)[1]
     flags = [" ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)]  # each flag's help, unwrapped
     for flag in flags:
         assert flag.count("(default") <= 1, flag

@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from app.bench.synthetic import write_clip
+from app.testing.cli import run_mmprep, start_mmprep
 from decoders import decode_video
+
+pytestmark = pytest.mark.slow  # every test runs `python -m app bench-decode` as a process
 
 HAS_OPENCV = importlib.util.find_spec("cv2") is not None
 
@@ -32,14 +33,9 @@ def videos(tmp_path_factory):
     }
 
 
-def bench_decode(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", "bench-decode", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
 def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
     output = tmp_path / "decode.json"
-    result = bench_decode(str(videos["mp4"]), str(videos["webm"]), "--num-frames", "4", "--repeats", "2",
+    result = run_mmprep("bench-decode", str(videos["mp4"]), str(videos["webm"]), "--num-frames", "4", "--repeats", "2",
                           "--output", str(output))
     assert result.returncode == 0, result.stderr
     loaders = ["mmprep decode_video", "PyAV, every frame", "transformers PyAV loop"]
@@ -69,7 +65,7 @@ def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
 
 
 def test_generates_its_own_videos_when_asked():
-    result = bench_decode("--synthetic", "1", "--synthetic-size", "64x64", "--synthetic-duration", "1",
+    result = run_mmprep("bench-decode", "--synthetic", "1", "--synthetic-size", "64x64", "--synthetic-duration", "1",
                           "--synthetic-codec", "av1", "--num-frames", "2", "--repeats", "1")
     assert result.returncode == 0, result.stderr
     assert "synthetic_0_64x64_av1.webm: av1, 64x64, 1.0 s, 30 frames" in result.stdout
@@ -80,25 +76,24 @@ SMALL_CLIP = ["--synthetic", "1", "--synthetic-size", "64x48", "--synthetic-dura
 
 
 def test_generated_clips_are_kept_in_the_cache_and_reused(cache):
-    first = bench_decode(*SMALL_CLIP)
+    first = run_mmprep("bench-decode", *SMALL_CLIP)
     assert first.returncode == 0, first.stderr
     assert "generated 1 of 1 h264 video(s)" in first.stderr
     (clip,) = cache.glob("*/synthetic_0_64x48_h264.mp4")
     made = clip.stat()
-    second = bench_decode(*SMALL_CLIP)
+    second = run_mmprep("bench-decode", *SMALL_CLIP)
     assert second.returncode == 0, second.stderr
     assert "all 1 from the cache" in second.stderr and "generated 1" not in second.stderr
     assert (clip.stat().st_ino, clip.stat().st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # not written again
     assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]  # the same clip described
     # other options are another clip, in a folder of its own
-    other = bench_decode(*SMALL_CLIP, "--synthetic-fps", "5")
+    other = run_mmprep("bench-decode", *SMALL_CLIP, "--synthetic-fps", "5")
     assert other.returncode == 0 and "generated 1 of 1" in other.stderr
     assert len(list(cache.glob("*/synthetic_0_64x48_h264.mp4"))) == 2
 
 
 def test_two_runs_making_the_same_clip_at_once_both_get_a_whole_file(cache):
-    runs = [subprocess.Popen([sys.executable, "-m", "app", "bench-decode", *SMALL_CLIP, "--synthetic-duration", "3"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    runs = [start_mmprep("bench-decode", *SMALL_CLIP, "--synthetic-duration", "3") for _ in range(2)]
     for run in runs:
         out, err = run.communicate(timeout=120)
         assert run.returncode == 0, err
@@ -113,6 +108,6 @@ def test_two_runs_making_the_same_clip_at_once_both_get_a_whole_file(cache):
     ([], "no videos"),
 ])
 def test_bad_input_is_one_line_and_status_2(args, says):
-    result = bench_decode(*args)
+    result = run_mmprep("bench-decode", *args)
     assert result.returncode == 2
     assert says in result.stderr and "Traceback" not in result.stderr

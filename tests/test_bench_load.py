@@ -80,6 +80,7 @@ def clip(tmp_path_factory):
     return write_clip(tmp_path_factory.mktemp("clip") / "pan.mp4", 64, 64, 1.0, 10, "h264", seed=1)
 
 
+@pytest.mark.slow  # two bench client processes
 def test_two_client_processes_send_every_request_once_within_the_concurrency(server, clip, tmp_path):
     status, results = bench(server.url, tmp_path, "--video", str(clip), "--unique-media", "--client-processes", "2",
                             "--concurrency", "4", "--requests", "10", "--warmup", "2")
@@ -98,6 +99,7 @@ def test_two_client_processes_send_every_request_once_within_the_concurrency(ser
     assert client["processes"] == 2 and client["cpu_s"] > 0 and 0 < client["busiest_process_cpu"]
 
 
+@pytest.mark.slow  # two bench client processes, paced
 def test_a_rate_run_over_two_processes_keeps_the_arrival_schedule(server, clip, tmp_path):
     args = ["--video", str(clip), "--request-rate", "30", "--requests", "12", "--concurrency", "4", "--seed", "5"]
     status, results = bench(server.url, tmp_path, *args, "--client-processes", "2")

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
 import httpx
 import pytest
 
+from app.testing.cli import run_mmprep
+from app.testing.metrics import metric
 from app.testing.servers import AppProcess
+from app.testing.waiting import wait_until
 
-MMPREP = [sys.executable, "-m", "app"]
-
-
-def run(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*MMPREP, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}, check=False
-    )
-
+pytestmark = pytest.mark.slow  # every test runs `python -m app` as a process
 
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_lists_the_settings(args):
-    out = run(*args).stdout
+    out = run_mmprep(*args).stdout
     for flag in (
         "--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level",
         "--worker-url", "--upstream-url", "--upstream-model",
@@ -34,12 +25,12 @@ def test_help_lists_the_settings(args):
 def test_version_is_the_installed_packages():
     from importlib.metadata import version
 
-    result = run("--version")
+    result = run_mmprep("--version")
     assert result.returncode == 0 and result.stdout == f"mmprep {version('mmprep')}\n"
 
 
 def test_worker_help_lists_its_settings():
-    out = run("worker", "--help").stdout
+    out = run_mmprep("worker", "--help").stdout
     for flag in ("--host", "--port", "--engine-class", "--max-request-bytes", "--log-level"):
         assert flag in out
 
@@ -69,7 +60,7 @@ def test_worker_help_lists_its_settings():
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
-    result = run("serve", *args, env=env)
+    result = run_mmprep("serve", *args, env=env)
     assert result.returncode == 2
     assert says in result.stderr
 
@@ -86,7 +77,7 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
     ],
 )
 def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):
-    result = run("worker", "--engine-class", engine_class)
+    result = run_mmprep("worker", "--engine-class", engine_class)
     assert result.returncode == 2
     assert says in result.stderr
 
@@ -115,16 +106,28 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     answers = []
     slow = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)))
     slow.start()
-    time.sleep(0.5)  # the slow request is in flight
+    wait_until(lambda: in_flight(url) == 1, "the slow request to be in flight")
     server.process.terminate()
-    time.sleep(0.3)
-    with pytest.raises(httpx.TransportError):
-        httpx.get(f"{url}/health", timeout=2)  # no new work once draining
+    wait_until(lambda: refuses(url), "the draining server to refuse new connections")
+    assert slow.is_alive()  # no new work once draining, while the one in flight is still answered
     slow.join()
     assert answers[0].status_code == 200  # the one in flight finished
     assert json_account(answers[0])["media"][0]["shape"][0] == 6
     assert server.stop() in (0, -15)
     server.close()
+
+
+def in_flight(url: str) -> float:
+    return metric(httpx.get(f"{url}/metrics", timeout=5).text, "mmprep_requests_in_flight")
+
+
+def refuses(url: str) -> bool:
+    """Whether a new request to `url` finds no server to answer it."""
+    try:
+        httpx.get(f"{url}/health", timeout=2)
+    except httpx.TransportError:
+        return True
+    return False
 
 
 def json_account(response) -> dict:

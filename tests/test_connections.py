@@ -21,6 +21,8 @@ from app.api.server import server_config
 from app.core.config import Settings
 from app.engines import EngineOutput
 from app.service import Service
+from app.testing.metrics import metric
+from app.testing.waiting import wait_until as wait_for
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10
@@ -83,16 +85,13 @@ class Served:
         self.server.should_exit = True
         self._thread.join(timeout=20)
 
+    def metric(self, name: str, **labels: str) -> float:
+        """A value of the service's metrics text (what /metrics serves, read without a
+        connection of its own, which would count among those the tests count)."""
+        return metric(self.service.metrics.render(), name, **labels)
+
     def closed(self, reason: str) -> float:
-        return self.service.metrics.connections_closed.labels(reason)._value.get()
-
-
-def wait_for(condition, what: str, timeout: float = DEADLINE_S):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+        return self.metric("mmprep_connections_closed_total", reason=reason)
 
 
 def chat_request(stream: bool = True, content: str = "hi") -> bytes:
@@ -119,6 +118,7 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return data
 
 
+@pytest.mark.slow  # about 3 s: 32 MiB held per request, a write timeout
 def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_back():
     engine = EndlessEngine()
     with Served(engine, max_concurrent_requests=1, write_timeout=0.5, send_buffer_bytes=16 * 1024) as served:
@@ -126,7 +126,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         reader.sendall(chat_request())  # and never reads a byte
         wait_for(lambda: served.closed("write_timeout") == 1, "the slow reader to be cut off")
         wait_for(engine.stopped.is_set, "the engine's work to stop")
-        wait_for(lambda: served.service.metrics.in_flight._value.get() == 0, "the slot to be given back")
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
         gc.collect()
         assert engine.held[0]() is None  # what the request held is freed
         # The one slot is free again: the next request is admitted, not refused.
@@ -137,6 +137,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         reader.close()
 
 
+@pytest.mark.slow  # over 1 s by design (twice the write timeout), about 3 s
 def test_a_reader_that_keeps_reading_is_not_cut_off():
     """Slower than the server writes, so the send buffer fills and drains again and again
     for longer than the write timeout in all: only a stall as long as it cuts a client off."""
@@ -148,7 +149,7 @@ def test_a_reader_that_keeps_reading_is_not_cut_off():
             chunk = reader.recv(4096)
             assert chunk, "the server closed the stream"
             data += chunk
-            time.sleep(0.002)
+            time.sleep(0.002)  # the scenario: a reader slower than the server writes
         assert b"data: [DONE]" in data[-64:]
         assert time.monotonic() - start > 1.0  # longer than the write timeout, twice over
         assert served.closed("write_timeout") == 0
@@ -160,7 +161,7 @@ def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset(
     with Served(engine, max_concurrent_requests=1) as served:
         holder = connect(served.port)
         holder.sendall(chat_request())
-        wait_for(lambda: served.service.metrics.in_flight._value.get() == 1, "the first request to be admitted")
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
         with httpx.Client(timeout=DEADLINE_S) as client:
             for _ in range(3):  # on one kept-alive connection: a 503 does not close it
                 response = client.post(f"{served.url}/v1/chat/completions",
@@ -174,7 +175,7 @@ def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset(
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
     with Served(max_connections=2) as served:
         idle = [connect(served.port), connect(served.port)]
-        wait_for(lambda: served.service.metrics.connections_open._value.get() == 2, "two connections open")
+        wait_for(lambda: served.metric("mmprep_connections_open") == 2, "two connections open")
         third = connect(served.port)
         third.sendall(chat_request(stream=False))
         answer = read_until_closed(third)  # a clean close after the answer, not a reset
@@ -185,7 +186,7 @@ def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
         assert served.closed("over_limit") == 1
         for sock in idle:
             sock.close()
-        wait_for(lambda: served.service.metrics.connections_open._value.get() == 0, "the connections to close")
+        wait_for(lambda: served.metric("mmprep_connections_open") == 0, "the connections to close")
         assert httpx.get(f"{served.url}/health", timeout=DEADLINE_S).status_code == 200  # below the limit again
 
 
@@ -207,7 +208,7 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_too():
         with pytest.raises((BrokenPipeError, ConnectionResetError)):
             for byte in b"GET /health HTTP/1.1\r\nX-Drip: " + b"a" * 1000:
                 slow.sendall(bytes([byte]))
-                time.sleep(0.05)
+                time.sleep(0.05)  # the scenario: the head dripped a byte at a time
         assert time.monotonic() - start < DEADLINE_S
         assert served.closed("header_timeout") == 1
 

@@ -11,6 +11,7 @@ from conftest import MEDIA
 
 from app.preprocess.cache import DecodeCache
 from app.testing.chat import chat, data_url, post, video
+from app.testing.metrics import metric
 from app.testing.servers import LiveServer
 
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
@@ -21,8 +22,8 @@ def turn(server, text: str, **sampling) -> httpx.Response:
 
 
 def lookups(server) -> dict:
-    cache = server.service.metrics.decode_cache
-    return {result: cache.labels(result)._value.get() for result in ("hit", "miss")}
+    text = httpx.get(f"{server.url}/metrics").text
+    return {result: metric(text, "mmprep_decode_cache_lookups_total", result=result) for result in ("hit", "miss")}
 
 
 def test_a_multi_turn_chat_decodes_its_video_once():
@@ -44,7 +45,8 @@ def test_the_cache_can_be_turned_off():
     with LiveServer(decode_cache_bytes=0) as live:
         turn(live, "a"), turn(live, "b")
         assert lookups(live) == {"hit": 0, "miss": 0}
-        assert live.service.metrics.frames_decoded.labels("video")._value.get() == 12  # decoded twice
+        frames = metric(httpx.get(f"{live.url}/metrics").text, "mmprep_frames_decoded_total", kind="video")
+        assert frames == 12  # decoded twice
 
 
 def run(coro):
@@ -81,6 +83,7 @@ def test_identical_decodes_at_once_run_once():
             return "frames"
 
         waiting = [asyncio.ensure_future(cache.get_or_decode("k", slow, len)) for _ in range(3)]
+        # Turns of this event loop, not a wait on another thread: each task runs up to the gate.
         await asyncio.sleep(0.01)
         gate.set()
         return await asyncio.gather(*waiting), calls
@@ -98,6 +101,7 @@ def test_a_request_that_leaves_does_not_fail_those_that_joined_it():
             return "frames"
 
         owner = asyncio.ensure_future(cache.get_or_decode("k", slow, len))
+        # Turns of this event loop (the order of the scenario), not waits on another thread.
         await asyncio.sleep(0.01)
         joiner = asyncio.ensure_future(cache.get_or_decode("k", slow, len))
         await asyncio.sleep(0.01)

@@ -317,6 +317,7 @@ def test_hf_metadata_has_exactly_transformers_fields():
     }
 
 
+@pytest.mark.slow  # imports transformers (and torch), about 3 s
 def test_transformers_video_metadata_takes_hf_metadata_as_is():
     video_utils = pytest.importorskip(
         "transformers.video_utils", reason="transformers is not installed (pip install transformers)"

@@ -197,6 +197,7 @@ def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
 # -- mmprep serve --model with the parser flags, as an operator runs it --------------------
 
 
+@pytest.mark.slow  # a `mmprep serve` process
 def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
     from app.testing.model_folder import make_model_folder
     from app.testing.servers import AppProcess

@@ -60,6 +60,7 @@ def _vllm_importable() -> bool:
     return check.returncode == 0
 
 
+@pytest.mark.slow  # vLLM's own interpreter as a process
 @pytest.mark.skipif(not COMPARED, reason="no fixture holds vLLM's answer yet")
 def test_the_stored_answers_are_still_vllms():
     """Slow (about a minute: vLLM and torch import) and only where vLLM is installed: CI

@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.testing.servers import free_port
+
+pytestmark = pytest.mark.slow  # a pip install, then `python -m app serve` as a process
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,6 +15,7 @@ FUZZ = Path(__file__).with_name("fuzz_media.py")
 CASES = 2500
 
 
+@pytest.mark.slow  # tests/fuzz_media.py as a process, 2500 cases
 def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
     progress = tmp_path / "progress"
     result = subprocess.run(

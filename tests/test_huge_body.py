@@ -10,8 +10,11 @@ import textwrap
 import time
 
 import httpx
+import pytest
 
 from app.testing.servers import AppProcess
+
+pytestmark = pytest.mark.slow  # a `mmprep serve` process and a sender process, 300 MiB
 
 MIB = 1024**2
 BODY_MIB = 300
@@ -59,7 +62,7 @@ def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_every
             started = time.perf_counter()
             assert client.get("/health").status_code == 200
             health_seconds.append(time.perf_counter() - started)
-            time.sleep(0.01)
+            time.sleep(0.01)  # the pace of the probes while the body arrives, not a wait
         answer = sender.stdout.read().decode()
         after = rss_mib(app.process.pid)
 

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LOAD = Path(__file__).resolve().parent.parent / "benchmarks" / "load.py"
+
+pytestmark = pytest.mark.slow  # benchmarks/load.py as a process, 300 requests
 
 
 def test_under_load_every_request_is_answered_as_it_should_be():

@@ -6,9 +6,6 @@ rendered prompt's tokens."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -17,6 +14,7 @@ from conftest import MEDIA
 from app.model import ModelFolder, ModelFolderError
 from app.render import Renderer
 from app.testing.chat import ask, assert_error, data_url, openai_client, post, video
+from app.testing.cli import run_mmprep
 from app.testing.model_folder import make_model_folder
 from app.testing.servers import AppProcess, LiveServer
 from decoders import decode_video
@@ -84,15 +82,14 @@ def test_a_processor_of_another_family_is_refused(tmp_path):
     assert ModelFolder.load(folder, processor="Qwen/Qwen2-VL-2B-Instruct").processor.family == "qwen2_vl"
 
 
+@pytest.mark.slow  # `python -m app serve` as a process
 def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
     folder = make_model_folder("qwen3_vl", tmp_path / "m", omit=("tokenizer.json",))
-    result = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--model", str(folder)],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ), check=False,
-    )
+    result = run_mmprep("serve", "--model", str(folder))
     assert result.returncode == 2 and "has no tokenizer.json" in result.stderr
 
 
+@pytest.mark.slow  # a `mmprep serve` process
 def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_folder):
     # About 10 s on 2 cores: a real `mmprep serve` process (imports, the 7 MB tokenizer, its
     # fast encoder) and the Qwen3-VL processing of the same frames here, for the expected ids.

@@ -14,6 +14,8 @@ from playwright.sync_api import expect, sync_playwright
 from app.engines.sheet import SheetLayout
 from app.testing.servers import LiveServer
 
+pytestmark = pytest.mark.slow  # a real browser (Chromium through Playwright)
+
 FIXTURE = MEDIA / "vfr_h264.mkv"  # 12 frames of 128x96 at irregular times, 2.84 s
 FPS = 4
 WAIT_MS = 60_000  # a bound for a slow CI machine, not a timing assertion

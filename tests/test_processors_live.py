@@ -18,6 +18,8 @@ transformers = pytest.importorskip("transformers", reason=REASON)
 
 from make_goldens import to_levels, transformers_output
 
+pytestmark = pytest.mark.slow  # torch, torchvision and transformers as the oracle
+
 CASES = [
     # (processor, overrides, kind, shape)
     ("qwen2_vl", {}, "video", (3, 41, 173)),

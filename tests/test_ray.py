@@ -32,6 +32,8 @@ from app.testing.chat import (
 from app.testing.raycluster import RayCluster
 from app.testing.servers import AppProcess, LiveServer
 
+pytestmark = pytest.mark.slow  # a Ray cluster, and `mmprep serve --runtime ray` processes
+
 ON_HEAD = {"num_cpus": 0, "resources": {"head": 0.01}}  # kept off the node a test removes
 SETTINGS = Settings(
     allow_private_networks=True,

@@ -17,6 +17,8 @@ from app.render import Renderer
 from app.testing.model_folder import make_model_folder
 from decoders import decode_video
 
+pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
+
 REASON = "needs torch and transformers (pip install torch transformers)"
 pytest.importorskip("torch", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)

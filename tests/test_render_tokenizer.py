@@ -55,6 +55,7 @@ def test_as_the_packages_tiktoken_encoder(converted):
     assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, e.g. {mismatched[:3]!r}"
 
 
+@pytest.mark.slow  # transformers as the oracle
 def test_as_transformers_qwen2_tokenizer_from_vocab_and_merges(converted, tmp_path):
     transformers = pytest.importorskip("transformers")
     model = json.loads(tokenizer_file("qwen2_5_vl").read_text())["model"]

@@ -14,7 +14,9 @@ from conftest import MEDIA
 from engines import SlowEngine
 
 from app.testing.chat import MODEL, assert_error, chat, post, video
+from app.testing.metrics import metric
 from app.testing.servers import LiveServer, free_port
+from app.testing.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +37,11 @@ def server(allowed_dir):
 
 
 PART = "messages[0].content[0].video_url"
+
+
+def in_flight(live: LiveServer) -> float:
+    """Requests being worked on, as /metrics tells an operator."""
+    return metric(httpx.get(f"{live.url}/metrics").text, "mmprep_requests_in_flight")
 
 
 # -- the request itself ----------------------------------------------------------------
@@ -270,7 +277,7 @@ def test_too_much_work_in_flight_gets_503_with_retry_after(media_server):
     with LiveServer(max_concurrent_requests=1) as live:
         slow = threading.Thread(target=post, args=(live, chat(video(f"{media_server.url}/slow/2/224p_6_vp9.webm"))))
         slow.start()
-        time.sleep(0.5)
+        wait_until(lambda: in_flight(live) == 1, "the slow request to take the one place")
         response = post(live, chat({"type": "text", "text": "hi"}))
         slow.join()
         after = post(live, chat({"type": "text", "text": "hi"}))
@@ -283,9 +290,7 @@ def test_a_client_that_disconnects_stops_its_work(media_server):
     with LiveServer() as live:
         with pytest.raises(httpx.ReadTimeout):
             post(live, chat(video(f"{media_server.url}/drip/224p_6_vp9.webm")), timeout=0.5)
-        deadline = time.monotonic() + 5
-        while live.service.metrics.in_flight._value.get() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: in_flight(live) == 0, "the request's place to be given back", timeout=5)
         metrics = httpx.get(f"{live.url}/metrics").text
     assert "mmprep_requests_in_flight 0.0" in metrics
     assert 'mmprep_requests_total{status="499"} 1.0' in metrics
@@ -299,10 +304,7 @@ def test_a_client_that_disconnects_mid_stream_stops_generation():
             lines = response.iter_lines()
             assert next(lines).startswith("data: ")
         assert engine.stopped_early.wait(timeout=5)
-        deadline = time.monotonic() + 5
-        while live.service.metrics.in_flight._value.get() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "mmprep_requests_in_flight 0.0" in httpx.get(f"{live.url}/metrics").text
+        wait_until(lambda: in_flight(live) == 0, "the request's place to be given back", timeout=5)
 
 
 def test_a_request_body_over_the_limit_is_413(caplog):
@@ -346,29 +348,32 @@ def long_decode(tmp_path_factory):
     return clip, time.monotonic() - started
 
 
+@pytest.mark.slow  # a 200,000-frame clip, made and decoded whole once (long_decode)
 def test_a_client_that_disconnects_stops_its_decode(long_decode):
     clip, full_decode = long_decode
     with LiveServer(allowed_local_media_path=[clip.parent]) as live:
         with pytest.raises(httpx.ReadTimeout):
             post(live, chat(video(f"file://{clip}", num_frames=2)), timeout=full_decode / 5)
         gone = time.monotonic()
-        while live.service.preprocessing.pool.active and time.monotonic() - gone < full_decode:
-            time.sleep(0.01)
+        wait_until(lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode)
         stopped_after = time.monotonic() - gone
-        time.sleep(full_decode / 2)  # an unstopped decode would deliver its frames meanwhile
-        assert live.service.metrics.frames_decoded.labels("video")._value.get() == 0
+        # the scenario, not a wait for anything: an unstopped decode would deliver its frames meanwhile
+        time.sleep(full_decode / 2)
+        frames = metric(httpx.get(f"{live.url}/metrics").text, "mmprep_frames_decoded_total", kind="video")
+        assert frames == 0
     assert stopped_after < full_decode / 4, (stopped_after, full_decode)
 
 
+@pytest.mark.slow  # the 200,000-frame clip (long_decode)
 def test_the_deadline_stops_a_long_decode(long_decode):
     clip, full_decode = long_decode
     with LiveServer(allowed_local_media_path=[clip.parent], decode_timeout=full_decode / 5) as live:
         started = time.monotonic()
         response = post(live, chat(video(f"file://{clip}", num_frames=2)))
         took = time.monotonic() - started
-        while live.service.preprocessing.pool.active and time.monotonic() - started < full_decode:
-            time.sleep(0.01)  # the decode stops at its next packet
-        assert live.service.preprocessing.pool.active == 0 and time.monotonic() - started < full_decode / 2
+        # the decode stops at its next packet
+        wait_until(lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode)
+        assert time.monotonic() - started < full_decode / 2
     assert_error(response, 400, "decode_timeout", PART)
     assert took < full_decode / 2
 
@@ -407,7 +412,8 @@ def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
             service = app.state.service
             with pytest.raises(ClientDisconnect):  # how Starlette reports the lost connection
                 await app(scope, receive, send)
-            return service.metrics.in_flight._value.get(), service.metrics.requests.labels("499")._value.get()
+            text = service.metrics.render()  # what /metrics would serve
+            return metric(text, "mmprep_requests_in_flight"), metric(text, "mmprep_requests_total", status="499")
 
     in_flight, gone = asyncio.run(scenario())
     assert in_flight == 0

@@ -7,9 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-import subprocess
-import sys
 
+import httpx
 import numpy as np
 import pytest
 import xxhash
@@ -27,6 +26,8 @@ from app.testing.chat import (
     post,
     video,
 )
+from app.testing.cli import run_mmprep
+from app.testing.metrics import metric
 from app.testing.servers import LiveServer, WorkerProcess
 from decoders import decode_image, decode_video
 from decoders.errors import InvalidArgumentError
@@ -114,6 +115,7 @@ def test_ffmpeg_resize_uses_the_kernel_of_the_processors_resize():
     assert (off <= 1).mean() >= 0.995, f"{(off > 1).mean():.2%} of values more than one level off"
 
 
+@pytest.mark.slow  # a `mmprep worker` process
 def test_a_worker_gets_the_same_tensors_as_the_embedded_engine(exact_server):
     content = [{"type": "text", "text": "Compare."}, video_part(num_frames=4), image(PNG), video_part(num_frames=4)]
     worker = WorkerProcess()
@@ -137,7 +139,7 @@ def test_max_vision_tokens_refuses_a_video_before_decoding_it():
         response = post(server, chat(video_part(num_frames=4)))
         error = assert_error(response, 400, "too_many_vision_tokens", "messages[0].content[0].video_url")
         assert f"comes to {tokens} vision tokens, more than the {tokens - 1} allowed" in error["message"]
-        decoded = server.service.metrics.frames_decoded.labels("video")._value.get()
+        decoded = metric(httpx.get(f"{server.url}/metrics").text, "mmprep_frames_decoded_total", kind="video")
         assert decoded == 0  # refused from the plan, before a frame was decoded
         assert post(server, chat(video_part(num_frames=2))).status_code == 200
 
@@ -157,6 +159,7 @@ def test_without_a_processor_nothing_is_processed():
     assert usage.prompt_tokens == math.ceil(len(answer["text"]) / 8) + 4
 
 
+@pytest.mark.slow  # `python -m app serve` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -167,8 +170,7 @@ def test_without_a_processor_nothing_is_processed():
     ],
 )
 def test_a_bad_processor_setting_stops_serve_with_a_message(args, says):
-    result = subprocess.run([sys.executable, "-m", "app", "serve", *args], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = run_mmprep("serve", *args)
     assert result.returncode == 2
     assert says in result.stderr
 

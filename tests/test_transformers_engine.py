@@ -41,6 +41,8 @@ from app.testing.servers import LiveServer, WorkerProcess
 from app.workers.remote import RemoteWorkersEngine
 from decoders import decode_video
 
+pytestmark = pytest.mark.slow  # torch models generating, and a worker process
+
 ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
 VIDEO_TOKEN = 151656  # <|video_pad|>
 NEW_TOKENS = 16

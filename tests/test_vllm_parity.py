@@ -142,6 +142,7 @@ def test_an_engine_that_declares_its_fields_refuses_others_by_name():
 # -- the client's request id ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # a `mmprep serve` process
 def test_the_clients_x_request_id_is_kept():
     body = chat({"type": "text", "text": "hi"})
     with AppProcess("serve", env={"MMPREP_LOG_LEVEL": "info"}) as app:

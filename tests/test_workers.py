@@ -33,6 +33,8 @@ from app.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_po
 from app.workers.remote import RemoteWorkersEngine
 from app.workers.server import create_worker_app
 
+pytestmark = pytest.mark.slow  # four `mmprep worker` processes
+
 WEBM = "224p_6_vp9.webm"
 TESTS = Path(__file__).parent  # where the worker processes find engines.py
 

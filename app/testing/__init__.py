@@ -4,6 +4,9 @@ fileserver.FileServer.
 
     servers.py     uvicorn in a thread for an ASGI app (mmprep itself among them), `python
                    -m app <command>` as a process, free_port
+    cli.py         `python -m app <args>` run to its end (run_mmprep) or started (start_mmprep)
+    metrics.py     one value of the /metrics text, read by Prometheus' own parser
+    waiting.py     wait_until: poll a condition with a deadline instead of sleeping
     fileserver.py  the loopback file server: a folder, published files (padded per request),
                    and the misbehaviours of media stores (slow, drip, redirects, statuses)
     chat.py        chat request bodies and parts, the POST, a turn through the openai

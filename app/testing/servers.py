@@ -5,11 +5,9 @@ worker` among them). The media they fetch comes from fileserver.FileServer."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +21,9 @@ import uvicorn
 from app.api.app import create_app
 from app.core.config import Settings
 from app.service import Service  # the one place this module names where Service lives
+
+from .cli import MMPREP
+from .metrics import metric
 
 
 def free_port() -> int:
@@ -90,7 +91,7 @@ class AppProcess:
     def start(self) -> Self:
         """Start the process; `wait_ready` waits for it to answer."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", self.command, "--port", str(self.port), *self.args],
+            [*MMPREP, self.command, "--port", str(self.port), *self.args],
             env={**os.environ, **self.env},
             stdout=subprocess.DEVNULL, stderr=self._log,
         )
@@ -142,6 +143,4 @@ class WorkerProcess(AppProcess):
 
     def served(self, status: str = "200") -> int:
         """Requests this process answered with `status`, from its /metrics."""
-        text = httpx.get(f"{self.url}/metrics", timeout=5).text
-        found = re.search(rf'^mmprep_worker_requests_total{{status="{status}"}} (\S+)$', text, re.MULTILINE)
-        return int(float(found.group(1))) if found else 0
+        return int(metric(httpx.get(f"{self.url}/metrics", timeout=5).text, "mmprep_worker_requests_total", status=status))

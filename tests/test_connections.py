@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from app.api.server import server_config
 from app.core.config import Settings
 from app.engines import EngineOutput
 from app.service import Service
+from app.testing.servers import AppProcess
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10
@@ -228,3 +230,57 @@ def test_connection_settings_are_checked():
         Settings(write_timeout=0)
     with pytest.raises(ValueError, match="max_connections"):
         Settings(max_connections=0)
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+    return children
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # 0A: LISTEN
+            inodes.add(fields[9])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}") if os.path.exists(f"/proc/{pid}/fd/{fd}") else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def test_processes_serve_one_port_together_and_stop_together():
+    server = AppProcess("serve", "--processes", "2").start()
+    try:
+        server.wait_ready(timeout=60)
+        listeners = _listening_inodes(server.port)
+        children = [pid for pid in _children(server.process.pid) if _socket_inodes(pid) & listeners]
+        assert len(children) == 2 and len(listeners) == 2  # each child its own listening socket (SO_REUSEPORT)
+        for _ in range(4):
+            with httpx.Client(timeout=DEADLINE_S) as client:  # a new connection each time
+                response = client.post(f"{server.url}/v1/chat/completions",
+                                       json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+                assert response.status_code == 200
+    finally:
+        assert server.stop() == 0
+    assert not any(os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read()
+                   for pid in children)
+
+
+def test_processes_need_a_fixed_port():
+    with pytest.raises(ValueError, match="fixed --port"):
+        Settings(processes=2, port=0)

@@ -175,7 +175,7 @@ def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset(
 
 
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
-    with Served(max_connections=2) as served:
+    with Served(max_connections=2, header_timeout=0.3) as served:
         idle = [connect(served.port), connect(served.port)]
         wait_for(lambda: served.service.metrics.connections_open._value.get() == 2, "two connections open")
         third = connect(served.port)
@@ -186,6 +186,8 @@ def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
         assert b"retry-after: 1" in head.lower() and b"connection: close" in head.lower()
         assert json.loads(body)["error"]["code"] == "too_many_connections"
         assert served.closed("over_limit") == 1
+        silent = connect(served.port)  # past the limit and sending nothing: closed soon, not kept alive
+        assert read_until_closed(silent) == b"" and served.closed("idle") == 1
         for sock in idle:
             sock.close()
         wait_for(lambda: served.service.metrics.connections_open._value.get() == 0, "the connections to close")

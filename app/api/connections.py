@@ -78,10 +78,12 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         transport.set_write_buffer_limits(high=self._limits.send_buffer_bytes)
         self._metrics.connections_open.set(len(self.connections))
+        idle_for = self.timeout_keep_alive
         if len(self.connections) > self._limits.max_connections:
             self.app = self._refuse  # its request gets the 503; the connection closes after it
+            idle_for = min(idle_for, self._limits.header_timeout)  # and it may not sit on an fd past the limit
         # Idle from the start: a connection that never sends a byte is closed like a kept-alive one.
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.timeout_keep_alive_task = self.loop.call_later(idle_for, self.timeout_keep_alive_handler)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

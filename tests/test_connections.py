@@ -259,8 +259,15 @@ def _listening_inodes(port: int) -> set[str]:
 
 def _socket_inodes(pid: int) -> set[str]:
     inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        target = os.readlink(f"/proc/{pid}/fd/{fd}") if os.path.exists(f"/proc/{pid}/fd/{fd}") else ""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     return inodes
@@ -269,10 +276,15 @@ def _socket_inodes(pid: int) -> set[str]:
 def test_processes_serve_one_port_together_and_stop_together():
     server = AppProcess("serve", "--processes", "2").start()
     try:
-        server.wait_ready(timeout=60)
-        listeners = _listening_inodes(server.port)
-        children = [pid for pid in _children(server.process.pid) if _socket_inodes(pid) & listeners]
-        assert len(children) == 2 and len(listeners) == 2  # each child its own listening socket (SO_REUSEPORT)
+        server.wait_ready(timeout=60)  # one process answers; the other may still be starting
+
+        def listening_children() -> list[int]:
+            listeners = _listening_inodes(server.port)
+            return [pid for pid in _children(server.process.pid) if _socket_inodes(pid) & listeners]
+
+        # Each child its own listening socket on the port (SO_REUSEPORT).
+        wait_for(lambda: len(listening_children()) == 2, "both processes to listen", timeout=60)
+        children = listening_children()
         for _ in range(4):
             with httpx.Client(timeout=DEADLINE_S) as client:  # a new connection each time
                 response = client.post(f"{server.url}/v1/chat/completions",

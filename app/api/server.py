@@ -76,8 +76,6 @@ def serve_processes(settings: Settings, processes: int) -> int:
     context = multiprocessing.get_context("spawn")  # a clean interpreter each: no threads or loops forked
     children = [context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
                 for i in range(processes)]
-    for child in children:
-        child.start()
     stopping = False
 
     def stop(*_):
@@ -87,8 +85,12 @@ def serve_processes(settings: Settings, processes: int) -> int:
             if child.is_alive():
                 child.terminate()  # SIGTERM: uvicorn's graceful shutdown
 
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, stop)  # before any child starts: none may outlive this process
     signal.signal(signal.SIGINT, stop)
+    for child in children:
+        if not stopping:
+            child.start()
+    children = [child for child in children if child.pid is not None]
     while any(child.is_alive() for child in children):
         multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()])
         if not stopping and any(child.exitcode is not None for child in children):

@@ -92,7 +92,8 @@ def serve_processes(settings: Settings, processes: int) -> int:
             child.start()
     children = [child for child in children if child.pid is not None]
     while any(child.is_alive() for child in children):
-        multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()])
+        # With a timeout: a child may end between the check above and the list (then none is left to wait on).
+        multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()], timeout=1)
         if not stopping and any(child.exitcode is not None for child in children):
             log.error("an mmprep serve process exited (status %s); stopping the others",
                       next(child.exitcode for child in children if child.exitcode is not None))

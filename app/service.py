@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from .core.config import Settings
 from .core.errors import ServiceError
+from .core.memory import ReleaseWhenIdle
 from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
 from .engines import EchoEngine, Engine
@@ -42,6 +43,7 @@ class Service:
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
         self._in_flight = 0
+        self._memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
 
     @property
     def preprocessor(self):
@@ -73,6 +75,7 @@ class Service:
             raise Overloaded(f"the server is at its limit of {limit} requests in flight; retry shortly")
         self._in_flight += 1
         self.metrics.in_flight.set(self._in_flight)
+        self._memory.busy()
         return Slot(self)
 
     def check_request(self, model: str, choices: int) -> None:
@@ -96,6 +99,8 @@ class Service:
     def _release(self) -> None:
         self._in_flight -= 1
         self.metrics.in_flight.set(self._in_flight)
+        if self._in_flight == 0:
+            self._memory.idle()
 
 
 class Overloaded(ServiceError):

@@ -52,7 +52,7 @@ def rss_and_fds(pid: int) -> tuple[float, int]:
 
 
 def metric(text: str, name: str, labels: str = "") -> float:
-    match = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", text, re.M)
+    match = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", text, re.MULTILINE)
     return float(match[1]) if match else 0.0
 
 
@@ -178,7 +178,8 @@ class Soak:
         for task in readers + background:
             task.cancel()
         await asyncio.gather(*readers, *background, return_exceptions=True)
-        metrics = httpx.get(f"{self.server.url}/metrics", timeout=30).text
+        async with httpx.AsyncClient(timeout=60) as client:
+            metrics = (await client.get(f"{self.server.url}/metrics")).text
         rss1, fds1 = rss_and_fds(self.server.process.pid)
         load = [s for s in self.samples if s["phase"] == "load"]
         return {
@@ -197,7 +198,7 @@ class Soak:
             "fds": {"start": fds0, "peak_under_load": max((s["fds"] for s in load), default=None), "end": fds1},
             "settled_after_load_s": settled_s,
             "server_requests": {m[0]: float(m[1]) for m in
-                                re.findall(r'^mmprep_requests_total\{status="(\d+)"\} (\S+)$', metrics, re.M)},
+                                re.findall(r'^mmprep_requests_total\{status="(\d+)"\} (\S+)$', metrics, re.MULTILINE)},
             "samples": self.samples,
         }
 

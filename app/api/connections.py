@@ -78,10 +78,12 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         transport.set_write_buffer_limits(high=self._limits.send_buffer_bytes)
         self._metrics.connections_open.set(len(self.connections))
+        idle_for = self.timeout_keep_alive
         if len(self.connections) > self._limits.max_connections:
             self.app = self._refuse  # its request gets the 503; the connection closes after it
+            idle_for = min(idle_for, self._limits.header_timeout)  # and it may not sit on an fd past the limit
         # Idle from the start: a connection that never sends a byte is closed like a kept-alive one.
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.timeout_keep_alive_task = self.loop.call_later(idle_for, self.timeout_keep_alive_handler)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -195,17 +197,14 @@ def _address(client: tuple[str, int] | None) -> str | None:
     return f"{client[0]}:{client[1]}" if client else None
 
 
-def ensure_file_limit(max_connections: int) -> None:
-    """Raise the soft open-file limit to fit --max-connections (up to the hard limit), or
-    stop with a message that says what to change: past the limit, accept() fails and the
-    kernel's backlog fills with connections nobody answers."""
+def fit_open_files(max_connections: int) -> int:
+    """Raise the soft open-file limit to fit `max_connections` (as far as the hard limit
+    allows); the connections that fit. Past the limit accept() fails, and the kernel's
+    backlog fills with connections nobody answers: better a 503 at a lower count."""
     needed = max_connections + FDS_BESIDES_CONNECTIONS
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        raise ValueError(
-            f"--max-connections {max_connections} needs {needed} open files, and the hard limit is {hard}: "
-            f"lower --max-connections, or raise the limit (ulimit -Hn, LimitNOFILE=)"
-        )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        return max_connections
+    allowed = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (allowed, hard))
+    return max(1, min(max_connections, allowed - FDS_BESIDES_CONNECTIONS))

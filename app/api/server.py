@@ -12,7 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ..core.config import Settings
-from .connections import ConnectionLimits, ensure_file_limit, guarded_protocol
+from .connections import ConnectionLimits, fit_open_files, guarded_protocol
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 
@@ -45,12 +45,24 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
     )
 
 
-def serve(app: FastAPI, settings: Settings, log_config: dict) -> None:
-    try:
-        ensure_file_limit(settings.max_connections)
-    except ValueError as error:
-        raise SystemExit(f"mmprep serve: {error}") from None
-    uvicorn.Server(server_config(app, settings, log_config=log_config)).run()
+def serve(app: FastAPI, settings: Settings, log_config: dict, sockets: list[socket.socket] | None = None) -> None:
+    settings = within_open_files(settings)
+    uvicorn.Server(server_config(app, settings, log_config=log_config)).run(sockets=sockets)
+
+
+def within_open_files(settings: Settings) -> Settings:
+    """The settings with --max-connections that this process's open-file limit allows: the
+    default is lowered to fit (with a log line); a limit asked for that cannot be held
+    stops the server, saying what to change."""
+    fits = fit_open_files(settings.max_connections)
+    if fits == settings.max_connections:
+        return settings
+    if settings.max_connections != Settings.model_fields["max_connections"].default:
+        raise SystemExit(f"mmprep serve: --max-connections {settings.max_connections} needs more open files than "
+                         f"the hard limit allows (room for {fits}): lower it, or raise the limit (ulimit -Hn, LimitNOFILE=)")
+    log.warning("the open-file limit holds %d connections: --max-connections lowered from %d", fits,
+                settings.max_connections)
+    return settings.model_copy(update={"max_connections": fits})
 
 
 def serve_processes(settings: Settings, processes: int) -> int:
@@ -64,8 +76,6 @@ def serve_processes(settings: Settings, processes: int) -> int:
     context = multiprocessing.get_context("spawn")  # a clean interpreter each: no threads or loops forked
     children = [context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
                 for i in range(processes)]
-    for child in children:
-        child.start()
     stopping = False
 
     def stop(*_):
@@ -75,10 +85,15 @@ def serve_processes(settings: Settings, processes: int) -> int:
             if child.is_alive():
                 child.terminate()  # SIGTERM: uvicorn's graceful shutdown
 
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, stop)  # before any child starts: none may outlive this process
     signal.signal(signal.SIGINT, stop)
+    for child in children:
+        if not stopping:
+            child.start()
+    children = [child for child in children if child.pid is not None]
     while any(child.is_alive() for child in children):
-        multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()])
+        # With a timeout: a child may end between the check above and the list (then none is left to wait on).
+        multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()], timeout=1)
         if not stopping and any(child.exitcode is not None for child in children):
             log.error("an mmprep serve process exited (status %s); stopping the others",
                       next(child.exitcode for child in children if child.exitcode is not None))
@@ -97,5 +112,4 @@ def _serve_child(settings: Settings) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((settings.host, settings.port))
-    ensure_file_limit(settings.max_connections)
-    uvicorn.Server(server_config(create_app(settings), settings, log_config=log_config)).run(sockets=[sock])
+    serve(create_app(settings), settings, log_config, sockets=[sock])

@@ -1,0 +1,67 @@
+"""Memory given back to the system once a burst of requests is over.
+
+After thousands of streams, what they held is garbage, but not all of it is returned:
+cancelled streams leave reference cycles (an exception's traceback holds the frames that
+held the request) that only the cycle collector frees, and it runs when something
+allocates, which an idle server does not; and glibc's malloc keeps freed pages in its
+arenas. So when nothing has been in flight for IDLE_SECONDS, the collector runs and, on
+glibc, malloc_trim returns the free pages; off the event loop, at most once per burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import gc
+import logging
+
+log = logging.getLogger("mmprep.memory")
+
+IDLE_SECONDS = 2.0
+
+
+def _malloc_trim():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    gc.collect()
+    if MALLOC_TRIM is not None:
+        MALLOC_TRIM(0)
+
+
+class ReleaseWhenIdle:
+    """`busy()` when a request starts, `idle()` when the last one in flight ends."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS):
+        self._idle_seconds = idle_seconds
+        self._timer: asyncio.TimerHandle | None = None
+        self._since_release = 0  # requests finished since memory was last released
+
+    def busy(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def idle(self) -> None:
+        self._since_release += 1
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not in a server's loop (a test calling the Service directly)
+        self.busy()
+        self._timer = loop.call_later(self._idle_seconds, self._release, loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        if self._since_release:
+            self._since_release = 0
+            loop.run_in_executor(None, release_memory)

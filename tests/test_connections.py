@@ -205,6 +205,18 @@ def test_a_request_head_that_never_ends_is_cut_off_with_408():
         assert served.closed("header_timeout") == 1
 
 
+def test_a_body_that_stops_arriving_is_cut_off_with_408():
+    with Served(header_timeout=0.3) as served:
+        slow = connect(served.port)
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{")  # and never the other 99 bytes
+        answer = read_until_closed(slow)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert "body stopped arriving" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["message"]
+        assert served.closed("body_timeout") == 1
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
+
+
 def test_a_head_sent_a_byte_at_a_time_is_cut_off_too():
     """uvicorn restarts its idle timer on every byte: the head's own deadline does not."""
     with Served(header_timeout=0.5, keep_alive_timeout=0.2) as served:

@@ -70,6 +70,7 @@ class GuardedH11Protocol(H11Protocol):
         self.timeout_keep_alive = limits.keep_alive_timeout
         self._limits, self._metrics, self._on_refused = limits, metrics, on_refused
         self._header_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
 
     # -- open and close ------------------------------------------------------------------
@@ -95,10 +96,10 @@ class GuardedH11Protocol(H11Protocol):
         self._cancel_timers()
 
     def _cancel_timers(self) -> None:
-        for timer in (self._header_timer, self._write_timer):
+        for timer in (self._header_timer, self._body_timer, self._write_timer):
             if timer is not None:
                 timer.cancel()
-        self._header_timer = self._write_timer = None
+        self._header_timer = self._body_timer = self._write_timer = None
 
     # -- idle, and request heads that never end -------------------------------------------
 
@@ -115,6 +116,13 @@ class GuardedH11Protocol(H11Protocol):
         elif not waiting_for_head and self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        # A body that stops arriving: the same allowance of silence, restarted by every piece,
+        # so a long upload that keeps coming is never cut off.
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._body_timer = self.loop.call_later(self._limits.header_timeout, self._body_timed_out)
 
     def on_response_complete(self) -> None:
         if self._header_timer is not None:  # a pipelined head, started early: its clock starts now
@@ -129,10 +137,28 @@ class GuardedH11Protocol(H11Protocol):
         log.info("request head incomplete after the header timeout; connection closed",
                  extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout})
         self._close("header_timeout")
-        error = ServiceError(
-            f"the request head (request line and headers) did not arrive within {self._limits.header_timeout:g} s",
-            "request_timeout", status=408,
+        self._timed_out(
+            f"the request head (request line and headers) did not arrive within {self._limits.header_timeout:g} s"
         )
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        if self.flow.read_paused:  # we stopped reading (the app is behind), not the client sending
+            self._body_timer = self.loop.call_later(self._limits.header_timeout, self._body_timed_out)
+            return
+        log.info("request body stalled past the header timeout; connection closed",
+                 extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout})
+        self._close("body_timeout")
+        if self.cycle is not None and self.cycle.response_started:  # an answer is on its way: no second one
+            self.transport.close()
+            return
+        self._timed_out(f"the request body stopped arriving for {self._limits.header_timeout:g} s before its end")
+
+    def _timed_out(self, message: str) -> None:
+        """A 408 with OpenAI's error body, and the connection closed."""
+        error = ServiceError(message, "request_timeout", status=408)
         body = json.dumps(error.body()).encode()
         self.transport.write(
             b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"

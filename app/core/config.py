@@ -169,7 +169,8 @@ class Settings(BaseSettings):
         "so that they close idle connections, never racing a request mmprep closes under them",
     )
     header_timeout: float = Field(
-        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started; then 408 and close"
+        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started, and that its body may "
+        "stop arriving before its end; then 408 and close"
     )
     write_timeout: float = Field(
         30.0, gt=0,

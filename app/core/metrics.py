@@ -41,7 +41,7 @@ class Metrics:
         self.connections_closed = Counter(
             "mmprep_connections_closed",
             "HTTP connections the server closed by its limits (app/api/connections.py): idle, header_timeout, "
-            "write_timeout (a client that stopped reading), over_limit (past --max-connections)",
+            "body_timeout (a body that stopped arriving), write_timeout (a client that stopped reading), over_limit (past --max-connections)",
             ["reason"], registry=r,
         )
 

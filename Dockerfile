@@ -11,7 +11,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
         > /tmp/requirements.txt \
     && pip install --no-cache-dir -r /tmp/requirements.txt
 
-# Every folder pyproject.toml packages (tests/test_dockerfile.py installs exactly these paths
+# Every folder pyproject.toml packages (tests/cli/test_dockerfile.py installs exactly these paths
 # and starts the service from them, so a folder missing here fails the suite).
 COPY README.md ./
 COPY app ./app

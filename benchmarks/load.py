@@ -2,7 +2,7 @@
 gets a 5xx, and memory comes back near where it started.
 
     python benchmarks/load.py --requests 2000 --concurrency 64     # the long run
-    (tests/test_load.py runs it with a few hundred requests)
+    (tests/service/test_load.py runs it with a few hundred requests)
 
 Valid requests (WebM and PNG by data URL, MP4 by http URL, text only) and invalid ones
 (damaged video, a video sent as an image, a 404 URL, a forbidden scheme, bad sampling, an

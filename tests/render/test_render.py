@@ -16,7 +16,7 @@ from app.model import load_model_folder
 from app.render import Renderer
 from app.testing.model_folder import make_model_folder
 
-GOLDENS = json.loads((Path(__file__).parent / "data" / "render" / "goldens.json").read_text())["cases"]
+GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "render" / "goldens.json").read_text())["cases"]
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 

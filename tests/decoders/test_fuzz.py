@@ -1,4 +1,4 @@
-"""The fuzz run (tests/fuzz_media.py) with a fixed seed, in a child process so that a
+"""The fuzz run (tests/decoders/fuzz_media.py) with a fixed seed, in a child process so that a
 crash fails this test, and the inputs that once broke something, replayed."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ FUZZ = Path(__file__).with_name("fuzz_media.py")
 CASES = 2500
 
 
-@pytest.mark.slow  # tests/fuzz_media.py as a process, 2500 cases
+@pytest.mark.slow  # tests/decoders/fuzz_media.py as a process, 2500 cases
 def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
     progress = tmp_path / "progress"
     result = subprocess.run(

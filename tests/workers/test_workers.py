@@ -36,7 +36,7 @@ from app.workers.server import create_worker_app
 pytestmark = pytest.mark.slow  # four `mmprep worker` processes
 
 WEBM = "224p_6_vp9.webm"
-TESTS = Path(__file__).parent  # where the worker processes find engines.py
+TESTS = Path(__file__).parents[1]  # where the worker processes find engines.py
 
 
 @pytest.fixture(scope="module")

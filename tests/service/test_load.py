@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-LOAD = Path(__file__).resolve().parent.parent / "benchmarks" / "load.py"
+LOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "load.py"
 
 pytestmark = pytest.mark.slow  # benchmarks/load.py as a process, 300 requests
 

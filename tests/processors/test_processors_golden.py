@@ -15,7 +15,7 @@ import pytest
 
 from processors import load_processor
 
-GOLDENS = Path(__file__).parent / "data" / "processors"
+GOLDENS = Path(__file__).parents[1] / "data" / "processors"
 
 from make_goldens import case_input, to_levels
 

@@ -243,7 +243,7 @@ def test_closing_the_generator_stops_generation(engine, folder, reference, caplo
         # the engine's one thread is free again once the closed generation has stopped
         return await collect(engine.generate(prepared(folder, max_tokens=2)))
 
-    with caplog.at_level(logging.INFO, logger="mmprep.transformers"):
+    with caplog.at_level(logging.DEBUG, logger="mmprep.transformers"):
         after = asyncio.run(read_two_and_leave())
     assert generated(after) == reference["tokens"][:2]
     stopped = [r for r in caplog.records if "generation stopped after" in r.getMessage()]

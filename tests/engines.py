@@ -9,24 +9,16 @@ import os
 import threading
 
 from app.engines import EchoEngine, EngineHTTPError, EngineOutput
+from app.engines.base import NothingToStart
 
 
-class SlowEngine:
+class SlowEngine(NothingToStart):
     """A word every 50 ms for ten seconds. Sets `stopped_early` when stopped before the
     end, and notes "started", then "finished" or "stopped early" in the file
     $SLOW_ENGINE_LOG if there is one, so a test in another process sees it stop too."""
 
     def __init__(self):
         self.stopped_early = threading.Event()
-
-    async def start(self):
-        pass
-
-    async def stop(self):
-        pass
-
-    def ready(self):
-        return True
 
     async def generate(self, request):
         _note(f"started {request.request_id}")

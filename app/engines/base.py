@@ -70,6 +70,20 @@ async def first_output(outputs: AsyncIterator[EngineOutput]) -> EngineOutput:
         raise EngineError("the engine ended without producing any output") from None
 
 
+class NothingToStart:
+    """start, stop and ready for an engine that opens nothing (no model, no connection):
+    it is ready from the moment it is made."""
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        return True
+
+
 class Engine(Protocol):
     """An engine may also have `accepted_fields`, a set of the request fields beyond those
     mmprep reads (PreparedRequest.extra) that it can honour: a request with any other is

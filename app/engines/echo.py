@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import xxhash
 
-from .base import EngineOutput
+from .base import EngineOutput, NothingToStart
 from .prepared import MediaItem, PreparedRequest
 
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
@@ -26,18 +26,9 @@ from .prepared import MediaItem, PreparedRequest
 YIELD_EVERY = 16
 
 
-class EchoEngine:
+class EchoEngine(NothingToStart):
     def __init__(self, chars_per_token: int = 8):
         self._chars = chars_per_token
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def ready(self) -> bool:
-        return True
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         answer, finish = _apply_stop(account(request), request.sampling.stop)

@@ -14,25 +14,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from app.engines.base import EngineHTTPError, EngineOutput, TokenLogprob
+from app.engines.base import EngineHTTPError, EngineOutput, NothingToStart, TokenLogprob
 from app.engines.prepared import PreparedRequest
 
 
-class TokenReplayEngine:
+class TokenReplayEngine(NothingToStart):
     gives_logprobs = True
 
     def __init__(self, prompt_tokens: int = 7):
         self.prompt_tokens = prompt_tokens
         self.closed = 0  # generations closed before their end (a stop told the engine)
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def ready(self) -> bool:
-        return True
 
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         replay = request.extra.get("replay")

@@ -262,7 +262,23 @@ def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_p
         assert record["headers_ms"] - timing["preprocess"] - timing["engine"] >= -0.2
 
 
-class _PlainOpenAIServer:
+class _HandlerServer:
+    """A BaseHTTPRequestHandler class served on a free loopback port, in a thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _PlainOpenAIServer(_HandlerServer):
     """An OpenAI-compatible server that, like most, sends no Server-Timing header: one
     model, a streamed answer of three chunks (the SSE lines written without the optional
     space after `data:`)."""
@@ -289,16 +305,7 @@ class _PlainOpenAIServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 def test_a_server_without_server_timing_gets_its_figures_reported_missing(clips, tmp_path, capsys):
@@ -370,7 +377,7 @@ def test_help_gives_each_flag_one_default_in_words(command):
         assert described["--concurrency"].endswith("(default: [1])")
 
 
-class _BusyServer:
+class _BusyServer(_HandlerServer):
     """An OpenAI-compatible server in trouble: every other chat request is refused with
     503, the others have their connection reset under them (SO_LINGER 0, no answer)."""
 
@@ -404,16 +411,7 @@ class _BusyServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 def test_connection_level_failures_are_told_apart_from_refusals(tmp_path, capsys):

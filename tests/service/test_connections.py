@@ -22,6 +22,7 @@ from app.api.app import create_app
 from app.api.server import server_config
 from app.core.config import Settings
 from app.engines import EngineOutput
+from app.engines.base import NothingToStart
 from app.service import Service
 from app.testing.metrics import metric
 from app.testing.servers import AppProcess
@@ -39,22 +40,13 @@ class Ballast:
         self.data = bytearray(32 * 1024**2)
 
 
-class EndlessEngine:
+class EndlessEngine(NothingToStart):
     """Streams 4 KiB pieces until it is stopped; records each stop, and keeps a weak
     reference to what each request held."""
 
     def __init__(self):
         self.stopped = threading.Event()
         self.held: list[weakref.ref] = []
-
-    async def start(self):
-        pass
-
-    async def stop(self):
-        pass
-
-    def ready(self):
-        return True
 
     async def generate(self, request):
         ballast = Ballast()

@@ -46,10 +46,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.config import SyntheticOptions
-from app.bench.decode import decode_every_frame, transformers_pyav, vllm_opencv
-from app.bench.inputs import generate_synthetic
-from decoders import decode_video
+from mmprep.bench.config import SyntheticOptions
+from mmprep.bench.decode import decode_every_frame, transformers_pyav, vllm_opencv
+from mmprep.bench.inputs import generate_synthetic
+from mmprep.decoders import decode_video
 
 # name: (label, size, seconds, codec). libx264's default keyframe interval is 250 frames.
 CLIPS = {

@@ -22,8 +22,8 @@ from typing import Any
 
 from footage import camera_clip
 
-from app.bench.decode import time_loaders
-from decoders import decode_video  # noqa: F401  (the RSS child imports it from here)
+from mmprep.bench.decode import time_loaders
+from mmprep.decoders import decode_video  # noqa: F401  (the RSS child imports it from here)
 
 CLIPS = {
     # name: (file, width, height, seconds). The 1-minute 480p clip is there to show that

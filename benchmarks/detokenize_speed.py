@@ -8,7 +8,7 @@ text engine (no post-processing), through mmprep's server under N concurrent str
 An engine (app/testing/replay.py) emits one token every --interval seconds per stream
 (the answer: a Qwen3 reasoning block, text and a tool call, in the real Qwen3 vocabulary);
 the server is `mmprep serve --model` (a Qwen3-VL model folder built offline, the engine
-`--engine-class app.testing.replay:TokenReplayEngine`) in its own process, a lean asyncio
+`--engine-class mmprep.testing.replay:TokenReplayEngine`) in its own process, a lean asyncio
 client in this one. Three setups, in turn, on the same load:
 
 - text:    the engine's text pieces, passed through (the path every text engine takes)
@@ -37,8 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.testing.model_folder import make_model_folder
-from app.testing.servers import AppProcess
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.servers import AppProcess
 
 SETUPS = ("text", "tokens", "parsed")
 MODEL = "Qwen3-VL-Bench"  # the model folder's name: the served name
@@ -56,7 +56,7 @@ def answer_ids(tokens: int) -> list[int]:
     """`tokens` ids: the answer, repeated inside the reasoning to the length asked."""
     from tokenizers import Tokenizer
 
-    from app.testing.qwen_tokenizer import tokenizer_file
+    from mmprep.testing.qwen_tokenizer import tokenizer_file
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
     ids = tokenizer.encode(ANSWER).ids
@@ -75,11 +75,11 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     `rounds` times (the median): the server's work without the server's."""
     from tokenizers import Tokenizer
 
-    from app.api.responses import Answer, CompletionBuilder, sse
-    from app.derender import Derendering, ModelFacts, OutputOptions
-    from app.engines.base import EngineOutput
-    from app.engines.prepared import SamplingParams
-    from app.testing.qwen_tokenizer import tokenizer_file
+    from mmprep.api.responses import Answer, CompletionBuilder, sse
+    from mmprep.derender import Derendering, ModelFacts, OutputOptions
+    from mmprep.engines.base import EngineOutput
+    from mmprep.engines.prepared import SamplingParams
+    from mmprep.testing.qwen_tokenizer import tokenizer_file
 
     facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
     setups = {
@@ -110,7 +110,7 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
 
 
 def server_flags(setup: str, folder: Path) -> list[str]:
-    flags = ["--model", str(folder), "--engine-class", "app.testing.replay:TokenReplayEngine",
+    flags = ["--model", str(folder), "--engine-class", "mmprep.testing.replay:TokenReplayEngine",
              "--max-concurrent-requests", "100000"]
     if setup == "parsed":
         flags += ["--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
@@ -216,7 +216,7 @@ def main() -> None:
     args = parser.parse_args()
     from tokenizers import Tokenizer
 
-    from app.testing.qwen_tokenizer import tokenizer_file
+    from mmprep.testing.qwen_tokenizer import tokenizer_file
 
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, os.sched_getaffinity(0) - {0})

@@ -24,10 +24,10 @@ import warnings
 from footage import camera_clip
 from processor_speed import PROCESSORS, levels_off, run_transformers, timed, transformers_processor
 
-from app.preprocess.vision import VisionProcessing
-from decoders import decode_video
-from processors import load_processor
-from processors.processor import default_threads
+from mmprep.preprocess.vision import VisionProcessing
+from mmprep.decoders import decode_video
+from mmprep.processors import load_processor
+from mmprep.processors.processor import default_threads
 
 FRAMES = 32
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench.synthetic import write_clip
+from mmprep.bench.synthetic import write_clip
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 

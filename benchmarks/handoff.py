@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engines import EchoEngine
-from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams
-from app.testing.servers import WorkerProcess
-from app.workers.remote import RemoteWorkersEngine
-from app.workers.wire import decode_request, encode_request
+from mmprep.engines import EchoEngine
+from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from mmprep.testing.servers import WorkerProcess
+from mmprep.workers.remote import RemoteWorkersEngine
+from mmprep.workers.wire import decode_request, encode_request
 
 FRAMES, SIDE = 32, 448
 MIB = 1024 * 1024

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import httpx
 
-from app.testing.chat import chat, image, png_data_url, video
-from app.testing.fileserver import FileServer
-from app.testing.servers import AppProcess
+from mmprep.testing.chat import chat, image, png_data_url, video
+from mmprep.testing.fileserver import FileServer
+from mmprep.testing.servers import AppProcess
 
 MEDIA = Path(__file__).resolve().parent.parent / "tests" / "data" / "media"
 WEBM = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from cost import CLIPS, REQUESTS, Cell, load_clips, timed
 
-from decoders import decode_video, gpu
+from mmprep.decoders import decode_video, gpu
 
 WAYS: dict[str, dict[str, Any]] = {
     "cpu, 1 thread": {"threads": 1},

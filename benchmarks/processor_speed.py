@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from processors import Processor, load_processor
+from mmprep.processors import Processor, load_processor
 
 PROCESSORS = ["qwen2_vl", "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct"]
 FRAMES, HEIGHT, WIDTH = 32, 720, 1280

@@ -22,10 +22,10 @@ from typing import Any
 
 from service_speed import clip_bytes, http_run, p50_ms, request_body, run_options
 
-from app.core.config import Settings
-from app.testing.chat import chat
-from app.testing.raycluster import RayCluster
-from app.testing.servers import AppProcess
+from mmprep.core.config import Settings
+from mmprep.testing.chat import chat
+from mmprep.testing.raycluster import RayCluster
+from mmprep.testing.servers import AppProcess
 
 ONE_DECODE: dict[str, Any] = {"decode_workers": 1, "decode_threads": 1, "decode_cache_bytes": 0}
 CONCURRENCY = 8

@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engines.prepared import MediaItem
-from app.model import load_model_folder
-from app.render import Renderer
-from app.testing.model_folder import make_model_folder
-from processors import ProcessedMedia
+from mmprep.engines.prepared import MediaItem
+from mmprep.model import load_model_folder
+from mmprep.render import Renderer
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.processors import ProcessedMedia
 
 WORDS = ("the", "video", "frame", "model", "token", "quickly", "décodé", "東京", "😀", "x = f(y)", "42", "Zürich",
          "because", "sampling", "rate", "\n", "answer", "question", "image", "grid")

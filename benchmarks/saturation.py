@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
-from app.bench.config import SyntheticOptions
-from app.bench.inputs import generate_synthetic
-from app.testing.chat import chat, video
-from app.testing.servers import AppProcess
+from mmprep.bench.config import SyntheticOptions
+from mmprep.bench.inputs import generate_synthetic
+from mmprep.testing.chat import chat, video
+from mmprep.testing.servers import AppProcess
 
 CLIPS, FRAMES, IN_FLIGHT = 16, 32, 16
 

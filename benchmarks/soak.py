@@ -36,7 +36,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from app.testing.servers import AppProcess
+from mmprep.testing.servers import AppProcess
 
 MODEL = "mmprep-echo"
 SLOW_READER_PROMPT_CHARS = 400_000  # an echo answer of some 50,000 pieces: megabytes of SSE, past every buffer
@@ -226,7 +226,7 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 def run_bench(url: str, o: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder) / "bench.json"
-        command = [sys.executable, "-m", "app", "bench", "--url", url, "--quiet", "--output", str(output),
+        command = [sys.executable, "-m", "mmprep", "bench", "--url", url, "--quiet", "--output", str(output),
                    "--prompt-words", str(o.prompt_words), "--max-tokens", str(o.max_tokens),
                    "--concurrency", str(o.streams), "--duration", str(o.minutes * 60), "--max-failure-rate", "1"]
         done = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -30,10 +30,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from vllm_like import processed_item, qwen_prompt
 
-from app.engines.prepared import PreparedRequest, SamplingParams
-from app.vllm import request as vllm_request
-from app.vllm.request import GenerateOptions, generate_request, generate_request_body
-from processors import load_processor
+from mmprep.engines.prepared import PreparedRequest, SamplingParams
+from mmprep.vllm import request as vllm_request
+from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
+from mmprep.processors import load_processor
 
 
 def plain_encode(item) -> str:

@@ -44,9 +44,9 @@ run() {  # run NAME COMMAND...: the command's output, and its name kept if it fa
 run "ruff check" "$python" -m ruff check "${paths[@]}"
 run "ruff format" "$python" -m ruff format --check "${paths[@]}"
 if [ "${paths[*]}" = "." ]; then
-    run "mypy" "$python" -m mypy  # the files pyproject.toml names
+    run "mypy" "$python" scripts/typecheck.py  # the files pyproject.toml names
 else
-    run "mypy" "$python" -m mypy "${paths[@]}"
+    run "mypy" "$python" scripts/typecheck.py "${paths[@]}"
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from make_fixtures import read_painted_index, write_painted_clip
 
-from app.cli import main
-from app.testing.fileserver import FileServer
+from mmprep.cli import main
+from mmprep.testing.fileserver import FileServer
 
 MEDIA = Path(__file__).parent / "data" / "media"
 

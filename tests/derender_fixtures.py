@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from app.derender import Derendering, ModelFacts
-from app.testing.qwen_tokenizer import tokenizer_file
+from mmprep.derender import Derendering, ModelFacts
+from mmprep.testing.qwen_tokenizer import tokenizer_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHUNK_SIZES = (20, 5, 2, 1)  # tokens per engine output, as Dynamo replays its fixtures

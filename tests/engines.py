@@ -8,8 +8,8 @@ import asyncio
 import os
 import threading
 
-from app.engines import EchoEngine, EngineHTTPError, EngineOutput
-from app.engines.base import NothingToStart
+from mmprep.engines import EchoEngine, EngineHTTPError, EngineOutput
+from mmprep.engines.base import NothingToStart
 
 
 class SlowEngine(NothingToStart):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engines.prepared import MediaItem
-from app.model import ModelFolder
-from processors import ProcessedMedia
+from mmprep.engines.prepared import MediaItem
+from mmprep.model import ModelFolder
+from mmprep.processors import ProcessedMedia
 
 
 def media_item(folder: ModelFolder, spec: dict, index: int) -> MediaItem:

@@ -53,10 +53,19 @@ def imports(path: Path) -> set[str]:
     return found
 
 
+def folder_name(module: str) -> str:
+    """An installed name as the folder it lives in: mmprep.decoders.x is decoders/x,
+    mmprep.processors.x processors/x, and the rest of mmprep is app/."""
+    for installed, folder in (("mmprep.decoders", "decoders"), ("mmprep.processors", "processors"), ("mmprep", "app")):
+        if module == installed or module.startswith(installed + "."):
+            return folder + module[len(installed):]
+    return module
+
+
 def project_imports(path: Path) -> set[str]:
     """The rooms of the project that `path` imports, as paths relative to the root."""
     rooms = set()
-    for module in imports(path):
+    for module in map(folder_name, imports(path)):
         target = module.replace(".", "/")
         if (ROOT / f"{target}.py").exists() or (ROOT / target).is_dir():
             rooms.add(room_of(target))

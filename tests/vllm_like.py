@@ -202,7 +202,7 @@ def qwen_prompt(media: list, text_ids: tuple[int, ...] = (3838, 374, 419, 30)):
     """A Qwen-VL chat prompt as the renderer expands it: a user turn with each media item
     as <|vision_start|> pads <|vision_end|>, the text, and the assistant's turn opened.
     `media`: MediaItems with processed tensors, in prompt order."""
-    from app.engines.prepared import Placeholder, TokenPrompt
+    from mmprep.engines.prepared import Placeholder, TokenPrompt
 
     ids, placeholders = [IM_START, USER, NEWLINE], []
     for index, item in enumerate(media):
@@ -217,7 +217,7 @@ def qwen_prompt(media: list, text_ids: tuple[int, ...] = (3838, 374, 419, 30)):
 def processed_item(kind: str, pixels: np.ndarray, processor, fps: float = 30.0, step: int = 15, param: str | None = None):
     """A MediaItem as mmprep's preprocessing leaves it with --processor: frames (or an
     image) sampled every `step` source frames of a `fps` video, and their tensors."""
-    from app.engines.prepared import MediaItem
+    from mmprep.engines.prepared import MediaItem
 
     if kind == "image":
         return MediaItem("image", pixels, {"width": pixels.shape[1], "height": pixels.shape[0]},
@@ -278,7 +278,7 @@ class VllmGenerateLike:
                              "output_mode": "tokens", "choices": [choice]})
 
     def _check(self, body: dict) -> dict[str, list]:
-        from app.vllm.serde import ItemFormatError, decode_item
+        from mmprep.vllm.serde import ItemFormatError, decode_item
 
         ids = body.get("token_ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(t, int) and t >= 0 for t in ids):

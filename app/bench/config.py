@@ -154,7 +154,7 @@ class BenchConfig(SyntheticOptions):
 
 
 class DecodeBenchConfig(SyntheticOptions):
-    """Time decoders.decode_video against the usual ways to load a video's frames, in
+    """Time mmprep.decoders.decode_video against the usual ways to load a video's frames, in
     this process, on the same files."""
 
     videos: CliPositionalArg[list[Path]] = Field([], description="video files to decode (or none, with --synthetic N)")

@@ -1,4 +1,4 @@
-"""`mmprep bench-decode`: decoders.decode_video against the usual ways others load the
+"""`mmprep bench-decode`: mmprep.decoders.decode_video against the usual ways others load the
 same frames, in this process, on the same bytes in memory.
 
 The loaders compared, each asked for the same number of evenly spread frames:
@@ -28,7 +28,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from decoders import MediaError, decode_video, probe_video
+from mmprep.decoders import MediaError, decode_video, probe_video
 
 from .config import DecodeBenchConfig
 from .errors import BenchError

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from processors import load_processor
+from mmprep.processors import load_processor
 
 from ..model import ModelFolderError, load_model_folder
 from .imports import import_by_path
@@ -27,7 +27,7 @@ WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
 ENGINES = ("echo", "workers", "openai", "vllm-generate")
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/rayserve)
-DEFAULT_ENGINE_CLASS = "app.engines.echo:EchoEngine"
+DEFAULT_ENGINE_CLASS = "mmprep.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
 # Settings only some engines read: given with another engine they would be silently ignored,
 # so they are refused instead.

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from processors import ProcessedMedia
+from mmprep.processors import ProcessedMedia
 
 
 @dataclass(frozen=True)

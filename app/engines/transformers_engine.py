@@ -17,7 +17,7 @@ logprobs-mode raw_logprobs). Stop token ids and the model's EOS ids (unless igno
 end generation; min_tokens holds them off. Closing the generator sets a flag that a
 stopping criterion reads after every step.
 
-Made with no arguments (`--engine-class app.engines.transformers_engine:TransformersEngine`)
+Made with no arguments (`--engine-class mmprep.engines.transformers_engine:TransformersEngine`)
 it reads MMPREP_TRANSFORMERS_MODEL (the folder), MMPREP_TRANSFORMERS_DEVICE (cpu, cuda,
 cuda:1, ...; default cuda when there is one, else cpu) and MMPREP_TRANSFORMERS_DTYPE (auto:
 the folder's, float32, bfloat16, float16; default auto). torch and transformers are

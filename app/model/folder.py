@@ -15,7 +15,7 @@ once per process (`load_model_folder` caches it by path and processor).
     tokenizer_config.json           bos/eos/pad/unk tokens, which transformers passes to the
                                     template (optional)
     generation_config.json          the EOS ids (optional; else config.json's eos_token_id)
-    preprocessor configs            the vision processor (processors.load_processor), unless an
+    preprocessor configs            the vision processor (mmprep.processors.load_processor), unless an
                                     override is given (`--processor`)
 
 A folder that lacks a file a model needs is refused with a ModelFolderError naming the file.
@@ -34,7 +34,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from processors import Processor, ProcessorConfigError, load_processor
+from mmprep.processors import Processor, ProcessorConfigError, load_processor
 
 from .fast_bpe import fast_encoder
 

@@ -19,7 +19,7 @@ from dataclasses import fields
 from numbers import Real
 from typing import Any
 
-from decoders import InvalidSamplingError, MediaError, VideoSampling
+from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
 
 from ..core.config import Settings
 from ..core.errors import ServiceError

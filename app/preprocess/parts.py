@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from decoders.errors import DecodeCancelledError
+from mmprep.decoders.errors import DecodeCancelledError
 
 from ..core.config import Settings
 from ..core.metrics import Metrics

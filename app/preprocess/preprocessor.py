@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from decoders import DecodedVideo, VideoSampling, decode_image, decode_video
-from decoders.errors import CorruptMediaError, MediaError
-from processors import ProcessedMedia, ProcessorError
+from mmprep.decoders import DecodedVideo, VideoSampling, decode_image, decode_video
+from mmprep.decoders.errors import CorruptMediaError, MediaError
+from mmprep.processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError

@@ -10,8 +10,8 @@ request's total is checked once everything is loaded, before any engine work.
 
 from __future__ import annotations
 
-from decoders import DecodedImage
-from processors import ProcessedMedia, Processor, load_processor
+from mmprep.decoders import DecodedImage
+from mmprep.processors import ProcessedMedia, Processor, load_processor
 
 from ..core.config import Settings
 from ..model import load_model_folder

@@ -36,7 +36,7 @@ def build_app(settings: Settings) -> Application:
 
 
 def build(args: dict[str, Any]) -> Application:
-    """For `serve run app.rayserve.application:build key=value ...` and `import_path` in a
+    """For `serve run mmprep.rayserve.application:build key=value ...` and `import_path` in a
     config file: `args` are mmprep's settings (MMPREP_* variables apply too). Host and port
     are then Ray's (http_options), and Ray's config file may override any deployment."""
     return build_app(Settings(**args))

@@ -3,8 +3,8 @@ sent to them. Nothing in the service imports it; `mmprep bench` serves its local
 fileserver.FileServer.
 
     servers.py     uvicorn in a thread for an ASGI app (mmprep itself among them), `python
-                   -m app <command>` as a process, free_port
-    cli.py         `python -m app <args>` run to its end (run_mmprep) or started (start_mmprep)
+                   -m mmprep <command>` as a process, free_port
+    cli.py         `python -m mmprep <args>` run to its end (run_mmprep) or started (start_mmprep)
     metrics.py     one value of the /metrics text, read by Prometheus' own parser
     waiting.py     wait_until: poll a condition with a deadline instead of sleeping
     fileserver.py  the loopback file server: a folder, published files (padded per request),
@@ -15,6 +15,6 @@ fileserver.FileServer.
     model_folder.py    a family's test model folder: the presets' published files and that
                    tokenizer.json
 
-Each module is imported by name (`from app.testing.servers import LiveServer`): bench
+Each module is imported by name (`from mmprep.testing.servers import LiveServer`): bench
 loads the file server without loading the service.
 """

@@ -1,4 +1,4 @@
-"""`python -m app ...` run as an operator runs it: a real process, this interpreter, the
+"""`python -m mmprep ...` run as an operator runs it: a real process, this interpreter, the
 environment of the test plus `env`, and what it printed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-MMPREP = (sys.executable, "-m", "app")
+MMPREP = (sys.executable, "-m", "mmprep")
 
 
 def run_mmprep(*args: str, env: dict[str, str] | None = None,

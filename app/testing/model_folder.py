@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from processors.loading import PRESETS
+from mmprep.processors.loading import PRESETS
 
 from .qwen_tokenizer import tokenizer_file
 

@@ -11,9 +11,9 @@ import ray
 from ray import serve
 from ray.cluster_utils import Cluster
 
-from app.core.config import Settings
-from app.rayserve.application import build_app
-from app.rayserve.run import APP_NAME
+from mmprep.core.config import Settings
+from mmprep.rayserve.application import build_app
+from mmprep.rayserve.run import APP_NAME
 
 from .servers import free_port
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from app.engines.base import EngineHTTPError, EngineOutput, NothingToStart, TokenLogprob
-from app.engines.prepared import PreparedRequest
+from mmprep.engines.base import EngineHTTPError, EngineOutput, NothingToStart, TokenLogprob
+from mmprep.engines.prepared import PreparedRequest
 
 
 class TokenReplayEngine(NothingToStart):

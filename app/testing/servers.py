@@ -1,5 +1,5 @@
 """Real servers on loopback for tests and benchmarks: any ASGI app served by uvicorn in a
-thread, mmprep itself that way, and `python -m app <command>` as a process (`mmprep
+thread, mmprep itself that way, and `python -m mmprep <command>` as a process (`mmprep
 worker` among them). The media they fetch comes from fileserver.FileServer."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Self
 import httpx
 import uvicorn
 
-from app.api.app import create_app
-from app.core.config import Settings
-from app.service import Service  # the one place this module names where Service lives
+from mmprep.api.app import create_app
+from mmprep.core.config import Settings
+from mmprep.service import Service  # the one place this module names where Service lives
 
 from .cli import MMPREP
 from .metrics import metric
@@ -72,19 +72,21 @@ class LiveServer(ThreadServer):
 
 
 class AppProcess:
-    """`python -m app <command>` as an operator runs it: a real process on a free loopback
+    """`python -m mmprep <command>` as an operator runs it: a real process on a free loopback
     port, ready when `ready_path` answers 200, which a test can kill (SIGKILL, as a crash)
     and start again on the same port. Its log goes to a file `log()` reads. Modules in the
-    `import_from` folders are importable by it (tests/ for `--engine-class engines:SlowEngine`)."""
+    `import_from` folders are importable by it (tests/ for `--engine-class engines:SlowEngine`);
+    it runs in `cwd` (default: the test's own)."""
 
     def __init__(self, command: str, *args: str, ready_path: str = "/ready", env: dict[str, str] | None = None,
-                 import_from: Iterable[Path] = ()):
+                 import_from: Iterable[Path] = (), cwd: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command, self.args, self.ready_path = command, args, ready_path
         self.env = {"MMPREP_LOG_LEVEL": "warning", "MMPREP_WORKER_LOG_LEVEL": "warning", **(env or {})}
         if import_from:
             self.env["PYTHONPATH"] = os.pathsep.join(str(folder) for folder in import_from)
+        self.cwd = cwd
         self.process: subprocess.Popen | None = None
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; close() closes it
 
@@ -92,7 +94,7 @@ class AppProcess:
         """Start the process; `wait_ready` waits for it to answer."""
         self.process = subprocess.Popen(
             [*MMPREP, self.command, "--port", str(self.port), *self.args],
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env}, cwd=self.cwd,
             stdout=subprocess.DEVNULL, stderr=self._log,
         )
         return self

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from processors import ProcessedMedia
+from mmprep.processors import ProcessedMedia
 
 from ..core.errors import ServiceError
 from ..engines.base import EngineHTTPError, EngineOutput, TokenLogprob

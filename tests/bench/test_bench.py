@@ -21,14 +21,14 @@ import xxhash
 from conftest import MEDIA, bench
 from PIL import Image
 
-from app.bench.errors import BenchError
-from app.bench.inputs import unique_trailer
-from app.bench.synthetic import write_clip
-from app.cli import main
-from app.core.config import Settings
-from app.testing.cli import run_mmprep
-from app.testing.servers import LiveServer, WorkerProcess
-from decoders import decode_video
+from mmprep.bench.errors import BenchError
+from mmprep.bench.inputs import unique_trailer
+from mmprep.bench.synthetic import write_clip
+from mmprep.cli import main
+from mmprep.core.config import Settings
+from mmprep.testing.cli import run_mmprep
+from mmprep.testing.servers import LiveServer, WorkerProcess
+from mmprep.decoders import decode_video
 
 WEBM = "224p_6_vp9.webm"
 
@@ -321,7 +321,7 @@ def test_a_server_without_server_timing_gets_its_figures_reported_missing(clips,
     assert "missing" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # `python -m app bench` as a process
+@pytest.mark.slow  # `python -m mmprep bench` as a process
 def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(server, clips):
     result = run_mmprep("bench", "--url", server.url, "--video", str(clips / "pan.webm"), "--requests", "2")
     assert result.returncode == 0, result.stderr
@@ -329,7 +329,7 @@ def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(se
     assert "target " in result.stderr  # notes go to stderr, the summary to stdout
 
 
-@pytest.mark.slow  # `python -m app bench` as a process, per case
+@pytest.mark.slow  # `python -m mmprep bench` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -350,7 +350,7 @@ def test_bad_input_is_one_line_and_status_2(args, says):
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.slow  # `python -m app --help` as a process
+@pytest.mark.slow  # `python -m mmprep --help` as a process
 def test_help_lists_the_benchmarks_and_their_flags():
     top = run_mmprep("--help")
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
@@ -361,7 +361,7 @@ def test_help_lists_the_benchmarks_and_their_flags():
     assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
 
 
-@pytest.mark.slow  # `python -m app ... --help` as a process, per command
+@pytest.mark.slow  # `python -m mmprep ... --help` as a process, per command
 @pytest.mark.parametrize("command", ["bench", "bench-decode"])
 def test_help_gives_each_flag_one_default_in_words(command):
     options = run_mmprep(command, "--help").stdout.split("options:", 1)[1]

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from app.bench.synthetic import write_clip
-from app.testing.cli import run_mmprep, start_mmprep
-from decoders import decode_video
+from mmprep.bench.synthetic import write_clip
+from mmprep.testing.cli import run_mmprep, start_mmprep
+from mmprep.decoders import decode_video
 
-pytestmark = pytest.mark.slow  # every test runs `python -m app bench-decode` as a process
+pytestmark = pytest.mark.slow  # every test runs `python -m mmprep bench-decode` as a process
 
 HAS_OPENCV = importlib.util.find_spec("cv2") is not None
 

@@ -11,10 +11,10 @@ import time
 import pytest
 from conftest import bench
 
-from app.bench.load import LoadPlan
-from app.bench.synthetic import write_clip
-from app.testing.fileserver import FileServer
-from app.testing.servers import LiveServer
+from mmprep.bench.load import LoadPlan
+from mmprep.bench.synthetic import write_clip
+from mmprep.testing.fileserver import FileServer
+from mmprep.testing.servers import LiveServer
 
 
 def connected(sockets: list[socket.socket], within: float) -> int:

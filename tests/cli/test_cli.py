@@ -5,12 +5,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.testing.cli import run_mmprep
-from app.testing.metrics import metric
-from app.testing.servers import AppProcess
-from app.testing.waiting import wait_until
+from mmprep.testing.cli import run_mmprep
+from mmprep.testing.metrics import metric
+from mmprep.testing.servers import AppProcess
+from mmprep.testing.waiting import wait_until
 
-pytestmark = pytest.mark.slow  # every test runs `python -m app` as a process
+pytestmark = pytest.mark.slow  # every test runs `python -m mmprep` as a process
 
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_lists_the_settings(args):
@@ -70,10 +70,10 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
     [
         ("no_colon", "'no_colon' is not of the form package.module:ClassName"),
         ("no_such_module:Engine", "cannot import 'no_such_module'"),
-        ("app.engines.echo:Nothing", "module 'app.engines.echo' has no 'Nothing'"),
-        ("app.engines.echo:json", "'app.engines.echo:json' is not a class"),
-        ("app.engines.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
-        ("app.engines.prepared:MediaItem", "cannot make the engine app.engines.prepared:MediaItem: MediaItem.__init__() missing"),
+        ("mmprep.engines.echo:Nothing", "module 'mmprep.engines.echo' has no 'Nothing'"),
+        ("mmprep.engines.echo:json", "'mmprep.engines.echo:json' is not a class"),
+        ("mmprep.engines.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
+        ("mmprep.engines.prepared:MediaItem", "cannot make the engine mmprep.engines.prepared:MediaItem: MediaItem.__init__() missing"),
     ],
 )
 def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.testing.servers import free_port
+from mmprep.testing.servers import free_port
 
-pytestmark = pytest.mark.slow  # a pip install, then `python -m app serve` as a process
+pytestmark = pytest.mark.slow  # a pip install, then `python -m mmprep serve` as a process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,6 +46,10 @@ def test_the_images_files_install_and_serve(tmp_path):
          str(target), str(source)],
         check=True, capture_output=True, cwd=tmp_path,
     )
+    # One import root: nothing named app, decoders or processors lands beside the user's code.
+    installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
+    assert installed == {"mmprep"}
+    assert (target / "mmprep" / "processors" / "presets" / "qwen3_vl" / "chat_template.json").is_file()
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come
     # from this interpreter's own path, less the checkout's source folders (a venv inside
@@ -55,7 +59,7 @@ def test_the_images_files_install_and_serve(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *dependencies]), "MMPREP_LOG_LEVEL": "warning"}
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-S", "-m", "app", "serve", "--port", str(port)],
+        [sys.executable, "-S", "-m", "mmprep", "serve", "--port", str(port)],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from decoders import MediaError, decode_image, decode_video
+from mmprep.decoders import MediaError, decode_image, decode_video
 
 MEDIA = Path(__file__).resolve().parents[1] / "data" / "media"
 # The replayed corpus: one damaged input per outcome (named "<outcome>--seed1-case<N>-<fixture>"),

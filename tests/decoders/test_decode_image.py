@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from decoders import CorruptMediaError, MediaNotFoundError, MediaTooLargeError, decode_image
+from mmprep.decoders import CorruptMediaError, MediaNotFoundError, MediaTooLargeError, decode_image
 
 
 def encoded(image: Image.Image, fmt: str, **options) -> bytes:

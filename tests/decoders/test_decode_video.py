@@ -8,7 +8,7 @@ import pytest
 from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
 from make_fixtures import CFR_CLIPS, paint
 
-from decoders import MediaTooLargeError, decode_video, probe_video
+from mmprep.decoders import MediaTooLargeError, decode_video, probe_video
 
 VP9_224P = MEDIA / "224p_6_vp9.webm"
 
@@ -231,7 +231,7 @@ def test_keyframe_mode_takes_the_keyframe_nearest_each_target(long_clips, clip, 
 
 
 def test_keyframe_mode_is_refused_when_misspelled():
-    from decoders import InvalidSamplingError
+    from mmprep.decoders import InvalidSamplingError
 
     with pytest.raises(InvalidSamplingError, match="seek_mode"):
         decode_video(VP9_224P, seek_mode="fast")
@@ -415,7 +415,7 @@ def test_a_decode_leaves_nothing_of_its_own_for_the_garbage_collector(threads):
         video = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=4, threads=threads)
         del video
         gc.collect()
-        ours = [o for o in gc.garbage if type(o).__module__.startswith("decoders") or isinstance(o, np.ndarray | mmap.mmap)]
+        ours = [o for o in gc.garbage if type(o).__module__.startswith("mmprep.decoders") or isinstance(o, np.ndarray | mmap.mmap)]
         assert not ours, f"{len(ours)} objects of the decode waited for the collector: {ours[:5]}"
     finally:
         gc.set_debug(0)
@@ -426,7 +426,7 @@ def test_a_decode_leaves_nothing_of_its_own_for_the_garbage_collector(threads):
 def test_memory_of_dropped_frames_is_reused_and_of_held_frames_never(monkeypatch):
     """The next decode writes into the pages of frames nobody holds any more (no fresh pages
     for the kernel to fault in), never into frames still held."""
-    from decoders import memory
+    from mmprep.decoders import memory
 
     monkeypatch.setattr(memory, "POOL", memory.MappingPool(1 << 30))
     path = MEDIA / "cfr_25fps_h264.mp4"
@@ -448,7 +448,7 @@ def test_memory_of_dropped_frames_is_reused_and_of_held_frames_never(monkeypatch
 def test_the_pool_fits_requests_closely_and_keeps_at_most_its_limit():
     import mmap
 
-    from decoders.memory import MappingPool
+    from mmprep.decoders.memory import MappingPool
 
     kib, mib = 1 << 10, 1 << 20
     pool = MappingPool(keep_bytes=3 * mib)
@@ -471,7 +471,7 @@ def test_a_mapping_given_back_while_the_pool_is_busy_waits_for_no_lock():
     import mmap
     import threading
 
-    from decoders.memory import MappingPool
+    from mmprep.decoders.memory import MappingPool
 
     pool = MappingPool(keep_bytes=1 << 30)
     mapping = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE)

@@ -6,8 +6,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from decoders import InvalidArgumentError, InvalidSamplingError, MediaError, VideoSampling
-from decoders.sampling import (
+from mmprep.decoders import InvalidArgumentError, InvalidSamplingError, MediaError, VideoSampling
+from mmprep.decoders.sampling import (
     check_limits,
     check_sampling,
     pick_frames,

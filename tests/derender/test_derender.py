@@ -18,13 +18,13 @@ from derender_fixtures import (
     tokenizer,
 )
 
-from app.api.responses import Answer, CompletionBuilder
-from app.api.schemas import parse_chat_request
-from app.derender import Derendering, OutputOptions
-from app.derender.detokenize import Detokenizer
-from app.derender.stops import StopChecker, StopRules
-from app.engines.base import EngineError, EngineOutput, TokenLogprob
-from app.engines.prepared import SamplingParams
+from mmprep.api.responses import Answer, CompletionBuilder
+from mmprep.api.schemas import parse_chat_request
+from mmprep.derender import Derendering, OutputOptions
+from mmprep.derender.detokenize import Detokenizer
+from mmprep.derender.stops import StopChecker, StopRules
+from mmprep.engines.base import EngineError, EngineOutput, TokenLogprob
+from mmprep.engines.prepared import SamplingParams
 
 
 def replay(fixture: dict, chunk: int) -> tuple[list, object]:

@@ -9,14 +9,14 @@ import httpx
 import pytest
 from derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
 
-from app.api.app import create_app
-from app.core.config import Settings
-from app.derender import Derendering
-from app.engines.echo import EchoEngine
-from app.service import Service
-from app.testing.chat import assert_error, openai_client, post
-from app.testing.replay import TokenReplayEngine
-from app.testing.servers import ThreadServer
+from mmprep.api.app import create_app
+from mmprep.core.config import Settings
+from mmprep.derender import Derendering
+from mmprep.engines.echo import EchoEngine
+from mmprep.service import Service
+from mmprep.testing.chat import assert_error, openai_client, post
+from mmprep.testing.replay import TokenReplayEngine
+from mmprep.testing.servers import ThreadServer
 
 MODEL = "qwen-test"
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -199,13 +199,13 @@ def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
 
 @pytest.mark.slow  # a `mmprep serve` process
 def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
-    from app.testing.model_folder import make_model_folder
-    from app.testing.servers import AppProcess
+    from mmprep.testing.model_folder import make_model_folder
+    from mmprep.testing.servers import AppProcess
 
     folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-Test")
     fixture = load("tool_call_after_reasoning")
     flags = ("--model", str(folder), "--reasoning-parser", "qwen3", "--enable-auto-tool-choice",
-             "--tool-call-parser", "hermes", "--engine-class", "app.testing.replay:TokenReplayEngine")
+             "--tool-call-parser", "hermes", "--engine-class", "mmprep.testing.replay:TokenReplayEngine")
     with AppProcess("serve", *flags) as app:
         client = openai_client(app)
         answer = client.chat.completions.create(model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3))
@@ -236,7 +236,7 @@ def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
 
 
 def test_the_settings_name_the_parsers_derender_has():
-    from app.core import config
-    from app.derender import REASONING_PARSERS, TOOL_PARSERS
+    from mmprep.core import config
+    from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
 
     assert (config.REASONING_PARSERS, config.TOOL_PARSERS) == (REASONING_PARSERS, TOOL_PARSERS)

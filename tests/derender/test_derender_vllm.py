@@ -20,7 +20,7 @@ import pytest
 from derender_fixtures import FIXTURES, fixture_names, load
 from test_derender import replay
 
-from app.testing.qwen_tokenizer import tokenizer_file
+from mmprep.testing.qwen_tokenizer import tokenizer_file
 
 VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", "/work/venvs/derender-vllm/bin/python")
 COMPARED = [name for name in fixture_names() if "vllm" in load(name)]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.media.network import is_public
-from app.testing.chat import chat, post, video
-from app.testing.servers import LiveServer
+from mmprep.media.network import is_public
+from mmprep.testing.chat import chat, post, video
+from mmprep.testing.servers import LiveServer
 
 PART = "messages[0].content[0].video_url"
 

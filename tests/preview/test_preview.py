@@ -15,10 +15,10 @@ import pytest
 from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
 from PIL import Image
 
-from app.cli import main
-from app.engines.sheet import SheetLayout
-from app.testing.chat import chat, data_url, post, video
-from app.testing.servers import LiveServer
+from mmprep.cli import main
+from mmprep.engines.sheet import SheetLayout
+from mmprep.testing.chat import chat, data_url, post, video
+from mmprep.testing.servers import LiveServer
 
 HEADER_LINES = 4  # the title, the metadata, the sampling asked, what the engine gets and the times
 
@@ -108,7 +108,7 @@ def test_bad_sampling_is_refused_with_a_reason(tmp_path, capsys, args, status, s
 
 
 def test_with_a_processor_the_tiles_are_at_its_size_and_its_tokens_are_said(tmp_path):
-    from processors import load_processor
+    from mmprep.processors import load_processor
 
     source = MEDIA / "cfr_25fps_h264.mp4"  # 64x48: the processor scales it up to its smallest grid
     output = tmp_path / "sheet.png"

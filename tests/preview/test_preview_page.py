@@ -11,8 +11,8 @@ import pytest
 from conftest import MEDIA, on_screen, reference_decode, reference_targets
 from playwright.sync_api import expect, sync_playwright
 
-from app.engines.sheet import SheetLayout
-from app.testing.servers import LiveServer
+from mmprep.engines.sheet import SheetLayout
+from mmprep.testing.servers import LiveServer
 
 pytestmark = pytest.mark.slow  # a real browser (Chromium through Playwright)
 

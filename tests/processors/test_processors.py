@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from processors import (
+from mmprep.processors import (
     ProcessorConfigError,
     ProcessorError,
     ProcessorInputError,
@@ -193,7 +193,7 @@ def streamed(proc, clip: np.ndarray, announce, threads: int = 3):
 def test_frames_processed_as_they_are_decoded_equal_process_video(threads):
     from conftest import MEDIA
 
-    from decoders import decode_video
+    from mmprep.decoders import decode_video
 
     proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 40000})
     with proc.stream_video(threads) as stream:

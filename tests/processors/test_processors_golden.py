@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from processors import load_processor
+from mmprep.processors import load_processor
 
 GOLDENS = Path(__file__).parents[1] / "data" / "processors"
 

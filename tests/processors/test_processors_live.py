@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from processors import load_processor
+from mmprep.processors import load_processor
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)

@@ -17,8 +17,8 @@ from conftest import MEDIA
 
 pytest.importorskip("ray", reason="needs the ray extra: pip install -e '.[test,ray]', as .ci/run does")
 
-from app.core.config import Settings
-from app.testing.chat import (
+from mmprep.core.config import Settings
+from mmprep.testing.chat import (
     ask,
     assert_error,
     chat,
@@ -29,8 +29,8 @@ from app.testing.chat import (
     post,
     video,
 )
-from app.testing.raycluster import RayCluster
-from app.testing.servers import AppProcess, LiveServer
+from mmprep.testing.raycluster import RayCluster
+from mmprep.testing.servers import AppProcess, LiveServer
 
 pytestmark = pytest.mark.slow  # a Ray cluster, and `mmprep serve --runtime ray` processes
 
@@ -109,7 +109,7 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
     ],
 )
 def test_placement_is_checked_against_the_clusters_resources(settings, cluster, says):
-    from app.rayserve.application import PlacementError, check_placement
+    from mmprep.rayserve.application import PlacementError, check_placement
 
     if says is None:
         check_placement(Settings(**settings), cluster)

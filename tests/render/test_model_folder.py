@@ -11,14 +11,14 @@ import httpx
 import pytest
 from conftest import MEDIA
 
-from app.model import ModelFolder, ModelFolderError
-from app.render import Renderer
-from app.testing.chat import ask, assert_error, data_url, openai_client, post, video
-from app.testing.cli import run_mmprep
-from app.testing.model_folder import make_model_folder
-from app.testing.servers import AppProcess, LiveServer
-from decoders import decode_video
-from processors import load_processor
+from mmprep.model import ModelFolder, ModelFolderError
+from mmprep.render import Renderer
+from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
+from mmprep.testing.cli import run_mmprep
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.servers import AppProcess, LiveServer
+from mmprep.decoders import decode_video
+from mmprep.processors import load_processor
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 
@@ -82,7 +82,7 @@ def test_a_processor_of_another_family_is_refused(tmp_path):
     assert ModelFolder.load(folder, processor="Qwen/Qwen2-VL-2B-Instruct").processor.family == "qwen2_vl"
 
 
-@pytest.mark.slow  # `python -m app serve` as a process
+@pytest.mark.slow  # `python -m mmprep serve` as a process
 def test_serve_with_a_folder_missing_a_file_stops_and_names_it(tmp_path):
     folder = make_model_folder("qwen3_vl", tmp_path / "m", omit=("tokenizer.json",))
     result = run_mmprep("serve", "--model", str(folder))
@@ -128,7 +128,7 @@ def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_fold
 
 
 def _item(folder, decoded):
-    from app.engines.prepared import MediaItem
+    from mmprep.engines.prepared import MediaItem
 
     processed = load_processor(folder.path).process_video(decoded.frames)
     return MediaItem("video", decoded.frames, {}, "x", timestamps=decoded.timestamps, indices=decoded.indices,

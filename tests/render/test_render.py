@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from render_cases import media_item
 
-from app.core.errors import ServiceError
-from app.model import load_model_folder
-from app.render import Renderer
-from app.testing.model_folder import make_model_folder
+from mmprep.core.errors import ServiceError
+from mmprep.model import load_model_folder
+from mmprep.render import Renderer
+from mmprep.testing.model_folder import make_model_folder
 
 GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "render" / "goldens.json").read_text())["cases"]
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -159,7 +159,7 @@ def test_a_pad_token_typed_in_text_does_not_shift_the_media(renderers):
     ],
 )
 def test_the_content_format_is_detected_as_vllm_does(template, expected):
-    from app.render import compile_template, detect_content_format
+    from mmprep.render import compile_template, detect_content_format
 
     assert detect_content_format(compile_template(template).ast) == expected
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from conftest import MEDIA
 
-from app.engines.prepared import MediaItem
-from app.model import ModelFolder
-from app.render import Renderer
-from app.testing.model_folder import make_model_folder
-from decoders import decode_video
+from mmprep.engines.prepared import MediaItem
+from mmprep.model import ModelFolder
+from mmprep.render import Renderer
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.decoders import decode_video
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 

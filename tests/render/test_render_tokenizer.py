@@ -13,7 +13,7 @@ import unicodedata
 import pytest
 from tokenizers import Tokenizer
 
-from app.testing.qwen_tokenizer import tokenizer_file
+from mmprep.testing.qwen_tokenizer import tokenizer_file
 
 PIECES = [
     "hello", "World", "don't", "I'LL", "we've", "naïve", "café", "Zürich", "straße", "İstanbul",
@@ -83,7 +83,7 @@ def test_decode_round_trips(converted):
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
 def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
-    from app.model.fast_bpe import fast_encoder
+    from mmprep.model.fast_bpe import fast_encoder
 
     path = tokenizer_file(family)
     tokenizer = Tokenizer.from_file(str(path))
@@ -98,7 +98,7 @@ def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
 
 
 def test_a_tokenizer_of_another_shape_gets_no_fast_encoder(tmp_path):
-    from app.model.fast_bpe import fast_encoder
+    from mmprep.model.fast_bpe import fast_encoder
 
     spec = json.loads(tokenizer_file("qwen2_vl").read_text())
     spec["normalizer"] = {"type": "Lowercase"}

@@ -9,7 +9,7 @@ import pytest
 from conftest import MEDIA
 from PIL import Image
 
-from decoders import (
+from mmprep.decoders import (
     CorruptMediaError,
     DecodeCancelledError,
     DecodeTimeoutError,

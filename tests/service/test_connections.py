@@ -18,15 +18,15 @@ import httpx
 import pytest
 import uvicorn
 
-from app.api.app import create_app
-from app.api.server import server_config
-from app.core.config import Settings
-from app.engines import EngineOutput
-from app.engines.base import NothingToStart
-from app.service import Service
-from app.testing.metrics import metric
-from app.testing.servers import AppProcess
-from app.testing.waiting import wait_until as wait_for
+from mmprep.api.app import create_app
+from mmprep.api.server import server_config
+from mmprep.core.config import Settings
+from mmprep.engines import EngineOutput
+from mmprep.engines.base import NothingToStart
+from mmprep.service import Service
+from mmprep.testing.metrics import metric
+from mmprep.testing.servers import AppProcess
+from mmprep.testing.waiting import wait_until as wait_for
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from conftest import MEDIA
 
-from app.preprocess.cache import DecodeCache
-from app.testing.chat import chat, data_url, post, video
-from app.testing.metrics import metric
-from app.testing.servers import LiveServer
+from mmprep.preprocess.cache import DecodeCache
+from mmprep.testing.chat import chat, data_url, post, video
+from mmprep.testing.metrics import metric
+from mmprep.testing.servers import LiveServer
 
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
 

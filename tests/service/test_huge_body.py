@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from app.testing.servers import AppProcess
+from mmprep.testing.servers import AppProcess
 
 pytestmark = pytest.mark.slow  # a `mmprep serve` process and a sender process, 300 MiB
 

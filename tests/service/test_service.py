@@ -14,9 +14,9 @@ import xxhash
 from conftest import MEDIA
 from PIL import Image
 
-from app.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
-from app.testing.servers import LiveServer
-from decoders import decode_image, decode_video
+from mmprep.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
+from mmprep.testing.servers import LiveServer
+from mmprep.decoders import decode_image, decode_video
 
 WEBM = "224p_6_vp9.webm"
 MP4 = "bframes_h264.mp4"

@@ -13,10 +13,10 @@ import pytest
 from conftest import MEDIA
 from engines import SlowEngine
 
-from app.testing.chat import MODEL, assert_error, chat, post, video
-from app.testing.metrics import metric
-from app.testing.servers import LiveServer, free_port
-from app.testing.waiting import wait_until
+from mmprep.testing.chat import MODEL, assert_error, chat, post, video
+from mmprep.testing.metrics import metric
+from mmprep.testing.servers import LiveServer, free_port
+from mmprep.testing.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +340,7 @@ def long_decode(tmp_path_factory):
     long that takes here, in process."""
     from make_fixtures import write_long_single_keyframe_clip
 
-    from decoders import decode_video
+    from mmprep.decoders import decode_video
 
     clip = write_long_single_keyframe_clip(tmp_path_factory.mktemp("long") / "long.webm", frames=200_000)
     started = time.monotonic()
@@ -386,8 +386,8 @@ def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
 
     from starlette.requests import ClientDisconnect
 
-    from app.api.app import create_app
-    from app.core.config import Settings
+    from mmprep.api.app import create_app
+    from mmprep.core.config import Settings
 
     app = create_app(Settings())
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()

@@ -14,8 +14,8 @@ import pytest
 import xxhash
 from conftest import MEDIA
 
-from app.core.config import Settings
-from app.testing.chat import (
+from mmprep.core.config import Settings
+from mmprep.testing.chat import (
     ask,
     assert_error,
     chat,
@@ -26,12 +26,12 @@ from app.testing.chat import (
     post,
     video,
 )
-from app.testing.cli import run_mmprep
-from app.testing.metrics import metric
-from app.testing.servers import LiveServer, WorkerProcess
-from decoders import decode_image, decode_video
-from decoders.errors import InvalidArgumentError
-from processors import FAMILIES, load_processor
+from mmprep.testing.cli import run_mmprep
+from mmprep.testing.metrics import metric
+from mmprep.testing.servers import LiveServer, WorkerProcess
+from mmprep.decoders import decode_image, decode_video
+from mmprep.decoders.errors import InvalidArgumentError
+from mmprep.processors import FAMILIES, load_processor
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 ROTATED = MEDIA / "rotated_90_h264.mp4"  # stored 160x96, shown 96x160
@@ -103,7 +103,7 @@ def test_ffmpeg_resize_uses_the_kernel_of_the_processors_resize():
     """FFmpeg's scaler with torchvision's bicubic kernel (a = -0.5) lands within a level of
     processors/' own resize nearly everywhere; with swscale's default kernel (0.6), 1.7% of
     these values (painted digits, upscaled to the model's minimum size) were further off."""
-    from processors.resize import resize_bicubic
+    from mmprep.processors.resize import resize_bicubic
 
     processor = load_processor("qwen3_vl")
     path = MEDIA / "cfr_25fps_h264.mp4"
@@ -159,7 +159,7 @@ def test_without_a_processor_nothing_is_processed():
     assert usage.prompt_tokens == math.ceil(len(answer["text"]) / 8) + 4
 
 
-@pytest.mark.slow  # `python -m app serve` as a process, per case
+@pytest.mark.slow  # `python -m mmprep serve` as a process, per case
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -213,8 +213,8 @@ def _png_bytes(url: str) -> bytes:
 
 
 def test_processed_tensors_cross_the_wire_as_views():
-    from app.engines.prepared import MediaItem, PreparedRequest
-    from app.workers.wire import decode_request, encode_request
+    from mmprep.engines.prepared import MediaItem, PreparedRequest
+    from mmprep.workers.wire import decode_request, encode_request
 
     processor = load_processor("qwen2_vl")
     frames = np.zeros((2, 56, 56, 3), np.uint8)

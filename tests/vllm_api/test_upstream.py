@@ -16,10 +16,10 @@ from make_fixtures import write_painted_clip
 from PIL import Image
 from vllm_like import TOKENS_PER_FRAME, VllmLike
 
-from app.core.config import Settings
-from app.testing.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
-from app.testing.servers import LiveServer, ThreadServer, free_port
-from decoders import decode_image, decode_video
+from mmprep.core.config import Settings
+from mmprep.testing.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
+from mmprep.testing.servers import LiveServer, ThreadServer, free_port
+from mmprep.decoders import decode_image, decode_video
 
 MODEL = "test-vlm"
 MP4 = "bframes_h264.mp4"

@@ -18,15 +18,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from test_vllm_protocol import build_case
 from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 
-from app.core.config import Settings
-from app.engines.base import EngineHTTPError, EngineOutput
-from app.engines.prepared import SamplingParams
-from app.service import build_engine
-from app.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
-from app.testing.model_folder import make_model_folder
-from app.testing.servers import LiveServer, ThreadServer, free_port
-from app.vllm.engine import VllmGenerateEngine, root_url
-from app.vllm.sampling import generation_defaults
+from mmprep.core.config import Settings
+from mmprep.engines.base import EngineHTTPError, EngineOutput
+from mmprep.engines.prepared import SamplingParams
+from mmprep.service import build_engine
+from mmprep.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.servers import LiveServer, ThreadServer, free_port
+from mmprep.vllm.engine import VllmGenerateEngine, root_url
+from mmprep.vllm.sampling import generation_defaults
 
 MODEL = "test-vlm"
 

@@ -12,9 +12,9 @@ from conftest import MEDIA
 from engines import FieldsEngine
 from vllm_like import VllmLike
 
-from app.core.config import Settings
-from app.testing.chat import ask, assert_error, chat, data_url, openai_client, post, video
-from app.testing.servers import AppProcess, LiveServer, ThreadServer
+from mmprep.core.config import Settings
+from mmprep.testing.chat import ask, assert_error, chat, data_url, openai_client, post, video
+from mmprep.testing.servers import AppProcess, LiveServer, ThreadServer
 
 CFR_60 = data_url(MEDIA / "cfr_60fps_h264.mp4", "video/mp4")  # 100 frames
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")  # 6 frames, 3 s

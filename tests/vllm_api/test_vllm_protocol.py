@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from vllm_like import IM_END, MERGE, VIDEO_PAD, VISION_END, VISION_START, processed_item, qwen_prompt
 
-from app.engines.base import EngineHTTPError
-from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
-from app.vllm.hashing import mm_hash
-from app.vllm.items import kwargs_items
-from app.vllm.request import GenerateOptions, generate_request, generate_request_body
-from app.vllm.sampling import generation_defaults, sampling_params
-from app.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
-from processors import load_processor
+from mmprep.engines.base import EngineHTTPError
+from mmprep.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.vllm.hashing import mm_hash
+from mmprep.vllm.items import kwargs_items
+from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
+from mmprep.vllm.sampling import generation_defaults, sampling_params
+from mmprep.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
+from mmprep.processors import load_processor
 
 GOLDENS = Path(__file__).parents[1] / "data" / "vllm" / "goldens.json"
 SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no resize for these sizes
@@ -287,7 +287,7 @@ def test_base64_in_pieces_is_base64_of_the_whole():
     """The writer's cuts at 3-byte groups leave the encoding as one b64encode of it all."""
     import base64
 
-    from app.vllm.serde import _Base64Writer
+    from mmprep.vllm.serde import _Base64Writer
 
     for sizes in ([5, 70000, 1], [3, 65536, 65537, 2], [70001], [1, 2, 1 << 17, 4, 1 << 16]):
         chunks = [bytes(range(256)) * (size // 256) + bytes(size % 256) for size in sizes]

@@ -29,21 +29,21 @@ REASON = "needs torch and transformers (pip install -e '.[transformers]')"
 torch = pytest.importorskip("torch", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
 
-from app.core.config import Settings
-from app.engines import EngineHTTPError
-from app.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
-from app.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
-from app.model import load_model_folder
-from app.render import Renderer
-from app.testing.chat import openai_client
-from app.testing.model_folder import make_model_folder
-from app.testing.servers import LiveServer, WorkerProcess
-from app.workers.remote import RemoteWorkersEngine
-from decoders import decode_video
+from mmprep.core.config import Settings
+from mmprep.engines import EngineHTTPError
+from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
+from mmprep.model import load_model_folder
+from mmprep.render import Renderer
+from mmprep.testing.chat import openai_client
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.servers import LiveServer, WorkerProcess
+from mmprep.workers.remote import RemoteWorkersEngine
+from mmprep.decoders import decode_video
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 
-ENGINE_CLASS = "app.engines.transformers_engine:TransformersEngine"
+ENGINE_CLASS = "mmprep.engines.transformers_engine:TransformersEngine"
 VIDEO_TOKEN = 151656  # <|video_pad|>
 NEW_TOKENS = 16
 QUESTION = "What happens in this video?"

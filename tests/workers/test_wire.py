@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from app.engines import EngineHTTPError, EngineOutput
-from app.engines.base import TokenLogprob
-from app.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
-from app.workers.wire import (
+from mmprep.engines import EngineHTTPError, EngineOutput
+from mmprep.engines.base import TokenLogprob
+from mmprep.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.workers.wire import (
     WireError,
     decode_line,
     decode_request,

@@ -15,10 +15,10 @@ import pytest
 from conftest import MEDIA
 from engines import NeverReadyEngine
 
-from app.core.config import Settings
-from app.engines import EngineHTTPError
-from app.engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
-from app.testing.chat import (
+from mmprep.core.config import Settings
+from mmprep.engines import EngineHTTPError
+from mmprep.engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.testing.chat import (
     MODEL,
     ask,
     assert_error,
@@ -29,9 +29,9 @@ from app.testing.chat import (
     post,
     video,
 )
-from app.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
-from app.workers.remote import RemoteWorkersEngine
-from app.workers.server import create_worker_app
+from mmprep.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
+from mmprep.workers.remote import RemoteWorkersEngine
+from mmprep.workers.server import create_worker_app
 
 pytestmark = pytest.mark.slow  # four `mmprep worker` processes
 

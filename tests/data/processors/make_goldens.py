@@ -93,7 +93,7 @@ def main() -> None:
     import torchvision
     import transformers
 
-    from processors import load_processor
+    from mmprep.processors import load_processor
 
     warnings.simplefilter("ignore")
     arrays, cases = {}, {}

@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from app.testing.model_folder import make_model_folder  # noqa: E402
+from mmprep.testing.model_folder import make_model_folder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")

@@ -48,8 +48,8 @@ from vllm.multimodal.hasher import MultiModalHasher
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems
 from vllm.version import __version__
 
-from app.vllm import hashing
-from app.vllm.request import generate_request
+from mmprep.vllm import hashing
+from mmprep.vllm.request import generate_request
 
 
 def field_config(family: str, hf: dict) -> dict:

@@ -1,0 +1,75 @@
+"""The installed code has one import root, `mmprep`: a user's own `app/` (every FastAPI
+project has one), `decoders/` or `processors/` never collides with it. (The image's own
+install is checked in test_dockerfile.py: only `mmprep` lands in its site-packages.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mmprep.testing.servers import AppProcess
+
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = {"mmprep": "app", "mmprep.decoders": "decoders", "mmprep.processors": "processors"}
+
+
+def test_every_folder_of_code_or_data_is_a_listed_package():
+    """setuptools ships only the packages pyproject.toml lists: a new folder must be listed,
+    or the installed copy (the Docker image's, a wheel's) lacks it."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == FOLDERS
+    on_disk = set()
+    for name, folder in FOLDERS.items():
+        for directory in [REPO / folder, *(REPO / folder).rglob("*")]:
+            if directory.is_dir() and directory.name != "__pycache__" and any(
+                    f.is_file() for f in directory.iterdir()):
+                on_disk.add(".".join([name, *directory.relative_to(REPO / folder).parts]))
+    assert set(setuptools["packages"]) == on_disk
+
+
+@pytest.mark.slow  # a Python process
+def test_only_mmprep_is_importable_from_a_users_folder(tmp_path):
+    """From a folder of the user's own (not this checkout), the old names import nothing
+    of ours, and the public names do."""
+    code = (
+        "import importlib.util as u\n"
+        "print([n for n in ('app', 'decoders', 'processors') if u.find_spec(n)])\n"
+        "from mmprep.decoders import decode_video\n"
+        "from mmprep.processors import load_processor\n"
+        "from mmprep.engines import EngineOutput\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["[]", "ok"], result.stderr
+
+
+ENGINE = '''
+from mmprep.engines import EngineOutput
+from mmprep.engines.base import NothingToStart
+
+
+class ShoutEngine(NothingToStart):
+    async def generate(self, request):
+        yield EngineOutput(text=request.text().upper(), finish_reason="stop")
+'''
+
+
+@pytest.mark.slow  # `mmprep serve` as a process
+def test_an_engine_in_a_users_own_app_package_serves(tmp_path):
+    """The README's engine recipe (`PYTHONPATH=.`, `--engine-class module:Class`) from a
+    FastAPI-style project whose own package is called `app`, run from that project."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "engine.py").write_text(textwrap.dedent(ENGINE))
+    with AppProcess("serve", "--engine-class", "app.engine:ShoutEngine", 
+                    import_from=[tmp_path], cwd=tmp_path) as app:
+        answer = httpx.post(f"{app.url}/v1/chat/completions", timeout=10, json={
+            "model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]})
+    assert answer.status_code == 200, answer.text
+    assert "HELLO" in answer.json()["choices"][0]["message"]["content"]

@@ -172,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
     try:
-        CliApp.run(Mmprep, cli_args=args,
-                   cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp))
+        CliApp.run(
+            Mmprep,
+            cli_args=args,
+            cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp),
+        )
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it
             where = ".".join(str(part) for part in problem["loc"] if part not in SUBCOMMANDS) or "settings"

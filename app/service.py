@@ -29,15 +29,22 @@ class Service:
     whose `prepare` the chat handler awaits (by default: this process's own, fetching and
     decoding here)."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None, preprocessing=None,
-                 derendering: Derendering | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine | None = None,
+        preprocessing=None,
+        derendering: Derendering | None = None,
+    ):
         self.settings = settings
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
         # What turns the engine's outputs into the answer's parts (app/derender): the
         # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
         self.derendering = derendering or Derendering(
-            model_facts(settings), settings.reasoning_parser, settings.tool_call_parser,
+            model_facts(settings),
+            settings.reasoning_parser,
+            settings.tool_call_parser,
             settings.enable_auto_tool_choice,
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
@@ -84,7 +91,9 @@ class Service:
         if model not in served:
             raise ServiceError(
                 f"the model {model!r} does not exist here; this server serves {', '.join(served)}",
-                "model_not_found", "model", status=404,
+                "model_not_found",
+                "model",
+                status=404,
             )
         if choices > 1:
             raise ServiceError("n > 1 is not supported: send one request per choice", "unsupported_n", "n")

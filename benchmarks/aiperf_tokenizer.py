@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-WORDS = (  # noqa: SIM905 - a sentence reads better than a hundred quoted words
+WORDS = (  # a sentence reads better than a hundred quoted words
     "the a of to and in is it that was for on are with as his they be at one have this from or had by word but "
     "what some we can out other were all there when up use your how said an each she which do their time if will "
     "way about many then them write would like so these her long make thing see him two has look more day could "
@@ -33,8 +33,13 @@ def write_tokenizer(folder: Path) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "<|endoftext|>",
-              "bos_token": "<|endoftext|>", "model_max_length": 1_000_000}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "[UNK]",
+        "eos_token": "<|endoftext|>",
+        "bos_token": "<|endoftext|>",
+        "model_max_length": 1_000_000,
+    }
     (folder / "tokenizer_config.json").write_text(json.dumps(config) + "\n")
 
 

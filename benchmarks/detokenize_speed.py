@@ -48,8 +48,18 @@ ANSWER = (
     "Je vérifie la météo à Paris pour les trois prochains jours. 🇫🇷\n"
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>'
 )
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
 
 
 def answer_ids(tokens: int) -> list[int]:
@@ -85,8 +95,10 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     setups = {
         "text": (Derendering(), [EngineOutput(text=text) for text in texts]),
         "tokens": (Derendering(facts), [EngineOutput(token_ids=(i,)) for i in ids]),
-        "parsed": (Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
-                   [EngineOutput(token_ids=(i,)) for i in ids]),
+        "parsed": (
+            Derendering(facts, "qwen3", "hermes", enable_auto_tool_choice=True),
+            [EngineOutput(token_ids=(i,)) for i in ids],
+        ),
     }
     sampling, options = SamplingParams(stop=("never appears",)), OutputOptions(tools=tuple(TOOLS))
     timings: dict[str, list[float]] = {name: [] for name in setups}
@@ -94,7 +106,11 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
         for name, (setup, outputs) in setups.items():
             started = time.process_time()  # CPU time: what neighbours' load moves least
             for _ in range(answers):
-                builder, derender, answer = CompletionBuilder("bench", "bench"), setup.start(sampling, options), Answer()
+                builder, derender, answer = (
+                    CompletionBuilder("bench", "bench"),
+                    setup.start(sampling, options),
+                    Answer(),
+                )
                 for output in outputs:
                     delta = derender.feed(output)
                     if delta:
@@ -110,8 +126,14 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
 
 
 def server_flags(setup: str, folder: Path) -> list[str]:
-    flags = ["--model", str(folder), "--engine-class", "mmprep.testing.replay:TokenReplayEngine",
-             "--max-concurrent-requests", "100000"]
+    flags = [
+        "--model",
+        str(folder),
+        "--engine-class",
+        "mmprep.testing.replay:TokenReplayEngine",
+        "--max-concurrent-requests",
+        "100000",
+    ]
     if setup == "parsed":
         flags += ["--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     return flags
@@ -140,12 +162,18 @@ class Server(AppProcess):
 def request_bytes(setup: str, ids: list[int], texts: list[str], interval: float, port: int) -> bytes:
     replay = {"texts": texts} if setup == "text" else {"token_ids": ids}
     body = {
-        "model": MODEL, "messages": [{"role": "user", "content": "weather?"}], "stream": True,
-        "stop": ["never appears"], "tools": TOOLS, "replay": {**replay, "interval": interval, "chunk": 1},
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "weather?"}],
+        "stream": True,
+        "stop": ["never appears"],
+        "tools": TOOLS,
+        "replay": {**replay, "interval": interval, "chunk": 1},
     }
     data = json.dumps(body).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+    return (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    ).encode() + data
 
 
 async def one_stream(port: int, request: bytes, gaps: list[float]) -> int:
@@ -180,14 +208,17 @@ async def one_stream(port: int, request: bytes, gaps: list[float]) -> int:
 async def load(port: int, request: bytes, streams: int) -> tuple[int, list[float], float]:
     gaps: list[float] = []
     started = time.perf_counter()
-    results = await asyncio.gather(*(one_stream(port, request, gaps) for _ in range(streams)),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(one_stream(port, request, gaps) for _ in range(streams)), return_exceptions=True
+    )
     wall = time.perf_counter() - started
     errors = sum(1 for r in results if isinstance(r, BaseException) or r < 0)
     return errors, gaps, wall
 
 
-def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval: float, folder: Path) -> dict:
+def measure(
+    setup: str, streams: int, ids: list[int], texts: list[str], interval: float, folder: Path
+) -> dict:
     with Server(setup, folder) as server:
         asyncio.run(load(server.port, request_bytes(setup, ids, texts, interval, server.port), 4))  # warm up
         request = request_bytes(setup, ids, texts, interval, server.port)
@@ -197,8 +228,13 @@ def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval
     tokens = (streams - errors) * len(ids)
     added = sorted(gap - interval for gap in gaps)
     return {
-        "setup": setup, "streams": streams, "errors": errors, "tokens": tokens, "wall_s": round(wall, 2),
-        "tokens_per_s": round(tokens / wall), "server_cpu_s": round(cpu, 2),
+        "setup": setup,
+        "streams": streams,
+        "errors": errors,
+        "tokens": tokens,
+        "wall_s": round(wall, 2),
+        "tokens_per_s": round(tokens / wall),
+        "server_cpu_s": round(cpu, 2),
         "cpu_us_per_token": round(cpu / max(tokens, 1) * 1e6, 1),
         "tokens_per_cpu_s": round(tokens / cpu) if cpu else None,
         "itl_added_ms_p50": round(statistics.median(added) * 1e3, 2) if added else None,
@@ -207,7 +243,9 @@ def measure(setup: str, streams: int, ids: list[int], texts: list[str], interval
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--streams", type=int, nargs="+", default=[64, 512, 2048])
     parser.add_argument("--tokens", type=int, default=128, help="output tokens per stream")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between an engine's tokens")
@@ -223,10 +261,20 @@ def main() -> None:
     ids = answer_ids(args.tokens)
     tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
     texts = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]  # the text engine's same pieces
-    print(f"{args.tokens} tokens per stream, one per {args.interval * 1e3:.0f} ms; {os.cpu_count()} cores", flush=True)
+    print(
+        f"{args.tokens} tokens per stream, one per {args.interval * 1e3:.0f} ms; {os.cpu_count()} cores",
+        flush=True,
+    )
     alone = in_process(ids, texts)
-    print(json.dumps({"in_process_us_per_token": alone,
-                      "over_text": {k: f"{v / alone['text'] - 1:+.0%}" for k, v in alone.items()}}), flush=True)
+    print(
+        json.dumps(
+            {
+                "in_process_us_per_token": alone,
+                "over_text": {k: f"{v / alone['text'] - 1:+.0%}" for k, v in alone.items()},
+            }
+        ),
+        flush=True,
+    )
     results = [{"in_process_us_per_token": alone}]
     folder = make_model_folder("qwen3_vl", Path(tempfile.mkdtemp()) / MODEL)
     for streams in args.streams:

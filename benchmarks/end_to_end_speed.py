@@ -24,8 +24,8 @@ import warnings
 from footage import camera_clip
 from processor_speed import PROCESSORS, levels_off, run_transformers, timed, transformers_processor
 
-from mmprep.preprocess.vision import VisionProcessing
 from mmprep.decoders import decode_video
+from mmprep.preprocess.vision import VisionProcessing
 from mmprep.processors import load_processor
 from mmprep.processors.processor import default_threads
 

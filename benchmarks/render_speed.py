@@ -36,12 +36,32 @@ import numpy as np
 
 from mmprep.engines.prepared import MediaItem
 from mmprep.model import load_model_folder
+from mmprep.processors import ProcessedMedia
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import make_model_folder
-from mmprep.processors import ProcessedMedia
 
-WORDS = ("the", "video", "frame", "model", "token", "quickly", "décodé", "東京", "😀", "x = f(y)", "42", "Zürich",
-         "because", "sampling", "rate", "\n", "answer", "question", "image", "grid")
+WORDS = (
+    "the",
+    "video",
+    "frame",
+    "model",
+    "token",
+    "quickly",
+    "décodé",
+    "東京",
+    "😀",
+    "x = f(y)",
+    "42",
+    "Zürich",
+    "because",
+    "sampling",
+    "rate",
+    "\n",
+    "answer",
+    "question",
+    "image",
+    "grid",
+)
 
 
 def text_chat(rng: random.Random, words: int) -> list[dict]:
@@ -60,21 +80,45 @@ def video_request(folder):
     frames, height, width = 32, 720, 1280
     grid = folder.processor.video_grid(frames, height, width)
     indices = np.linspace(0, 299, frames).astype(np.int64)
-    metadata = {"total_num_frames": 300, "fps": 30.0, "width": width, "height": height, "duration": 10.0,
-                "video_backend": "pyav", "frames_indices": indices.tolist()}
-    processed = ProcessedMedia({"video_grid_thw": np.array([grid], np.int64)},
-                               folder.processor.video_tokens(frames, height, width))
-    item = MediaItem("video", np.zeros((frames, 1, 1, 3), np.uint8), metadata, "v", timestamps=indices / 30.0,
-                     indices=indices, hf_metadata=metadata, processed=processed)
-    messages = [{"role": "user", "content": [{"type": "video", "media_index": 0},
-                                             {"type": "text", "text": "What happens in this video?"}]}]
+    metadata = {
+        "total_num_frames": 300,
+        "fps": 30.0,
+        "width": width,
+        "height": height,
+        "duration": 10.0,
+        "video_backend": "pyav",
+        "frames_indices": indices.tolist(),
+    }
+    processed = ProcessedMedia(
+        {"video_grid_thw": np.array([grid], np.int64)}, folder.processor.video_tokens(frames, height, width)
+    )
+    item = MediaItem(
+        "video",
+        np.zeros((frames, 1, 1, 3), np.uint8),
+        metadata,
+        "v",
+        timestamps=indices / 30.0,
+        indices=indices,
+        hf_metadata=metadata,
+        processed=processed,
+    )
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "video", "media_index": 0},
+                {"type": "text", "text": "What happens in this video?"},
+            ],
+        }
+    ]
     return messages, item
 
 
 def bare(messages):
     return [
         {**m, "content": [{"type": p["type"]} if "media_index" in p else p for p in m["content"]]}
-        if isinstance(m["content"], list) else m
+        if isinstance(m["content"], list)
+        else m
         for m in messages
     ]
 
@@ -134,8 +178,10 @@ def main() -> None:
 
     messages, item = video_request(folder)
     hf_messages = bare(messages)
-    video_inputs = {"video_grid_thw": item.processed.tensors["video_grid_thw"],
-                    "video_metadata": [VideoMetadata(**item.hf_metadata)]}
+    video_inputs = {
+        "video_grid_thw": item.processed.tensors["video_grid_thw"],
+        "video_metadata": [VideoMetadata(**item.hf_metadata)],
+    }
 
     def transformers_video():
         text = processor.apply_chat_template(hf_messages, add_generation_prompt=True)
@@ -156,7 +202,9 @@ def main() -> None:
     for (name, (mine, base)), peak in zip(results.items(), peaks, strict=True):
         print(f"{name:<40} {mine:>10.0f} {base:>16.0f} {base / mine:>6.1f}x {peak:>9.0f}")
     if args.json:
-        args.json.write_text(json.dumps({k: {"mmprep_us": a, "transformers_us": b} for k, (a, b) in results.items()}))
+        args.json.write_text(
+            json.dumps({k: {"mmprep_us": a, "transformers_us": b} for k, (a, b) in results.items()})
+        )
 
 
 if __name__ == "__main__":

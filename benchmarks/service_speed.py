@@ -28,10 +28,10 @@ from typing import Any
 
 from footage import camera_clip
 
+from mmprep.decoders import decode_video
 from mmprep.preprocess.pool import DecodePool
 from mmprep.testing.chat import chat, video
 from mmprep.testing.servers import AppProcess
-from mmprep.decoders import decode_video
 
 SAMPLING: dict[str, Any] = {"num_frames": 8}
 CORES = os.cpu_count() or 1

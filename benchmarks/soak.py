@@ -39,7 +39,9 @@ import numpy as np
 from mmprep.testing.servers import AppProcess
 
 MODEL = "mmprep-echo"
-SLOW_READER_PROMPT_CHARS = 400_000  # an echo answer of some 50,000 pieces: megabytes of SSE, past every buffer
+SLOW_READER_PROMPT_CHARS = (
+    400_000  # an echo answer of some 50,000 pieces: megabytes of SSE, past every buffer
+)
 SLOW_READER_RECEIVE_BUFFER = 4096
 HEALTH_EVERY_S = 0.02
 SAMPLE_EVERY_S = 1.0
@@ -60,8 +62,13 @@ def percentiles(values: list[float]) -> dict | None:
     if not values:
         return None
     p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"p50": round(p50, 1), "p90": round(p90, 1), "p99": round(p99, 1), "max": round(max(values), 1),
-            "count": len(values)}
+    return {
+        "p50": round(p50, 1),
+        "p90": round(p90, 1),
+        "p99": round(p99, 1),
+        "max": round(max(values), 1),
+        "count": len(values),
+    }
 
 
 class Soak:
@@ -81,8 +88,14 @@ class Soak:
         start = time.monotonic()
         while not self.stop.is_set():
             rss, fds = rss_and_fds(self.server.process.pid)
-            self.samples.append({"t": round(time.monotonic() - start, 1), "phase": self.phase,
-                                 "rss_mib": round(rss, 1), "fds": fds})
+            self.samples.append(
+                {
+                    "t": round(time.monotonic() - start, 1),
+                    "phase": self.phase,
+                    "rss_mib": round(rss, 1),
+                    "fds": fds,
+                }
+            )
             await asyncio.sleep(SAMPLE_EVERY_S)
 
     async def probe_health(self) -> None:
@@ -133,10 +146,17 @@ class Soak:
 
     async def slow_reader(self) -> None:
         """Ask for a long stream, read its headers, then nothing: until the server cuts it off."""
-        body = json.dumps({"model": MODEL, "stream": True,
-                           "messages": [{"role": "user", "content": "z" * SLOW_READER_PROMPT_CHARS}]}).encode()
-        request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        body = json.dumps(
+            {
+                "model": MODEL,
+                "stream": True,
+                "messages": [{"role": "user", "content": "z" * SLOW_READER_PROMPT_CHARS}],
+            }
+        ).encode()
+        request = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
         loop = asyncio.get_running_loop()
         while not self.stop.is_set() and self.phase == "load":
             sock = socket.socket()
@@ -183,22 +203,41 @@ class Soak:
         rss1, fds1 = rss_and_fds(self.server.process.pid)
         load = [s for s in self.samples if s["phase"] == "load"]
         return {
-            "options": {key: str(value) if isinstance(value, Path) else value for key, value in vars(o).items()},
+            "options": {
+                key: str(value) if isinstance(value, Path) else value for key, value in vars(o).items()
+            },
             "bench": bench,
             "slow_readers": {
                 "opened": self.slow_opened,
-                "cut_off_by_write_timeout": metric(metrics, "mmprep_connections_closed_total", '{reason="write_timeout"}'),
+                "cut_off_by_write_timeout": metric(
+                    metrics, "mmprep_connections_closed_total", '{reason="write_timeout"}'
+                ),
             },
-            "idle_connections": {"held": o.idle, "reopened_during_load": self.idle_reopened,
-                                 "closed_by_server_idle": metric(metrics, "mmprep_connections_closed_total", '{reason="idle"}'),
-                                 "server_fds_with_them_open": idle_fds},
+            "idle_connections": {
+                "held": o.idle,
+                "reopened_during_load": self.idle_reopened,
+                "closed_by_server_idle": metric(
+                    metrics, "mmprep_connections_closed_total", '{reason="idle"}'
+                ),
+                "server_fds_with_them_open": idle_fds,
+            },
             "health_ms": {phase: percentiles(values) for phase, values in self.health.items()},
-            "rss_mib": {"start": round(rss0, 1), "peak_under_load": max((s["rss_mib"] for s in load), default=None),
-                        "end": round(rss1, 1), "end_minus_start": round(rss1 - rss0, 1)},
-            "fds": {"start": fds0, "peak_under_load": max((s["fds"] for s in load), default=None), "end": fds1},
+            "rss_mib": {
+                "start": round(rss0, 1),
+                "peak_under_load": max((s["rss_mib"] for s in load), default=None),
+                "end": round(rss1, 1),
+                "end_minus_start": round(rss1 - rss0, 1),
+            },
+            "fds": {
+                "start": fds0,
+                "peak_under_load": max((s["fds"] for s in load), default=None),
+                "end": fds1,
+            },
             "settled_after_load_s": settled_s,
-            "server_requests": {m[0]: float(m[1]) for m in
-                                re.findall(r'^mmprep_requests_total\{status="(\d+)"\} (\S+)$', metrics, re.MULTILINE)},
+            "server_requests": {
+                m[0]: float(m[1])
+                for m in re.findall(r'^mmprep_requests_total\{status="(\d+)"\} (\S+)$', metrics, re.MULTILINE)
+            },
             "samples": self.samples,
         }
 
@@ -208,7 +247,10 @@ class Soak:
         async with httpx.AsyncClient(timeout=30) as client:
             while time.monotonic() - start < timeout:
                 text = (await client.get(f"{self.server.url}/metrics")).text
-                if metric(text, "mmprep_requests_in_flight") == 0 and metric(text, "mmprep_connections_open") <= 2:
+                if (
+                    metric(text, "mmprep_requests_in_flight") == 0
+                    and metric(text, "mmprep_connections_open") <= 2
+                ):
                     return round(time.monotonic() - start, 1)
                 await asyncio.sleep(0.5)
         return None
@@ -226,20 +268,51 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 def run_bench(url: str, o: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder) / "bench.json"
-        command = [sys.executable, "-m", "mmprep", "bench", "--url", url, "--quiet", "--output", str(output),
-                   "--prompt-words", str(o.prompt_words), "--max-tokens", str(o.max_tokens),
-                   "--concurrency", str(o.streams), "--duration", str(o.minutes * 60), "--max-failure-rate", "1"]
+        command = [
+            sys.executable,
+            "-m",
+            "mmprep",
+            "bench",
+            "--url",
+            url,
+            "--quiet",
+            "--output",
+            str(output),
+            "--prompt-words",
+            str(o.prompt_words),
+            "--max-tokens",
+            str(o.max_tokens),
+            "--concurrency",
+            str(o.streams),
+            "--duration",
+            str(o.minutes * 60),
+            "--max-failure-rate",
+            "1",
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if not output.exists():
             raise SystemExit(f"mmprep bench failed ({done.returncode}):\n{done.stderr}")
         metrics = json.loads(output.read_text())["runs"][0]["metrics"]
-    keep = ("sent", "completed", "failed", "failure_kinds", "failures", "duration_s", "request_throughput",
-            "output_token_throughput", "ttft_ms", "latency_ms", "client")
+    keep = (
+        "sent",
+        "completed",
+        "failed",
+        "failure_kinds",
+        "failures",
+        "duration_s",
+        "request_throughput",
+        "output_token_throughput",
+        "ttft_ms",
+        "latency_ms",
+        "client",
+    )
     return {key: metrics[key] for key in keep}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--minutes", type=float, default=3.0, help="length of the load phase")
     parser.add_argument("--streams", type=int, default=2048, help="streams in flight (bench's --concurrency)")
     parser.add_argument("--prompt-words", type=int, default=8192)
@@ -253,8 +326,17 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="also write the results (with the samples) here as JSON")
     options = parser.parse_args()
 
-    server = AppProcess("serve", "--max-concurrent-requests", str(options.max_concurrent_requests),
-                        "--write-timeout", str(options.write_timeout)).start().wait_ready()
+    server = (
+        AppProcess(
+            "serve",
+            "--max-concurrent-requests",
+            str(options.max_concurrent_requests),
+            "--write-timeout",
+            str(options.write_timeout),
+        )
+        .start()
+        .wait_ready()
+    )
     try:
         print(f"load before: {os.getloadavg()}", file=sys.stderr)
         results = asyncio.run(Soak(server, options).run())

@@ -31,9 +31,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from vllm_like import processed_item, qwen_prompt
 
 from mmprep.engines.prepared import PreparedRequest, SamplingParams
+from mmprep.processors import load_processor
 from mmprep.vllm import request as vllm_request
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
-from mmprep.processors import load_processor
 
 
 def plain_encode(item) -> str:
@@ -57,9 +57,13 @@ def main() -> None:
     processor = load_processor("Qwen/Qwen2.5-VL-7B-Instruct")
     frames = np.random.default_rng(0).integers(0, 256, (args.frames, height, width, 3), dtype=np.uint8)
     video = processed_item("video", frames, processor)
-    prepared = PreparedRequest("bench", "m", [], [video], SamplingParams(max_tokens=8), prompt=qwen_prompt([video]))
+    prepared = PreparedRequest(
+        "bench", "m", [], [video], SamplingParams(max_tokens=8), prompt=qwen_prompt([video])
+    )
     options = GenerateOptions(model_id="Qwen/Qwen2.5-VL-7B-Instruct", served_model="m", family="qwen2_5_vl")
-    assert json.loads(b"".join(generate_request_body(prepared, options))) == generate_request(prepared, options)
+    assert json.loads(b"".join(generate_request_body(prepared, options))) == generate_request(
+        prepared, options
+    )
 
     plain, ours = [], []
     for _ in range(args.repeats):
@@ -74,8 +78,10 @@ def main() -> None:
         del pieces
     rows = video.processed.tensors["pixel_values_videos"].shape
     print(f"{args.frames} frames {width}x{height} -> pixel_values_videos {rows}, body {size / 2**20:.0f} MiB")
-    print(f"plain json.dumps: median {statistics.median(plain):.2f} s; generate_request_body: "
-          f"median {statistics.median(ours):.2f} s; {statistics.median(plain) / statistics.median(ours):.1f}x faster")
+    print(
+        f"plain json.dumps: median {statistics.median(plain):.2f} s; generate_request_body: "
+        f"median {statistics.median(ours):.2f} s; {statistics.median(plain) / statistics.median(ours):.1f}x faster"
+    )
 
 
 if __name__ == "__main__":

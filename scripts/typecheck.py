@@ -45,7 +45,7 @@ def repository_path(line: str, folders: dict[str, str]) -> str:
     for package in sorted(folders, key=len, reverse=True):  # mmprep.decoders before mmprep
         linked = f"{TREE / package.replace('.', '/')}/"
         if line.startswith(linked):
-            return f"{folders[package]}/{line[len(linked):]}"
+            return f"{folders[package]}/{line[len(linked) :]}"
     return line
 
 
@@ -63,8 +63,9 @@ def main(arguments: list[str]) -> int:
     folders = package_folders()
     link_tree(folders)
     arguments = [tree_path(argument, folders) for argument in arguments]
-    mypy = subprocess.run([sys.executable, "-m", "mypy", *arguments], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    mypy = subprocess.run(
+        [sys.executable, "-m", "mypy", *arguments], cwd=REPO, capture_output=True, text=True, check=False
+    )
     for line in mypy.stdout.splitlines():
         print(repository_path(line, folders))
     print(mypy.stderr, end="", file=sys.stderr)

@@ -106,16 +106,32 @@ def long_clips(tmp_path_factory) -> dict[str, Path]:
     x264 = {"crf": "18", "bf": "3", "g": "10", "sc_threshold": "0"}
     return {
         "h264_bframes.mp4": write_painted_clip(folder / "a.mp4", "mp4", "libx264", 10, 120, 128, 64, x264),
-        "h264_bframes.mkv": write_painted_clip(folder / "a.mkv", "matroska", "libx264", 10, 120, 128, 64, x264),
+        "h264_bframes.mkv": write_painted_clip(
+            folder / "a.mkv", "matroska", "libx264", 10, 120, 128, 64, x264
+        ),
         "hevc.mp4": write_painted_clip(
-            folder / "b.mp4", "mp4", "libx265", 10, 120, 128, 64,
-            {"crf": "18", "x265-params": "keyint=10:min-keyint=10:bframes=3:log-level=error"}, "hvc1",
+            folder / "b.mp4",
+            "mp4",
+            "libx265",
+            10,
+            120,
+            128,
+            64,
+            {"crf": "18", "x265-params": "keyint=10:min-keyint=10:bframes=3:log-level=error"},
+            "hvc1",
         ),
         "vp9.webm": write_painted_clip(
             folder / "c.webm", "webm", "libvpx-vp9", 10, 120, 128, 64, {"crf": "20", "b": "0", "g": "10"}
         ),
         "av1.mkv": write_painted_clip(
-            folder / "d.mkv", "matroska", "libsvtav1", 10, 120, 128, 64, {"crf": "20", "g": "10", "preset": "12"}
+            folder / "d.mkv",
+            "matroska",
+            "libsvtav1",
+            10,
+            120,
+            128,
+            64,
+            {"crf": "20", "g": "10", "preset": "12"},
         ),
         "mpeg4.avi": write_painted_clip(
             folder / "e.avi", "avi", "mpeg4", 10, 120, 128, 64, {"qscale": "2", "bf": "2", "g": "10"}, "XVID"

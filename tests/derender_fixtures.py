@@ -45,7 +45,9 @@ def load(name: str) -> dict:
 def derendering(fixture: dict) -> Derendering:
     server = fixture["server"]
     return Derendering(
-        facts(), server.get("reasoning_parser"), server.get("tool_call_parser"),
+        facts(),
+        server.get("reasoning_parser"),
+        server.get("tool_call_parser"),
         enable_auto_tool_choice="tool_call_parser" in server,
     )
 

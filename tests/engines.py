@@ -45,7 +45,9 @@ class FrameBudgetEngine(EchoEngine):
         if frames > self.MAX_FRAMES:
             raise EngineHTTPError(
                 f"the request has {frames} frames; this model's context holds {self.MAX_FRAMES}",
-                400, "context_length_exceeded", "messages",
+                400,
+                "context_length_exceeded",
+                "messages",
             )
         async for output in super().generate(request):
             yield output

@@ -20,7 +20,9 @@ def media_item(folder: ModelFolder, spec: dict, index: int) -> MediaItem:
         resized = processor.image_size(height, width)
         patch = processor.image_config.patch_size
         grid = (1, resized[0] // patch, resized[1] // patch)
-        processed = ProcessedMedia({"image_grid_thw": np.array([grid], np.int64)}, processor.image_tokens(height, width))
+        processed = ProcessedMedia(
+            {"image_grid_thw": np.array([grid], np.int64)}, processor.image_tokens(height, width)
+        )
         return MediaItem("image", np.zeros((1, 1, 3), np.uint8), {}, f"media[{index}]", processed=processed)
     frames, height, width = spec["shape"]
     grid = processor.video_grid(frames, height, width)
@@ -29,7 +31,12 @@ def media_item(folder: ModelFolder, spec: dict, index: int) -> MediaItem:
     )
     indices = np.array(spec["frames_indices"], np.int64)
     return MediaItem(
-        "video", np.zeros((frames, 1, 1, 3), np.uint8), {}, f"media[{index}]",
-        timestamps=indices / spec["fps"], indices=indices,
-        hf_metadata={"fps": spec["fps"], "frames_indices": spec["frames_indices"]}, processed=processed,
+        "video",
+        np.zeros((frames, 1, 1, 3), np.uint8),
+        {},
+        f"media[{index}]",
+        timestamps=indices / spec["fps"],
+        indices=indices,
+        hf_metadata={"fps": spec["fps"], "frames_indices": spec["frames_indices"]},
+        processed=processed,
     )

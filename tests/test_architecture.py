@@ -56,9 +56,13 @@ def imports(path: Path) -> set[str]:
 def folder_name(module: str) -> str:
     """An installed name as the folder it lives in: mmprep.decoders.x is decoders/x,
     mmprep.processors.x processors/x, and the rest of mmprep is app/."""
-    for installed, folder in (("mmprep.decoders", "decoders"), ("mmprep.processors", "processors"), ("mmprep", "app")):
+    for installed, folder in (
+        ("mmprep.decoders", "decoders"),
+        ("mmprep.processors", "processors"),
+        ("mmprep", "app"),
+    ):
         if module == installed or module.startswith(installed + "."):
-            return folder + module[len(installed):]
+            return folder + module[len(installed) :]
     return module
 
 

@@ -64,14 +64,30 @@ class VllmLike:
         finish = "stop"
         if max_tokens is not None and len(pieces) > max_tokens:
             pieces, finish = pieces[:max_tokens], "length"
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces), "total_tokens": prompt_tokens + len(pieces)}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(pieces),
+            "total_tokens": prompt_tokens + len(pieces),
+        }
         if body.get("stream"):
             include_usage = (body.get("stream_options") or {}).get("include_usage", False)
-            return StreamingResponse(_events(self.model, pieces, finish, usage if include_usage else None), media_type="text/event-stream")
+            return StreamingResponse(
+                _events(self.model, pieces, finish, usage if include_usage else None),
+                media_type="text/event-stream",
+            )
         return JSONResponse(
             {
-                "id": "chatcmpl-upstream", "object": "chat.completion", "created": int(time.time()), "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)}, "finish_reason": finish}],
+                "id": "chatcmpl-upstream",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(pieces)},
+                        "finish_reason": finish,
+                    }
+                ],
                 "usage": usage,
             }
         )
@@ -102,7 +118,9 @@ class VllmLike:
             )
         answer = {
             "text": text,
-            "videos": [{"shape": list(frames.shape), "metadata": metadata} for frames, metadata in media["videos"]],
+            "videos": [
+                {"shape": list(frames.shape), "metadata": metadata} for frames, metadata in media["videos"]
+            ],
             "images": [{"shape": list(image.shape)} for image in media["images"]],
             "params": {key: body.get(key) for key in ("temperature", "top_p", "seed", "stop", "max_tokens")},
         }
@@ -136,7 +154,9 @@ def load_video(url: str, kwargs: dict) -> tuple[np.ndarray, dict]:
         raise Refused(400, f"frames_indices must be {total} integers, one per frame sent")
     total_num_frames = kwargs.get("total_num_frames", total)
     if not isinstance(total_num_frames, int) or total_num_frames < total:
-        raise Refused(400, f"total_num_frames ({total_num_frames}) must be an integer >= the {total} frames sent")
+        raise Refused(
+            400, f"total_num_frames ({total_num_frames}) must be an integer >= the {total} frames sent"
+        )
     fps = float(kwargs.get("fps", 1))
     duration = kwargs.get("duration", total_num_frames / fps if fps > 0 else 0.0)
     if not isinstance(duration, int | float) or duration < 0:
@@ -175,7 +195,12 @@ def _jpeg(data: str) -> np.ndarray:
 
 async def _events(model: str, pieces: list[str], finish: str, usage: dict | None):
     def event(choices: list, **extra) -> str:
-        chunk = {"id": "chatcmpl-upstream", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+        chunk = {
+            "id": "chatcmpl-upstream",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
         return "data: " + json.dumps({**chunk, "choices": choices, **extra}) + "\n\n"
 
     yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
@@ -214,21 +239,41 @@ def qwen_prompt(media: list, text_ids: tuple[int, ...] = (3838, 374, 419, 30)):
     return TokenPrompt(tuple(ids), tuple(placeholders))
 
 
-def processed_item(kind: str, pixels: np.ndarray, processor, fps: float = 30.0, step: int = 15, param: str | None = None):
+def processed_item(
+    kind: str, pixels: np.ndarray, processor, fps: float = 30.0, step: int = 15, param: str | None = None
+):
     """A MediaItem as mmprep's preprocessing leaves it with --processor: frames (or an
     image) sampled every `step` source frames of a `fps` video, and their tensors."""
     from mmprep.engines.prepared import MediaItem
 
     if kind == "image":
-        return MediaItem("image", pixels, {"width": pixels.shape[1], "height": pixels.shape[0]},
-                         param or "messages[0].content[0].image_url", processed=processor.process_image(pixels))
+        return MediaItem(
+            "image",
+            pixels,
+            {"width": pixels.shape[1], "height": pixels.shape[0]},
+            param or "messages[0].content[0].image_url",
+            processed=processor.process_image(pixels),
+        )
     indices = np.arange(len(pixels)) * step
     hf_metadata = {
-        "total_num_frames": int(indices[-1]) + step, "fps": fps, "width": pixels.shape[2], "height": pixels.shape[1],
-        "duration": (int(indices[-1]) + step) / fps, "video_backend": "pyav", "frames_indices": indices.tolist(),
+        "total_num_frames": int(indices[-1]) + step,
+        "fps": fps,
+        "width": pixels.shape[2],
+        "height": pixels.shape[1],
+        "duration": (int(indices[-1]) + step) / fps,
+        "video_backend": "pyav",
+        "frames_indices": indices.tolist(),
     }
-    return MediaItem("video", pixels, {}, param or "messages[0].content[0].video_url", timestamps=indices / fps,
-                     indices=indices, hf_metadata=hf_metadata, processed=processor.process_video(pixels))
+    return MediaItem(
+        "video",
+        pixels,
+        {},
+        param or "messages[0].content[0].video_url",
+        timestamps=indices / fps,
+        indices=indices,
+        hf_metadata=hf_metadata,
+        processed=processor.process_video(pixels),
+    )
 
 
 class VllmGenerateLike:
@@ -262,8 +307,14 @@ class VllmGenerateLike:
         max_tokens = params.get("max_tokens", self.max_model_len - prompt_tokens)
         tokens = list(ANSWER_IDS[:max_tokens])
         finish = "length" if len(tokens) < len(ANSWER_IDS) else "stop"
-        logprobs = [_logprob(token, position, params.get("logprobs")) for position, token in enumerate(tokens)]
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens), "total_tokens": prompt_tokens + len(tokens)}
+        logprobs = [
+            _logprob(token, position, params.get("logprobs")) for position, token in enumerate(tokens)
+        ]
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(tokens),
+            "total_tokens": prompt_tokens + len(tokens),
+        }
         request_id = f"generate-tokens-{body['request_id']}"
         if body.get("stream"):
             include_usage = (body.get("stream_options") or {}).get("include_usage", False)
@@ -271,11 +322,26 @@ class VllmGenerateLike:
                 _token_events(request_id, tokens, logprobs, finish, usage if include_usage else None),
                 media_type="text/event-stream",
             )
-        choice = {"index": 0, "finish_reason": finish, "stop_reason": None, "token_ids": tokens,
-                  "routed_experts": None, "sampling_mask": None, "weight_versions": None,
-                  "logprobs": {"content": logprobs} if params.get("logprobs") is not None else None}
-        return JSONResponse({"request_id": request_id, "model": self.model, "created": int(time.time()), "usage": usage,
-                             "output_mode": "tokens", "choices": [choice]})
+        choice = {
+            "index": 0,
+            "finish_reason": finish,
+            "stop_reason": None,
+            "token_ids": tokens,
+            "routed_experts": None,
+            "sampling_mask": None,
+            "weight_versions": None,
+            "logprobs": {"content": logprobs} if params.get("logprobs") is not None else None,
+        }
+        return JSONResponse(
+            {
+                "request_id": request_id,
+                "model": self.model,
+                "created": int(time.time()),
+                "usage": usage,
+                "output_mode": "tokens",
+                "choices": [choice],
+            }
+        )
 
     def _check(self, body: dict) -> dict[str, list]:
         from mmprep.vllm.serde import ItemFormatError, decode_item
@@ -312,7 +378,10 @@ class VllmGenerateLike:
                     raise Refused(400, "mm_placeholders must remain within the token_ids sequence")
                 grid = item[f"{modality}_grid_thw"].data
                 if int(np.prod(grid)) // MERGE**2 != length:
-                    raise Refused(400, f"{int(np.prod(grid)) // MERGE**2} {modality} embeddings for {length} placeholders")
+                    raise Refused(
+                        400,
+                        f"{int(np.prod(grid)) // MERGE**2} {modality} embeddings for {length} placeholders",
+                    )
                 spans.append((offset, offset + length))
         spans.sort()
         if any(start < end for (_, end), (start, _) in pairwise(spans)):
@@ -324,7 +393,10 @@ def _logprob(token: int, position: int, top: int | None) -> dict | None:
     if top is None:
         return None
     sampled = {"token_id": token, "logprob": -0.25 * (position + 1), "rank": 1}
-    others = [{"token_id": token + k, "logprob": -0.25 * (position + 1) - k, "rank": k + 1} for k in range(1, top + 1)]
+    others = [
+        {"token_id": token + k, "logprob": -0.25 * (position + 1) - k, "rank": k + 1}
+        for k in range(1, top + 1)
+    ]
     # vLLM's order: the sampled token first, then the rest of the top k by rank.
     return {**sampled, "top_logprobs": [sampled, *others[: max(top - 1, 0)]]}
 
@@ -332,10 +404,27 @@ def _logprob(token: int, position: int, top: int | None) -> dict | None:
 async def _token_events(request_id: str, tokens: list[int], logprobs: list, finish: str, usage: dict | None):
     for position, token in enumerate(tokens):
         last = position == len(tokens) - 1
-        choice = {"index": 0, "finish_reason": finish if last else None, "stop_reason": None, "token_ids": [token],
-                  "routed_experts": None, "sampling_mask": None, "weight_versions": None,
-                  "logprobs": {"content": [logprobs[position]]} if logprobs[position] is not None else None}
-        yield "data: " + json.dumps({"request_id": request_id, "usage": None, "output_mode": "tokens", "choices": [choice]}) + "\n\n"
+        choice = {
+            "index": 0,
+            "finish_reason": finish if last else None,
+            "stop_reason": None,
+            "token_ids": [token],
+            "routed_experts": None,
+            "sampling_mask": None,
+            "weight_versions": None,
+            "logprobs": {"content": [logprobs[position]]} if logprobs[position] is not None else None,
+        }
+        yield (
+            "data: "
+            + json.dumps(
+                {"request_id": request_id, "usage": None, "output_mode": "tokens", "choices": [choice]}
+            )
+            + "\n\n"
+        )
     if usage is not None:
-        yield "data: " + json.dumps({"request_id": request_id, "usage": usage, "output_mode": "tokens", "choices": []}) + "\n\n"
+        yield (
+            "data: "
+            + json.dumps({"request_id": request_id, "usage": usage, "output_mode": "tokens", "choices": []})
+            + "\n\n"
+        )
     yield "data: [DONE]\n\n"

@@ -33,10 +33,13 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
 def install_error_handlers(app: FastAPI) -> None:
     """Errors nothing else caught, in OpenAI's shape: a route that does not exist is a 404
     `not_found`; an unexpected exception a 500 whose traceback goes to the log."""
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
         code = "not_found" if error.status_code == 404 else "http_error"
-        return JSONResponse(ServiceError(str(error.detail), code, status=error.status_code).body(), error.status_code)
+        return JSONResponse(
+            ServiceError(str(error.detail), code, status=error.status_code).body(), error.status_code
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception):

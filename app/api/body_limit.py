@@ -17,7 +17,9 @@ BODY_REFUSED = "mmprep.body_refused"  # set in the ASGI scope when the 413 has g
 
 def body_too_large(limit: int) -> ServiceError:
     return ServiceError(
-        f"the request body is more than the {limit} bytes this server accepts", "request_too_large", status=413
+        f"the request body is more than the {limit} bytes this server accepts",
+        "request_too_large",
+        status=413,
     )
 
 

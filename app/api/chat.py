@@ -55,14 +55,16 @@ async def chat_completion(service: Service, http: Request) -> Response:
         return await _answer(service, body, http, request_id, slot)
     except ClientGone:
         return client_gone(service)
-    except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500
+    except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
         return refuse(service, as_service_error(error))
     finally:
         if not slot.handed_over:
             slot.release()
 
 
-async def _answer(service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot) -> Response:
+async def _answer(
+    service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot
+) -> Response:
     service.check_request(body.model, body.n)
     extra = body.model_extra or {}
     if service.derendering.model is not None:
@@ -71,7 +73,9 @@ async def _answer(service: Service, body: ChatCompletionRequest, http: Request, 
     check_logprobs(service, body)
     check_tool_choice(service, body)
     cancel = threading.Event()
-    prepared, timing = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
+    prepared, timing = await until_disconnect(
+        http, service.preprocessor.prepare(body, request_id, cancel), cancel
+    )
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     builder = CompletionBuilder(request_id, body.model, include_usage)
@@ -89,8 +93,10 @@ async def _answer(service: Service, body: ChatCompletionRequest, http: Request, 
     events = _stream(service, prepared, first, outputs, derender, builder, slot)
     slot.handed_over = True  # from here the stream owns the admission slot
     return _ClosingStream(
-        events, on_close=lambda: _end_stream(service, events, outputs, slot),
-        media_type="text/event-stream", headers=_headers(timing, request_id),
+        events,
+        on_close=lambda: _end_stream(service, events, outputs, slot),
+        media_type="text/event-stream",
+        headers=_headers(timing, request_id),
     )
 
 
@@ -117,12 +123,15 @@ def check_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
     if choice in (None, "auto") and service.derendering.tool_call_parser is None:
         raise ServiceError(
             '"auto" tool choice needs this server started with --enable-auto-tool-choice and --tool-call-parser',
-            "unsupported_field", "tool_choice",
+            "unsupported_field",
+            "tool_choice",
         )
     if choice == "required" or isinstance(choice, NamedToolChoice):
         raise ServiceError(
             'tool_choice "required" or a named function needs structured outputs, which this server does not '
-            'apply: send "auto" (or "none")', "unsupported_field", "tool_choice",
+            'apply: send "auto" (or "none")',
+            "unsupported_field",
+            "tool_choice",
         )
 
 
@@ -136,7 +145,9 @@ def check_logprobs(service: Service, body: ChatCompletionRequest) -> None:
     gives = getattr(service.engine, "gives_logprobs", None)
     if gives is False or (gives is None and service.derendering.model is not None):
         raise EngineHTTPError(
-            "this model's engine does not give log-probabilities: ask without logprobs", 400, "unsupported_field",
+            "this model's engine does not give log-probabilities: ask without logprobs",
+            400,
+            "unsupported_field",
             "logprobs",
         )
 
@@ -144,14 +155,20 @@ def check_logprobs(service: Service, body: ChatCompletionRequest) -> None:
 def _derenderer(service: Service, body: ChatCompletionRequest, prepared: PreparedRequest) -> Derenderer:
     prompt = prepared.prompt
     return service.derendering.start(
-        prepared.sampling, body.output_options(),
+        prepared.sampling,
+        body.output_options(),
         prompt_text=prompt.text if prompt is not None else "",
         prompt_tokens=len(prompt.token_ids) if prompt is not None else 0,
     )
 
 
-async def _complete(service: Service, prepared: PreparedRequest, derender: Derenderer, builder: CompletionBuilder,
-                    timing: Timing) -> dict:
+async def _complete(
+    service: Service,
+    prepared: PreparedRequest,
+    derender: Derenderer,
+    builder: CompletionBuilder,
+    timing: Timing,
+) -> dict:
     answer, started = Answer(derender.reasoning, derender.logprobs), False
     handed_over = time.perf_counter()
     async with aclosing(service.engine.generate(prepared)) as outputs:  # closed early on a stop
@@ -165,13 +182,21 @@ async def _complete(service: Service, prepared: PreparedRequest, derender: Deren
         raise EngineError("the engine ended without producing any output")
     answer.add(derender.finish())
     return builder.answer(
-        answer, derender.finish_reason, derender.stop_reason, usage(derender.prompt_tokens, derender.completion_tokens)
+        answer,
+        derender.finish_reason,
+        derender.stop_reason,
+        usage(derender.prompt_tokens, derender.completion_tokens),
     )
 
 
 async def _stream(
-    service: Service, prepared: PreparedRequest, first: EngineOutput, outputs: AsyncIterator[EngineOutput],
-    derender: Derenderer, builder: CompletionBuilder, slot: Slot,
+    service: Service,
+    prepared: PreparedRequest,
+    first: EngineOutput,
+    outputs: AsyncIterator[EngineOutput],
+    derender: Derenderer,
+    builder: CompletionBuilder,
+    slot: Slot,
 ):
     """SSE events: a role chunk, the answer's chunks (content, reasoning, tool calls), a
     finish chunk, maybe usage, [DONE]. On a stop the engine is closed at once. A failure
@@ -198,7 +223,7 @@ async def _stream(
         status = 499
         log.info("client went away mid-stream; generation stopped")
         raise
-    except Exception as error:  # noqa: BLE001 - as in chat_completion, but the status is already out
+    except Exception as error:  # as in chat_completion, but the status is already out
         failure = as_service_error(error)
         status = 500
         service.metrics.errors.labels(failure.code).inc()

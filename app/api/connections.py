@@ -37,8 +37,12 @@ from ..core.metrics import Metrics
 
 log = logging.getLogger("mmprep.connections")
 
-REFUSAL_BODY_DRAIN_BYTES = 1024**2  # read this much of a refused request, so the close after the 503 is not a reset
-FDS_BESIDES_CONNECTIONS = 256  # files the process needs besides its connections: logs, media, decoders, workers
+REFUSAL_BODY_DRAIN_BYTES = (
+    1024**2
+)  # read this much of a refused request, so the close after the 503 is not a reset
+FDS_BESIDES_CONNECTIONS = (
+    256  # files the process needs besides its connections: logs, media, decoders, workers
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,9 @@ class ConnectionLimits:
 
 def too_many_connections(limit: int) -> ServiceError:
     error = ServiceError(
-        f"the server has its limit of {limit} connections open; retry shortly", "too_many_connections", status=503
+        f"the server has its limit of {limit} connections open; retry shortly",
+        "too_many_connections",
+        status=503,
     )
     error.headers = {"Retry-After": "1", "Connection": "close"}
     return error
@@ -64,8 +70,14 @@ def guarded_protocol(limits: ConnectionLimits, metrics: Metrics, on_refused: Cal
 
 
 class GuardedH11Protocol(H11Protocol):
-    def __init__(self, *args, limits: ConnectionLimits, metrics: Metrics,
-                 on_refused: Callable[[ServiceError], None], **kwargs):
+    def __init__(
+        self,
+        *args,
+        limits: ConnectionLimits,
+        metrics: Metrics,
+        on_refused: Callable[[ServiceError], None],
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.timeout_keep_alive = limits.keep_alive_timeout
         self._limits, self._metrics, self._on_refused = limits, metrics, on_refused
@@ -82,7 +94,9 @@ class GuardedH11Protocol(H11Protocol):
         idle_for = self.timeout_keep_alive
         if len(self.connections) > self._limits.max_connections:
             self.app = self._refuse  # its request gets the 503; the connection closes after it
-            idle_for = min(idle_for, self._limits.header_timeout)  # and it may not sit on an fd past the limit
+            idle_for = min(
+                idle_for, self._limits.header_timeout
+            )  # and it may not sit on an fd past the limit
         # Idle from the start: a connection that never sends a byte is closed like a kept-alive one.
         self.timeout_keep_alive_task = self.loop.call_later(idle_for, self.timeout_keep_alive_handler)
 
@@ -134,8 +148,10 @@ class GuardedH11Protocol(H11Protocol):
         self._header_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
-        log.info("request head incomplete after the header timeout; connection closed",
-                 extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout})
+        log.info(
+            "request head incomplete after the header timeout; connection closed",
+            extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout},
+        )
         self._close("header_timeout")
         self._timed_out(
             f"the request head (request line and headers) did not arrive within {self._limits.header_timeout:g} s"
@@ -148,13 +164,17 @@ class GuardedH11Protocol(H11Protocol):
         if self.flow.read_paused:  # we stopped reading (the app is behind), not the client sending
             self._body_timer = self.loop.call_later(self._limits.header_timeout, self._body_timed_out)
             return
-        log.info("request body stalled past the header timeout; connection closed",
-                 extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout})
+        log.info(
+            "request body stalled past the header timeout; connection closed",
+            extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout},
+        )
         self._close("body_timeout")
         if self.cycle is not None and self.cycle.response_started:  # an answer is on its way: no second one
             self.transport.close()
             return
-        self._timed_out(f"the request body stopped arriving for {self._limits.header_timeout:g} s before its end")
+        self._timed_out(
+            f"the request body stopped arriving for {self._limits.header_timeout:g} s before its end"
+        )
 
     def _timed_out(self, message: str) -> None:
         """A 408 with OpenAI's error body, and the connection closed."""

@@ -37,7 +37,9 @@ async def read_json_body(request: Request) -> Any:
     async for chunk in request.stream():
         body += chunk
     if not body or body.isspace():
-        raise ServiceError("the request has no body: send the chat request as a JSON object", "invalid_request")
+        raise ServiceError(
+            "the request has no body: send the chat request as a JSON object", "invalid_request"
+        )
     if len(body) <= SMALL_BODY:
         return _loads(body, [])
     return await asyncio.to_thread(_parse_large, body)
@@ -66,7 +68,9 @@ def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
     try:
         return json.loads(text)
     except UnicodeDecodeError as error:
-        raise ServiceError(f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request") from None
+        raise ServiceError(
+            f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request"
+        ) from None
     except json.JSONDecodeError as error:
         at = error.pos + _shift_before(shifts, error.pos)
         raise ServiceError(
@@ -135,7 +139,9 @@ def _put_back(value: Any, long_strings: dict[str, LongString], key: str | None =
         return [_put_back(item, long_strings) for item in value]
     if isinstance(value, dict):
         return {
-            (long_strings[name].value(as_url=False) if name in long_strings else name): _put_back(item, long_strings, name)
+            (long_strings[name].value(as_url=False) if name in long_strings else name): _put_back(
+                item, long_strings, name
+            )
             for name, item in value.items()
         }
     return value

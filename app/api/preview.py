@@ -65,7 +65,11 @@ def preview_request(url: str | DataURL, sampling: dict[str, Any], model: str) ->
 
 
 async def preview_media(
-    service: Service, url: str | DataURL, sampling: dict[str, Any], title: str, cancel: threading.Event | None = None
+    service: Service,
+    url: str | DataURL,
+    sampling: dict[str, Any],
+    title: str,
+    cancel: threading.Event | None = None,
 ) -> Preview:
     """The video at `url` sampled as `sampling` asks, as the service would hand it to an
     engine. Raises ServiceError as a chat request with that video would be refused."""
@@ -118,11 +122,15 @@ async def preview_post(service: Service, http: Request) -> Response:
         return client_gone(service)
     cancel = threading.Event()
     try:
-        title = form.name or ("an upload" if isinstance(form.url, DataURL) or form.url.startswith("data:") else form.url)
-        preview = await until_disconnect(http, preview_media(service, form.url, form.sampling, title, cancel), cancel)
+        title = form.name or (
+            "an upload" if isinstance(form.url, DataURL) or form.url.startswith("data:") else form.url
+        )
+        preview = await until_disconnect(
+            http, preview_media(service, form.url, form.sampling, title, cancel), cancel
+        )
     except ClientGone:
         return client_gone(service)
-    except Exception as error:  # noqa: BLE001 - as chat requests: a ServiceError is the answer, else a logged 500
+    except Exception as error:  # as chat requests: a ServiceError is the answer, else a logged 500
         return refuse(service, as_service_error(error))
     finally:
         slot.release()
@@ -138,11 +146,14 @@ def _parse_form(document: Any) -> PreviewForm:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or None
-        raise ServiceError(f"{field}: {first['msg']}" if field else first["msg"], "invalid_request", field) from None
+        raise ServiceError(
+            f"{field}: {first['msg']}" if field else first["msg"], "invalid_request", field
+        ) from None
 
 
 def _disabled() -> ServiceError:
     return ServiceError(
         "the preview page is off on this server: start it with --enable-preview (it fetches any URL it is given)",
-        "preview_disabled", status=404,
+        "preview_disabled",
+        status=404,
     )

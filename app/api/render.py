@@ -28,10 +28,14 @@ from .schemas import parse_chat_request
 
 async def render_chat_request(service: Service, http: Request) -> Response:
     if service.settings.model is None:
-        return refuse(service, ServiceError(
-            "this server renders no prompts: start mmprep with --model (the model folder)",
-            "render_unavailable", status=404,
-        ))
+        return refuse(
+            service,
+            ServiceError(
+                "this server renders no prompts: start mmprep with --model (the model folder)",
+                "render_unavailable",
+                status=404,
+            ),
+        )
     try:
         body = parse_chat_request(await read_json_body(http))
         slot = service.admit()
@@ -43,13 +47,15 @@ async def render_chat_request(service: Service, http: Request) -> Response:
         service.check_request(body.model, body.n)
         cancel = threading.Event()
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        prepared, _ = await until_disconnect(http, service.preprocessor.prepare(body, request_id, cancel), cancel)
+        prepared, _ = await until_disconnect(
+            http, service.preprocessor.prepare(body, request_id, cancel), cancel
+        )
         pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
         service.record(200)
         return Response(b"".join(pieces), media_type="application/json")
     except ClientGone:
         return client_gone(service)
-    except Exception as error:  # noqa: BLE001 - a ServiceError is the client's answer; anything else a logged 500
+    except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
         return refuse(service, as_service_error(error))
     finally:
         slot.release()

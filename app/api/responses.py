@@ -66,10 +66,16 @@ class CompletionBuilder:
         choice["stop_reason"] = stop_reason
         return completion
 
-    def chunk(self, delta: dict, finish_reason: str | None = None, logprobs: list | None = None,
-              **choice_fields) -> dict:
-        choice = {"index": 0, "delta": delta, "logprobs": None if logprobs is None else {"content": logprobs},
-                  "finish_reason": finish_reason, **choice_fields}
+    def chunk(
+        self, delta: dict, finish_reason: str | None = None, logprobs: list | None = None, **choice_fields
+    ) -> dict:
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None if logprobs is None else {"content": logprobs},
+            "finish_reason": finish_reason,
+            **choice_fields,
+        }
         chunk = self._chunk([choice])
         if self.include_usage:
             chunk["usage"] = None  # as OpenAI: null on every chunk but the last
@@ -88,9 +94,16 @@ class CompletionBuilder:
             chunks.append(self.chunk(text, logprobs=logprobs))
         for call in delta.tool_calls:
             index = answer.tool_index(call)
-            named = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+            named = {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
             chunks.append(self.chunk({"tool_calls": [named]}))
-            chunks.append(self.chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments}}]}))
+            chunks.append(
+                self.chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments}}]})
+            )
         return chunks
 
     def usage_chunk(self, usage_: dict) -> dict:
@@ -141,7 +154,11 @@ class Answer:
         if self.tool_calls:
             message["content"] = text or None
             message["tool_calls"] = [
-                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
                 for call in self.tool_calls
             ]
         return message

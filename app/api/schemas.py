@@ -84,7 +84,9 @@ class ChatCompletionRequest(BaseModel):
             skip_special_tokens=answer.skip_special_tokens,
             spaces_between_special_tokens=answer.spaces_between_special_tokens,
             tools=tuple(tool.model_dump(exclude_none=True) for tool in answer.tools or ()),
-            tool_choice=answer.tool_choice if isinstance(answer.tool_choice, str | None) else answer.tool_choice.model_dump(),
+            tool_choice=answer.tool_choice
+            if isinstance(answer.tool_choice, str | None)
+            else answer.tool_choice.model_dump(),
             enable_thinking=kwargs.get("enable_thinking", True) is not False,
             include_reasoning=answer.include_reasoning,
             parallel_tool_calls=answer.parallel_tool_calls,
@@ -146,7 +148,10 @@ class AnswerFields(BaseModel):
         if isinstance(self.tool_choice, NamedToolChoice):
             names = {tool.function.name for tool in self.tools or ()}
             if self.tool_choice.function.name not in names:
-                raise _FieldError("tool_choice", f"names the tool {self.tool_choice.function.name!r}, which tools does not hold")
+                raise _FieldError(
+                    "tool_choice",
+                    f"names the tool {self.tool_choice.function.name!r}, which tools does not hold",
+                )
         elif self.tool_choice == "required" and not self.tools:
             raise _FieldError("tool_choice", '"required" needs tools')
         return self
@@ -155,7 +160,11 @@ class AnswerFields(BaseModel):
 # With --model, fields mmprep applies itself (the answer's, through app/derender; the
 # template's, through app/render): an engine gets them as SamplingParams and the prompt, so
 # its accepted_fields do not refuse them.
-READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {"documents", "add_generation_prompt", "continue_final_message"}
+READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {
+    "documents",
+    "add_generation_prompt",
+    "continue_final_message",
+}
 
 
 class _FieldError(ValueError):
@@ -182,11 +191,15 @@ def parse_chat_request(document: Any) -> ChatCompletionRequest:
         if isinstance(cause, _FieldError):
             raise ServiceError(f"{cause.field}: {cause}", "invalid_request", cause.field) from None
         param = _param(first["loc"])
-        raise ServiceError(f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param) from None
+        raise ServiceError(
+            f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param
+        ) from None
     max_tokens = request.max_completion_tokens or request.max_tokens
     if max_tokens is not None and request.answer.min_tokens > max_tokens:
         raise ServiceError(
-            f"min_tokens: {request.answer.min_tokens} is more than max_tokens ({max_tokens})", "invalid_request", "min_tokens"
+            f"min_tokens: {request.answer.min_tokens} is more than max_tokens ({max_tokens})",
+            "invalid_request",
+            "min_tokens",
         )
     return request
 

@@ -36,8 +36,11 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
         app,
         host=settings.host,
         port=settings.port,
-        http=guarded_protocol(connection_limits(settings), service.metrics,
-                              on_refused=lambda error: service.record(error.status, error.code)),
+        http=guarded_protocol(
+            connection_limits(settings),
+            service.metrics,
+            on_refused=lambda error: service.record(error.status, error.code),
+        ),
         backlog=settings.backlog,
         timeout_keep_alive=settings.keep_alive_timeout,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
@@ -45,7 +48,9 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
     )
 
 
-def serve(app: FastAPI, settings: Settings, log_config: dict, sockets: list[socket.socket] | None = None) -> None:
+def serve(
+    app: FastAPI, settings: Settings, log_config: dict, sockets: list[socket.socket] | None = None
+) -> None:
     settings = within_open_files(settings)
     uvicorn.Server(server_config(app, settings, log_config=log_config)).run(sockets=sockets)
 
@@ -58,10 +63,15 @@ def within_open_files(settings: Settings) -> Settings:
     if fits == settings.max_connections:
         return settings
     if settings.max_connections != Settings.model_fields["max_connections"].default:
-        raise SystemExit(f"mmprep serve: --max-connections {settings.max_connections} needs more open files than "
-                         f"the hard limit allows (room for {fits}): lower it, or raise the limit (ulimit -Hn, LimitNOFILE=)")
-    log.warning("the open-file limit holds %d connections: --max-connections lowered from %d", fits,
-                settings.max_connections)
+        raise SystemExit(
+            f"mmprep serve: --max-connections {settings.max_connections} needs more open files than "
+            f"the hard limit allows (room for {fits}): lower it, or raise the limit (ulimit -Hn, LimitNOFILE=)"
+        )
+    log.warning(
+        "the open-file limit holds %d connections: --max-connections lowered from %d",
+        fits,
+        settings.max_connections,
+    )
     return settings.model_copy(update={"max_connections": fits})
 
 
@@ -74,8 +84,10 @@ def serve_processes(settings: Settings, processes: int) -> int:
     watches them: SIGTERM or Ctrl-C stops them all (each drains as one process would), and
     one that dies stops the rest. Returns the exit status."""
     context = multiprocessing.get_context("spawn")  # a clean interpreter each: no threads or loops forked
-    children = [context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
-                for i in range(processes)]
+    children = [
+        context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
+        for i in range(processes)
+    ]
     stopping = False
 
     def stop(*_):
@@ -95,8 +107,10 @@ def serve_processes(settings: Settings, processes: int) -> int:
         # With a timeout: a child may end between the check above and the list (then none is left to wait on).
         multiprocessing.connection.wait([child.sentinel for child in children if child.is_alive()], timeout=1)
         if not stopping and any(child.exitcode is not None for child in children):
-            log.error("an mmprep serve process exited (status %s); stopping the others",
-                      next(child.exitcode for child in children if child.exitcode is not None))
+            log.error(
+                "an mmprep serve process exited (status %s); stopping the others",
+                next(child.exitcode for child in children if child.exitcode is not None),
+            )
             stop()
     for child in children:
         child.join()

@@ -80,8 +80,33 @@ class RequestTemplate:
         return f"{self.prompt} {number} " + " ".join(words)
 
 
-FILLER = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "while", "seven", "tired", "owls",
-          "watch", "from", "an", "old", "oak", "tree", "near", "river", "bank", "at", "night", "under", "stars")
+FILLER = (
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "tired",
+    "owls",
+    "watch",
+    "from",
+    "an",
+    "old",
+    "oak",
+    "tree",
+    "near",
+    "river",
+    "bank",
+    "at",
+    "night",
+    "under",
+    "stars",
+)
 
 
 def parse_server_timing(header: str | None) -> dict[str, float]:
@@ -149,7 +174,9 @@ class ChatClient:
                 record.server_timing = parse_server_timing(response.headers.get("server-timing"))
                 if response.status_code != 200:
                     code, message = error_code(await response.aread())
-                    record.fail(f"{response.status_code} {code}" if code else str(response.status_code), message)
+                    record.fail(
+                        f"{response.status_code} {code}" if code else str(response.status_code), message
+                    )
                 elif self._stream:
                     await _read_events(response, record, start)
                 else:

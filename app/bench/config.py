@@ -23,7 +23,8 @@ class SyntheticOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     synthetic: int = Field(
-        0, ge=0,
+        0,
+        ge=0,
         description="generate this many camera-like videos (each a different scene) as inputs; they are kept for "
         "later runs in $XDG_CACHE_HOME/mmprep/synthetic (else ~/.cache/mmprep/synthetic)",
     )
@@ -52,58 +53,87 @@ class BenchConfig(SyntheticOptions):
     report where the time goes."""
 
     # -- target ------------------------------------------------------------------------
-    url: str = Field("http://127.0.0.1:8000", description="base URL of the OpenAI-compatible server (with or without /v1)")
+    url: str = Field(
+        "http://127.0.0.1:8000", description="base URL of the OpenAI-compatible server (with or without /v1)"
+    )
     model: str | None = Field(None, description="model to ask for (default: the first one /v1/models lists)")
     api_key: str | None = Field(None, description="sent as 'Authorization: Bearer KEY'")
-    ready_timeout: float = Field(60.0, ge=0, description="seconds to wait for the server to answer before giving up")
+    ready_timeout: float = Field(
+        60.0, ge=0, description="seconds to wait for the server to answer before giving up"
+    )
     timeout: float = Field(600.0, gt=0, description="seconds one request may take")
 
     # -- inputs ------------------------------------------------------------------------
     video: list[str] = Field([], description="video file, folder of videos, or http(s) URL (repeat for more)")
     image: list[str] = Field([], description="image file, folder of images, or http(s) URL (repeat for more)")
     media_as: Literal["url", "data"] = Field(
-        "url", description="send local media as http URLs of a loopback file server bench starts, or inline as data URLs"
+        "url",
+        description="send local media as http URLs of a loopback file server bench starts, or inline as data URLs",
     )
-    media_host: str = Field("127.0.0.1", description="address the file server listens on and puts in URLs: the target must reach it")
+    media_host: str = Field(
+        "127.0.0.1",
+        description="address the file server listens on and puts in URLs: the target must reach it",
+    )
     unique_media: bool = Field(
-        False, description="give every request video bytes of its own (container padding), so no cache can hide the decode"
+        False,
+        description="give every request video bytes of its own (container padding), so no cache can hide the decode",
     )
 
     # -- load --------------------------------------------------------------------------
-    concurrency: list[int] = Field([1], description="requests in flight at most; a comma list (1,2,4) runs a sweep")
-    request_rate: float | None = Field(
-        None, gt=0, description="requests per second, Poisson arrivals, capped by --concurrency (default: as fast as it allows)"
+    concurrency: list[int] = Field(
+        [1], description="requests in flight at most; a comma list (1,2,4) runs a sweep"
     )
-    requests: int | None = Field(None, ge=1, description=f"requests per run (default: {DEFAULT_REQUESTS}, or unlimited with --duration)")
+    request_rate: float | None = Field(
+        None,
+        gt=0,
+        description="requests per second, Poisson arrivals, capped by --concurrency (default: as fast as it allows)",
+    )
+    requests: int | None = Field(
+        None,
+        ge=1,
+        description=f"requests per run (default: {DEFAULT_REQUESTS}, or unlimited with --duration)",
+    )
     duration: float | None = Field(None, gt=0, description="seconds per run: no request starts after that")
     warmup: int = Field(0, ge=0, description="requests sent before each run, left out of its figures")
     stream: bool = Field(True, description="ask for a streamed (SSE) answer")
     max_tokens: int | None = Field(128, ge=1, description="max_tokens of each request")
     prompt: str = Field("Describe what happens in this video.", description="the text part of each request")
     prompt_words: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="add this many words to each request's prompt (a benchmark's input length, as aiperf's --isl), "
         "different in every request; with no --video, --image or --synthetic, requests are text only",
     )
     fps: float | None = Field(None, gt=0, description="frames per second to sample, sent as media_io_kwargs")
-    num_frames: int | None = Field(None, ge=1, description="frames to sample per video, sent as media_io_kwargs")
-    extra_body: str | None = Field(None, description='JSON object merged into every request body, e.g. \'{"temperature": 0}\'')
+    num_frames: int | None = Field(
+        None, ge=1, description="frames to sample per video, sent as media_io_kwargs"
+    )
+    extra_body: str | None = Field(
+        None, description="JSON object merged into every request body, e.g. '{\"temperature\": 0}'"
+    )
     seed: int = Field(0, description="seed of the Poisson arrivals and of the generated videos")
     client_processes: int | None = Field(
-        None, ge=1, le=256,
+        None,
+        ge=1,
+        le=256,
         description="processes that send the requests (default: one per 256 of the largest --concurrency, at most one per core)",
     )
 
     client_keep_alive: float = Field(
-        300.0, gt=0,
+        300.0,
+        gt=0,
         description="seconds bench keeps an idle connection to reuse it (aiperf's default: 300; httpx's: 5): a server "
         "that closes idle connections sooner races the client's next request on them, and bench sees the failures",
     )
 
     # -- output ------------------------------------------------------------------------
-    output: Path | None = Field(None, description="write the results (config, figures per run) to this JSON file")
+    output: Path | None = Field(
+        None, description="write the results (config, figures per run) to this JSON file"
+    )
     save_records: bool = Field(False, description="put every request's record in the JSON results too")
-    plot: Path | None = Field(None, description="draw latency percentiles and throughput against concurrency into this PNG")
+    plot: Path | None = Field(
+        None, description="draw latency percentiles and throughput against concurrency into this PNG"
+    )
     quiet: bool = Field(False, description="no progress bar and no notes; the summary only")
     max_failure_rate: float = Field(
         0.0, ge=0, le=1, description="exit with status 1 if a run's failed share of requests is above this"
@@ -140,7 +170,9 @@ class BenchConfig(SyntheticOptions):
         if self.fps is not None and self.num_frames is not None:
             raise ValueError("give --fps or --num-frames, not both")
         if not (self.video or self.image or self.synthetic or self.prompt_words):
-            raise ValueError("no inputs: give --video, --image or --synthetic N (or --prompt-words N for text only)")
+            raise ValueError(
+                "no inputs: give --video, --image or --synthetic N (or --prompt-words N for text only)"
+            )
         return self
 
     def extra_body_fields(self) -> dict[str, Any]:
@@ -157,7 +189,9 @@ class DecodeBenchConfig(SyntheticOptions):
     """Time mmprep.decoders.decode_video against the usual ways to load a video's frames, in
     this process, on the same files."""
 
-    videos: CliPositionalArg[list[Path]] = Field([], description="video files to decode (or none, with --synthetic N)")
+    videos: CliPositionalArg[list[Path]] = Field(
+        [], description="video files to decode (or none, with --synthetic N)"
+    )
     num_frames: int = Field(32, ge=1, description="frames each loader returns, spread evenly over the video")
     repeats: int = Field(3, ge=1, description="timed runs per loader and file; the median is reported")
     output: Path | None = Field(None, description="also write the timings to this JSON file")

@@ -82,7 +82,11 @@ def vllm_opencv(data: bytes, num_frames: int, threads: int = 0) -> int:
     if not capture.isOpened():
         raise ValueError("OpenCV could not open the video")
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-    wanted = list(range(total)) if total < num_frames else np.linspace(0, total - 1, num_frames, dtype=int).tolist()
+    wanted = (
+        list(range(total))
+        if total < num_frames
+        else np.linspace(0, total - 1, num_frames, dtype=int).tolist()
+    )
     width, height = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)), int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
     frames = np.empty((len(wanted), height, width, 3), np.uint8)
     kept = 0
@@ -150,7 +154,7 @@ def time_loaders(data: bytes, num_frames: int, repeats: int) -> list[Timing]:
     for name, loader in loaders().items():
         try:
             frames = loader(data, num_frames)  # also a warm-up: first calls pay imports and allocations
-        except Exception as error:  # noqa: BLE001 - other loaders fail their own ways (cv2.error, IndexError...)
+        except Exception as error:  # other loaders fail their own ways (cv2.error, IndexError...)
             timings[name] = Timing(name, None, None, f"{type(error).__name__}: {error}")
             continue
         timings[name] = Timing(name, None, frames)
@@ -199,7 +203,9 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
         videos = [_existing(path) for path in config.videos]
         videos += generate_synthetic(config, note=_note)
         if "vLLM OpenCV loader" not in loaders():
-            _note("vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's checkout)")
+            _note(
+                "vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's checkout)"
+            )
         results = {}
         for path in videos:
             data = path.read_bytes()

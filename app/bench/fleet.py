@@ -80,13 +80,19 @@ class Client:
 
     def __init__(self, spec: ClientSpec):
         self._spec = spec
-        limits = httpx.Limits(max_connections=spec.connections, max_keepalive_connections=spec.connections,
-                              keepalive_expiry=spec.keep_alive)
-        self._http = httpx.AsyncClient(headers=spec.headers, limits=limits, timeout=httpx.Timeout(spec.timeout))
+        limits = httpx.Limits(
+            max_connections=spec.connections,
+            max_keepalive_connections=spec.connections,
+            keepalive_expiry=spec.keep_alive,
+        )
+        self._http = httpx.AsyncClient(
+            headers=spec.headers, limits=limits, timeout=httpx.Timeout(spec.timeout)
+        )
         self._chat = ChatClient(self._http, spec.url, spec.template.stream)
 
-    async def run(self, share: Share, first_number: int, start_at: float,
-                  on_done: Callable[[RequestRecord], None]) -> tuple[list[RequestRecord], float]:
+    async def run(
+        self, share: Share, first_number: int, start_at: float, on_done: Callable[[RequestRecord], None]
+    ) -> tuple[list[RequestRecord], float]:
         """This process's share of a run; request numbers count from `first_number`."""
 
         async def send(index: int) -> RequestRecord:
@@ -131,7 +137,9 @@ class InProcessFleet:
         self._loop = asyncio.Runner()
         self._client = self._loop.run(_make_client(spec))
 
-    def run(self, plan: LoadPlan, first_number: int, on_progress: Progress = lambda done, failed: None) -> RunResult:
+    def run(
+        self, plan: LoadPlan, first_number: int, on_progress: Progress = lambda done, failed: None
+    ) -> RunResult:
         (share,) = plan.split(1)
         cpu = cpu_seconds()
         start_at = time.monotonic()
@@ -153,7 +161,9 @@ class ProcessFleet:
         self._workers = []
         for _ in range(processes):
             ours, theirs = context.Pipe()
-            worker = context.Process(target=_serve_orders, args=(theirs, spec), daemon=True, name="mmprep-bench-client")
+            worker = context.Process(
+                target=_serve_orders, args=(theirs, spec), daemon=True, name="mmprep-bench-client"
+            )
             worker.start()
             theirs.close()
             self._conns.append(ours)
@@ -161,7 +171,9 @@ class ProcessFleet:
         for conn in self._conns:
             self._receive(conn)  # ("ready",)
 
-    def run(self, plan: LoadPlan, first_number: int, on_progress: Progress = lambda done, failed: None) -> RunResult:
+    def run(
+        self, plan: LoadPlan, first_number: int, on_progress: Progress = lambda done, failed: None
+    ) -> RunResult:
         shares = plan.split(self.processes)
         busy = self._conns[: len(shares)]
         cpu = cpu_seconds()
@@ -222,7 +234,10 @@ def _serve_orders(conn: Connection, spec: ClientSpec) -> None:
             conn.send(("ready",))
             while (order := conn.recv())[0] == "run":
                 _, share, first_number, start_at = order
-                tally = Tally(lambda completed, failed: conn.send(("progress", completed, failed)), PROGRESS_EVERY_SECONDS)
+                tally = Tally(
+                    lambda completed, failed: conn.send(("progress", completed, failed)),
+                    PROGRESS_EVERY_SECONDS,
+                )
                 cpu = cpu_seconds()
                 records, end = loop.run(client.run(share, first_number, start_at, tally))
                 tally.flush()
@@ -230,5 +245,5 @@ def _serve_orders(conn: Connection, spec: ClientSpec) -> None:
             loop.run(client.aclose())
     except KeyboardInterrupt:
         pass  # bench itself reports the interruption
-    except Exception:  # noqa: BLE001 - whatever it was, bench reports it as one line, not a hung pipe
+    except Exception:  # whatever it was, bench reports it as one line, not a hung pipe
         conn.send(("error", traceback.format_exc(limit=-3).strip().replace("\n", " | ")))

@@ -32,7 +32,12 @@ from .synthetic import CLIP_VERSION, CODECS, synthetic_cache, write_clip
 
 VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ts", ".mpg", ".mpeg", ".flv", ".3gp"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
-MIME_TYPES = {".mkv": "video/x-matroska", ".webm": "video/webm", ".mp4": "video/mp4", ".mov": "video/quicktime"}
+MIME_TYPES = {
+    ".mkv": "video/x-matroska",
+    ".webm": "video/webm",
+    ".mp4": "video/mp4",
+    ".mov": "video/quicktime",
+}
 
 
 @dataclass
@@ -43,7 +48,9 @@ class MediaInput:
     url: str | None = None  # an http(s) input, sent as it is
     data: bytes | None = None  # the bytes, when bench sends them itself (data URLs) or pads them
     crc32: int | None = None  # of `data`
-    shared_url: str | None = None  # its file server URL, or its data URL when every request sends the same bytes
+    shared_url: str | None = (
+        None  # its file server URL, or its data URL when every request sends the same bytes
+    )
 
     @property
     def mime(self) -> str:
@@ -55,7 +62,9 @@ def collect_inputs(config: BenchConfig, note=print) -> list[MediaInput]:
     """Every input, checked: files exist, folders hold media, URLs are http(s)."""
     inputs = [item for spec in config.video for item in _expand(spec, "video", VIDEO_SUFFIXES)]
     inputs += [item for spec in config.image for item in _expand(spec, "image", IMAGE_SUFFIXES)]
-    inputs += [MediaInput("video", path.name, path=path) for path in generate_synthetic(config, config.seed, note)]
+    inputs += [
+        MediaInput("video", path.name, path=path) for path in generate_synthetic(config, config.seed, note)
+    ]
     return inputs
 
 
@@ -95,11 +104,15 @@ def generate_synthetic(options: SyntheticOptions, seed: int = 0, note=print) -> 
     for i in range(count):
         path = folder / f"synthetic_{i}_{options.synthetic_size}_{codec}{CODECS[codec].suffix}"
         if not path.is_file():
-            write_clip(path, width, height, options.synthetic_duration, options.synthetic_fps, codec, seed + i)
+            write_clip(
+                path, width, height, options.synthetic_duration, options.synthetic_fps, codec, seed + i
+            )
             made += 1
         paths.append(path)
-    what = (f"{count} {codec} video(s), {options.synthetic_size}, "
-            f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps")
+    what = (
+        f"{count} {codec} video(s), {options.synthetic_size}, "
+        f"{options.synthetic_duration:g} s at {options.synthetic_fps} fps"
+    )
     if made:
         note(f"generated {made} of {what} in {time.perf_counter() - started:.1f} s, kept in {folder}")
     else:
@@ -118,7 +131,9 @@ def unique_trailer(head: bytes, number: int, name: str = "the video") -> bytes:
     if head[:4] == b"RIFF" and head[8:12] == b"AVI ":  # AVI: a JUNK chunk, padded to even size
         payload += b"\0" * (len(payload) % 2)
         return b"JUNK" + struct.pack("<I", len(payload)) + payload
-    raise BenchError(f"--unique-media: {name} is not MP4/MOV, Matroska/WebM or AVI, so bench cannot pad it safely")
+    raise BenchError(
+        f"--unique-media: {name} is not MP4/MOV, Matroska/WebM or AVI, so bench cannot pad it safely"
+    )
 
 
 class MediaSender:
@@ -138,8 +153,10 @@ class MediaSender:
         for item in inputs:
             padded = self._pads(item)
             if item.url and padded and self._media_as == "url":
-                raise BenchError(f"--unique-media cannot change the bytes behind {item.url}: "
-                                 "download it, or add --media-as data")
+                raise BenchError(
+                    f"--unique-media cannot change the bytes behind {item.url}: "
+                    "download it, or add --media-as data"
+                )
             if item.url and self._media_as == "data":
                 item.data = _download(item.url)
             elif item.path and (self._media_as == "data" or padded):

@@ -38,7 +38,9 @@ class LoadPlan:
         if self.request_rate is None:
             return None
         gaps, times, at = random.Random(self.seed), [], 0.0
-        while (self.limit is None or len(times) < self.limit) and (self.duration is None or at < self.duration):
+        while (self.limit is None or len(times) < self.limit) and (
+            self.duration is None or at < self.duration
+        ):
             times.append(at)
             at += gaps.expovariate(self.request_rate)
         return times
@@ -77,8 +79,12 @@ class Share:
         return self.part + k * self.parts
 
 
-async def drive(share: Share, send: Callable[[int], Awaitable[RequestRecord]], start_at: float,
-                on_done: Callable[[RequestRecord], None] = lambda record: None) -> tuple[list[RequestRecord], float]:
+async def drive(
+    share: Share,
+    send: Callable[[int], Awaitable[RequestRecord]],
+    start_at: float,
+    on_done: Callable[[RequestRecord], None] = lambda record: None,
+) -> tuple[list[RequestRecord], float]:
     """Run `send(index)` for this share's run-wide indexes as the plan says, from `start_at`
     (time.monotonic(), the same clock in every process). Returns the records in start order
     and when the last one finished."""
@@ -107,4 +113,3 @@ async def drive(share: Share, send: Callable[[int], Awaitable[RequestRecord]], s
         tasks.append(asyncio.create_task(one(share.index(len(tasks)), now)))
     records = await asyncio.gather(*tasks)
     return list(records), time.monotonic()
-

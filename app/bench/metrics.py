@@ -34,8 +34,14 @@ def distribution(values: list[float]) -> dict | None:
     }
 
 
-def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
-              request_rate: float | None, stream: bool, client: dict | None = None) -> dict:
+def summarize(
+    records: list[RequestRecord],
+    wall_s: float,
+    concurrency: int,
+    request_rate: float | None,
+    stream: bool,
+    client: dict | None = None,
+) -> dict:
     """`client`: what sending cost bench (fleet.RunResult.client_figures)."""
     done = [r for r in records if r.ok]
     failures = Counter(r.error for r in records if not r.ok)
@@ -59,8 +65,13 @@ def summarize(records: list[RequestRecord], wall_s: float, concurrency: int,
         "ttft_ms": distribution([r.ttft_ms for r in done if r.ttft_ms is not None]),
         "itl_ms": distribution([gap for r in done for gap in r.itl_ms]),
         "latency_ms": distribution([r.latency_ms for r in done]),
-        **{f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed]) for phase in SERVER_PHASES},
-        "server_engine_ms": distribution([r.server_timing["engine"] for r in timed if "engine" in r.server_timing]),
+        **{
+            f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed])
+            for phase in SERVER_PHASES
+        },
+        "server_engine_ms": distribution(
+            [r.server_timing["engine"] for r in timed if "engine" in r.server_timing]
+        ),
         "server_timing_missing": len(done) - len(timed),
         "split_ms": split(timed, stream),
         "client": client,
@@ -110,10 +121,16 @@ def split(records: list[RequestRecord], stream: bool) -> dict | None:
             parts.setdefault("engine", []).append(r.ttft_ms - r.headers_ms)
         else:
             parts.setdefault("network_and_engine", []).append(r.latency_ms - timing["preprocess"] - handoff)
-    means: dict[str, float | None] = {name: round(float(np.mean(values)), 3) for name, values in parts.items()}
+    means: dict[str, float | None] = {
+        name: round(float(np.mean(values)), 3) for name, values in parts.items()
+    }
     if min(parts["other"]) < -ROUNDING_MS:
         means["other"] = None  # the server's phases overlap: "the rest" is not known
     if not handoff_known:
         means["handoff"] = None
-    return {"of": "ttft" if stream else "latency", "total": round(sum(v for v in means.values() if v is not None), 3),
-            **means, "count": len(measured)}
+    return {
+        "of": "ttft" if stream else "latency",
+        "total": round(sum(v for v in means.values() if v is not None), 3),
+        **means,
+        "count": len(measured),
+    }

@@ -34,8 +34,19 @@ def _server(figures: dict | None, missing: int) -> str:
 
 def summary_table(runs: list[dict]) -> Table:
     table = Table(box=box.MARKDOWN)
-    for heading in ("concurrency", "rate (req/s)", "completed", "failed", "req/s", "out tok/s",
-                    "TTFT p50/p90/p99", "ITL p50/p99", "latency p50/p90/p99", "fetch p50", "decode p50"):
+    for heading in (
+        "concurrency",
+        "rate (req/s)",
+        "completed",
+        "failed",
+        "req/s",
+        "out tok/s",
+        "TTFT p50/p90/p99",
+        "ITL p50/p99",
+        "latency p50/p90/p99",
+        "fetch p50",
+        "decode p50",
+    ):
         table.add_column(heading, justify="right")
     for m in runs:
         table.add_row(
@@ -64,16 +75,21 @@ def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     if not splits:
         return None
     streamed = splits[0][1]["of"] == "ttft"
-    parts = (["network", "fetch", "decode", "other", "handoff", "engine"] if streamed
-             else ["fetch", "decode", "other", "handoff", "network_and_engine"])
+    parts = (
+        ["network", "fetch", "decode", "other", "handoff", "engine"]
+        if streamed
+        else ["fetch", "decode", "other", "handoff", "network_and_engine"]
+    )
     what = "TTFT" if streamed else "latency"
     table = Table(box=box.MARKDOWN)
     for heading in ["concurrency", f"mean {what}", *(PART_HEADINGS.get(p, p) for p in parts)]:
         table.add_column(heading, justify="right")
     for concurrency, split in splits:
         table.add_row(str(concurrency), _ms(split["total"]), *(_ms(split[p]) for p in parts))
-    return (f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's Server-Timing):",
-            table)
+    return (
+        f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's Server-Timing):",
+        table,
+    )
 
 
 def failure_lines(runs: list[dict]) -> list[str]:
@@ -81,10 +97,14 @@ def failure_lines(runs: list[dict]) -> list[str]:
     for m in runs:
         if m["failed"] and m.get("failure_kinds"):
             kinds = m["failure_kinds"]
-            lines.append(f"concurrency {m['concurrency']}: {kinds['connection']} connection-level (reset, closed, "
-                         f"refused connect), {kinds['refused']} refused (503/429), {kinds['http']} other HTTP errors, "
-                         f"{kinds['timeout']} timed out, {kinds['stream']} broken streams")
-        lines += [f"concurrency {m['concurrency']}: {count} x {error}" for error, count in m["failures"].items()]
+            lines.append(
+                f"concurrency {m['concurrency']}: {kinds['connection']} connection-level (reset, closed, "
+                f"refused connect), {kinds['refused']} refused (503/429), {kinds['http']} other HTTP errors, "
+                f"{kinds['timeout']} timed out, {kinds['stream']} broken streams"
+            )
+        lines += [
+            f"concurrency {m['concurrency']}: {count} x {error}" for error, count in m["failures"].items()
+        ]
     return lines
 
 
@@ -106,22 +126,36 @@ def print_summary(runs: list[dict], out=None) -> None:
         print(f"\n{heading}", file=out)
         print(markdown(table), file=out)
     if any(m["split_ms"] and m["split_ms"]["other"] is None for m in runs):
-        print("\nthe server's fetch and decode add up to more than its preprocessing (sums over media items "
-              "handled side by side): 'other' is left out", file=out)
+        print(
+            "\nthe server's fetch and decode add up to more than its preprocessing (sums over media items "
+            "handled side by side): 'other' is left out",
+            file=out,
+        )
     missing = sum(m["server_timing_missing"] for m in runs)
     if missing:
-        print(f"\n{missing} completed request(s) came without a Server-Timing header "
-              "(fetch;dur, decode;dur, preprocess;dur): server figures missing for them", file=out)
+        print(
+            f"\n{missing} completed request(s) came without a Server-Timing header "
+            "(fetch;dur, decode;dur, preprocess;dur): server figures missing for them",
+            file=out,
+        )
     clients = [(m["concurrency"], m["client"]) for m in runs if m.get("client")]
     if clients:
-        print("\nbench's own CPU (the client): " + "; ".join(
-            f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at {f['busiest_process_cpu']:.0%} of a core"
-            for c, f in clients), file=out)
+        print(
+            "\nbench's own CPU (the client): "
+            + "; ".join(
+                f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at {f['busiest_process_cpu']:.0%} of a core"
+                for c, f in clients
+            ),
+            file=out,
+        )
     for concurrency, figures in clients:
         if figures["saturated"]:
-            print(f"warning: at concurrency {concurrency} a bench process was busy {figures['busiest_process_cpu']:.0%} "
-                  "of the run: the client, not the target, may be the limit; its latencies include its own queue "
-                  "(more --client-processes, or a machine of its own)", file=out)
+            print(
+                f"warning: at concurrency {concurrency} a bench process was busy {figures['busiest_process_cpu']:.0%} "
+                "of the run: the client, not the target, may be the limit; its latencies include its own queue "
+                "(more --client-processes, or a machine of its own)",
+                file=out,
+            )
     failures = failure_lines(runs)
     if failures:
         print("\nfailures:\n  " + "\n  ".join(failures), file=out)
@@ -144,14 +178,28 @@ def plot_runs(path: Path, runs: list[dict], title: str) -> None:
         for key, colour in (("p50", "tab:blue"), ("p90", "tab:orange"), ("p99", "tab:red")):
             y = [m[metric][key] if m[metric] else None for m in runs]
             if any(v is not None for v in y):
-                latency.plot(x, [float("nan") if v is None else v for v in y], style, marker="o", color=colour,
-                             label=f"{label} {key}")
+                latency.plot(
+                    x,
+                    [float("nan") if v is None else v for v in y],
+                    style,
+                    marker="o",
+                    color=colour,
+                    label=f"{label} {key}",
+                )
     latency.set(xlabel="concurrency", ylabel="milliseconds", title="latency percentiles")
     latency.legend(fontsize="small")
-    throughput.plot(x, [m["request_throughput"] or 0 for m in runs], "-o", color="tab:green", label="requests/s")
+    throughput.plot(
+        x, [m["request_throughput"] or 0 for m in runs], "-o", color="tab:green", label="requests/s"
+    )
     throughput.set(xlabel="concurrency", ylabel="requests per second", title="throughput")
     tokens = throughput.twinx()
-    tokens.plot(x, [m["output_token_throughput"] or 0 for m in runs], "--s", color="tab:purple", label="output tokens/s")
+    tokens.plot(
+        x,
+        [m["output_token_throughput"] or 0 for m in runs],
+        "--s",
+        color="tab:purple",
+        label="output tokens/s",
+    )
     tokens.set_ylabel("output tokens per second")
     throughput.legend(handles=throughput.get_lines() + tokens.get_lines(), fontsize="small", loc="upper left")
     for axis in (latency, throughput):

@@ -38,7 +38,9 @@ def run_bench(config: BenchConfig) -> int:
             if server:
                 sender.publish(server)
             results = _bench(config, sender, notes)
-            results["inputs"] = [{"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs]
+            results["inputs"] = [
+                {"kind": i.kind, "name": i.name, "source": str(i.path or i.url)} for i in inputs
+            ]
             results["file_server"] = server.summary() if server else None
     except BenchError as error:
         print(f"mmprep bench: {error}", file=sys.stderr)
@@ -58,7 +60,9 @@ def _check_outputs(config: BenchConfig) -> None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise BenchError("--plot needs matplotlib: pip install -e '.[plot]' in mmprep's checkout") from None
+            raise BenchError(
+                "--plot needs matplotlib: pip install -e '.[plot]' in mmprep's checkout"
+            ) from None
 
 
 def _file_server(config: BenchConfig, notes: Console) -> FileServer:
@@ -68,38 +72,65 @@ def _file_server(config: BenchConfig, notes: Console) -> FileServer:
         raise BenchError(f"the media file server cannot listen on {config.media_host}: {error}") from None
     cap = server.backlog_cap()
     if cap is not None:
-        notes.print(f"note: the kernel caps the file server's listen backlog at {cap} (net.core.somaxconn), "
-                    f"below --concurrency {max(config.concurrency)}: fetches past it wait for a SYN retry")
+        notes.print(
+            f"note: the kernel caps the file server's listen backlog at {cap} (net.core.somaxconn), "
+            f"below --concurrency {max(config.concurrency)}: fetches past it wait for a SYN retry"
+        )
     return server
 
 
 def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
     model = asyncio.run(_wait_ready(config))
     notes.print(f"target {config.url}, model {model}, {'streaming' if config.stream else 'not streaming'}")
-    template = RequestTemplate(model, config.prompt, config.stream, config.max_tokens, _video_sampling(config),
-                               config.extra_body_fields(), config.prompt_words or 0)
+    template = RequestTemplate(
+        model,
+        config.prompt,
+        config.stream,
+        config.max_tokens,
+        _video_sampling(config),
+        config.extra_body_fields(),
+        config.prompt_words or 0,
+    )
     processes = config.client_processes or default_processes(max(config.concurrency))
-    spec = ClientSpec(config.url, _headers(config), config.timeout, math.ceil(max(config.concurrency) / processes),
-                      template, sender, config.client_keep_alive)
+    spec = ClientSpec(
+        config.url,
+        _headers(config),
+        config.timeout,
+        math.ceil(max(config.concurrency) / processes),
+        template,
+        sender,
+        config.client_keep_alive,
+    )
     limit = config.request_limit()
     if limit is not None and limit < max(config.concurrency):
-        notes.print(f"note: --requests {limit} is below --concurrency {max(config.concurrency)}: "
-                    f"the run never has that many in flight")
+        notes.print(
+            f"note: --requests {limit} is below --concurrency {max(config.concurrency)}: "
+            f"the run never has that many in flight"
+        )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     runs = []
     fleet = open_fleet(spec, processes)
     try:
         next_number = 0  # across warm-ups and runs: every request's media is its own
         for position, concurrency in enumerate(config.concurrency):
-            plan = LoadPlan(concurrency, config.request_rate, config.request_limit(), config.duration, config.seed + position)
+            plan = LoadPlan(
+                concurrency,
+                config.request_rate,
+                config.request_limit(),
+                config.duration,
+                config.seed + position,
+            )
             if config.warmup:
                 warmup = fleet.run(LoadPlan(concurrency, None, config.warmup, None), next_number)
                 next_number = _after(warmup.records, next_number)
             result = _run_with_progress(plan, fleet, next_number, notes)
             next_number = _after(result.records, next_number)
             client = result.client_figures(min(fleet.processes, concurrency))
-            run = {"metrics": summarize(result.records, result.wall_s, concurrency, config.request_rate, config.stream,
-                                        client)}
+            run = {
+                "metrics": summarize(
+                    result.records, result.wall_s, concurrency, config.request_rate, config.stream, client
+                )
+            }
             if config.save_records:
                 run["records"] = [record.to_dict() for record in result.records]
             runs.append(run)
@@ -128,7 +159,11 @@ async def _wait_ready(config: BenchConfig) -> str:
 
 
 def _video_sampling(config: BenchConfig) -> dict:
-    return {key: value for key, value in (("fps", config.fps), ("num_frames", config.num_frames)) if value is not None}
+    return {
+        key: value
+        for key, value in (("fps", config.fps), ("num_frames", config.num_frames))
+        if value is not None
+    }
 
 
 async def wait_ready(http: httpx.AsyncClient, config: BenchConfig) -> str:
@@ -140,14 +175,18 @@ async def wait_ready(http: httpx.AsyncClient, config: BenchConfig) -> str:
         try:
             response = await http.get(f"{config.url}/v1/models", timeout=5)
             if response.status_code in (401, 403):
-                raise BenchError(f"{config.url} refused the request ({response.status_code}): check --api-key")
+                raise BenchError(
+                    f"{config.url} refused the request ({response.status_code}): check --api-key"
+                )
             if response.status_code == 200 or (config.model and response.status_code < 500):
                 break
             problem = f"/v1/models answered {response.status_code}"
         except httpx.HTTPError as error:
             problem = f"{type(error).__name__}: {error}".replace("\n", " ")
         if loop.time() >= deadline:
-            raise BenchError(f"no server answered at {config.url} within {config.ready_timeout:g} s ({problem})")
+            raise BenchError(
+                f"no server answered at {config.url} within {config.ready_timeout:g} s ({problem})"
+            )
         await asyncio.sleep(READY_POLL_SECONDS)
     if config.model:
         return config.model
@@ -160,13 +199,20 @@ async def wait_ready(http: httpx.AsyncClient, config: BenchConfig) -> str:
 def _run_with_progress(plan: LoadPlan, fleet, first_number: int, notes: Console) -> RunResult:
     """fleet.run() with a progress bar on a terminal (none when quiet or redirected)."""
     progress = Progress(
-        TextColumn(f"concurrency {plan.concurrency}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
-        console=notes, disable=notes.quiet or not notes.is_terminal, transient=True,
+        TextColumn(f"concurrency {plan.concurrency}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=notes,
+        disable=notes.quiet or not notes.is_terminal,
+        transient=True,
     )
     with progress:
         task = progress.add_task("run", total=plan.limit, failed=0)
-        return fleet.run(plan, first_number, lambda done, failed: progress.update(task, completed=done, failed=failed))
+        return fleet.run(
+            plan, first_number, lambda done, failed: progress.update(task, completed=done, failed=failed)
+        )
 
 
 def _report(config: BenchConfig, results: dict) -> int:

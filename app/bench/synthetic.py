@@ -36,8 +36,12 @@ class Codec:
 
 CODECS = {
     "h264": Codec("libx264", "mp4", ".mp4", {"preset": "veryfast", "crf": "23"}),
-    "hevc": Codec("libx265", "mp4", ".mp4", {"preset": "veryfast", "crf": "28", "x265-params": "log-level=error"}),
-    "vp9": Codec("libvpx-vp9", "webm", ".webm", {"crf": "32", "b": "0", "deadline": "realtime", "cpu-used": "8"}),
+    "hevc": Codec(
+        "libx265", "mp4", ".mp4", {"preset": "veryfast", "crf": "28", "x265-params": "log-level=error"}
+    ),
+    "vp9": Codec(
+        "libvpx-vp9", "webm", ".webm", {"crf": "32", "b": "0", "deadline": "realtime", "cpu-used": "8"}
+    ),
     "av1": Codec("libsvtav1", "webm", ".webm", {"preset": "11", "crf": "35"}),
 }
 
@@ -70,8 +74,9 @@ def camera_frames(width: int, height: int, count: int, fps: float, seed: int = 0
         yield np.clip(frame, 0, 255).astype(np.uint8)
 
 
-def write_clip(path: Path, width: int, height: int, seconds: float, fps: int = 30,
-               codec: str = "h264", seed: int = 0) -> Path:
+def write_clip(
+    path: Path, width: int, height: int, seconds: float, fps: int = 30, codec: str = "h264", seed: int = 0
+) -> Path:
     """Encode `seconds` of camera-like footage to `path`, written whole or not at all: it is
     encoded into a file of its own name and renamed over `path` when complete, so two
     processes making the same clip at once each leave a whole file, and no reader sees half."""

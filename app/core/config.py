@@ -54,7 +54,8 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=0, le=65535, description="port to listen on (0: any free port)")
     served_model_name: list[str] = Field(
-        ["mmprep-echo"], description="model names clients may ask for; the first is the one /v1/models lists first"
+        ["mmprep-echo"],
+        description="model names clients may ask for; the first is the one /v1/models lists first",
     )
     engine: str = Field(
         "echo",
@@ -69,7 +70,8 @@ class Settings(BaseSettings):
         "(off by default: it fetches any URL it is given, for whoever asks)",
     )
     processes: int = Field(
-        1, ge=1,
+        1,
+        ge=1,
         description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
         "loop is not enough; each has its own engine, decode pool and limits",
     )
@@ -90,16 +92,24 @@ class Settings(BaseSettings):
     allowed_local_media_path: list[Path] = Field(
         [], description="directories whose files file:// URLs may read (none: file:// is refused)"
     )
-    default_fps: float = Field(2.0, gt=0, description="frames per second sampled when a request says neither fps nor num_frames")
-    default_max_frames: int = Field(32, ge=1, description="frames per video when a request does not say max_frames")
+    default_fps: float = Field(
+        2.0, gt=0, description="frames per second sampled when a request says neither fps nor num_frames"
+    )
+    default_max_frames: int = Field(
+        32, ge=1, description="frames per video when a request does not say max_frames"
+    )
     max_frames: int = Field(256, ge=1, description="most frames per video, whatever a request asks")
     seek_mode: Literal["exact", "keyframe"] = Field(
         "exact",
         description="default for videos: exact (the frame on screen at each time) or keyframe (the nearest keyframe: faster)",
     )
-    max_pixels: int = Field(1920 * 1080, ge=1, description="most pixels per returned frame or image; larger ones are scaled down")
+    max_pixels: int = Field(
+        1920 * 1080, ge=1, description="most pixels per returned frame or image; larger ones are scaled down"
+    )
     max_source_pixels: int = Field(
-        7680 * 4320, ge=1, description="largest stored frame or image (in pixels) accepted for decoding at all"
+        7680 * 4320,
+        ge=1,
+        description="largest stored frame or image (in pixels) accepted for decoding at all",
     )
     max_request_bytes: int = Field(
         None,  # from --max-fetch-bytes, in _limits_fit_together
@@ -114,7 +124,9 @@ class Settings(BaseSettings):
     fetch_connect_timeout: float = Field(5.0, gt=0, description="seconds to connect to a media server")
     fetch_read_timeout: float = Field(30.0, gt=0, description="seconds a media server may go silent")
     max_redirects: int = Field(5, ge=0, description="redirects followed per media URL")
-    decode_timeout: float = Field(120.0, gt=0, description="seconds one request may spend fetching and decoding")
+    decode_timeout: float = Field(
+        120.0, gt=0, description="seconds one request may spend fetching and decoding"
+    )
 
     # -- the model folder ----------------------------------------------------------
     model: Path | None = Field(
@@ -138,12 +150,16 @@ class Settings(BaseSettings):
         "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see docs/deployment.md)",
     )
     max_vision_tokens: int | None = Field(
-        None, ge=1, description="--processor: refuse a request whose images and videos come to more placeholder tokens"
+        None,
+        ge=1,
+        description="--processor: refuse a request whose images and videos come to more placeholder tokens",
     )
 
     # -- capacity -------------------------------------------------------------------
     decode_workers: int = Field(
-        default_factory=lambda: os.cpu_count() or 1, ge=1, description="media decoded at once (default: one per core)"
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="media decoded at once (default: one per core)",
     )
     decode_threads: int = Field(
         0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
@@ -153,39 +169,53 @@ class Settings(BaseSettings):
         description="where videos decode: cpu, or cuda (NVDEC, where the codec and size allow; "
         "the CPU otherwise, with a log line saying why)",
     )
-    max_concurrent_requests: int = Field(64, ge=1, description="requests in flight; more get 503 with Retry-After")
+    max_concurrent_requests: int = Field(
+        64, ge=1, description="requests in flight; more get 503 with Retry-After"
+    )
 
     # -- connections (app/api/connections.py) ---------------------------------------------
     max_connections: int = Field(
-        8192, ge=1, description="HTTP connections open at once; a request on one past it gets 503 with Retry-After"
+        8192,
+        ge=1,
+        description="HTTP connections open at once; a request on one past it gets 503 with Retry-After",
     )
     backlog: int = Field(
-        4096, ge=1, description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)"
+        4096,
+        ge=1,
+        description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)",
     )
     keep_alive_timeout: float = Field(
-        620.0, gt=0,
+        620.0,
+        gt=0,
         description="seconds an idle connection stays open, before its first request or between two: longer than "
         "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
         "so that they close idle connections, never racing a request mmprep closes under them",
     )
     header_timeout: float = Field(
-        20.0, gt=0, description="seconds a request's line and headers may take to arrive once started, and that its body may "
-        "stop arriving before its end; then 408 and close"
+        20.0,
+        gt=0,
+        description="seconds a request's line and headers may take to arrive once started, and that its body may "
+        "stop arriving before its end; then 408 and close",
     )
     write_timeout: float = Field(
-        30.0, gt=0,
+        30.0,
+        gt=0,
         description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
         "request's work stopped and its slot given back",
     )
     send_buffer_bytes: int = Field(
-        64 * 1024, ge=1024, description="unsent response bytes held per connection; past it the stream waits for the client"
+        64 * 1024,
+        ge=1024,
+        description="unsent response bytes held per connection; past it the stream waits for the client",
     )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
 
     # -- engines --------------------------------------------------------------------
-    echo_chars_per_token: int = Field(8, ge=1, description="characters per streamed piece (one token) of the echo answer")
+    echo_chars_per_token: int = Field(
+        8, ge=1, description="characters per streamed piece (one token) of the echo answer"
+    )
     worker_url: list[str] = Field(
         [], description="engine=workers: URL of an `mmprep worker` (repeat the flag for several)"
     )
@@ -193,10 +223,12 @@ class Settings(BaseSettings):
         2.0, gt=0, description="engine=workers: seconds between health probes of each worker"
     )
     upstream_url: str | None = Field(
-        None, description="engine=openai, vllm-generate: base URL of the upstream server, e.g. http://vllm:8000/v1"
+        None,
+        description="engine=openai, vllm-generate: base URL of the upstream server, e.g. http://vllm:8000/v1",
     )
     upstream_model: str | None = Field(
-        None, description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)"
+        None,
+        description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)",
     )
     upstream_model_id: str | None = Field(
         None,
@@ -205,7 +237,8 @@ class Settings(BaseSettings):
         "it when vllm serve has --served-model-name)",
     )
     upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
-        "blake3", description="with --model (engine=vllm-generate, the render route): vllm serve's --mm-hasher-algorithm"
+        "blake3",
+        description="with --model (engine=vllm-generate, the render route): vllm serve's --mm-hasher-algorithm",
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
@@ -230,7 +263,8 @@ class Settings(BaseSettings):
         False, description="turn the tool calls a model writes into tool_calls (needs --tool-call-parser)"
     )
     tool_call_parser: str | None = Field(
-        None, description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder"
+        None,
+        description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder",
     )
 
     # -- runtime=ray ----------------------------------------------------------------
@@ -239,12 +273,16 @@ class Settings(BaseSettings):
         1, ge=1, description="runtime=ray: decode replicas (each fetches and decodes with --decode-workers)"
     )
     ray_max_decode_replicas: int = Field(
-        0, ge=0, description="runtime=ray: above --ray-decode-replicas, autoscale decode replicas up to this many, "
+        0,
+        ge=0,
+        description="runtime=ray: above --ray-decode-replicas, autoscale decode replicas up to this many, "
         "aiming at --decode-workers requests in flight per replica (0: a fixed count)",
     )
     ray_engine_replicas: int = Field(1, ge=1, description="runtime=ray: engine replicas")
     ray_max_engine_replicas: int = Field(
-        0, ge=0, description="runtime=ray: above --ray-engine-replicas, autoscale engine replicas up to this many, "
+        0,
+        ge=0,
+        description="runtime=ray: above --ray-engine-replicas, autoscale engine replicas up to this many, "
         "by requests in flight (0: a fixed count)",
     )
     ray_deployment_options: dict[str, dict] = Field(
@@ -273,7 +311,9 @@ class Settings(BaseSettings):
     @classmethod
     def _reasoning_parser_known(cls, name: str | None) -> str | None:
         if name is not None and name not in REASONING_PARSERS:
-            raise ValueError(f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}")
+            raise ValueError(
+                f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}"
+            )
         return name
 
     @field_validator("tool_call_parser")
@@ -287,8 +327,14 @@ class Settings(BaseSettings):
     def _parsers_fit(self) -> Settings:
         if self.enable_auto_tool_choice and self.tool_call_parser is None:
             raise ValueError("--enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)")
-        given = [flag for flag, value in (("--reasoning-parser", self.reasoning_parser),
-                                          ("--tool-call-parser", self.tool_call_parser)) if value]
+        given = [
+            flag
+            for flag, value in (
+                ("--reasoning-parser", self.reasoning_parser),
+                ("--tool-call-parser", self.tool_call_parser),
+            )
+            if value
+        ]
         if given and self.engine == "openai":
             raise ValueError(
                 f"{', '.join(given)} mean nothing with engine 'openai': the upstream parses its own answers "
@@ -308,7 +354,9 @@ class Settings(BaseSettings):
     def _deployments_known(cls, options: dict[str, dict]) -> dict[str, dict]:
         unknown = sorted(set(options) - set(RAY_DEPLOYMENTS))
         if unknown:
-            raise ValueError(f"no deployment is named {', '.join(unknown)}: they are {', '.join(RAY_DEPLOYMENTS)}")
+            raise ValueError(
+                f"no deployment is named {', '.join(unknown)}: they are {', '.join(RAY_DEPLOYMENTS)}"
+            )
         return options
 
     @field_validator("allowed_media_domains")
@@ -317,7 +365,9 @@ class Settings(BaseSettings):
         cleaned = [domain.strip().lower().strip(".") for domain in domains]
         for domain in cleaned:
             if not domain or "/" in domain or ":" in domain:
-                raise ValueError(f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)")
+                raise ValueError(
+                    f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)"
+                )
         return cleaned
 
     @field_validator("worker_url")
@@ -363,8 +413,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
         if self.processor is None and self.model is None:
-            given = [name for name in ("processor_resize", "max_vision_tokens")
-                     if getattr(self, name) != type(self).model_fields[name].default]
+            given = [
+                name
+                for name in ("processor_resize", "max_vision_tokens")
+                if getattr(self, name) != type(self).model_fields[name].default
+            ]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
                 raise ValueError(f"{flags} only apply with --processor or --model")
@@ -413,10 +466,14 @@ class Settings(BaseSettings):
                 self.served_model_name = [self.upstream_model]
         for name in VLLM_REQUEST_SETTINGS:
             if getattr(self, name) != type(self).model_fields[name].default and self.model is None:
-                raise ValueError(f"--{name.replace('_', '-')} only applies with --model (vLLM's GenerateRequests)")
+                raise ValueError(
+                    f"--{name.replace('_', '-')} only applies with --model (vLLM's GenerateRequests)"
+                )
         engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
         for name, engines in ENGINE_SETTINGS.items():
-            given = getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+            given = getattr(self, name) != type(self).model_fields[name].get_default(
+                call_default_factory=True
+            )
             if given and (self.engine not in engines or self.engine_class is not None):
                 raise ValueError(
                     f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, not with {engine}"
@@ -469,7 +526,9 @@ def unknown_environment_settings(environ=os.environ) -> list[str]:
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
     return sorted(
-        key for key in environ
-        if key.upper().startswith(ENV_PREFIX) and key.upper() not in known
+        key
+        for key in environ
+        if key.upper().startswith(ENV_PREFIX)
+        and key.upper() not in known
         and not key.upper().startswith(ENGINE_ENV_PREFIXES)
     )

@@ -22,7 +22,9 @@ class ServiceError(Exception):
     code = "invalid_request"
     headers: dict[str, str] | None = None  # e.g. Retry-After on a 503
 
-    def __init__(self, message: str, code: str | None = None, param: str | None = None, status: int | None = None):
+    def __init__(
+        self, message: str, code: str | None = None, param: str | None = None, status: int | None = None
+    ):
         super().__init__(message)
         self.message, self.param = message, param
         if code is not None:
@@ -35,7 +37,9 @@ class ServiceError(Exception):
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
-INTERNAL_ERROR = ServiceError("internal error in mmprep; the server log has the details", "internal_error", status=500)
+INTERNAL_ERROR = ServiceError(
+    "internal error in mmprep; the server log has the details", "internal_error", status=500
+)
 
 
 def as_service_error(error: BaseException) -> ServiceError:

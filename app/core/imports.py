@@ -19,5 +19,5 @@ def import_by_path(path: str):
     if engine_class is None:
         raise ValueError(f"module {module_name!r} has no {attribute!r}")
     if not callable(engine_class):
-        raise ValueError(f"{path!r} is not a class")  # noqa: TRY004 - settings report ValueErrors
+        raise ValueError(f"{path!r} is not a class")  # settings report ValueErrors
     return engine_class

@@ -7,6 +7,12 @@ from .reasoning import REASONING_PARSERS
 from .tools import TOOL_PARSERS, ToolCall
 
 __all__ = [
-    "REASONING_PARSERS", "TOOL_PARSERS", "Delta", "Derenderer", "Derendering", "ModelFacts", "OutputOptions",
+    "REASONING_PARSERS",
+    "TOOL_PARSERS",
+    "Delta",
+    "Derenderer",
+    "Derendering",
+    "ModelFacts",
+    "OutputOptions",
     "ToolCall",
 ]

@@ -36,13 +36,19 @@ class Detokenizer:
     are joined with nothing between them.
     """
 
-    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True,
-                 spaces_between_special_tokens: bool = True):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        skip_special_tokens: bool = True,
+        spaces_between_special_tokens: bool = True,
+    ):
         self._tokenizer = tokenizer
         self._skip = skip_special_tokens
         self._stream = DecodeStream(skip_special_tokens=skip_special_tokens)
         self._pending: list[int] = []  # ids the stream holds: an unfinished character
-        self._added = None if skip_special_tokens or spaces_between_special_tokens else added_tokens(tokenizer)
+        self._added = (
+            None if skip_special_tokens or spaces_between_special_tokens else added_tokens(tokenizer)
+        )
         self._last_added = False
 
     def step(self, token_id: int) -> str:

@@ -35,7 +35,9 @@ class LogprobFormatter:
             "token": token,
             "logprob": max(item.logprob, FLOOR),
             "bytes": raw,
-            "top_logprobs": [self._alternative(token_id, logprob) for token_id, logprob in item.top[: self._top]],
+            "top_logprobs": [
+                self._alternative(token_id, logprob) for token_id, logprob in item.top[: self._top]
+            ],
         }
 
     def _alternative(self, token_id: int, logprob: float) -> dict:

@@ -62,20 +62,34 @@ class Delta:
 class Derendering:
     """The server's derender setup: the model's facts (with --model) and its parsers."""
 
-    def __init__(self, model: ModelFacts | None = None, reasoning_parser: str | None = None,
-                 tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False,
-                 new_tool_id=new_tool_call_id):
+    def __init__(
+        self,
+        model: ModelFacts | None = None,
+        reasoning_parser: str | None = None,
+        tool_call_parser: str | None = None,
+        enable_auto_tool_choice: bool = False,
+        new_tool_id=new_tool_call_id,
+    ):
         if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
-            raise ValueError(f"unknown reasoning parser {reasoning_parser!r}: choose one of {', '.join(REASONING_PARSERS)}")
+            raise ValueError(
+                f"unknown reasoning parser {reasoning_parser!r}: choose one of {', '.join(REASONING_PARSERS)}"
+            )
         if tool_call_parser is not None and tool_call_parser not in TOOL_PARSERS:
-            raise ValueError(f"unknown tool call parser {tool_call_parser!r}: choose one of {', '.join(TOOL_PARSERS)}")
+            raise ValueError(
+                f"unknown tool call parser {tool_call_parser!r}: choose one of {', '.join(TOOL_PARSERS)}"
+            )
         self.model = model
         self.reasoning_parser = reasoning_parser
         self.tool_call_parser = tool_call_parser if enable_auto_tool_choice else None
         self._new_tool_id = new_tool_id
 
-    def start(self, sampling: SamplingParams, options: OutputOptions = OutputOptions(), prompt_text: str = "",
-              prompt_tokens: int = 0) -> Derenderer:
+    def start(
+        self,
+        sampling: SamplingParams,
+        options: OutputOptions = OutputOptions(),
+        prompt_text: str = "",
+        prompt_tokens: int = 0,
+    ) -> Derenderer:
         return Derenderer(self, sampling, options, prompt_text, prompt_tokens)
 
     def parses_tools(self, options: OutputOptions) -> bool:
@@ -88,17 +102,29 @@ class Derenderer:
     """One request's steps. `feed` each engine output, then `finish` once: when the
     engine ended, or as soon as `stopped` says the answer is over (close the engine)."""
 
-    def __init__(self, setup: Derendering, sampling: SamplingParams, options: OutputOptions, prompt_text: str,
-                 prompt_tokens: int):
+    def __init__(
+        self,
+        setup: Derendering,
+        sampling: SamplingParams,
+        options: OutputOptions,
+        prompt_text: str,
+        prompt_tokens: int,
+    ):
         self._setup, self._options = setup, options
         self._logprobs = None
         self._stops = None
         model = setup.model
         if model is not None:
-            detokenizer = Detokenizer(model.tokenizer, options.skip_special_tokens, options.spaces_between_special_tokens)
+            detokenizer = Detokenizer(
+                model.tokenizer, options.skip_special_tokens, options.spaces_between_special_tokens
+            )
             rules = StopRules(
-                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids, eos_token_ids=model.eos_token_ids,
-                ignore_eos=sampling.ignore_eos, min_tokens=sampling.min_tokens, max_tokens=sampling.max_tokens,
+                stop=sampling.stop,
+                stop_token_ids=sampling.stop_token_ids,
+                eos_token_ids=model.eos_token_ids,
+                ignore_eos=sampling.ignore_eos,
+                min_tokens=sampling.min_tokens,
+                max_tokens=sampling.max_tokens,
                 include_stop_str_in_output=options.include_stop_str_in_output,
             )
             self._stops = StopChecker(rules, detokenizer)
@@ -110,7 +136,8 @@ class Derenderer:
         self._reasoning: ReasoningParser | None = None
         if setup.reasoning_parser is not None:
             self._reasoning = make_reasoning_parser(
-                setup.reasoning_parser, enable_thinking=options.enable_thinking,
+                setup.reasoning_parser,
+                enable_thinking=options.enable_thinking,
                 prompt_closed=prompt_closes_reasoning(prompt_text),
                 tool_start=self._tools.start_marker if self._tools else None,
             )
@@ -146,7 +173,9 @@ class Derenderer:
         logprobs = None
         if output.token_ids:
             if self._stops is None:
-                raise EngineError("the engine gave token ids, and this server has no tokenizer for them (serve with --model)")
+                raise EngineError(
+                    "the engine gave token ids, and this server has no tokenizer for them (serve with --model)"
+                )
             text, taken = self._detokenize(output.token_ids)
             if self._logprobs is not None:
                 if len(output.logprobs) < taken:
@@ -168,7 +197,9 @@ class Derenderer:
 
     @property
     def finish_reason(self) -> str:
-        reason = (self._stops.finish_reason if self._stops is not None else None) or self._engine_finish or "stop"
+        reason = (
+            (self._stops.finish_reason if self._stops is not None else None) or self._engine_finish or "stop"
+        )
         return "tool_calls" if self.tool_calls and reason == "stop" else reason
 
     @property

@@ -77,8 +77,9 @@ class ReasoningParser:
         return "".join(pieces)
 
 
-def make_reasoning_parser(name: str, *, enable_thinking: bool = True, prompt_closed: bool = False,
-                          tool_start: str | None = None) -> ReasoningParser:
+def make_reasoning_parser(
+    name: str, *, enable_thinking: bool = True, prompt_closed: bool = False, tool_start: str | None = None
+) -> ReasoningParser:
     """`tool_start`: the tool parser's opening marker, when tool calls are parsed."""
     if name == "qwen3":
         return ReasoningParser(

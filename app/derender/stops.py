@@ -76,8 +76,12 @@ class StopChecker:
         return self._release("")
 
     def _check_strings(self, piece: str) -> str:
-        if not self._held and not self._tail and self.tokens > self._min_tokens and not any(
-                first in piece for first in self._firsts):
+        if (
+            not self._held
+            and not self._tail
+            and self.tokens > self._min_tokens
+            and not any(first in piece for first in self._firsts)
+        ):
             self._shown += len(piece)  # no stop string can begin in it: the common case
             return piece
         searched, self._tail = self._tail, ""

@@ -204,11 +204,20 @@ def _schema_types(schema: Any) -> set[str]:
     if not isinstance(schema, dict):
         return set()
     kind = schema.get("type")
-    types = {kind} if isinstance(kind, str) else {t for t in kind if isinstance(t, str)} if isinstance(kind, list) else set()
+    types = (
+        {kind}
+        if isinstance(kind, str)
+        else {t for t in kind if isinstance(t, str)}
+        if isinstance(kind, list)
+        else set()
+    )
     for key in ("anyOf", "oneOf"):
         for option in schema.get(key) or []:
             types |= _schema_types(option)
-    return {"integer" if t == "int" else "number" if t == "float" else "boolean" if t == "bool" else t for t in types}
+    return {
+        "integer" if t == "int" else "number" if t == "float" else "boolean" if t == "bool" else t
+        for t in types
+    }
 
 
 def _coerce(value: str, schema: Any) -> Any:

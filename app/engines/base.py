@@ -108,5 +108,7 @@ def check_fields(engine: Engine, extra: dict) -> None:
         raise EngineHTTPError(
             f"this model's engine does not take {', '.join(map(repr, refused))}; it takes "
             f"{', '.join(map(repr, sorted(accepted))) or 'no fields beyond the standard ones'}",
-            400, "unsupported_field", refused[0],
+            400,
+            "unsupported_field",
+            refused[0],
         )

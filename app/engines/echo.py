@@ -82,7 +82,12 @@ def _media_tokens(item: MediaItem) -> int:
 
 
 def _describe(item: MediaItem) -> dict:
-    described = {"kind": item.kind, "param": item.param, **_tensor_account(item.tensor), "metadata": item.metadata}
+    described = {
+        "kind": item.kind,
+        "param": item.param,
+        **_tensor_account(item.tensor),
+        "metadata": item.metadata,
+    }
     if item.kind == "video":
         described["timestamps"] = [round(float(t), 6) for t in item.timestamps]
         described["indices"] = item.indices.tolist()

@@ -17,5 +17,7 @@ def make_engine(path: str) -> Engine:
     engine = import_by_path(path)()
     missing = [name for name in ENGINE_METHODS if not callable(getattr(engine, name, None))]
     if missing:
-        raise ValueError(f"{path!r} is not an engine: it lacks {', '.join(missing)} (see app/engines/base.py)")
+        raise ValueError(
+            f"{path!r} is not an engine: it lacks {', '.join(missing)} (see app/engines/base.py)"
+        )
     return engine

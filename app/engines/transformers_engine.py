@@ -60,7 +60,10 @@ DEVICE_VARIABLE = PREFIX + "DEVICE"
 DTYPE_VARIABLE = PREFIX + "DTYPE"
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TYPE_IDS = {"image": 1, "video": 2}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
-TENSOR_NAMES = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
+TENSOR_NAMES = {
+    "image": ("pixel_values", "image_grid_thw"),
+    "video": ("pixel_values_videos", "video_grid_thw"),
+}
 END = object()  # what the generate thread sends once generate has returned
 
 
@@ -71,14 +74,31 @@ class TransformersEngine:
     # The frontend leaves those out of its own check; a worker sees them all, so they are
     # named here too. Any other (min_p, repetition_penalty, response_format, ...) it cannot
     # honour, and a request with one is refused with a 400.
-    accepted_fields = frozenset({
-        "stop_token_ids", "ignore_eos", "min_tokens", "top_k", "logprobs", "top_logprobs",
-        "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "documents", "tools", "tool_choice",
-        "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "include_reasoning",
-    })
+    accepted_fields = frozenset(
+        {
+            "stop_token_ids",
+            "ignore_eos",
+            "min_tokens",
+            "top_k",
+            "logprobs",
+            "top_logprobs",
+            "add_generation_prompt",
+            "continue_final_message",
+            "chat_template_kwargs",
+            "documents",
+            "tools",
+            "tool_choice",
+            "include_stop_str_in_output",
+            "skip_special_tokens",
+            "spaces_between_special_tokens",
+            "include_reasoning",
+        }
+    )
     gives_logprobs = True  # the chosen token's raw logprob and the top ones, per output token
 
-    def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None):
+    def __init__(
+        self, model: str | os.PathLike | None = None, device: str | None = None, dtype: str | None = None
+    ):
         _check_variables()
         self.folder = _model_folder(model)
         self.device = _device(device)
@@ -123,7 +143,10 @@ class TransformersEngine:
         pad = defaults.pad_token_id if defaults.pad_token_id is not None else (self.eos_ids or (0,))[0]
         model.generation_config = GenerationConfig(pad_token_id=pad, bos_token_id=defaults.bos_token_id)
         self.model = model
-        log.info("model loaded", extra={"model": str(self.folder), "device": str(self.device), "dtype": str(model.dtype)})
+        log.info(
+            "model loaded",
+            extra={"model": str(self.folder), "device": str(self.device), "dtype": str(model.dtype)},
+        )
 
     # -- one request ----------------------------------------------------------------------
 
@@ -173,9 +196,12 @@ class TransformersEngine:
                     streamer=streamer,
                 )
             if job.cancelled.is_set():  # a client gone, a stop string, max_tokens met by mmprep: routine
-                log.debug("generation stopped after %d tokens: its request was closed", len(job.sampler.records),
-                          extra={"request_id": job.request_id})
-        except BaseException as error:  # noqa: BLE001 - the request's generator raises it
+                log.debug(
+                    "generation stopped after %d tokens: its request was closed",
+                    len(job.sampler.records),
+                    extra={"request_id": job.request_id},
+                )
+        except BaseException as error:  # the request's generator raises it
             streamer.send(error)
         else:
             streamer.send(END)
@@ -187,16 +213,24 @@ class TransformersEngine:
             raise EngineHTTPError(
                 "the transformers engine takes token ids: run mmprep serve with --model FOLDER (the model's "
                 "tokenizer, chat template and processor) so that requests reach it rendered and tokenized",
-                400, "prompt_required",
+                400,
+                "prompt_required",
             )
         ids = np.asarray(prompt.token_ids, dtype=np.int64)
         if not ids.size or ids.min() < 0 or ids.max() >= self.vocab_size:
-            raise EngineHTTPError(f"the prompt must be token ids of this model's vocabulary of {self.vocab_size}",
-                                  400, "invalid_prompt", "messages")
+            raise EngineHTTPError(
+                f"the prompt must be token ids of this model's vocabulary of {self.vocab_size}",
+                400,
+                "invalid_prompt",
+                "messages",
+            )
         sampling = request.sampling
         max_new_tokens = self._max_new_tokens(len(ids), sampling.max_tokens)
         # Each input as the parts it is joined from, joined on the engine's thread (pixels can be large)
-        parts: dict[str, list[np.ndarray]] = {"input_ids": [ids[None]], "attention_mask": [np.ones((1, len(ids)), np.int64)]}
+        parts: dict[str, list[np.ndarray]] = {
+            "input_ids": [ids[None]],
+            "attention_mask": [np.ones((1, len(ids)), np.int64)],
+        }
         types = np.zeros(len(ids), np.int64)
         for kind, items in _media_in_prompt_order(request).items():
             self._check_placeholders(ids, kind, items)
@@ -206,8 +240,15 @@ class TransformersEngine:
         if self.takes_token_types:
             parts["mm_token_type_ids"] = [types[None]]
         stop_ids = set(sampling.stop_token_ids) | (set() if sampling.ignore_eos else set(self.eos_ids))
-        return _Job(request.request_id, parts, len(ids), max_new_tokens, frozenset(stop_ids), threading.Event(),
-                    _Sampler(sampling, stop_ids, len(ids), self.device))
+        return _Job(
+            request.request_id,
+            parts,
+            len(ids),
+            max_new_tokens,
+            frozenset(stop_ids),
+            threading.Event(),
+            _Sampler(sampling, stop_ids, len(ids), self.device),
+        )
 
     def _model_inputs(self, parts: dict[str, list[np.ndarray]]) -> dict[str, torch.Tensor]:
         """The joined inputs on the model's device; pixels in its dtype. A part that needs no
@@ -232,7 +273,9 @@ class TransformersEngine:
             raise EngineHTTPError(
                 f"this model's maximum context length is {self.context} tokens; the prompt has {prompt_length} "
                 f"and {max_tokens or 1} more were asked for ({asked} in all)",
-                400, "context_length_exceeded", "max_tokens" if room >= 1 else "messages",
+                400,
+                "context_length_exceeded",
+                "max_tokens" if room >= 1 else "messages",
             )
         return room if max_tokens is None else max_tokens
 
@@ -242,7 +285,9 @@ class TransformersEngine:
                 raise EngineHTTPError(
                     f"{item.param} reached the transformers engine without its processed tensors: run mmprep serve "
                     "with --model FOLDER (or --processor) so the model's vision processor makes them",
-                    400, "unprocessed_media", item.param,
+                    400,
+                    "unprocessed_media",
+                    item.param,
                 )
         expected = sum(item.processed.num_tokens for item in items)
         token = self.token_ids[kind]
@@ -251,7 +296,9 @@ class TransformersEngine:
             raise EngineHTTPError(
                 f"the prompt has {found} {kind} placeholder tokens, but its {len(items)} {kind}s make {expected}: "
                 "the prompt was not rendered for this model's processor",
-                400, "placeholder_mismatch", "messages",
+                400,
+                "placeholder_mismatch",
+                "messages",
             )
 
     def _media_parts(self, kind: str, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
@@ -261,7 +308,9 @@ class TransformersEngine:
         try:
             parts = {key: [item.processed.tensors[key] for item in items] for key in (pixels_key, grid_key)}
         except KeyError as missing:
-            raise EngineHTTPError(f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media") from None
+            raise EngineHTTPError(
+                f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
+            ) from None
         if kind == "video" and self.takes_second_per_grid:
             parts["second_per_grid_ts"] = [
                 np.array([self.temporal_patch_size / _sampled_fps(item) for item in items], np.float32)
@@ -284,7 +333,9 @@ class _Sampler(LogitsProcessor):
     """Chooses each token from the raw logits, records its raw logprob (and the top
     alternatives), and returns scores in which only the chosen token is finite."""
 
-    def __init__(self, sampling: SamplingParams, stop_ids: set[int], prompt_length: int, device: torch.device):
+    def __init__(
+        self, sampling: SamplingParams, stop_ids: set[int], prompt_length: int, device: torch.device
+    ):
         self.sampling = sampling
         self.greedy = not sampling.temperature  # 0 or unset
         self.prompt_length = prompt_length
@@ -359,7 +410,9 @@ class _Cancelled(StoppingCriteria):
         self.flag = flag
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        return torch.full((input_ids.shape[0],), self.flag.is_set(), dtype=torch.bool, device=input_ids.device)
+        return torch.full(
+            (input_ids.shape[0],), self.flag.is_set(), dtype=torch.bool, device=input_ids.device
+        )
 
 
 def _media_in_prompt_order(request: PreparedRequest) -> dict[str, list[MediaItem]]:
@@ -371,8 +424,12 @@ def _media_in_prompt_order(request: PreparedRequest) -> dict[str, list[MediaItem
     ordered: dict[str, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
     for placeholder in placeholders:
         if not 0 <= placeholder.media_index < len(request.media):
-            raise EngineHTTPError(f"a placeholder names media item {placeholder.media_index}, which the request lacks",
-                                  400, "placeholder_mismatch", "messages")
+            raise EngineHTTPError(
+                f"a placeholder names media item {placeholder.media_index}, which the request lacks",
+                400,
+                "placeholder_mismatch",
+                "messages",
+            )
         ordered[placeholder.modality].append(request.media[placeholder.media_index])
     return ordered
 
@@ -402,8 +459,10 @@ def _check_variables() -> None:
     known = (MODEL_VARIABLE, DEVICE_VARIABLE, DTYPE_VARIABLE)
     unknown = sorted(key for key in os.environ if key.upper().startswith(PREFIX) and key.upper() not in known)
     if unknown:
-        raise ValueError(f"unknown setting(s) in the environment: {', '.join(unknown)}; the transformers engine "
-                         f"reads {', '.join(known)}")
+        raise ValueError(
+            f"unknown setting(s) in the environment: {', '.join(unknown)}; the transformers engine "
+            f"reads {', '.join(known)}"
+        )
 
 
 def _option(value, variable: str, argument: str) -> tuple[str | None, str]:

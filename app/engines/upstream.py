@@ -57,7 +57,12 @@ class UpstreamClient:
 
 class OpenAIUpstreamEngine(UpstreamClient):
     def __init__(
-        self, url: str, model: str, api_key: str | None = None, connect_timeout: float = 2.0, read_timeout: float = 300.0
+        self,
+        url: str,
+        model: str,
+        api_key: str | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 300.0,
     ):
         super().__init__(url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout)
         self._model = model
@@ -185,7 +190,9 @@ def _video_kwargs(media: list[MediaItem]) -> dict | None:
             raise EngineHTTPError(
                 f"{item.param} and {first} were sampled differently, but a vLLM upstream takes one set of video "
                 "metadata per request (media_io_kwargs.video): send these videos in separate requests",
-                400, "conflicting_video_metadata", item.param,
+                400,
+                "conflicting_video_metadata",
+                item.param,
             )
     return chosen
 
@@ -214,10 +221,14 @@ def transport_errors() -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException as error:
-        raise EngineHTTPError(f"the upstream model server timed out: {error}", 504, "upstream_timeout") from error
+        raise EngineHTTPError(
+            f"the upstream model server timed out: {error}", 504, "upstream_timeout"
+        ) from error
     except httpx.TransportError as error:
         raise EngineHTTPError(
-            f"the upstream model server cannot be reached: {type(error).__name__}: {error}", 502, "upstream_unreachable"
+            f"the upstream model server cannot be reached: {type(error).__name__}: {error}",
+            502,
+            "upstream_unreachable",
         ) from error
 
 
@@ -253,11 +264,16 @@ def upstream_error(status: int, payload: bytes) -> EngineHTTPError:
     message, code, param = read_error_body(payload)
     status = status if 400 <= status <= 599 else 502
     return EngineHTTPError(
-        f"the upstream model server answered {status}: {message or f'HTTP {status}'}", status, code or "upstream_error", param
+        f"the upstream model server answered {status}: {message or f'HTTP {status}'}",
+        status,
+        code or "upstream_error",
+        param,
     )
 
 
 def bad_answer(text: str, shape: str = "OpenAI's") -> EngineHTTPError:
     return EngineHTTPError(
-        f"the upstream model server sent an answer that is not {shape} shape: {text[:200]!r}", 502, "upstream_bad_answer"
+        f"the upstream model server sent an answer that is not {shape} shape: {text[:200]!r}",
+        502,
+        "upstream_bad_answer",
     )

@@ -65,7 +65,9 @@ class DataURL:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, DataURL) and (self.media_type, self.is_base64, self.payload) == (
-            other.media_type, other.is_base64, other.payload
+            other.media_type,
+            other.is_base64,
+            other.payload,
         )
 
     def __hash__(self) -> int:  # cheap: the length and both ends, not hundreds of MiB

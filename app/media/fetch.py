@@ -51,7 +51,10 @@ class MediaFetcher:
         self.limits = limits
         self.policy = policy or NetworkPolicy()
         timeout = httpx.Timeout(
-            connect=limits.connect_timeout, read=limits.read_timeout, write=limits.read_timeout, pool=limits.connect_timeout
+            connect=limits.connect_timeout,
+            read=limits.read_timeout,
+            write=limits.read_timeout,
+            pool=limits.connect_timeout,
         )
         self._client = httpx.AsyncClient(
             timeout=timeout,
@@ -92,13 +95,17 @@ class MediaFetcher:
                         url = urljoin(url, response.headers["location"])
                         continue
                     if response.status_code != 200:
-                        raise MediaFetchError(f"the media server answered HTTP {response.status_code} for {_short(url)}")
+                        raise MediaFetchError(
+                            f"the media server answered HTTP {response.status_code} for {_short(url)}"
+                        )
                     data = await self._read_capped(response, url)
                     return FetchedMedia(data, response.headers.get("content-type"), urlsplit(url).scheme)
             except httpx.TimeoutException as error:
                 raise MediaFetchError(f"timed out fetching {_short(url)}: {type(error).__name__}") from error
             except httpx.HTTPError as error:
-                raise MediaFetchError(f"could not fetch {_short(url)}: {error or type(error).__name__}") from error
+                raise MediaFetchError(
+                    f"could not fetch {_short(url)}: {error or type(error).__name__}"
+                ) from error
         raise MediaFetchError(f"more than {self.limits.max_redirects} redirects fetching {_short(url)}")
 
     async def _read_capped(self, response: httpx.Response, url: str) -> bytes:
@@ -139,7 +146,9 @@ def _read_local_file(url: str, limits: FetchLimits) -> FetchedMedia:
     try:
         size = os.path.getsize(real)
         if size > limits.max_bytes:
-            raise FetchTooLargeError(f"{requested!r} is {size} bytes, more than the {limits.max_bytes} allowed")
+            raise FetchTooLargeError(
+                f"{requested!r} is {size} bytes, more than the {limits.max_bytes} allowed"
+            )
         with open(real, "rb") as file:
             data = file.read(limits.max_bytes + 1)
     except (FileNotFoundError, NotADirectoryError) as error:

@@ -27,7 +27,7 @@ _PROBE = [
     "😀👍🏽👨‍👩‍👧‍👦🏳️‍🌈🇨🇭❤️🤖🤖",
     "def f(x):\n    return {'a': [1, 2]}  # comment\n\n\tif (a && b) { c++; }\r\n</div>",
     "  leading and trailing spaces   \n\n\n  \u00a0\u3000 ...!!! ''\"\"",
-    "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>hi<|im_end|>\n<tool_call>\n{\"a\": 1}\n</tool_call>",
+    '<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>hi<|im_end|>\n<tool_call>\n{"a": 1}\n</tool_call>',
     "<|vision_end|>\u0338 <think>\u0338 a\u0338",  # a combining mark after a tag stays apart from it
 ]
 
@@ -49,7 +49,9 @@ def fast_encoder(spec: dict[str, Any], tokenizer: Tokenizer) -> Encoder | None:
         return None
     pattern, nfc, ranks, added = shape
     try:
-        encoding = tiktoken.Encoding("mmprep-model", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        encoding = tiktoken.Encoding(
+            "mmprep-model", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+        )
     except Exception:  # tiktoken refuses the ranks (gaps, a pattern it cannot compile)
         return None
     splitter = re.compile("|".join(re.escape(token) for token in sorted(added, key=len, reverse=True)))
@@ -92,10 +94,19 @@ def _byte_level_bpe(spec: dict[str, Any]):
         return None
     if "Regex" not in (split.get("pattern") or {}):
         return None
-    if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex") or byte_level.get("add_prefix_space"):
+    if (
+        byte_level.get("type") != "ByteLevel"
+        or byte_level.get("use_regex")
+        or byte_level.get("add_prefix_space")
+    ):
         return None
     model = spec["model"]
-    if model.get("type") != "BPE" or model.get("dropout") or model.get("byte_fallback") or model.get("ignore_merges"):
+    if (
+        model.get("type") != "BPE"
+        or model.get("dropout")
+        or model.get("byte_fallback")
+        or model.get("ignore_merges")
+    ):
         return None
     if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         return None
@@ -112,8 +123,10 @@ def _byte_level_bpe(spec: dict[str, Any]):
             return None
         previous = rank
     added = {token["content"]: token["id"] for token in spec.get("added_tokens", [])}
-    if any(token.get("normalized") or token.get("lstrip") or token.get("rstrip") or token.get("single_word")
-           for token in spec.get("added_tokens", [])):
+    if any(
+        token.get("normalized") or token.get("lstrip") or token.get("rstrip") or token.get("single_word")
+        for token in spec.get("added_tokens", [])
+    ):
         return None
     return split["pattern"]["Regex"], normalizer is not None, ranks, added
 
@@ -121,7 +134,11 @@ def _byte_level_bpe(spec: dict[str, Any]):
 @cache
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map of bytes to the characters byte-level vocabularies use."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     chars, extra = {}, 0
     for byte in range(256):
         if byte in printable:

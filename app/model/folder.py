@@ -39,7 +39,12 @@ from mmprep.processors import Processor, ProcessorConfigError, load_processor
 from .fast_bpe import fast_encoder
 
 # model_type in config.json -> the processor family whose placeholders the renderer expands
-MODEL_TYPES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
+MODEL_TYPES = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_moe": "qwen3_vl",
+}
 # Qwen-VL processors fall back to these when config.json does not name the ids.
 _TOKEN_NAMES = {
     "image_token_id": "<|image_pad|>",
@@ -48,7 +53,15 @@ _TOKEN_NAMES = {
     "vision_end_token_id": "<|vision_end|>",
 }
 # tokenizer_config.json keys transformers hands the template (its special_tokens_map)
-_TEMPLATE_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_TEMPLATE_TOKENS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
 
 
 class ModelFolderError(ValueError):
@@ -176,7 +189,7 @@ def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str,
     if legacy.is_file():
         template = _read_json(legacy).get("chat_template")
         if not isinstance(template, str):
-            raise ModelFolderError(f"{legacy} has no \"chat_template\" string")
+            raise ModelFolderError(f'{legacy} has no "chat_template" string')
         return template, "chat_template.json"
     jinja = folder / "chat_template.jinja"
     template = _tokenizer_template(folder, tokenizer_config)
@@ -184,7 +197,7 @@ def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str,
         return template, "chat_template.jinja" if jinja.is_file() else "tokenizer_config.json"
     raise ModelFolderError(
         f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
-        "\"chat_template\" in tokenizer_config.json"
+        '"chat_template" in tokenizer_config.json'
     )
 
 
@@ -267,4 +280,3 @@ def _read_json(path: Path, required: bool = False) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ModelFolderError(f"{path} must hold a JSON object, got {type(values).__name__}")
     return values
-

@@ -46,7 +46,9 @@ class DecodeCache:
         self._on_lookup = on_lookup or (lambda hit: None)
         self._retry_on = retry_on
 
-    async def get_or_decode(self, key: tuple, decode: Callable[[], Awaitable[Any]], size_of: Callable[[Any], int]):
+    async def get_or_decode(
+        self, key: tuple, decode: Callable[[], Awaitable[Any]], size_of: Callable[[Any], int]
+    ):
         """The cached result for `key`, or `await decode()` (once, however many ask at once)."""
         if key in self._entries:
             self._entries.move_to_end(key)

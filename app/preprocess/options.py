@@ -63,7 +63,9 @@ def part_options(value: dict, param: str) -> dict[str, Any]:
 def check_image_part(value: dict, param: str) -> None:
     unknown = sorted(set(value) - set(IMAGE_PART_KEYS))
     if any(key in SAMPLING_KEYS for key in unknown):
-        raise ServiceError(f"{param} takes no sampling keys; only video_url parts do", "invalid_sampling", param)
+        raise ServiceError(
+            f"{param} takes no sampling keys; only video_url parts do", "invalid_sampling", param
+        )
     if unknown:
         raise ServiceError(
             f"{param} has unknown key(s) {', '.join(map(repr, unknown))}: an image_url takes {', '.join(IMAGE_PART_KEYS)}",
@@ -72,7 +74,9 @@ def check_image_part(value: dict, param: str) -> None:
         )
 
 
-def video_sampling(request: dict[str, Any], part: dict[str, Any], settings: Settings, param: str) -> VideoSampling:
+def video_sampling(
+    request: dict[str, Any], part: dict[str, Any], settings: Settings, param: str
+) -> VideoSampling:
     """The part's VideoSampling: its own keys over the request's over the server's defaults."""
     merged = dict(request)
     if "fps" in part or "num_frames" in part:
@@ -88,7 +92,9 @@ def video_sampling(request: dict[str, Any], part: dict[str, Any], settings: Sett
     if isinstance(max_frames, int) and not isinstance(max_frames, bool):
         max_frames = min(max_frames, settings.max_frames)
     try:
-        return VideoSampling(fps, num_frames, max_frames, settings.max_pixels, merged.get("seek_mode", settings.seek_mode))
+        return VideoSampling(
+            fps, num_frames, max_frames, settings.max_pixels, merged.get("seek_mode", settings.seek_mode)
+        )
     except InvalidSamplingError as error:
         raise part_error(error, param) from error
 
@@ -106,7 +112,9 @@ def _known_keys(options: dict, where: str) -> dict[str, Any]:
     known = {}
     for key, value in options.items():
         if key in REFUSED_KEYS:
-            raise ServiceError(f"{where}.{key}: mmprep does not do {key}: {REFUSED_KEYS[key]}", "invalid_sampling", where)
+            raise ServiceError(
+                f"{where}.{key}: mmprep does not do {key}: {REFUSED_KEYS[key]}", "invalid_sampling", where
+            )
         if key == FRAME_RECOVERY:
             if value is not True:
                 raise ServiceError(

@@ -38,7 +38,9 @@ class DecodePool:
 
     async def _submit(self, work, args, kwargs, give_threads: bool):
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run_with_budget, work, args, kwargs, give_threads)
+        return await loop.run_in_executor(
+            self._executor, self._run_with_budget, work, args, kwargs, give_threads
+        )
 
     def _run_with_budget(self, work, args, kwargs, give_threads: bool):
         with self._lock:

@@ -67,16 +67,24 @@ class _MediaPart:
 
 class Preprocessor:
     def __init__(
-        self, settings: Settings, fetcher: MediaFetcher, pool: DecodePool, metrics: Metrics,
+        self,
+        settings: Settings,
+        fetcher: MediaFetcher,
+        pool: DecodePool,
+        metrics: Metrics,
         cache: DecodeCache | None = None,
     ):
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
-        self._renderer = Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
+        self._renderer = (
+            Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
+        )
 
-    async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedRequest, Timing]:
+    async def prepare(
+        self, request, request_id: str, cancel: threading.Event
+    ) -> tuple[PreparedRequest, Timing]:
         """`request` is the validated ChatCompletionRequest. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
@@ -221,11 +229,18 @@ class Preprocessor:
 
     # -- in the pool's threads --
 
-    def _decode_video(self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int) -> _Loaded:
+    def _decode_video(
+        self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int
+    ) -> _Loaded:
         settings, vision = self._settings, self._vision
         decode = functools.partial(
-            decode_video, data, sampling=sampling, max_bytes=settings.max_decoded_bytes,
-            max_source_pixels=settings.max_source_pixels, cancel=cancel, timeout=settings.decode_timeout,
+            decode_video,
+            data,
+            sampling=sampling,
+            max_bytes=settings.max_decoded_bytes,
+            max_source_pixels=settings.max_source_pixels,
+            cancel=cancel,
+            timeout=settings.decode_timeout,
             device=settings.decode_device,
         )
         if vision is None:
@@ -239,7 +254,9 @@ class Preprocessor:
 
     def _decode_image(self, data: bytes, threads: int) -> _Loaded:
         settings, vision = self._settings, self._vision
-        image = decode_image(data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels)
+        image = decode_image(
+            data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
+        )
         if vision is None:
             return _Loaded(image, None)
         return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)))
@@ -303,7 +320,11 @@ def _media_item(part: _MediaPart, loaded: _Loaded) -> MediaItem:
             processed=processed,
         )
     return MediaItem(
-        kind="image", tensor=result.pixels, metadata=result.metadata.to_dict(), param=part.param, processed=processed
+        kind="image",
+        tensor=result.pixels,
+        metadata=result.metadata.to_dict(),
+        param=part.param,
+        processed=processed,
     )
 
 

@@ -14,8 +14,8 @@ from mmprep.decoders import DecodedImage
 from mmprep.processors import ProcessedMedia, Processor, load_processor
 
 from ..core.config import Settings
-from ..model import load_model_folder
 from ..core.errors import ServiceError
+from ..model import load_model_folder
 
 
 class VisionProcessing:

@@ -48,11 +48,19 @@ def run_preview(config: PreviewConfig) -> int:
     # With a processor, frames are scaled to its size while decoding, so the tiles are what it sees.
     vision = {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
     try:
-        settings = Settings(engine="echo", decode_cache_bytes=0, allowed_local_media_path=folders, **vision,
-                            **config.url_settings())
+        settings = Settings(
+            engine="echo",
+            decode_cache_bytes=0,
+            allowed_local_media_path=folders,
+            **vision,
+            **config.url_settings(),
+        )
     except ValidationError as error:  # a processor that does not load, or a wrong MMPREP_* setting
         problem = error.errors()[0]
-        print(f"mmprep preview: {problem['loc'][0]}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        print(
+            f"mmprep preview: {problem['loc'][0]}: {problem['msg'].removeprefix('Value error, ')}",
+            file=sys.stderr,
+        )
         return 2
     return asyncio.run(_draw_all(settings, sheets, config.sampling()))
 
@@ -66,11 +74,15 @@ def plan_sheets(config: PreviewConfig) -> tuple[list[Sheet], list[Path]]:
         return [Sheet(source, name, config.output or Path(f"{default or 'video'}.sheet.png"))], []
     path = Path(source).expanduser().resolve()
     if path.is_file():
-        return [Sheet(path.as_uri(), path.name, config.output or Path(f"{path.name}.sheet.png"))], [path.parent]
+        return [Sheet(path.as_uri(), path.name, config.output or Path(f"{path.name}.sheet.png"))], [
+            path.parent
+        ]
     if path.is_dir():
         videos = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
         if not videos:
-            raise PreviewInputError(f"the folder {source!r} holds no video files ({', '.join(sorted(VIDEO_SUFFIXES))})")
+            raise PreviewInputError(
+                f"the folder {source!r} holds no video files ({', '.join(sorted(VIDEO_SUFFIXES))})"
+            )
         folder = config.output or Path(f"{path.name}-sheets")
         if folder.exists() and not folder.is_dir():
             raise PreviewInputError(f"{str(folder)!r} is a file: for a folder of videos, -o names a folder")
@@ -93,10 +105,14 @@ async def _draw_all(settings: Settings, sheets: list[Sheet], sampling: dict) -> 
             sheet.output.parent.mkdir(parents=True, exist_ok=True)
             sheet.output.write_bytes(preview.png)
             frames = preview.account["media"][0]["shape"][0]
-            print(f"{sheet.output}: {frames} frames of {sheet.title}, decoded in {preview.timing['decode']:.1f} ms")
+            print(
+                f"{sheet.output}: {frames} frames of {sheet.title}, decoded in {preview.timing['decode']:.1f} ms"
+            )
     finally:
         await service.stop()
     if refused:
-        print(f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: {', '.join(refused)}",
-              file=sys.stderr)
+        print(
+            f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: {', '.join(refused)}",
+            file=sys.stderr,
+        )
     return 1 if refused else 0

@@ -28,7 +28,9 @@ class PreviewConfig(BaseModel):
         "(default: NAME.sheet.png, or FOLDER-sheets/)",
     )
     fps: float | None = Field(None, description="frames per second to sample, as a video_url part's fps")
-    num_frames: int | None = Field(None, description="frames to sample evenly, as a video_url part's num_frames")
+    num_frames: int | None = Field(
+        None, description="frames to sample evenly, as a video_url part's num_frames"
+    )
     max_frames: int | None = Field(None, description="most frames, as a video_url part's max_frames")
     processor: str | None = Field(
         None,
@@ -40,7 +42,8 @@ class PreviewConfig(BaseModel):
         False, description="let URLs reach loopback, private and link-local addresses, as mmprep serve's flag"
     )
     allowed_media_domains: list[str] = Field(
-        [], description="if set, URLs may only name these hosts (and their subdomains), as mmprep serve's flag"
+        [],
+        description="if set, URLs may only name these hosts (and their subdomains), as mmprep serve's flag",
     )
 
     @model_validator(mode="after")
@@ -51,8 +54,10 @@ class PreviewConfig(BaseModel):
 
     def url_settings(self) -> dict[str, Any]:
         """The URL switches given here, laid over the service's MMPREP_* settings."""
-        given = {"allow_private_networks": self.allow_private_networks or None,
-                 "allowed_media_domains": self.allowed_media_domains or None}
+        given = {
+            "allow_private_networks": self.allow_private_networks or None,
+            "allowed_media_domains": self.allowed_media_domains or None,
+        }
         return {key: value for key, value in given.items() if value is not None}
 
     def sampling(self) -> dict[str, Any]:

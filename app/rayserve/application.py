@@ -49,8 +49,10 @@ def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
     own = dict(s.ray_deployment_options.get(name, {}))
     actor_options = {"num_cpus": CPUS[name], **own.pop("ray_actor_options", {})}
     if name == "FrontDoor":
-        options = {"num_replicas": s.ray_front_door_replicas,
-                   "max_ongoing_requests": s.max_concurrent_requests + FRONT_DOOR_SPARE}
+        options = {
+            "num_replicas": s.ray_front_door_replicas,
+            "max_ongoing_requests": s.max_concurrent_requests + FRONT_DOOR_SPARE,
+        }
     elif name == "Decode":
         # Twice the decodes a replica runs at once, so its next fetches overlap its decodes.
         options = _replicas(s.ray_decode_replicas, s.ray_max_decode_replicas, target=s.decode_workers)
@@ -59,7 +61,9 @@ def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
         options = _replicas(s.ray_engine_replicas, s.ray_max_engine_replicas, target=None)
         options["max_ongoing_requests"] = s.max_concurrent_requests
     if {"num_replicas", "autoscaling_config"} & set(own):  # the operator's choice replaces ours whole
-        options = {key: value for key, value in options.items() if key not in ("num_replicas", "autoscaling_config")}
+        options = {
+            key: value for key, value in options.items() if key not in ("num_replicas", "autoscaling_config")
+        }
     return {**options, **own, "ray_actor_options": actor_options}
 
 
@@ -74,18 +78,26 @@ def check_placement(settings: Settings, cluster: dict[str, float]) -> None:
         autoscaling = options.get("autoscaling_config") or {}
         replicas = options.get("num_replicas", autoscaling.get("min_replicas", 1))
         actor = options["ray_actor_options"]
-        wants = {"CPU": actor.get("num_cpus", 1), "GPU": actor.get("num_gpus", 0), **actor.get("resources", {})}
+        wants = {
+            "CPU": actor.get("num_cpus", 1),
+            "GPU": actor.get("num_gpus", 0),
+            **actor.get("resources", {}),
+        }
         for resource, amount in wants.items():
             if amount:
                 needed[resource] = needed.get(resource, 0) + amount * replicas
                 asked.setdefault(resource, []).append(f"{name} {amount:g} x {replicas}")
     short = [resource for resource, amount in needed.items() if amount > cluster.get(resource, 0) + 1e-9]
     if short:
-        raise PlacementError("; ".join(
-            f"the replicas ask for {needed[r]:g} {r} ({' + '.join(asked[r])}) but the cluster has "
-            f"{cluster.get(r, 0):g}" for r in short
-        ) + ": lower the replica counts, or give a deployment fewer CPUs with --ray-deployment-options "
-            """(e.g. '{"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}'), or add nodes""")
+        raise PlacementError(
+            "; ".join(
+                f"the replicas ask for {needed[r]:g} {r} ({' + '.join(asked[r])}) but the cluster has "
+                f"{cluster.get(r, 0):g}"
+                for r in short
+            )
+            + ": lower the replica counts, or give a deployment fewer CPUs with --ray-deployment-options "
+            """(e.g. '{"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}'), or add nodes"""
+        )
 
 
 def _replicas(least: int, most: int, target: int | None) -> dict[str, Any]:

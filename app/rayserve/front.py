@@ -45,7 +45,9 @@ class DecodeReplicas:
     def __init__(self, decode: DeploymentHandle):
         self._decode = decode
 
-    async def prepare(self, request, request_id: str, cancel: threading.Event) -> tuple[PreparedInStore, Timing]:
+    async def prepare(
+        self, request, request_id: str, cancel: threading.Event
+    ) -> tuple[PreparedInStore, Timing]:
         """As Preprocessor.prepare, on a decode replica; the tensors stay in the object store.
         `cancel` is not needed here: cancelling this coroutine cancels the replica's call."""
         for attempt in range(1, DECODE_ATTEMPTS + 1):

@@ -56,11 +56,15 @@ class DecodeReplica:
         the call (its client left), the CancelledError stops the fetches and decodes."""
         request_id_var.set(request_id)
         try:
-            prepared, timing = await self._preprocessing.preprocessor.prepare(request, request_id, threading.Event())
+            prepared, timing = await self._preprocessing.preprocessor.prepare(
+                request, request_id, threading.Event()
+            )
         except ServiceError as error:
             return portable(error)
         kinds = tuple(item.kind for item in prepared.media)
-        return PreparedInStore(prepared.request_id, kinds, ray.put(prepared), prepared.sampling, prepared.prompt), timing
+        return PreparedInStore(
+            prepared.request_id, kinds, ray.put(prepared), prepared.sampling, prepared.prompt
+        ), timing
 
     async def __del__(self):
         await self._preprocessing.stop()

@@ -37,8 +37,13 @@ def run_on_ray(settings: Settings) -> int:
     try:
         # Ray Serve's own proxy serves HTTP here: it gets mmprep's idle timeout, so clients
         # (not the proxy) close idle connections, as in one process (app/api/connections.py).
-        serve.start(http_options={"host": settings.host, "port": settings.port,
-                                  "keep_alive_timeout_s": int(settings.keep_alive_timeout)})
+        serve.start(
+            http_options={
+                "host": settings.host,
+                "port": settings.port,
+                "keep_alive_timeout_s": int(settings.keep_alive_timeout),
+            }
+        )
         serve.run(app, name=APP_NAME, route_prefix="/")
         log.info("serving on Ray", extra={"url": f"http://{settings.host}:{settings.port}"})
         while True:

@@ -39,7 +39,9 @@ def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
     if folder.family != "qwen3_vl":
         return [folder.video_token_id] * (int(grid.prod()) // config.merge_size**2)
     per_block = int(grid[1]) * int(grid[2]) // config.merge_size**2
-    frame = [folder.vision_start_token_id] + [folder.video_token_id] * per_block + [folder.vision_end_token_id]
+    frame = (
+        [folder.vision_start_token_id] + [folder.video_token_id] * per_block + [folder.vision_end_token_id]
+    )
     metadata = item.hf_metadata or {}
     indices = metadata.get("frames_indices")
     if indices is None:
@@ -61,7 +63,8 @@ def block_times(indices, fps: float, temporal_patch_size: int) -> list[float]:
         indices += [indices[-1]] * (temporal_patch_size - len(indices) % temporal_patch_size)
     seconds = [index / fps for index in indices]
     return [
-        (seconds[i] + seconds[i + temporal_patch_size - 1]) / 2 for i in range(0, len(seconds), temporal_patch_size)
+        (seconds[i] + seconds[i + temporal_patch_size - 1]) / 2
+        for i in range(0, len(seconds), temporal_patch_size)
     ]
 
 

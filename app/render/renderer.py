@@ -65,16 +65,22 @@ class Renderer:
             raise ServiceError(
                 "add_generation_prompt and continue_final_message cannot both be true (the first starts a new "
                 "assistant turn, the second continues the last message); set add_generation_prompt to false",
-                "invalid_request", "continue_final_message",
+                "invalid_request",
+                "continue_final_message",
             )
         tools = _tool_list(tools)
         template, content_format = (
-            (self.template, self.content_format) if tools is None else (self.tools_template, self.tools_content_format)
+            (self.template, self.content_format)
+            if tools is None
+            else (self.tools_template, self.tools_content_format)
         )
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
             return template.render(
-                [self._message(message, content_format, f"messages[{i}]") for i, message in enumerate(messages)],
+                [
+                    self._message(message, content_format, f"messages[{i}]")
+                    for i, message in enumerate(messages)
+                ],
                 tools=tools,
                 documents=_document_list(documents),
                 add_generation_prompt=add_generation_prompt,
@@ -91,18 +97,23 @@ class Renderer:
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as error:
             raise ServiceError(
                 f"the model's chat template failed on the request: {type(error).__name__}: {error}",
-                "chat_template_error", "messages",
+                "chat_template_error",
+                "messages",
             ) from None
 
     def _template_kwargs(self, template, given: Any) -> dict[str, Any]:
         if given is None:
             return {}
         if not isinstance(given, dict):
-            raise ServiceError("chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs")
+            raise ServiceError(
+                "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
+            )
         for name in _REFUSED_KWARGS:
             if name in given:
                 raise ServiceError(
-                    f"chat_template_kwargs may not set {name!r}", "invalid_request", f"chat_template_kwargs.{name}"
+                    f"chat_template_kwargs may not set {name!r}",
+                    "invalid_request",
+                    f"chat_template_kwargs.{name}",
                 )
         # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...);
         # never one of the inputs mmprep passes itself.
@@ -207,11 +218,14 @@ def _check_tool_calls(calls: Any, where: str) -> None:
         here = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
-            raise ServiceError(f"{here} must be an object with a function", "invalid_request", f"{here}.function")
+            raise ServiceError(
+                f"{here} must be an object with a function", "invalid_request", f"{here}.function"
+            )
         for key in ("name", "arguments"):
             if not isinstance(function.get(key), str):
-                raise ServiceError(f"{here}.function.{key} must be a string", "invalid_request",
-                                   f"{here}.function.{key}")
+                raise ServiceError(
+                    f"{here}.function.{key} must be a string", "invalid_request", f"{here}.function.{key}"
+                )
 
 
 def _parsed_arguments(call: Any) -> Any:
@@ -235,7 +249,9 @@ def _check_counts(pads: list[tuple[int, str]], media: list[MediaItem]) -> None:
     if in_prompt == given:
         return
     counts = {kind: (in_prompt.count(kind), given.count(kind)) for kind in ("image", "video")}
-    detail = ", ".join(f"{kind}s: {found} in the prompt, {sent} sent" for kind, (found, sent) in counts.items())
+    detail = ", ".join(
+        f"{kind}s: {found} in the prompt, {sent} sent" for kind, (found, sent) in counts.items()
+    )
     raise ServiceError(
         f"the rendered prompt's image and video placeholders do not match the request's media ({detail}); "
         "the chat template may drop media parts of some roles, or a text part holds a placeholder token",

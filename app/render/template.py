@@ -55,7 +55,9 @@ def _raise_exception(message):
 
 
 def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(format):
@@ -133,7 +135,11 @@ class CompiledTemplate:
             final_text = _tag_final_message(chat, self.source)
         context = {**(special_tokens or {}), **kwargs}
         rendered = self.template.render(
-            messages=chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt, **context
+            messages=chat,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            **context,
         )
         if final_text is not None:
             rendered = _cut_after_final_message(rendered, final_text)
@@ -173,9 +179,13 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str) -> str:
     final = chat[-1]
     content = final.get("content")
     if content is None:
-        raise TemplateInputError("continue_final_message is set but the final message has no content to continue")
+        raise TemplateInputError(
+            "continue_final_message is set but the final message has no content to continue"
+        )
     if "content" not in source:
-        raise TemplateInputError("continue_final_message is set but this chat template does not read 'content'")
+        raise TemplateInputError(
+            "continue_final_message is set but this chat template does not read 'content'"
+        )
     if isinstance(content, list | tuple):
         parts = [dict(part) if isinstance(part, dict) else part for part in content]
         for part in reversed(parts):
@@ -184,7 +194,9 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str) -> str:
                 part["text"] = text + _CONTINUE_TAG
                 break
         else:
-            raise TemplateInputError("continue_final_message is set but the final message has no text to continue")
+            raise TemplateInputError(
+                "continue_final_message is set but the final message has no text to continue"
+            )
         chat[-1] = {**final, "content": parts}
         return text
     chat[-1] = {**final, "content": content + _CONTINUE_TAG}

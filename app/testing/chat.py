@@ -24,8 +24,11 @@ def data_url(path: Path, mime: str) -> str:
 
 def png_data_url(width: int, height: int, noise: bool = False) -> str:
     """A PNG of one colour (or of noise, which compresses badly) as a data URL."""
-    picture = Image.effect_noise((width, height), 60).convert("RGB") if noise else Image.new(
-        "RGB", (width, height), (30, 120, 200))
+    picture = (
+        Image.effect_noise((width, height), 60).convert("RGB")
+        if noise
+        else Image.new("RGB", (width, height), (30, 120, 200))
+    )
     buffer = io.BytesIO()
     picture.save(buffer, "PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
@@ -56,8 +59,9 @@ def openai_client(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
 
 
-def ask(client: openai.OpenAI, content: str | list[dict], model: str = MODEL, stream: bool = False,
-        **kwargs) -> tuple[str, str | None, Any]:
+def ask(
+    client: openai.OpenAI, content: str | list[dict], model: str = MODEL, stream: bool = False, **kwargs
+) -> tuple[str, str | None, Any]:
     """One user message through the openai client: (text, finish_reason, usage), streamed
     (usage asked for) or not."""
     messages = [{"role": "user", "content": content}]
@@ -66,7 +70,9 @@ def ask(client: openai.OpenAI, content: str | list[dict], model: str = MODEL, st
         response = create(model=model, messages=messages, **kwargs)
         return response.choices[0].message.content, response.choices[0].finish_reason, response.usage
     text, finish, usage = "", None, None
-    for chunk in create(model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs):
+    for chunk in create(
+        model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
+    ):
         if chunk.choices:
             text += chunk.choices[0].delta.content or ""
             finish = chunk.choices[0].finish_reason or finish
@@ -74,7 +80,9 @@ def ask(client: openai.OpenAI, content: str | list[dict], model: str = MODEL, st
     return text, finish, usage
 
 
-def assert_error(response: httpx.Response, status: int, code: str | None = None, param: str | None = None) -> dict:
+def assert_error(
+    response: httpx.Response, status: int, code: str | None = None, param: str | None = None
+) -> dict:
     """`response` is an error of OpenAI's shape with this status (and code, and param, when
     given); returns the error object."""
     assert response.status_code == status, response.text

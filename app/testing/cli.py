@@ -10,13 +10,18 @@ import sys
 MMPREP = (sys.executable, "-m", "mmprep")
 
 
-def run_mmprep(*args: str, env: dict[str, str] | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess:
+def run_mmprep(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run `mmprep <args>` to its end: the exit status, stdout and stderr as text. COLUMNS
     is fixed at 100 so help and tables wrap the same on every terminal (`env` may change it)."""
     return subprocess.run(
-        [*MMPREP, *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "COLUMNS": "100", **(env or {})}, check=False,
+        [*MMPREP, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+        check=False,
     )
 
 
@@ -24,6 +29,9 @@ def start_mmprep(*args: str, env: dict[str, str] | None = None) -> subprocess.Po
     """Start `mmprep <args>` and return at once (a test that runs several together):
     `communicate()` gives its stdout and stderr as text."""
     return subprocess.Popen(
-        [*MMPREP, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*MMPREP, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "COLUMNS": "100", **(env or {})},
     )

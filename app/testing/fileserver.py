@@ -51,7 +51,9 @@ class Published:
 
 
 class FileServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, connections: int = 64, folder: Path | None = None):
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, connections: int = 64, folder: Path | None = None
+    ):
         """`connections`: how many may arrive at once (bench passes its largest concurrency);
         `folder`: served as it is, beside what is published."""
         self.folder = folder.resolve() if folder is not None else None
@@ -72,8 +74,9 @@ class FileServer:
         self.url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="file-server", daemon=True)
 
-    def publish(self, path: Path, content_type: str | None = None,
-                trailer: Callable[[int], bytes] | None = None) -> str:
+    def publish(
+        self, path: Path, content_type: str | None = None, trailer: Callable[[int], bytes] | None = None
+    ) -> str:
         """A new URL that serves `path`; with `trailer`, `URL?request=N` serves it followed
         by trailer(N)."""
         with self._lock:

@@ -124,8 +124,15 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": id_, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": special}
+            {
+                "id": id_,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": special,
+            }
             for id_, content, special in ADDED_TOKENS[family]
         ],
         "normalizer": {"type": "NFC"},
@@ -139,9 +146,16 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
         "post_processor": byte_level,
         "decoder": byte_level,
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-            "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": vocab, "merges": merges,
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
         },
     }
 

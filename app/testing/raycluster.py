@@ -54,15 +54,20 @@ class RayCluster:
         API needs the dashboard, which these clusters go without)."""
         from ray._private import state
 
-        (node,) = [actor["Address"]["NodeID"] for actor in state.actors().values()
-                   if actor["Name"] == replica and actor["State"] == "ALIVE"]
+        (node,) = [
+            actor["Address"]["NodeID"]
+            for actor in state.actors().values()
+            if actor["Name"] == replica and actor["State"] == "ALIVE"
+        ]
         return node
 
     def kill_replica(self, name: str) -> None:
         """As a crash: the actor's process is killed, and Serve's controller notices."""
         ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
 
-    def wait_running(self, deployment: str, replicas: int, replacing: tuple[str, ...] = (), timeout: float = 60) -> None:
+    def wait_running(
+        self, deployment: str, replicas: int, replacing: tuple[str, ...] = (), timeout: float = 60
+    ) -> None:
         """Until the deployment has `replicas` running and none of the `replacing` ones is among them."""
         deadline = time.monotonic() + timeout
         while True:

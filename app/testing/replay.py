@@ -28,7 +28,9 @@ class TokenReplayEngine(NothingToStart):
     async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
         replay = request.extra.get("replay")
         if not isinstance(replay, dict) or not isinstance(replay.get("token_ids", replay.get("texts")), list):
-            raise EngineHTTPError("this engine replays the request's replay.token_ids", 400, "invalid_request", "replay")
+            raise EngineHTTPError(
+                "this engine replays the request's replay.token_ids", 400, "invalid_request", "replay"
+            )
         if "texts" in replay:
             async for output in self._texts(replay["texts"], float(replay.get("interval", 0.0))):
                 yield output
@@ -36,7 +38,9 @@ class TokenReplayEngine(NothingToStart):
         ids = replay["token_ids"]
         chunk = max(1, int(replay.get("chunk", 1)))
         interval = float(replay.get("interval", 0.0))
-        logprobs = [TokenLogprob(i, lp, tuple((a, b) for a, b in top)) for i, lp, top in replay.get("logprobs") or []]
+        logprobs = [
+            TokenLogprob(i, lp, tuple((a, b) for a, b in top)) for i, lp, top in replay.get("logprobs") or []
+        ]
         finished = False
         try:
             for start in range(0, len(ids), chunk):
@@ -47,7 +51,9 @@ class TokenReplayEngine(NothingToStart):
             finished = True
             yield EngineOutput(
                 finish_reason=replay.get("finish_reason", "stop"),
-                prompt_tokens=len(request.prompt.token_ids) if request.prompt is not None else self.prompt_tokens,
+                prompt_tokens=len(request.prompt.token_ids)
+                if request.prompt is not None
+                else self.prompt_tokens,
                 completion_tokens=len(ids),
             )
         finally:
@@ -59,4 +65,6 @@ class TokenReplayEngine(NothingToStart):
             if interval:
                 await asyncio.sleep(interval)
             yield EngineOutput(text=text)
-        yield EngineOutput(finish_reason="stop", prompt_tokens=self.prompt_tokens, completion_tokens=len(texts))
+        yield EngineOutput(
+            finish_reason="stop", prompt_tokens=self.prompt_tokens, completion_tokens=len(texts)
+        )

@@ -78,8 +78,15 @@ class AppProcess:
     `import_from` folders are importable by it (tests/ for `--engine-class engines:SlowEngine`);
     it runs in `cwd` (default: the test's own)."""
 
-    def __init__(self, command: str, *args: str, ready_path: str = "/ready", env: dict[str, str] | None = None,
-                 import_from: Iterable[Path] = (), cwd: Path | None = None):
+    def __init__(
+        self,
+        command: str,
+        *args: str,
+        ready_path: str = "/ready",
+        env: dict[str, str] | None = None,
+        import_from: Iterable[Path] = (),
+        cwd: Path | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command, self.args, self.ready_path = command, args, ready_path
@@ -88,14 +95,16 @@ class AppProcess:
             self.env["PYTHONPATH"] = os.pathsep.join(str(folder) for folder in import_from)
         self.cwd = cwd
         self.process: subprocess.Popen | None = None
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; close() closes it
+        self._log = tempfile.TemporaryFile()  # lives as long as the process; close() closes it
 
     def start(self) -> Self:
         """Start the process; `wait_ready` waits for it to answer."""
         self.process = subprocess.Popen(
             [*MMPREP, self.command, "--port", str(self.port), *self.args],
-            env={**os.environ, **self.env}, cwd=self.cwd,
-            stdout=subprocess.DEVNULL, stderr=self._log,
+            env={**os.environ, **self.env},
+            cwd=self.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
         )
         return self
 
@@ -145,4 +154,10 @@ class WorkerProcess(AppProcess):
 
     def served(self, status: str = "200") -> int:
         """Requests this process answered with `status`, from its /metrics."""
-        return int(metric(httpx.get(f"{self.url}/metrics", timeout=5).text, "mmprep_worker_requests_total", status=status))
+        return int(
+            metric(
+                httpx.get(f"{self.url}/metrics", timeout=5).text,
+                "mmprep_worker_requests_total",
+                status=status,
+            )
+        )

@@ -31,20 +31,28 @@ from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 
 GENERATE_PATH = "/inference/v1/generate"
 # What the renderer reads of a request (app/preprocess: the chat template's options).
-RENDER_FIELDS = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template_kwargs")
+RENDER_FIELDS = (
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "continue_final_message",
+    "chat_template_kwargs",
+)
 SHAPE = "vLLM's GenerateResponse"
 
 
 class VllmGenerateEngine(UpstreamClient):
     # Fields beyond those mmprep reads that this engine honours (PreparedRequest.extra).
-    accepted_fields = frozenset(
-        {"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS}
-    )
+    accepted_fields = frozenset({"cache_salt", "priority", *PENALTY_FIELDS, *TOKEN_FIELDS, *RENDER_FIELDS})
     gives_logprobs = True  # vLLM's logprobs.content, per token (app/vllm/response.py)
 
     def __init__(
-        self, url: str, options: GenerateOptions, api_key: str | None = None,
-        connect_timeout: float = 2.0, read_timeout: float = 300.0,
+        self,
+        url: str,
+        options: GenerateOptions,
+        api_key: str | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 300.0,
     ):
         super().__init__(root_url(url) + GENERATE_PATH, api_key, connect_timeout, read_timeout)
         self.options = options
@@ -62,7 +70,9 @@ class VllmGenerateEngine(UpstreamClient):
                     raise upstream_error(response.status_code, response.content)
                 yield _read(lambda: response.text, lambda: whole_answer(response.json(), top))
                 return
-            async with self._client.stream("POST", self._endpoint, content=_sent(pieces), headers=headers) as response:
+            async with self._client.stream(
+                "POST", self._endpoint, content=_sent(pieces), headers=headers
+            ) as response:
                 async for output in _stream(sse_chunks(response), top):
                     yield output
 
@@ -96,4 +106,6 @@ async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[Engine
             if token_ids:
                 yield EngineOutput(token_ids=token_ids, logprobs=logprobs)
             finish = finish_reason(choice) or finish
-    yield EngineOutput(finish_reason=finish or "stop", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    yield EngineOutput(
+        finish_reason=finish or "stop", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+    )

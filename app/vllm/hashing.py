@@ -35,7 +35,9 @@ _NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
 
 
 def mm_hash(
-    item: MediaItem, model_id: str, mm_processor_kwargs: Mapping[str, Any] | None = None,
+    item: MediaItem,
+    model_id: str,
+    mm_processor_kwargs: Mapping[str, Any] | None = None,
     algorithm: HashAlgorithm = "blake3",
 ) -> str:
     """The hex digest vLLM computes for this image or video of a request to `model_id`."""
@@ -137,7 +139,9 @@ def _leaf(value: Any) -> Iterator[bytes | memoryview]:
     elif isinstance(value, PilImage):
         yield from _item("image", {"mode": "RGB", "data": value.pixels})
     elif isinstance(value, np.ndarray):
-        yield from _item("ndarray", {"dtype": value.dtype.str, "shape": value.shape, "data": _array_data(value)})
+        yield from _item(
+            "ndarray", {"dtype": value.dtype.str, "shape": value.shape, "data": _array_data(value)}
+        )
     else:
         raise TypeError(f"vLLM would pickle a {type(value).__name__} to hash it; mmprep does not")
 

@@ -96,7 +96,10 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
     pixels_field = flat([len(rows) for rows in pixels])  # one field object for the batch, as vLLM's
     grid_field = batched(keep_on_cpu=True)
     return [
-        {pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field), grid_key: FieldElem(grid.reshape(3), grid_field)}
+        {
+            pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field),
+            grid_key: FieldElem(grid.reshape(3), grid_field),
+        }
         for rows, grid in zip(pixels, grids)
     ]
 
@@ -129,4 +132,6 @@ def _timestamps(item: MediaItem, temporal_patch_size: int) -> list[float]:
     if len(indices) % temporal_patch_size:
         indices += [indices[-1]] * (temporal_patch_size - len(indices) % temporal_patch_size)
     times = [index / fps for index in indices]
-    return [(times[i] + times[i + temporal_patch_size - 1]) / 2 for i in range(0, len(times), temporal_patch_size)]
+    return [
+        (times[i] + times[i + temporal_patch_size - 1]) / 2 for i in range(0, len(times), temporal_patch_size)
+    ]

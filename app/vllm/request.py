@@ -70,7 +70,9 @@ def generate_request(
     `encode`: how each item is written (serde.encode_item)."""
     prompt = request.prompt
     if prompt is None:
-        raise EngineError("vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered")
+        raise EngineError(
+            "vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered"
+        )
     extra = request.extra
     return {
         "request_id": request.request_id,
@@ -78,7 +80,9 @@ def generate_request(
         "token_offsets": None,
         "features": features(request, options, encode),
         "content_parts": None,
-        "sampling_params": sampling_params(request.sampling, request.stream, options.generation_defaults, extra),
+        "sampling_params": sampling_params(
+            request.sampling, request.stream, options.generation_defaults, extra
+        ),
         "model": options.served_model,
         "reasoning_ended": None,
         "reasoning_parser_kwargs": None,
@@ -87,7 +91,9 @@ def generate_request(
         "parse_context": None,
         "stream": request.stream,
         # Usage comes in a last chunk; mmprep reports it.
-        "stream_options": {"include_usage": True, "continuous_usage_stats": False} if request.stream else None,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": False}
+        if request.stream
+        else None,
         "cache_salt": _cache_salt(extra.get("cache_salt")),
         "priority": _priority(extra.get("priority", 0)),
         "kv_transfer_params": None,
@@ -118,17 +124,26 @@ def features(
         ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
         kwargs_data[modality] = [encode(item) for item in items]
         metadata[modality] = [encode(_on_cpu(item)) for item in items]
-    return {"mm_hashes": hashes, "mm_placeholders": ranges, "kwargs_data": kwargs_data, "mm_metadata": metadata}
+    return {
+        "mm_hashes": hashes,
+        "mm_placeholders": ranges,
+        "kwargs_data": kwargs_data,
+        "mm_metadata": metadata,
+    }
 
 
 def _media(request: PreparedRequest, placeholder: Placeholder) -> MediaItem:
     if not 0 <= placeholder.media_index < len(request.media):
-        raise EngineError(f"a placeholder points at media item {placeholder.media_index}, which the request lacks")
+        raise EngineError(
+            f"a placeholder points at media item {placeholder.media_index}, which the request lacks"
+        )
     item = request.media[placeholder.media_index]
     if item.processed is None:
         raise EngineHTTPError(
             f"{item.param}: vLLM's generate endpoint takes processed tensors; start mmprep with --processor",
-            400, "processor_needed", item.param,
+            400,
+            "processor_needed",
+            item.param,
         )
     return item
 
@@ -141,7 +156,9 @@ def _check_range(placeholder: Placeholder, item: MediaItem) -> None:
             f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings among "
             "other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to say which: a vLLM "
             f"upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
-            400, "unsupported_placeholder", item.param,
+            400,
+            "unsupported_placeholder",
+            item.param,
         )
 
 
@@ -150,7 +167,9 @@ def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateO
     done: dict[int, str] = {}
     for item in media:
         if id(item.tensor) not in done:
-            done[id(item.tensor)] = mm_hash(item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm)
+            done[id(item.tensor)] = mm_hash(
+                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm
+            )
     return [done[id(item.tensor)] for item in media]
 
 
@@ -165,7 +184,9 @@ def _cache_salt(salt: Any) -> str | None:
     if not isinstance(salt, str) or not salt or len(salt) > 128 or any(char in salt for char in "@/\\\0"):
         raise EngineHTTPError(
             "cache_salt must be a non-empty string of at most 128 characters without '@', '/', '\\' or NUL",
-            400, "invalid_request", "cache_salt",
+            400,
+            "invalid_request",
+            "cache_salt",
         )
     return salt
 

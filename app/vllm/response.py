@@ -19,12 +19,16 @@ class BadAnswer(ValueError):
     """An answer that is not a GenerateResponse."""
 
 
-def choice_outputs(choice: dict[str, Any], top_logprobs: int) -> tuple[tuple[int, ...], tuple[TokenLogprob, ...]]:
+def choice_outputs(
+    choice: dict[str, Any], top_logprobs: int
+) -> tuple[tuple[int, ...], tuple[TokenLogprob, ...]]:
     """A choice's (token ids, logprobs), checked."""
     if not isinstance(choice, dict):
         raise BadAnswer("a choice is not an object")
     token_ids = choice.get("token_ids") or []
-    if not isinstance(token_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in token_ids):
+    if not isinstance(token_ids, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in token_ids
+    ):
         raise BadAnswer("token_ids is not a list of integers")
     content = (choice.get("logprobs") or {}).get("content") or []
     logprobs = tuple(_token_logprob(entry, top_logprobs) for entry in content)
@@ -58,8 +62,11 @@ def whole_answer(answer: Any, top_logprobs: int) -> EngineOutput:
     token_ids, logprobs = choice_outputs(choice, top_logprobs)
     prompt_tokens, completion_tokens = usage_counts(answer)
     return EngineOutput(
-        token_ids=token_ids, logprobs=logprobs, finish_reason=finish_reason(choice) or "stop",
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        finish_reason=finish_reason(choice) or "stop",
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
     )
 
 

@@ -59,8 +59,16 @@ SAMPLING_EPS, MIN_TEMPERATURE = 1e-5, 1e-2  # vLLM's _SAMPLING_EPS and _MAX_TEMP
 # Fields __post_init__ always sets away from their None default (lists, a bool).
 ALWAYS = frozenset({"stop", "stop_token_ids", "bad_words", "skip_reading_prefix_cache"})
 # generation_config.json keys vLLM's ModelConfig.get_diff_sampling_param reads.
-GENERATION_KEYS = ("repetition_penalty", "presence_penalty", "frequency_penalty", "temperature", "top_k", "top_p",
-                   "min_p", "max_new_tokens")
+GENERATION_KEYS = (
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "max_new_tokens",
+)
 
 
 def generation_defaults(model_dir: Path) -> dict[str, Any]:
@@ -83,7 +91,9 @@ TOKEN_FIELDS = {
     "top_k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
     "min_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "ignore_eos": lambda v: isinstance(v, bool),
-    "stop_token_ids": lambda v: isinstance(v, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in v),
+    "stop_token_ids": lambda v: (
+        isinstance(v, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in v)
+    ),
     "logprobs": lambda v: isinstance(v, bool),
     "top_logprobs": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
 }
@@ -101,7 +111,10 @@ def with_extra_fields(sampling: SamplingParams, extra: dict[str, Any]) -> Sampli
 
 
 def sampling_params(
-    sampling: SamplingParams, stream: bool, defaults: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+    sampling: SamplingParams,
+    stream: bool,
+    defaults: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The `sampling_params` object of a GenerateRequest. `extra`: the client's other
     fields, of which the penalties and min_p (vLLM's chat fields) are read."""

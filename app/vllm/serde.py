@@ -24,7 +24,18 @@ import numpy as np
 from .items import Field, FieldElem, Item
 
 RAW_VIEW = 3  # vLLM's CUSTOM_TYPE_RAW_VIEW: an array's bytes, inline
-_TORCH_DTYPES = {"float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_TORCH_DTYPES = {
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+}
 
 
 class ItemFormatError(ValueError):

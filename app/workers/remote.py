@@ -45,7 +45,12 @@ class Worker:
     def mark(self, healthy: bool, reason: str) -> None:
         if healthy != self.healthy:
             level = logging.INFO if healthy else logging.WARNING
-            log.log(level, "worker %s", "healthy" if healthy else "unhealthy", extra={"worker": self.url, "reason": reason})
+            log.log(
+                level,
+                "worker %s",
+                "healthy" if healthy else "unhealthy",
+                extra={"worker": self.url, "reason": reason},
+            )
         self.healthy = healthy
 
 
@@ -55,7 +60,11 @@ class RemoteWorkersEngine:
     gives_logprobs = True
 
     def __init__(
-        self, urls: list[str], connect_timeout: float = 2.0, read_timeout: float = 300.0, probe_interval: float = 2.0
+        self,
+        urls: list[str],
+        connect_timeout: float = 2.0,
+        read_timeout: float = 300.0,
+        probe_interval: float = 2.0,
     ):
         if not urls:
             raise ValueError("RemoteWorkersEngine needs at least one worker URL")
@@ -100,7 +109,9 @@ class RemoteWorkersEngine:
                 worker.mark(False, str(reason))
             finally:
                 await outputs.aclose()  # closed with us (a client that left): the worker's request closes now
-        raise EngineHTTPError("no inference worker is reachable right now; retry shortly", 503, "no_worker_available")
+        raise EngineHTTPError(
+            "no inference worker is reachable right now; retry shortly", 503, "no_worker_available"
+        )
 
     def _pick(self, tried: set[Worker]) -> Worker | None:
         candidates = [worker for worker in self.workers if worker.healthy and worker not in tried]
@@ -138,7 +149,9 @@ class RemoteWorkersEngine:
             worker.mark(False, reason)
             log.warning("worker failed mid-answer", extra={"worker": worker.url, "reason": reason})
             raise EngineHTTPError(
-                "the worker answering this request failed mid-answer; the answer is incomplete", 502, "worker_failed"
+                "the worker answering this request failed mid-answer; the answer is incomplete",
+                502,
+                "worker_failed",
             ) from error
         except WireError as error:
             log.error("worker sent a malformed line", extra={"worker": worker.url, "reason": str(error)})

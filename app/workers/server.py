@@ -35,8 +35,12 @@ class WorkerServer:
         self.engine = engine
         self.max_request_bytes = max_request_bytes
         self.registry = CollectorRegistry()
-        self.requests = Counter("mmprep_worker_requests", "Generate requests answered", ["status"], registry=self.registry)
-        self.in_flight = Gauge("mmprep_worker_requests_in_flight", "Generate requests being worked on", registry=self.registry)
+        self.requests = Counter(
+            "mmprep_worker_requests", "Generate requests answered", ["status"], registry=self.registry
+        )
+        self.in_flight = Gauge(
+            "mmprep_worker_requests_in_flight", "Generate requests being worked on", registry=self.registry
+        )
 
     async def generate(self, http: Request) -> Response:
         if not self.engine.ready():  # a 503 sends the frontend to another worker
@@ -55,8 +59,10 @@ class WorkerServer:
         except (ClientGone, ClientDisconnect):
             return self._answered(Response(status_code=499))
         except WireError as error:
-            return self._answered(_reply(ServiceError(f"not a tensor request: {error}", "invalid_tensor_request")))
-        except Exception as error:  # noqa: BLE001 - a user's engine may raise anything; _engine_failure logs it
+            return self._answered(
+                _reply(ServiceError(f"not a tensor request: {error}", "invalid_tensor_request"))
+            )
+        except Exception as error:  # a user's engine may raise anything; _engine_failure logs it
             return self._answered(_reply(_engine_failure(error)))
         finally:
             if not streaming:
@@ -74,7 +80,7 @@ class WorkerServer:
             while output is not None:
                 yield encode_output(output)
                 output = await anext(outputs, None)
-        except Exception as error:  # noqa: BLE001 - as above: the client gets an error line, the log the trace
+        except Exception as error:  # as above: the client gets an error line, the log the trace
             status = "500"
             yield encode_error(_engine_failure(error))
         except BaseException:  # cancelled: the frontend went away
@@ -97,7 +103,9 @@ def check_logprobs(engine: Engine, request: PreparedRequest) -> None:
     gives = getattr(engine, "gives_logprobs", None)
     if gives is False or (gives is None and request.prompt is not None):
         raise EngineHTTPError(
-            "this model's engine does not give log-probabilities: ask without logprobs", 400, "unsupported_field",
+            "this model's engine does not give log-probabilities: ask without logprobs",
+            400,
+            "unsupported_field",
             "logprobs",
         )
 
@@ -125,14 +133,18 @@ async def read_body(http: Request, limit: int) -> bytearray:
     size = int(declared)
     if size > limit:
         raise ServiceError(
-            f"the request has {size} bytes, more than the {limit} this worker takes", "request_too_large", status=413
+            f"the request has {size} bytes, more than the {limit} this worker takes",
+            "request_too_large",
+            status=413,
         )
     body = bytearray(size)
     filled = 0
     with memoryview(body) as view:
         async for chunk in http.stream():
             if filled + len(chunk) > size:
-                raise ServiceError(f"the body is longer than its Content-Length of {size}", "invalid_tensor_request")
+                raise ServiceError(
+                    f"the body is longer than its Content-Length of {size}", "invalid_tensor_request"
+                )
             view[filled : filled + len(chunk)] = chunk
             filled += len(chunk)
     if filled != size:

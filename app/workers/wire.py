@@ -180,7 +180,9 @@ def _describe_item(item: MediaItem, tensors: _TensorTable) -> dict[str, Any]:
     if item.processed is not None:  # the model's tensors, named after the frames they came from
         processed = {
             "num_tokens": item.processed.num_tokens,
-            "tensors": {key: tensors.add(value, f"{name}.{key}") for key, value in item.processed.tensors.items()},
+            "tensors": {
+                key: tensors.add(value, f"{name}.{key}") for key, value in item.processed.tensors.items()
+            },
         }
     return {
         "kind": item.kind,
@@ -217,14 +219,18 @@ def _prompt_fields(prompt: TokenPrompt | None) -> dict[str, Any] | None:
 def _prompt(fields: dict | None) -> TokenPrompt | None:
     if fields is None:
         return None
-    placeholders = tuple(Placeholder(modality, int(index), int(offset), int(length))
-                         for modality, index, offset, length in fields["placeholders"])
+    placeholders = tuple(
+        Placeholder(modality, int(index), int(offset), int(length))
+        for modality, index, offset, length in fields["placeholders"]
+    )
     return TokenPrompt(tuple(int(token) for token in fields["token_ids"]), placeholders, str(fields["text"]))
 
 
 def _read_header(body) -> tuple[dict, int]:
     if len(body) < 8:
-        raise WireError(f"the body has {len(body)} bytes; a safetensors file starts with an 8-byte header length")
+        raise WireError(
+            f"the body has {len(body)} bytes; a safetensors file starts with an 8-byte header length"
+        )
     (size,) = struct.unpack_from("<Q", body, 0)
     if size > MAX_HEADER_BYTES or 8 + size > len(body):
         raise WireError(f"the header claims {size} bytes, but the body has {len(body) - 8} after the length")
@@ -285,7 +291,9 @@ def _json_field(metadata: dict, key: str, kind: type):
 
 def _media_item(entry: dict, tensors: dict[str, np.ndarray]) -> MediaItem:
     if entry["kind"] not in ("image", "video"):
-        raise WireError(f"media item {entry.get('param')!r} has kind {entry['kind']!r}; expected image or video")
+        raise WireError(
+            f"media item {entry.get('param')!r} has kind {entry['kind']!r}; expected image or video"
+        )
     processed = entry.get("processed")
     if processed is not None:
         named = {key: _named_tensor(entry, name, tensors) for key, name in processed["tensors"].items()}
@@ -331,8 +339,19 @@ def _logprob(entry: list) -> TokenLogprob:
 
 
 def encode_error(error: ServiceError) -> bytes:
-    return json.dumps({"error": {"status": error.status, "message": error.message, "code": error.code,
-                                 "param": error.param}}).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "error": {
+                    "status": error.status,
+                    "message": error.message,
+                    "code": error.code,
+                    "param": error.param,
+                }
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 def decode_line(line: str) -> EngineOutput:
@@ -343,7 +362,9 @@ def decode_line(line: str) -> EngineOutput:
             raise TypeError("not an object")
         if "error" in fields:
             error = fields["error"]
-            raise EngineHTTPError(str(error["message"]), int(error["status"]), str(error["code"]), error.get("param"))
+            raise EngineHTTPError(
+                str(error["message"]), int(error["status"]), str(error["code"]), error.get("param")
+            )
         return EngineOutput(
             text=str(fields.get("text", "")),
             token_ids=tuple(int(token) for token in fields.get("token_ids", ())),

@@ -26,9 +26,9 @@ from mmprep.bench.inputs import unique_trailer
 from mmprep.bench.synthetic import write_clip
 from mmprep.cli import main
 from mmprep.core.config import Settings
+from mmprep.decoders import decode_video
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.servers import LiveServer, WorkerProcess
-from mmprep.decoders import decode_video
 
 WEBM = "224p_6_vp9.webm"
 
@@ -73,8 +73,19 @@ def assert_ordered(figures: dict | None) -> None:
 
 def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips, tmp_path, capsys):
     # --unique-media: the server's decode cache cannot answer for any request, so decode is real work
-    status, results = bench(server.url, tmp_path, "--video", str(clips), "--concurrency", "1,2",
-                            "--requests", "4", "--num-frames", "3", "--unique-media")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips),
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "4",
+        "--num-frames",
+        "3",
+        "--unique-media",
+    )
     assert status == 0
     assert [run["metrics"]["concurrency"] for run in results["runs"]] == [1, 2]
     for run in results["runs"]:
@@ -103,8 +114,20 @@ def test_streaming_sweep_over_a_folder_reports_where_the_time_goes(server, clips
 
 
 def test_not_streaming_with_data_urls(server, clips, tmp_path):
-    status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--media-as", "data",
-                            "--no-stream", "--fps", "2", "--requests", "3", "--unique-media")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.mp4"),
+        "--media-as",
+        "data",
+        "--no-stream",
+        "--fps",
+        "2",
+        "--requests",
+        "3",
+        "--unique-media",
+    )
     assert status == 0
     run = results["runs"][0]
     m = run["metrics"]
@@ -124,8 +147,9 @@ def test_not_streaming_with_data_urls(server, clips, tmp_path):
 def test_http_url_video_and_a_local_image_in_every_request(server, still, media_server, tmp_path):
     url = f"{media_server.url}/{WEBM}"
     before = media_server.fetches[f"/{WEBM}"]
-    status, results = bench(server.url, tmp_path, "--video", url, "--image", str(still),
-                            "--requests", "3", "--concurrency", "3")
+    status, results = bench(
+        server.url, tmp_path, "--video", url, "--image", str(still), "--requests", "3", "--concurrency", "3"
+    )
     assert status == 0
     assert media_server.fetches[f"/{WEBM}"] - before == 3  # the target fetched the URL itself, each time
     # the same image bytes in every request: one URL of bench's file server, fetched each time
@@ -144,23 +168,57 @@ def test_http_url_video_and_a_local_image_in_every_request(server, still, media_
 
 
 def test_synthetic_videos_are_generated_as_asked(server, tmp_path):
-    status, results = bench(server.url, tmp_path, "--synthetic", "2", "--synthetic-size", "64x48",
-                            "--synthetic-duration", "1", "--synthetic-fps", "10", "--synthetic-codec", "vp9",
-                            "--requests", "4", "--concurrency", "2")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--synthetic",
+        "2",
+        "--synthetic-size",
+        "64x48",
+        "--synthetic-duration",
+        "1",
+        "--synthetic-fps",
+        "10",
+        "--synthetic-codec",
+        "vp9",
+        "--requests",
+        "4",
+        "--concurrency",
+        "2",
+    )
     assert status == 0
     seen = accounts(results["runs"][0])
     assert len(seen) == 4
     for account in seen:
         meta = account["media"][0]["metadata"]
-        assert (meta["codec"], meta["width"], meta["height"], meta["duration"], meta["num_frames"]) == ("vp9", 64, 48, 1.0, 10)
+        assert (meta["codec"], meta["width"], meta["height"], meta["duration"], meta["num_frames"]) == (
+            "vp9",
+            64,
+            48,
+            1.0,
+            10,
+        )
     # two scenes, not one clip twice
     assert len({account["media"][0]["xxh3"] for account in seen}) == 2
 
 
 @pytest.mark.parametrize("media_as", ["url", "data"])
 def test_unique_media_sends_different_bytes_with_the_same_frames(server, clips, tmp_path, media_as):
-    status, results = bench(server.url, tmp_path, "--video", str(clips), "--unique-media", "--media-as", media_as,
-                            "--requests", "6", "--concurrency", "2", "--warmup", "1")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips),
+        "--unique-media",
+        "--media-as",
+        media_as,
+        "--requests",
+        "6",
+        "--concurrency",
+        "2",
+        "--warmup",
+        "1",
+    )
     assert status == 0
     run = results["runs"][0]
     media = [record["media"][0] for record in run["records"]]
@@ -175,7 +233,9 @@ def test_unique_media_sends_different_bytes_with_the_same_frames(server, clips, 
         assert account["media"][0]["xxh3"] == xxhash.xxh3_64_hexdigest(plain.frames.data)
 
 
-@pytest.mark.parametrize("name", ["bframes_h264.mp4", "edit_list_h264.mp4", WEBM, "vfr_h264.mkv", "bframes_mpeg4.avi"])
+@pytest.mark.parametrize(
+    "name", ["bframes_h264.mp4", "edit_list_h264.mp4", WEBM, "vfr_h264.mkv", "bframes_mpeg4.avi"]
+)
 def test_unique_padding_changes_the_bytes_not_the_frames(name):
     data = (MEDIA / name).read_bytes()
     first, second = unique_trailer(data[:16], 1), unique_trailer(data[:16], 2)
@@ -191,8 +251,17 @@ def test_unique_padding_refuses_a_format_it_does_not_know():
 
 
 def test_closed_loop_keeps_at_most_concurrency_requests_in_flight(server, clips, tmp_path):
-    status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "8",
-                            "--concurrency", "2", "--no-stream")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.mp4"),
+        "--requests",
+        "8",
+        "--concurrency",
+        "2",
+        "--no-stream",
+    )
     assert status == 0
     spans = [(r["start_ms"], r["start_ms"] + r["latency_ms"]) for r in results["runs"][0]["records"]]
     for start, _ in spans:
@@ -201,8 +270,20 @@ def test_closed_loop_keeps_at_most_concurrency_requests_in_flight(server, clips,
 
 
 def test_request_rate_spreads_arrivals_and_duration_stops_new_requests(server, clips, tmp_path):
-    status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.webm"), "--request-rate", "20",
-                            "--duration", "0.6", "--concurrency", "4", "--seed", "3")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.webm"),
+        "--request-rate",
+        "20",
+        "--duration",
+        "0.6",
+        "--concurrency",
+        "4",
+        "--seed",
+        "3",
+    )
     assert status == 0
     run = results["runs"][0]
     starts = [r["start_ms"] for r in run["records"]]
@@ -212,17 +293,39 @@ def test_request_rate_spreads_arrivals_and_duration_stops_new_requests(server, c
 
 
 def test_max_tokens_and_extra_body_reach_the_server(server, clips, tmp_path):
-    status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "2",
-                            "--max-tokens", "5", "--extra-body", '{"seed": 7, "temperature": 0.5}')
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.mp4"),
+        "--requests",
+        "2",
+        "--max-tokens",
+        "5",
+        "--extra-body",
+        '{"seed": 7, "temperature": 0.5}',
+    )
     assert status == 0
     assert results["runs"][0]["metrics"]["output_tokens"] == 10  # the echo engine stops at max_tokens
-    status, results = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "1",
-                            "--extra-body", '{"seed": 7, "temperature": 0.5}', "--max-tokens", "1000")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.mp4"),
+        "--requests",
+        "1",
+        "--extra-body",
+        '{"seed": 7, "temperature": 0.5}',
+        "--max-tokens",
+        "1000",
+    )
     sampling = accounts(results["runs"][0])[0]["sampling"]
     assert (sampling["seed"], sampling["temperature"]) == (7, 0.5)
 
 
-def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(server, clips, media_server, tmp_path):
+def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(
+    server, clips, media_server, tmp_path
+):
     good, bad = str(clips / "pan.mp4"), f"{media_server.url}/status/404"
     args = ["--video", good, "--video", bad, "--requests", "4", "--concurrency", "2"]
     status, results = bench(server.url, tmp_path, *args)
@@ -237,8 +340,18 @@ def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(server,
 @pytest.mark.slow  # matplotlib, about 2 s
 def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tmp_path):
     chart = tmp_path / "sweep.png"
-    status, _ = bench(server.url, tmp_path, "--video", str(clips / "pan.mp4"), "--concurrency", "1,2,3",
-                      "--requests", "3", "--plot", str(chart))
+    status, _ = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clips / "pan.mp4"),
+        "--concurrency",
+        "1,2,3",
+        "--requests",
+        "3",
+        "--plot",
+        str(chart),
+    )
     assert status == 0
     with Image.open(chart) as image:
         assert image.format == "PNG" and image.size == (1200, 450)
@@ -246,8 +359,10 @@ def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tm
 
 @pytest.mark.slow  # a `mmprep worker` process
 def test_the_hand_off_to_remote_workers_is_its_own_part_not_network(clips, tmp_path):
-    with WorkerProcess() as worker, LiveServer(Settings(engine="workers", worker_url=[worker.url],
-                                                        allow_private_networks=True)) as front:
+    with (
+        WorkerProcess() as worker,
+        LiveServer(Settings(engine="workers", worker_url=[worker.url], allow_private_networks=True)) as front,
+    ):
         status, results = bench(front.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "4")
     assert status == 0
     run = results["runs"][0]
@@ -289,12 +404,16 @@ class _PlainOpenAIServer(_HandlerServer):
                 pass
 
             def do_GET(self):
-                self._send(json.dumps({"object": "list", "data": [{"id": "plain-vlm", "object": "model"}]}).encode(),
-                           "application/json")
+                self._send(
+                    json.dumps({"object": "list", "data": [{"id": "plain-vlm", "object": "model"}]}).encode(),
+                    "application/json",
+                )
 
             def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
-                chunks = [{"choices": [{"index": 0, "delta": {"content": word}}]} for word in ("a ", "b ", "c")]
+                chunks = [
+                    {"choices": [{"index": 0, "delta": {"content": word}}]} for word in ("a ", "b ", "c")
+                ]
                 events = "".join(f"data:{json.dumps(chunk)}\n\n" for chunk in chunks) + "data:[DONE]\n\n"
                 self._send(events.encode(), "text/event-stream")
 
@@ -316,7 +435,9 @@ def test_a_server_without_server_timing_gets_its_figures_reported_missing(clips,
     m = results["runs"][0]["metrics"]
     assert m["completed"] == 2 and m["server_timing_missing"] == 2
     assert m["server_decode_ms"] is None and m["split_ms"] is None
-    assert m["output_tokens"] == 6 and m["output_tokens_counted_by"] == ["chunks"]  # no usage sent: chunks counted
+    assert m["output_tokens"] == 6 and m["output_tokens_counted_by"] == [
+        "chunks"
+    ]  # no usage sent: chunks counted
     assert m["itl_ms"]["count"] == 4 and results["runs"][0]["records"][0]["text"] == "a b c"
     assert "missing" in capsys.readouterr().out
 
@@ -333,8 +454,22 @@ def test_the_command_prints_the_table_and_no_progress_bar_when_not_a_terminal(se
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["--url", "http://127.0.0.1:9", "--ready-timeout", "0.3", "--synthetic", "1", "--synthetic-size", "32x32",
-          "--synthetic-duration", "0.2", "--quiet"], "no server answered at http://127.0.0.1:9"),
+        (
+            [
+                "--url",
+                "http://127.0.0.1:9",
+                "--ready-timeout",
+                "0.3",
+                "--synthetic",
+                "1",
+                "--synthetic-size",
+                "32x32",
+                "--synthetic-duration",
+                "0.2",
+                "--quiet",
+            ],
+            "no server answered at http://127.0.0.1:9",
+        ),
         (["--video", "/no/such/clip.mp4"], "'/no/such/clip.mp4' is neither a file nor a folder"),
         (["--video", "x.mp4", "--extra-body", "{not json"], "invalid extra_body: not JSON"),
         (["--video", "x.mp4", "--fps", "1", "--num-frames", "4"], "give --fps or --num-frames, not both"),
@@ -355,8 +490,19 @@ def test_help_lists_the_benchmarks_and_their_flags():
     top = run_mmprep("--help")
     assert top.returncode == 0 and "bench" in top.stdout and "bench-decode" in top.stdout
     flags = run_mmprep("bench", "--help").stdout
-    for flag in ("--url", "--video", "--media-as", "--unique-media", "--concurrency", "--request-rate",
-                 "--no-stream", "--extra-body", "--plot", "--max-failure-rate", "--client-processes"):
+    for flag in (
+        "--url",
+        "--video",
+        "--media-as",
+        "--unique-media",
+        "--concurrency",
+        "--request-rate",
+        "--no-stream",
+        "--extra-body",
+        "--plot",
+        "--max-failure-rate",
+        "--client-processes",
+    ):
         assert flag in flags
     assert "~/.cache/mmprep/synthetic" in flags  # where generated clips are kept
 
@@ -365,7 +511,9 @@ def test_help_lists_the_benchmarks_and_their_flags():
 @pytest.mark.parametrize("command", ["bench", "bench-decode"])
 def test_help_gives_each_flag_one_default_in_words(command):
     options = run_mmprep(command, "--help").stdout.split("options:", 1)[1]
-    flags = [" ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)]  # each flag's help, unwrapped
+    flags = [
+        " ".join(flag.split()) for flag in re.split(r"\n  (?=--)", options)
+    ]  # each flag's help, unwrapped
     for flag in flags:
         assert flag.count("(default") <= 1, flag
         assert "null" not in flag, flag
@@ -391,7 +539,9 @@ class _BusyServer(_HandlerServer):
                 pass
 
             def do_GET(self):
-                body = json.dumps({"object": "list", "data": [{"id": "busy-vlm", "object": "model"}]}).encode()
+                body = json.dumps(
+                    {"object": "list", "data": [{"id": "busy-vlm", "object": "model"}]}
+                ).encode()
                 self._send(200, body)
 
             def do_POST(self):
@@ -416,7 +566,9 @@ class _BusyServer(_HandlerServer):
 
 def test_connection_level_failures_are_told_apart_from_refusals(tmp_path, capsys):
     with _BusyServer() as busy:
-        status, results = bench(busy.url, tmp_path, "--prompt-words", "50", "--requests", "6", "--concurrency", "1")
+        status, results = bench(
+            busy.url, tmp_path, "--prompt-words", "50", "--requests", "6", "--concurrency", "1"
+        )
     m = results["runs"][0]["metrics"]
     assert status == 1
     assert m["failure_kinds"] == {"connection": 3, "refused": 3, "http": 0, "timeout": 0, "stream": 0}
@@ -425,7 +577,9 @@ def test_connection_level_failures_are_told_apart_from_refusals(tmp_path, capsys
 
 
 def test_prompt_words_make_a_text_only_request_of_that_length(server, tmp_path):
-    status, results = bench(server.url, tmp_path, "--prompt-words", "300", "--requests", "2", "--max-tokens", "4000")
+    status, results = bench(
+        server.url, tmp_path, "--prompt-words", "300", "--requests", "2", "--max-tokens", "4000"
+    )
     assert status == 0
     texts = [json.loads(record["text"])["text"] for record in results["runs"][0]["records"]]
     prompt_words = 6 + 1  # "Describe what happens in this video." and the request's number

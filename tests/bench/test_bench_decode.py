@@ -9,8 +9,8 @@ import re
 import pytest
 
 from mmprep.bench.synthetic import write_clip
-from mmprep.testing.cli import run_mmprep, start_mmprep
 from mmprep.decoders import decode_video
+from mmprep.testing.cli import run_mmprep, start_mmprep
 
 pytestmark = pytest.mark.slow  # every test runs `python -m mmprep bench-decode` as a process
 
@@ -35,8 +35,17 @@ def videos(tmp_path_factory):
 
 def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
     output = tmp_path / "decode.json"
-    result = run_mmprep("bench-decode", str(videos["mp4"]), str(videos["webm"]), "--num-frames", "4", "--repeats", "2",
-                          "--output", str(output))
+    result = run_mmprep(
+        "bench-decode",
+        str(videos["mp4"]),
+        str(videos["webm"]),
+        "--num-frames",
+        "4",
+        "--repeats",
+        "2",
+        "--output",
+        str(output),
+    )
     assert result.returncode == 0, result.stderr
     loaders = ["mmprep decode_video", "PyAV, every frame", "transformers PyAV loop"]
     loaders += ["vLLM OpenCV loader"] if HAS_OPENCV else []
@@ -51,7 +60,10 @@ def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
     # WebM does not say how many frames it has: transformers' loop has nothing to sample
     webm = {t["loader"]: t for t in results["pan.webm"]["timings"]}
     assert webm["mmprep decode_video"]["frames"] == 4
-    assert webm["transformers PyAV loop"]["seconds"] is None and "0 frames" in webm["transformers PyAV loop"]["error"]
+    assert (
+        webm["transformers PyAV loop"]["seconds"] is None
+        and "0 frames" in webm["transformers PyAV loop"]["error"]
+    )
 
     # the printed tables: mmprep is the reference, every other timed loader gets its ratio
     blocks = {block.split(":")[0]: block for block in result.stdout.strip().split("\n\n")}
@@ -65,14 +77,39 @@ def test_prints_each_loaders_time_and_ratio_to_mmprep(videos, tmp_path):
 
 
 def test_generates_its_own_videos_when_asked():
-    result = run_mmprep("bench-decode", "--synthetic", "1", "--synthetic-size", "64x64", "--synthetic-duration", "1",
-                          "--synthetic-codec", "av1", "--num-frames", "2", "--repeats", "1")
+    result = run_mmprep(
+        "bench-decode",
+        "--synthetic",
+        "1",
+        "--synthetic-size",
+        "64x64",
+        "--synthetic-duration",
+        "1",
+        "--synthetic-codec",
+        "av1",
+        "--num-frames",
+        "2",
+        "--repeats",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     assert "synthetic_0_64x64_av1.webm: av1, 64x64, 1.0 s, 30 frames" in result.stdout
 
 
-SMALL_CLIP = ["--synthetic", "1", "--synthetic-size", "64x48", "--synthetic-duration", "1", "--synthetic-fps", "10",
-              "--num-frames", "2", "--repeats", "1"]
+SMALL_CLIP = [
+    "--synthetic",
+    "1",
+    "--synthetic-size",
+    "64x48",
+    "--synthetic-duration",
+    "1",
+    "--synthetic-fps",
+    "10",
+    "--num-frames",
+    "2",
+    "--repeats",
+    "1",
+]
 
 
 def test_generated_clips_are_kept_in_the_cache_and_reused(cache):
@@ -84,7 +121,10 @@ def test_generated_clips_are_kept_in_the_cache_and_reused(cache):
     second = run_mmprep("bench-decode", *SMALL_CLIP)
     assert second.returncode == 0, second.stderr
     assert "all 1 from the cache" in second.stderr and "generated 1" not in second.stderr
-    assert (clip.stat().st_ino, clip.stat().st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # not written again
+    assert (clip.stat().st_ino, clip.stat().st_mtime_ns) == (
+        made.st_ino,
+        made.st_mtime_ns,
+    )  # not written again
     assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]  # the same clip described
     # other options are another clip, in a folder of its own
     other = run_mmprep("bench-decode", *SMALL_CLIP, "--synthetic-fps", "5")
@@ -103,10 +143,13 @@ def test_two_runs_making_the_same_clip_at_once_both_get_a_whole_file(cache):
     assert decode_video(clip).metadata.num_frames == 30
 
 
-@pytest.mark.parametrize("args, says", [
-    (["/no/such.mp4"], "'/no/such.mp4' is not a file"),
-    ([], "no videos"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["/no/such.mp4"], "'/no/such.mp4' is not a file"),
+        ([], "no videos"),
+    ],
+)
 def test_bad_input_is_one_line_and_status_2(args, says):
     result = run_mmprep("bench-decode", *args)
     assert result.returncode == 2

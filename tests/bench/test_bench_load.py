@@ -82,8 +82,21 @@ def clip(tmp_path_factory):
 
 @pytest.mark.slow  # two bench client processes
 def test_two_client_processes_send_every_request_once_within_the_concurrency(server, clip, tmp_path):
-    status, results = bench(server.url, tmp_path, "--video", str(clip), "--unique-media", "--client-processes", "2",
-                            "--concurrency", "4", "--requests", "10", "--warmup", "2")
+    status, results = bench(
+        server.url,
+        tmp_path,
+        "--video",
+        str(clip),
+        "--unique-media",
+        "--client-processes",
+        "2",
+        "--concurrency",
+        "4",
+        "--requests",
+        "10",
+        "--warmup",
+        "2",
+    )
     assert status == 0
     run = results["runs"][0]
     records = run["records"]
@@ -101,7 +114,18 @@ def test_two_client_processes_send_every_request_once_within_the_concurrency(ser
 
 @pytest.mark.slow  # two bench client processes, paced
 def test_a_rate_run_over_two_processes_keeps_the_arrival_schedule(server, clip, tmp_path):
-    args = ["--video", str(clip), "--request-rate", "30", "--requests", "12", "--concurrency", "4", "--seed", "5"]
+    args = [
+        "--video",
+        str(clip),
+        "--request-rate",
+        "30",
+        "--requests",
+        "12",
+        "--concurrency",
+        "4",
+        "--seed",
+        "5",
+    ]
     status, results = bench(server.url, tmp_path, *args, "--client-processes", "2")
     assert status == 0
     planned = LoadPlan(4, 30.0, 12, None, seed=5).arrival_times()

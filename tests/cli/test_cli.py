@@ -12,12 +12,20 @@ from mmprep.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # every test runs `python -m mmprep` as a process
 
+
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_lists_the_settings(args):
     out = run_mmprep(*args).stdout
     for flag in (
-        "--port", "--served-model-name", "--engine", "--allowed-local-media-path", "--max-frames", "--log-level",
-        "--worker-url", "--upstream-url", "--upstream-model",
+        "--port",
+        "--served-model-name",
+        "--engine",
+        "--allowed-local-media-path",
+        "--max-frames",
+        "--log-level",
+        "--worker-url",
+        "--upstream-url",
+        "--upstream-model",
     ):
         assert flag in out
 
@@ -40,23 +48,59 @@ def test_worker_help_lists_its_settings():
     [
         (["--engine", "vllm-magic"], {}, "unknown engine 'vllm-magic'"),
         (["--allowed-local-media-path", "/no/such/dir"], {}, "'/no/such/dir' is not an existing directory"),
-        (["--default-max-frames", "500", "--max-frames", "100"], {}, "default_max_frames (500) exceeds max_frames (100)"),
+        (
+            ["--default-max-frames", "500", "--max-frames", "100"],
+            {},
+            "default_max_frames (500) exceeds max_frames (100)",
+        ),
         (["--max-pixels", "0"], {}, "max_pixels"),
         (["--served-model-name", "a", "--served-model-name", "a"], {}, "model names repeat"),
         (["--no-such-flag", "1"], {}, "unrecognized arguments"),
         ([], {"MMPREP_MAX_FRAMS": "4"}, "MMPREP_MAX_FRAMS"),
         ([], {"MMPREP_PORT": "eighty"}, "port"),
         (["--engine", "workers"], {}, "engine 'workers' needs at least one worker_url"),
-        (["--engine", "workers", "--worker-url", "ftp://w:1"], {}, "worker_url: 'ftp://w:1' is not an http:// or https:// URL"),
-        (["--engine", "workers", "--worker-url", "http://w:port"], {}, "worker_url: 'http://w:port' is not a valid URL"),
-        (["--engine", "openai", "--upstream-model", "m"], {}, "engine 'openai' needs upstream_url (--upstream-url)"),
-        (["--engine", "openai", "--upstream-url", "http://v/v1"], {}, "needs upstream_model (--upstream-model)"),
+        (
+            ["--engine", "workers", "--worker-url", "ftp://w:1"],
+            {},
+            "worker_url: 'ftp://w:1' is not an http:// or https:// URL",
+        ),
+        (
+            ["--engine", "workers", "--worker-url", "http://w:port"],
+            {},
+            "worker_url: 'http://w:port' is not a valid URL",
+        ),
+        (
+            ["--engine", "openai", "--upstream-model", "m"],
+            {},
+            "engine 'openai' needs upstream_url (--upstream-url)",
+        ),
+        (
+            ["--engine", "openai", "--upstream-url", "http://v/v1"],
+            {},
+            "needs upstream_model (--upstream-model)",
+        ),
         (["--upstream-url", "vllm:8000"], {}, "upstream_url: 'vllm:8000' is not an http:// or https:// URL"),
         # a setting the engine would not read is refused, not ignored
-        (["--worker-url", "http://w:1"], {}, "--worker-url only applies with --engine workers, not with --engine echo"),
+        (
+            ["--worker-url", "http://w:1"],
+            {},
+            "--worker-url only applies with --engine workers, not with --engine echo",
+        ),
         ([], {"MMPREP_UPSTREAM_URL": "http://v/v1"}, "--upstream-url only applies with --engine openai"),
-        (["--engine", "openai", "--upstream-url", "http://v/v1", "--upstream-model", "m", "--worker-url", "http://w:1"],
-         {}, "--worker-url only applies with --engine workers, not with --engine openai"),
+        (
+            [
+                "--engine",
+                "openai",
+                "--upstream-url",
+                "http://v/v1",
+                "--upstream-model",
+                "m",
+                "--worker-url",
+                "http://w:1",
+            ],
+            {},
+            "--worker-url only applies with --engine workers, not with --engine openai",
+        ),
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
@@ -73,7 +117,10 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
         ("mmprep.engines.echo:Nothing", "module 'mmprep.engines.echo' has no 'Nothing'"),
         ("mmprep.engines.echo:json", "'mmprep.engines.echo:json' is not a class"),
         ("mmprep.engines.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
-        ("mmprep.engines.prepared:MediaItem", "cannot make the engine mmprep.engines.prepared:MediaItem: MediaItem.__init__() missing"),
+        (
+            "mmprep.engines.prepared:MediaItem",
+            "cannot make the engine mmprep.engines.prepared:MediaItem: MediaItem.__init__() missing",
+        ),
     ],
 )
 def test_a_worker_with_a_wrong_engine_class_stops_and_says_why(engine_class, says):
@@ -99,12 +146,19 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     url = server.url
     body = {
         "model": "mmprep-echo",
-        "messages": [{"role": "user", "content": [
-            {"type": "video_url", "video_url": {"url": f"{media_server.url}/slow/2/224p_6_vp9.webm"}}
-        ]}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video_url", "video_url": {"url": f"{media_server.url}/slow/2/224p_6_vp9.webm"}}
+                ],
+            }
+        ],
     }
     answers = []
-    slow = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)))
+    slow = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30))
+    )
     slow.start()
     wait_until(lambda: in_flight(url) == 1, "the slow request to be in flight")
     server.process.terminate()

@@ -42,9 +42,20 @@ def test_the_images_files_install_and_serve(tmp_path):
         (shutil.copytree if (REPO / path).is_dir() else shutil.copy)(REPO / path, source / path)
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-         str(target), str(source)],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     # One import root: nothing named app, decoders or processors lands beside the user's code.
     installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
@@ -54,18 +65,31 @@ def test_the_images_files_install_and_serve(tmp_path):
     # any package the image lacks in the repository) is out of reach; the dependencies come
     # from this interpreter's own path, less the checkout's source folders (a venv inside
     # the checkout stays).
-    dependencies = [p for p in sys.path if p and ("site-packages" in Path(p).parts
-                                                 or not Path(p).resolve().is_relative_to(REPO))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *dependencies]), "MMPREP_LOG_LEVEL": "warning"}
+    dependencies = [
+        p
+        for p in sys.path
+        if p and ("site-packages" in Path(p).parts or not Path(p).resolve().is_relative_to(REPO))
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(target), *dependencies]),
+        "MMPREP_LOG_LEVEL": "warning",
+    }
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-S", "-m", "mmprep", "serve", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         assert _answers(f"http://127.0.0.1:{port}/ready", process), process.stderr.read().decode()
-        answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
-            "model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]})
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=10,
+            json={"model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]},
+        )
         assert answer.status_code == 200 and "hello" in answer.json()["choices"][0]["message"]["content"]
     finally:
         process.terminate()

@@ -27,8 +27,11 @@ def test_every_folder_of_code_or_data_is_a_listed_package():
     on_disk = set()
     for name, folder in FOLDERS.items():
         for directory in [REPO / folder, *(REPO / folder).rglob("*")]:
-            if directory.is_dir() and directory.name != "__pycache__" and any(
-                    f.is_file() for f in directory.iterdir()):
+            if (
+                directory.is_dir()
+                and directory.name != "__pycache__"
+                and any(f.is_file() for f in directory.iterdir())
+            ):
                 on_disk.add(".".join([name, *directory.relative_to(REPO / folder).parts]))
     assert set(setuptools["packages"]) == on_disk
 
@@ -45,11 +48,13 @@ def test_only_mmprep_is_importable_from_a_users_folder(tmp_path):
         "from mmprep.engines import EngineOutput\n"
         "print('ok')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert result.stdout.split() == ["[]", "ok"], result.stderr
 
 
-ENGINE = '''
+ENGINE = """
 from mmprep.engines import EngineOutput
 from mmprep.engines.base import NothingToStart
 
@@ -57,7 +62,7 @@ from mmprep.engines.base import NothingToStart
 class ShoutEngine(NothingToStart):
     async def generate(self, request):
         yield EngineOutput(text=request.text().upper(), finish_reason="stop")
-'''
+"""
 
 
 @pytest.mark.slow  # `mmprep serve` as a process
@@ -67,9 +72,13 @@ def test_an_engine_in_a_users_own_app_package_serves(tmp_path):
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "engine.py").write_text(textwrap.dedent(ENGINE))
-    with AppProcess("serve", "--engine-class", "app.engine:ShoutEngine", 
-                    import_from=[tmp_path], cwd=tmp_path) as app:
-        answer = httpx.post(f"{app.url}/v1/chat/completions", timeout=10, json={
-            "model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]})
+    with AppProcess(
+        "serve", "--engine-class", "app.engine:ShoutEngine", import_from=[tmp_path], cwd=tmp_path
+    ) as app:
+        answer = httpx.post(
+            f"{app.url}/v1/chat/completions",
+            timeout=10,
+            json={"model": "mmprep-echo", "messages": [{"role": "user", "content": "hello"}]},
+        )
     assert answer.status_code == 200, answer.text
     assert "HELLO" in answer.json()["choices"][0]["message"]["content"]

@@ -31,13 +31,30 @@ MEDIA = Path(__file__).resolve().parents[1] / "data" / "media"
 # the run ("crash--..."), kept by tests/decoders/test_fuzz.py.
 KEPT = MEDIA / "fuzz"
 TIMING_OUTCOMES = {"decode_timeout"}  # depends on the machine's speed: never kept as an example
-VIDEO_REQUESTS = [{}, {"fps": 1.0}, {"num_frames": 3}, {"fps": 8.0, "max_frames": 4}, {"num_frames": 1, "max_pixels": 1000}]
-FOREIGN_HEADERS = [b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff\xe0", b"RIFF\x00\x00\x00\x00WAVE", b"GIF89a", b"%PDF-1.7", b"PK\x03\x04"]
+VIDEO_REQUESTS = [
+    {},
+    {"fps": 1.0},
+    {"num_frames": 3},
+    {"fps": 8.0, "max_frames": 4},
+    {"num_frames": 1, "max_pixels": 1000},
+]
+FOREIGN_HEADERS = [
+    b"\x89PNG\r\n\x1a\n",
+    b"\xff\xd8\xff\xe0",
+    b"RIFF\x00\x00\x00\x00WAVE",
+    b"GIF89a",
+    b"%PDF-1.7",
+    b"PK\x03\x04",
+]
 
 
 def seeds() -> list[tuple[str, bytes]]:
     """The fixtures, plus small images in the formats Pillow reads most."""
-    videos = [(p.name, p.read_bytes()) for p in sorted(MEDIA.iterdir()) if p.suffix in (".webm", ".mp4", ".mkv", ".avi")]
+    videos = [
+        (p.name, p.read_bytes())
+        for p in sorted(MEDIA.iterdir())
+        if p.suffix in (".webm", ".mp4", ".mkv", ".avi")
+    ]
     images = []
     picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (24, 32, 3), dtype=np.uint8))
     for fmt in ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF"):
@@ -97,7 +114,9 @@ def run_one(name: str, data: bytes, request: dict) -> str:
             image = decode_image(data, max_pixels=request.get("max_pixels"), max_source_pixels=4096 * 4096)
             assert image.pixels.ndim == 3 and image.pixels.shape[2] == 3
         else:
-            video = decode_video(data, timeout=10, max_source_pixels=4096 * 4096, max_bytes=1 << 30, **request)
+            video = decode_video(
+                data, timeout=10, max_source_pixels=4096 * 4096, max_bytes=1 << 30, **request
+            )
             assert video.frames.ndim == 4 and video.frames.shape[3] == 3
             assert len(video.frames) == len(video.timestamps) == len(video.indices) >= 1
         return "ok"
@@ -129,7 +148,9 @@ def rss_mib() -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--progress", type=Path, help="write each case's number here before running it")
@@ -153,8 +174,17 @@ def main() -> int:
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if index == min(args.cases - 1, 300):
             warm_rss = rss_mib()  # after the allocators have warmed up
-    print(json.dumps({"cases": args.cases, "outcomes": outcomes, "slowest_s": round(slowest, 3),
-                      "rss_warm_mib": round(warm_rss or 0, 1), "rss_end_mib": round(rss_mib(), 1)}))
+    print(
+        json.dumps(
+            {
+                "cases": args.cases,
+                "outcomes": outcomes,
+                "slowest_s": round(slowest, 3),
+                "rss_warm_mib": round(warm_rss or 0, 1),
+                "rss_end_mib": round(rss_mib(), 1),
+            }
+        )
+    )
     return 0
 
 

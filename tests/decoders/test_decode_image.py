@@ -65,7 +65,9 @@ def test_a_decompression_bomb_is_refused_before_decoding():
         decode_image(bomb, max_source_pixels=10_000_000)
 
 
-@pytest.mark.parametrize("data", [b"", b"not an image", encoded(marked(), "PNG")[:60]], ids=["empty", "text", "truncated"])
+@pytest.mark.parametrize(
+    "data", [b"", b"not an image", encoded(marked(), "PNG")[:60]], ids=["empty", "text", "truncated"]
+)
 def test_unreadable_images_are_corrupt_media(data):
     with pytest.raises(CorruptMediaError):
         decode_image(data)

@@ -140,15 +140,34 @@ def test_limits_before_decoding_are_checked_on_the_best_stream():
 # -- codecs and containers, against an independent reference --------------------------
 
 FIXTURES = [
-    "224p_6_vp9.webm", "start_offset_1500ms_vp9.webm", "audio_outlasts_video_vp9.webm",
-    "vfr_h264.mkv", "bframes_h264.mp4", "hevc.mp4", "av1.webm", "vp8.webm", "bframes_mpeg4.avi",
-    "lying_header_mpeg4.avi", "edit_list_h264.mp4", "live_no_duration_vp9.webm",
-    "rotated_90_h264.mp4", "size_change_vp9.webm", "two_video_streams_h264.mp4",
+    "224p_6_vp9.webm",
+    "start_offset_1500ms_vp9.webm",
+    "audio_outlasts_video_vp9.webm",
+    "vfr_h264.mkv",
+    "bframes_h264.mp4",
+    "hevc.mp4",
+    "av1.webm",
+    "vp8.webm",
+    "bframes_mpeg4.avi",
+    "lying_header_mpeg4.avi",
+    "edit_list_h264.mp4",
+    "live_no_duration_vp9.webm",
+    "rotated_90_h264.mp4",
+    "size_change_vp9.webm",
+    "two_video_streams_h264.mp4",
     *(name for name, _, _ in CFR_CLIPS),
 ]
 REQUESTS = [
-    {}, {"fps": 1.0}, {"fps": 3.0}, {"fps": 30.0}, {"num_frames": 1}, {"num_frames": 3},
-    {"num_frames": 7}, {"num_frames": 1000}, {"fps": 4.0, "max_frames": 3}, {"max_frames": 5},
+    {},
+    {"fps": 1.0},
+    {"fps": 3.0},
+    {"fps": 30.0},
+    {"num_frames": 1},
+    {"num_frames": 3},
+    {"num_frames": 7},
+    {"num_frames": 1000},
+    {"fps": 4.0, "max_frames": 3},
+    {"max_frames": 5},
 ]
 
 
@@ -168,11 +187,20 @@ def test_fixture_frames_match_the_reference(name, request_):
     assert_matches_reference(MEDIA / name, request_)
 
 
-LONG_REQUESTS = [{"num_frames": 1}, {"num_frames": 4}, {"num_frames": 9}, {"fps": 0.5}, {"fps": 1.7},
-                 {"num_frames": 32}, {}]
+LONG_REQUESTS = [
+    {"num_frames": 1},
+    {"num_frames": 4},
+    {"num_frames": 9},
+    {"fps": 0.5},
+    {"fps": 1.7},
+    {"num_frames": 32},
+    {},
+]
 
 
-@pytest.mark.parametrize("clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "mpeg4.avi"])
+@pytest.mark.parametrize(
+    "clip", ["h264_bframes.mp4", "h264_bframes.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "mpeg4.avi"]
+)
 @pytest.mark.parametrize("request_", LONG_REQUESTS, ids=repr)
 @pytest.mark.parametrize("threads", [1, 2], ids=["one decoder", "keyframe intervals side by side"])
 def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, request_, threads):
@@ -364,7 +392,7 @@ class PipeLike(io.RawIOBase):
         lambda p: memoryview(p.read_bytes()),
         lambda p: str(p),
         lambda p: p,
-        lambda p: open(p, "rb"),  # noqa: SIM115 (the test closes it)
+        lambda p: open(p, "rb"),  # the test closes it
         lambda p: io.BytesIO(p.read_bytes()),
         lambda p: PipeLike(p.read_bytes()),
     ],
@@ -415,7 +443,11 @@ def test_a_decode_leaves_nothing_of_its_own_for_the_garbage_collector(threads):
         video = decode_video(MEDIA / "cfr_25fps_h264.mp4", num_frames=4, threads=threads)
         del video
         gc.collect()
-        ours = [o for o in gc.garbage if type(o).__module__.startswith("mmprep.decoders") or isinstance(o, np.ndarray | mmap.mmap)]
+        ours = [
+            o
+            for o in gc.garbage
+            if type(o).__module__.startswith("mmprep.decoders") or isinstance(o, np.ndarray | mmap.mmap)
+        ]
         assert not ours, f"{len(ours)} objects of the decode waited for the collector: {ours[:5]}"
     finally:
         gc.set_debug(0)

@@ -20,7 +20,10 @@ def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
     progress = tmp_path / "progress"
     result = subprocess.run(
         [sys.executable, str(FUZZ), "--cases", str(CASES), "--seed", "1", "--progress", str(progress)],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     if result.returncode != 0:
         index = int(progress.read_text())
@@ -28,7 +31,9 @@ def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
         KEPT.mkdir(exist_ok=True)
         kept = KEPT / f"crash--seed1-case{index}-{name}"
         kept.write_bytes(data)
-        pytest.fail(f"case {index} ({name}, {request}) broke the run; kept as {kept}:\n{result.stderr[-3000:]}")
+        pytest.fail(
+            f"case {index} ({name}, {request}) broke the run; kept as {kept}:\n{result.stderr[-3000:]}"
+        )
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert sum(summary["outcomes"].values()) == CASES
     assert summary["outcomes"]["ok"] > 100 and summary["outcomes"]["corrupt_media"] > 100  # it really mutates
@@ -36,7 +41,13 @@ def test_thousands_of_damaged_inputs_give_frames_or_media_error(tmp_path):
     assert summary["rss_end_mib"] - summary["rss_warm_mib"] < 64  # no leak across thousands of decodes
 
 
-MEDIA_ERROR_CODES = {"corrupt_media", "no_video_stream", "unsupported_codec", "media_too_large", "decode_timeout"}
+MEDIA_ERROR_CODES = {
+    "corrupt_media",
+    "no_video_stream",
+    "unsupported_codec",
+    "media_too_large",
+    "decode_timeout",
+}
 
 
 @pytest.mark.parametrize("path", sorted(KEPT.glob("*--*")), ids=lambda p: p.name)

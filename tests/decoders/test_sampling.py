@@ -57,7 +57,9 @@ def test_fps_targets_allow_float_rounding_and_nothing_more():
     assert pick_frames(ticks, target_ticks(ticks, Fraction(1, 90000), 1.0, fps=3.0)).tolist() == [0, 10, 20]
     # A frame starting 0.67 microseconds after t is not on screen at t.
     assert seconds_to_ticks([6.039366], Fraction(1, 10**8)).tolist() == [603936610]
-    assert pick_frames(np.array([0, 603936667]), seconds_to_ticks([6.039366], Fraction(1, 10**8))).tolist() == [0]
+    assert pick_frames(
+        np.array([0, 603936667]), seconds_to_ticks([6.039366], Fraction(1, 10**8))
+    ).tolist() == [0]
 
 
 def test_num_frames_spans_first_frame_to_last_frame_pts():
@@ -75,9 +77,9 @@ def test_num_frames_on_constant_rate_video_names_linspaces_frames(total):
     ticks = np.arange(total) * 512  # 25 fps in MP4's 1/12800
     for n in range(1, 65):
         exact = [j * (total - 1) // (n - 1) for j in range(n)] if n > 1 else [0]
-        assert pick_frames(ticks, target_ticks(ticks, Fraction(1, 12800), total / 25, num_frames=n)).tolist() == sorted(
-            set(exact)
-        )
+        assert pick_frames(
+            ticks, target_ticks(ticks, Fraction(1, 12800), total / 25, num_frames=n)
+        ).tolist() == sorted(set(exact))
 
 
 def test_num_frames_is_exact_where_linspace_rounds_an_integer_down():
@@ -109,13 +111,17 @@ def test_an_explicit_num_frames_over_max_frames_is_refused_naming_the_limit():
 
 def test_num_frames_minus_one_is_every_frame_within_max_frames():
     assert targets(num_frames=-1) == targets() == [0, 500, 1000, 1500, 2000, 2500]
-    with pytest.raises(InvalidSamplingError, match="every frame, 6 here, more than the limit of max_frames=4"):
+    with pytest.raises(
+        InvalidSamplingError, match="every frame, 6 here, more than the limit of max_frames=4"
+    ):
         targets(num_frames=-1, max_frames=4)
 
 
 def test_sampling_is_a_frozen_value_checked_once():
     sampling = VideoSampling(num_frames=4, max_frames=8)
-    assert sampling == VideoSampling(num_frames=4, max_frames=8) and hash(sampling) == hash(VideoSampling(num_frames=4, max_frames=8))
+    assert sampling == VideoSampling(num_frames=4, max_frames=8) and hash(sampling) == hash(
+        VideoSampling(num_frames=4, max_frames=8)
+    )
     with pytest.raises(InvalidSamplingError, match="num_frames"):
         VideoSampling(num_frames=0)
 
@@ -169,8 +175,17 @@ def test_a_bad_argument_is_a_value_error_as_the_peers_raise():
 
 @pytest.mark.parametrize(
     "limits",
-    [{"threads": -1}, {"threads": 1.5}, {"threads": "2"}, {"timeout": -1.0}, {"timeout": math.nan},
-     {"timeout": "5"}, {"max_bytes": 0}, {"max_bytes": "1"}, {"max_source_pixels": -5}],
+    [
+        {"threads": -1},
+        {"threads": 1.5},
+        {"threads": "2"},
+        {"timeout": -1.0},
+        {"timeout": math.nan},
+        {"timeout": "5"},
+        {"max_bytes": 0},
+        {"max_bytes": "1"},
+        {"max_source_pixels": -5},
+    ],
     ids=repr,
 )
 def test_nonsense_limits_are_refused_by_name_as_value_errors(limits):

@@ -30,18 +30,29 @@ from mmprep.engines.prepared import SamplingParams
 def replay(fixture: dict, chunk: int) -> tuple[list, object]:
     """The fixture's ids through a Derenderer, `chunk` at a time, as an engine gives
     them; stops early when the derenderer says so. (deltas, derenderer)"""
-    body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fixture["request"]})
+    body = parse_chat_request(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fixture["request"]}
+    )
     derender = derendering(fixture).start(body.sampling_params(), body.output_options(), prompt_tokens=7)
     ids, logprobs = fixture["token_ids"], fixture.get("logprobs") or []
     deltas = []
     for start in range(0, len(ids), chunk):
-        given = tuple(TokenLogprob(i, lp, tuple(map(tuple, top))) for i, lp, top in logprobs[start : start + chunk])
-        deltas.append(derender.feed(EngineOutput(token_ids=tuple(ids[start : start + chunk]), logprobs=given)))
+        given = tuple(
+            TokenLogprob(i, lp, tuple(map(tuple, top))) for i, lp, top in logprobs[start : start + chunk]
+        )
+        deltas.append(
+            derender.feed(EngineOutput(token_ids=tuple(ids[start : start + chunk]), logprobs=given))
+        )
         if derender.stopped:
             break
     else:
-        deltas.append(derender.feed(EngineOutput(finish_reason=fixture["engine_finish"], prompt_tokens=7,
-                                                 completion_tokens=len(ids))))
+        deltas.append(
+            derender.feed(
+                EngineOutput(
+                    finish_reason=fixture["engine_finish"], prompt_tokens=7, completion_tokens=len(ids)
+                )
+            )
+        )
     deltas.append(derender.finish())
     return deltas, derender
 
@@ -78,7 +89,7 @@ def test_no_piece_of_a_stream_holds_a_broken_character(name):
 
 TEXTS = [
     "Grüße aus Köln! 你好，世界。🎉👩‍👩‍👧🇫🇷",
-    "<think>\nhm</think>\n\n<tool_call>\n{\"a\": 1}\n</tool_call><|im_end|>",
+    '<think>\nhm</think>\n\n<tool_call>\n{"a": 1}\n</tool_call><|im_end|>',
     "  leading spaces, \ttabs\n\nand 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ∮ E⋅da = Q",
     "<|vision_start|><|image_pad|><|image_pad|><|vision_end|>text<|im_end|><|endoftext|>",
 ]
@@ -147,8 +158,9 @@ def test_the_stop_string_that_ends_first_wins():
 @pytest.mark.parametrize("include", [False, True])
 def test_a_stop_string_across_tokens_stops_whether_or_not_it_is_shown(include):
     # "Hello", " world", ",", " stop", ...: the stop string ends inside the fourth token
-    shown, checker = shown_per_token("Hello world, stop here and more", stop=("world, st",),
-                                     include_stop_str_in_output=include)
+    shown, checker = shown_per_token(
+        "Hello world, stop here and more", stop=("world, st",), include_stop_str_in_output=include
+    )
     assert "".join(shown) == ("Hello world, st" if include else "Hello ")
     assert checker.finish_reason == "stop" and checker.stop_reason == "world, st"
 
@@ -223,8 +235,14 @@ def test_a_tool_parser_without_auto_tool_choice_parses_nothing():
 
 def test_parallel_tool_calls_false_keeps_the_first_call_only():
     fixture = load("tool_calls_several_with_text")
-    body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                               **fixture["request"], "parallel_tool_calls": False})
+    body = parse_chat_request(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            **fixture["request"],
+            "parallel_tool_calls": False,
+        }
+    )
     derender = derendering(fixture).start(body.sampling_params(), body.output_options())
     deltas = [derender.feed(EngineOutput(token_ids=tuple(fixture["token_ids"]))), derender.finish()]
     assert [call.name for d in deltas for call in d.tool_calls] == ["get_weather"]

@@ -65,8 +65,14 @@ def as_dict(message) -> dict:
     if not found.get("tool_calls"):
         found.pop("tool_calls", None)
     else:
-        found["tool_calls"] = [{"id": c["id"], "type": c["type"], "function": {
-            "name": c["function"]["name"], "arguments": c["function"]["arguments"]}} for c in found["tool_calls"]]
+        found["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": c["type"],
+                "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+            }
+            for c in found["tool_calls"]
+        ]
     return found
 
 
@@ -84,8 +90,12 @@ def test_the_openai_client_gets_the_expected_answer_whole_and_streamed(servers, 
     logprobs = choice.logprobs.model_dump()["content"] if choice.logprobs else None
     assert logprobs == expected.get("logprobs")
 
-    with client.chat.completions.stream(model=MODEL, messages=MESSAGES, extra_body=body(fixture, chunk),
-                                        stream_options={"include_usage": True}) as stream:
+    with client.chat.completions.stream(
+        model=MODEL,
+        messages=MESSAGES,
+        extra_body=body(fixture, chunk),
+        stream_options={"include_usage": True},
+    ) as stream:
         chunks = [event.chunk for event in stream if event.type == "chunk"]
         # what the helper assembled (get_final_completion refuses a "length" answer)
         final = stream.current_completion_snapshot
@@ -93,14 +103,19 @@ def test_the_openai_client_gets_the_expected_answer_whole_and_streamed(servers, 
     # the stream's first chunk says content "" (as OpenAI's and vLLM's do), and a stream
     # with no reasoning never names it: "" and absent are the whole answer's null
     assert _nulls_dropped({**as_dict(streamed.message), "content": streamed.message.content or None}) == (
-        _nulls_dropped(as_dict(choice.message) | _same_ids(choice.message, streamed.message)))
+        _nulls_dropped(as_dict(choice.message) | _same_ids(choice.message, streamed.message))
+    )
     assert streamed.finish_reason == choice.finish_reason
     assert chunks[-2].choices[0].model_extra["stop_reason"] == expected.get("stop_reason")
     assert final.usage.completion_tokens == whole.usage.completion_tokens
     _check_tool_call_chunks(chunks)
     if expected.get("logprobs"):
-        assert [e for c in chunks if c.choices and c.choices[0].logprobs
-                for e in c.choices[0].logprobs.model_dump()["content"]] == expected["logprobs"]
+        assert [
+            e
+            for c in chunks
+            if c.choices and c.choices[0].logprobs
+            for e in c.choices[0].logprobs.model_dump()["content"]
+        ] == expected["logprobs"]
 
 
 def _nulls_dropped(message: dict) -> dict:
@@ -124,7 +139,12 @@ def _check_tool_call_chunks(chunks) -> None:
     for chunk in chunks:
         for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
             if call.index not in seen:
-                assert call.id and call.type == "function" and call.function.name and call.function.arguments == ""
+                assert (
+                    call.id
+                    and call.type == "function"
+                    and call.function.name
+                    and call.function.arguments == ""
+                )
                 seen.add(call.index)
             else:
                 assert call.id is None and call.function.name is None and call.function.arguments
@@ -151,21 +171,31 @@ def test_logprobs_from_an_engine_that_cannot_give_them_are_a_400_naming_the_fiel
             assert_error(refused, 400, "unsupported_field", "logprobs")
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"top_logprobs": 2}, "top_logprobs"),
-    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
-    ({"min_tokens": 9, "max_tokens": 4}, "min_tokens"),
-    ({"stop_token_ids": [-3]}, "stop_token_ids"),
-    ({"tool_choice": "sometimes"}, "tool_choice"),
-    ({"tool_choice": "required"}, "tool_choice"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}],
-      "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice"),
-    ({"tools": [{"type": "function"}]}, "tools[0].function"),
-    ({"skip_special_tokens": "often"}, "skip_special_tokens"),
-])
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({"min_tokens": 9, "max_tokens": 4}, "min_tokens"),
+        ({"stop_token_ids": [-3]}, "stop_token_ids"),
+        ({"tool_choice": "sometimes"}, "tool_choice"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {"type": "function", "function": {"name": "g"}},
+            },
+            "tool_choice",
+        ),
+        ({"tools": [{"type": "function"}]}, "tools[0].function"),
+        ({"skip_special_tokens": "often"}, "skip_special_tokens"),
+    ],
+)
 def test_bad_answer_fields_are_a_400_naming_them(servers, fields, param):
     server = servers.get(load("plain_multibyte"))
-    assert_error(post(server, {"model": MODEL, "messages": MESSAGES, **fields}), 400, "invalid_request", param)
+    assert_error(
+        post(server, {"model": MODEL, "messages": MESSAGES, **fields}), 400, "invalid_request", param
+    )
 
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -187,9 +217,14 @@ def test_a_forced_tool_choice_is_refused_not_ignored(servers, choice):
 
 
 def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
-    with ThreadServer(create_app(service=Service(Settings(served_model_name=[MODEL]), TokenReplayEngine()))) as server:
-        response = httpx.post(f"{server.url}/v1/chat/completions", timeout=30, json={
-            "model": MODEL, "messages": MESSAGES, "replay": {"token_ids": [1, 2]}})
+    with ThreadServer(
+        create_app(service=Service(Settings(served_model_name=[MODEL]), TokenReplayEngine()))
+    ) as server:
+        response = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            timeout=30,
+            json={"model": MODEL, "messages": MESSAGES, "replay": {"token_ids": [1, 2]}},
+        )
     assert_error(response, 500, "engine_error")
     assert "no tokenizer" in response.json()["error"]["message"]
 
@@ -204,13 +239,25 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
 
     folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-Test")
     fixture = load("tool_call_after_reasoning")
-    flags = ("--model", str(folder), "--reasoning-parser", "qwen3", "--enable-auto-tool-choice",
-             "--tool-call-parser", "hermes", "--engine-class", "mmprep.testing.replay:TokenReplayEngine")
+    flags = (
+        "--model",
+        str(folder),
+        "--reasoning-parser",
+        "qwen3",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--engine-class",
+        "mmprep.testing.replay:TokenReplayEngine",
+    )
     with AppProcess("serve", *flags) as app:
         client = openai_client(app)
-        answer = client.chat.completions.create(model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3))
-        with client.chat.completions.stream(model="Qwen3-VL-Test", messages=MESSAGES,
-                                            extra_body=body(fixture, 3)) as stream:
+        answer = client.chat.completions.create(
+            model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3)
+        )
+        with client.chat.completions.stream(
+            model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3)
+        ) as stream:
             for _ in stream:
                 pass
             streamed = stream.current_completion_snapshot.choices[0].message
@@ -220,16 +267,30 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
     assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris", "days": 3}')
     assert answer.choices[0].finish_reason == "tool_calls"
     assert [(c.function.name, c.function.arguments) for c in streamed.tool_calls] == [
-        ("get_weather", '{"city": "Paris", "days": 3}')]
+        ("get_weather", '{"city": "Paris", "days": 3}')
+    ]
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq'"),
-    ({"tool_call_parser": "mistral", "enable_auto_tool_choice": True}, "unknown tool call parser 'mistral'"),
-    ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
-    ({"engine": "openai", "upstream_url": "http://127.0.0.1:9", "upstream_model": "m", "reasoning_parser": "qwen3"},
-     "the upstream parses its own answers"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq'"),
+        (
+            {"tool_call_parser": "mistral", "enable_auto_tool_choice": True},
+            "unknown tool call parser 'mistral'",
+        ),
+        ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
+        (
+            {
+                "engine": "openai",
+                "upstream_url": "http://127.0.0.1:9",
+                "upstream_model": "m",
+                "reasoning_parser": "qwen3",
+            },
+            "the upstream parses its own answers",
+        ),
+    ],
+)
 def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
     with pytest.raises(ValueError, match=message):
         Settings(**flags)

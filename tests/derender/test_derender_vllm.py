@@ -35,7 +35,9 @@ def ours(name: str) -> dict:
     }
 
 
-@pytest.mark.skipif(not COMPARED, reason="no fixture holds vLLM's answer yet (run tests/fixtures/vllm_parsers.py)")
+@pytest.mark.skipif(
+    not COMPARED, reason="no fixture holds vLLM's answer yet (run tests/fixtures/vllm_parsers.py)"
+)
 @pytest.mark.parametrize("name", COMPARED)
 def test_our_answer_is_vllms_on_the_same_ids(name):
     fixture = load(name)
@@ -56,7 +58,12 @@ def test_vllms_stream_of_a_malformed_or_cut_call_is_a_broken_call_ours_is_conten
 def _vllm_importable() -> bool:
     if not Path(VLLM_PYTHON).exists():
         return False
-    check = subprocess.run([VLLM_PYTHON, "-c", "import vllm.parser.parser_manager"], capture_output=True, timeout=120, check=False)
+    check = subprocess.run(
+        [VLLM_PYTHON, "-c", "import vllm.parser.parser_manager"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     return check.returncode == 0
 
 
@@ -67,10 +74,16 @@ def test_the_stored_answers_are_still_vllms():
     checks the stored answers above without it."""
     if not _vllm_importable():
         pytest.skip(f"vLLM's parsers do not import with {VLLM_PYTHON}")
-    run = subprocess.run([VLLM_PYTHON, str(FIXTURES / "vllm_parsers.py"), str(tokenizer_file("qwen3_vl"))],
-                         capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(
+        [VLLM_PYTHON, str(FIXTURES / "vllm_parsers.py"), str(tokenizer_file("qwen3_vl"))],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     for line in run.stdout.splitlines():
         found = json.loads(line)
-        assert {k: v for k, v in found.items() if k != "fixture"} == load(found.pop("fixture").removeprefix(
-            "frontend_"))["vllm"]
+        assert {k: v for k, v in found.items() if k != "fixture"} == load(
+            found.pop("fixture").removeprefix("frontend_")
+        )["vllm"]

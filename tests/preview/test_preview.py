@@ -61,7 +61,8 @@ def test_a_folder_gets_one_sheet_per_video_and_a_refused_one_is_named(tmp_path, 
         shutil.copy(MEDIA / name, folder / name)
     assert main(["preview", str(folder), "--num-frames", "3", "-o", str(tmp_path / "sheets")]) == 1
     assert sorted(p.name for p in (tmp_path / "sheets").iterdir()) == [
-        "224p_6_vp9.webm.png", "lying_header_mpeg4.avi.png",
+        "224p_6_vp9.webm.png",
+        "lying_header_mpeg4.avi.png",
     ]
     shown = painted(tiles(Image.open(tmp_path / "sheets" / "224p_6_vp9.webm.png"), 3, 224, 224))
     assert shown == [0, 2, 5]
@@ -112,7 +113,9 @@ def test_with_a_processor_the_tiles_are_at_its_size_and_its_tokens_are_said(tmp_
 
     source = MEDIA / "cfr_25fps_h264.mp4"  # 64x48: the processor scales it up to its smallest grid
     output = tmp_path / "sheet.png"
-    assert main(["preview", str(source), "--num-frames", "4", "--processor", "qwen2_vl", "-o", str(output)]) == 0
+    assert (
+        main(["preview", str(source), "--num-frames", "4", "--processor", "qwen2_vl", "-o", str(output)]) == 0
+    )
     processor = load_processor("qwen2_vl")
     height, width = processor.video_size(4, 48, 64)
     tokens = processor.video_tokens(4, 48, 64)
@@ -126,7 +129,9 @@ def test_with_a_processor_the_tiles_are_at_its_size_and_its_tokens_are_said(tmp_
 
 
 def test_a_processor_that_does_not_load_is_named(tmp_path, capsys):
-    assert main(["preview", str(MEDIA / "vp8.webm"), "--processor", "nope", "-o", str(tmp_path / "s.png")]) == 2
+    assert (
+        main(["preview", str(MEDIA / "vp8.webm"), "--processor", "nope", "-o", str(tmp_path / "s.png")]) == 2
+    )
     assert "processor: 'nope' is neither a processor family" in capsys.readouterr().err
 
 
@@ -140,7 +145,10 @@ def test_a_missing_source_is_refused(tmp_path, capsys):
 
 def test_the_page_is_off_unless_enabled():
     with LiveServer() as server:
-        for response in (httpx.get(f"{server.url}/preview"), httpx.post(f"{server.url}/preview", json={"url": "x"})):
+        for response in (
+            httpx.get(f"{server.url}/preview"),
+            httpx.post(f"{server.url}/preview", json={"url": "x"}),
+        ):
             assert response.status_code == 404
             assert response.json()["error"]["code"] == "preview_disabled"
             assert "--enable-preview" in response.json()["error"]["message"]

@@ -31,7 +31,10 @@ def chromium() -> str:
 def test_the_page_shows_the_sampled_frames_and_readable_errors(chromium, media_server, tmp_path):
     ref = reference_decode(FIXTURE)
     positions = on_screen(ref, reference_targets(ref, 2.84, fps=FPS))
-    with LiveServer(enable_preview=True, allow_private_networks=False) as server, sync_playwright() as playwright:
+    with (
+        LiveServer(enable_preview=True, allow_private_networks=False) as server,
+        sync_playwright() as playwright,
+    ):
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
@@ -43,11 +46,15 @@ def test_the_page_shows_the_sampled_frames_and_readable_errors(chromium, media_s
 
             frames = page.locator("#frames li")
             expect(frames).to_have_count(len(positions))
-            shown = [(int(li.get_attribute("data-index")), float(li.get_attribute("data-timestamp")))
-                     for li in frames.all()]
+            shown = [
+                (int(li.get_attribute("data-index")), float(li.get_attribute("data-timestamp")))
+                for li in frames.all()
+            ]
             assert [index for index, _ in shown] == positions
             assert [t for _, t in shown] == pytest.approx(list(ref.times[positions]), abs=1e-6)
-            assert frames.all_inner_texts() == [f"#{i} {ref.times[i]:.3f} s" for i in positions]  # as rendered
+            assert frames.all_inner_texts() == [
+                f"#{i} {ref.times[i]:.3f} s" for i in positions
+            ]  # as rendered
             assert f"{len(positions)} frames of h264 128x96" in page.inner_text("#summary")
             sheet_size = page.eval_on_selector("#sheet", "img => [img.naturalWidth, img.naturalHeight]")
             assert tuple(sheet_size) == SheetLayout.of(len(positions), 128, 96, 4).size

@@ -29,7 +29,9 @@ def test_family_names_build_transformers_class_defaults():
     qwen2 = load_processor("qwen2_vl")
     assert (qwen2.video_config.min_pixels, qwen2.video_config.max_pixels) == (128 * 28 * 28, 28 * 28 * 768)
     assert (qwen2.image_config.min_pixels, qwen2.image_config.max_pixels) == (56 * 56, 28 * 28 * 1280)
-    assert qwen2.video_config.patch_size == 14 and qwen2.video_config.image_mean[0] == pytest.approx(0.48145466)
+    assert qwen2.video_config.patch_size == 14 and qwen2.video_config.image_mean[0] == pytest.approx(
+        0.48145466
+    )
     qwen3 = load_processor("qwen3_vl")
     assert (qwen3.video_config.min_pixels, qwen3.video_config.max_pixels) == (128 * 32 * 32, 32 * 32 * 768)
     assert qwen3.video_config.patch_size == qwen3.image_config.patch_size == 16
@@ -38,7 +40,9 @@ def test_family_names_build_transformers_class_defaults():
 
 def test_presets_are_the_published_configs_and_ignore_case():
     models = preset_models()
-    assert {"qwen/qwen2-vl-7b-instruct", "qwen/qwen2.5-vl-7b-instruct", "qwen/qwen3-vl-8b-instruct"} <= set(models)
+    assert {"qwen/qwen2-vl-7b-instruct", "qwen/qwen2.5-vl-7b-instruct", "qwen/qwen3-vl-8b-instruct"} <= set(
+        models
+    )
     qwen25 = load_processor("Qwen/Qwen2.5-VL-7B-Instruct")
     assert qwen25.family == "qwen2_5_vl"
     # no video_preprocessor_config.json was published: video reads preprocessor_config.json
@@ -61,8 +65,14 @@ def test_overrides_use_transformers_keys_and_beat_the_file():
 
 
 def test_folder_with_nested_processor_config(tmp_path):
-    video = {"size": {"shortest_edge": 1000, "longest_edge": 90000}, "patch_size": 16, "image_mean": 0.5,
-             "image_std": 0.5, "video_processor_type": "Qwen3VLVideoProcessor", "fps": 2}
+    video = {
+        "size": {"shortest_edge": 1000, "longest_edge": 90000},
+        "patch_size": 16,
+        "image_mean": 0.5,
+        "image_std": 0.5,
+        "video_processor_type": "Qwen3VLVideoProcessor",
+        "fps": 2,
+    }
     (tmp_path / "processor_config.json").write_text(json.dumps({"video_processor": video}))
     proc = load_processor(tmp_path)
     assert proc.family == "qwen3_vl"
@@ -76,7 +86,9 @@ def test_folder_family_from_config_json(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
     (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 200704}))
     proc = load_processor(str(tmp_path))
-    assert proc.family == "qwen2_5_vl" and proc.image_config.max_pixels == proc.video_config.max_pixels == 200704
+    assert (
+        proc.family == "qwen2_5_vl" and proc.image_config.max_pixels == proc.video_config.max_pixels == 200704
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,12 +132,18 @@ def test_sizes_and_tokens_agree_with_the_tensors(name, shape):
     out = proc.process_video(frames(*shape))
     config = proc.video_config
     resized_height, resized_width = proc.video_size(count, height, width)
-    grid = [-(-count // config.temporal_patch_size), resized_height // config.patch_size,
-            resized_width // config.patch_size]
+    grid = [
+        -(-count // config.temporal_patch_size),
+        resized_height // config.patch_size,
+        resized_width // config.patch_size,
+    ]
     assert resized_height % config.factor == 0 and resized_width % config.factor == 0
     assert out.tensors["video_grid_thw"].tolist() == [grid]
     assert out.tensors["video_grid_thw"].dtype == np.int64
-    assert out.tensors["pixel_values_videos"].shape == (np.prod(grid), 3 * config.temporal_patch_size * config.patch_size**2)
+    assert out.tensors["pixel_values_videos"].shape == (
+        np.prod(grid),
+        3 * config.temporal_patch_size * config.patch_size**2,
+    )
     assert out.tensors["pixel_values_videos"].dtype == np.float32
     assert out.num_tokens == proc.video_tokens(count, height, width) == np.prod(grid) // config.merge_size**2
 
@@ -143,15 +161,19 @@ def test_frames_already_at_the_grid_size_are_only_normalized():
     expected = (clip[0, :16, :16, 0] / 255 - 0.5) / 0.5
     np.testing.assert_allclose(values[0, :256].reshape(16, 16), expected, atol=1e-6)
     # the same patch of frame 1 follows channel 0 of frame 0
-    np.testing.assert_allclose(values[0, 256:512].reshape(16, 16), (clip[1, :16, :16, 0] / 255 - 0.5) / 0.5, atol=1e-6)
+    np.testing.assert_allclose(
+        values[0, 256:512].reshape(16, 16), (clip[1, :16, :16, 0] / 255 - 0.5) / 0.5, atol=1e-6
+    )
 
 
 def test_odd_frame_counts_repeat_the_last_frame():
     proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 50000})
     clip = frames(3, 70, 90)
     padded = np.concatenate([clip, clip[-1:]])
-    np.testing.assert_array_equal(proc.process_video(clip).tensors["pixel_values_videos"],
-                                  proc.process_video(padded).tensors["pixel_values_videos"])
+    np.testing.assert_array_equal(
+        proc.process_video(clip).tensors["pixel_values_videos"],
+        proc.process_video(padded).tensors["pixel_values_videos"],
+    )
 
 
 def test_qwen3_clip_shorter_than_a_temporal_patch_is_padded_not_refused():
@@ -159,8 +181,10 @@ def test_qwen3_clip_shorter_than_a_temporal_patch_is_padded_not_refused():
     clip = frames(1, 100, 150)
     out = proc.process_video(clip)
     assert out.tensors["video_grid_thw"][0, 0] == 1
-    np.testing.assert_array_equal(out.tensors["pixel_values_videos"],
-                                  proc.process_video(np.concatenate([clip, clip])).tensors["pixel_values_videos"])
+    np.testing.assert_array_equal(
+        out.tensors["pixel_values_videos"],
+        proc.process_video(np.concatenate([clip, clip])).tensors["pixel_values_videos"],
+    )
 
 
 def test_an_image_is_one_temporal_block_of_copies():
@@ -238,17 +262,22 @@ def test_views_of_frames_are_accepted():
     proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 50000})
     clip = frames(4, 80, 120)
     view = clip[::2, :, ::-1]
-    np.testing.assert_array_equal(proc.process_video(view).tensors["pixel_values_videos"],
-                                  proc.process_video(np.ascontiguousarray(view)).tensors["pixel_values_videos"])
+    np.testing.assert_array_equal(
+        proc.process_video(view).tensors["pixel_values_videos"],
+        proc.process_video(np.ascontiguousarray(view)).tensors["pixel_values_videos"],
+    )
 
 
 def test_rescale_only_and_no_normalization():
-    rescaled = load_processor("qwen2_vl", do_normalize=False, size={"shortest_edge": 3136, "longest_edge": 3136})
+    rescaled = load_processor(
+        "qwen2_vl", do_normalize=False, size={"shortest_edge": 3136, "longest_edge": 3136}
+    )
     clip = frames(2, 56, 56)
     values = rescaled.process_video(clip).tensors["pixel_values_videos"]
     assert values.min() >= 0 and values.max() <= 1
-    raw = load_processor("qwen2_vl", do_normalize=False, do_rescale=False,
-                         size={"shortest_edge": 3136, "longest_edge": 3136})
+    raw = load_processor(
+        "qwen2_vl", do_normalize=False, do_rescale=False, size={"shortest_edge": 3136, "longest_edge": 3136}
+    )
     assert raw.process_video(clip).tensors["pixel_values_videos"].dtype == np.uint8
 
 
@@ -269,7 +298,10 @@ def test_rescale_only_and_no_normalization():
 def test_bad_frames_are_refused_clearly(pixels, message):
     with pytest.raises(ProcessorInputError, match=message) as caught:
         load_processor("qwen2_vl").process_video(pixels)
-    assert isinstance(caught.value, (ProcessorError, ValueError)) and caught.value.code == "invalid_processor_input"
+    assert (
+        isinstance(caught.value, (ProcessorError, ValueError))
+        and caught.value.code == "invalid_processor_input"
+    )
 
 
 def test_bad_image_is_refused_clearly():

@@ -70,8 +70,15 @@ def local():
 def test_mmprep_serve_runtime_ray_starts_a_local_cluster_and_stops_it_on_sigterm(local):
     """The command as an operator runs it (before the module's cluster starts: one at a time
     on this machine): its own Ray cluster, the proxy on --host/--port, the same answer."""
-    serving = AppProcess("serve", "--runtime", "ray", "--allow-private-networks", "--decode-workers", "1",
-                         env={"RAY_ADDRESS": "local"}).start()  # a new cluster, whatever else runs here
+    serving = AppProcess(
+        "serve",
+        "--runtime",
+        "ray",
+        "--allow-private-networks",
+        "--decode-workers",
+        "1",
+        env={"RAY_ADDRESS": "local"},
+    ).start()  # a new cluster, whatever else runs here
     try:
         serving.wait_ready(timeout=120)
         assert ask(openai_client(serving), CONTENT) == ask(openai_client(local), CONTENT)
@@ -85,13 +92,18 @@ def test_mmprep_serve_runtime_ray_starts_a_local_cluster_and_stops_it_on_sigterm
 def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_asks():
     """Ray would wait for CPUs that never come (and mmprep with it, requests hanging); the
     command says what it asked for and what the cluster has, and exits."""
-    serving = AppProcess("serve", "--runtime", "ray", "--ray-decode-replicas", "64", env={"RAY_ADDRESS": "local"})
+    serving = AppProcess(
+        "serve", "--runtime", "ray", "--ray-decode-replicas", "64", env={"RAY_ADDRESS": "local"}
+    )
     started = time.monotonic()
     try:
         assert serving.start().process.wait(timeout=120) == 2
         assert time.monotonic() - started < 60
         log = serving.log()
-        assert "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has" in log
+        assert (
+            "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has"
+            in log
+        )
     finally:
         serving.close()
 
@@ -100,12 +112,25 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
     ("settings", "cluster", "says"),
     [
         ({}, {"CPU": 2}, None),  # the defaults fit two cores
-        ({"ray_decode_replicas": 2}, {"CPU": 2}, "ask for 3 CPU (FrontDoor 1 x 1 + Decode 1 x 2) but the cluster has 2"),
+        (
+            {"ray_decode_replicas": 2},
+            {"CPU": 2},
+            "ask for 3 CPU (FrontDoor 1 x 1 + Decode 1 x 2) but the cluster has 2",
+        ),
         ({"ray_decode_replicas": 2, "ray_max_decode_replicas": 8}, {"CPU": 3}, None),  # autoscaled: its least
-        ({"ray_deployment_options": {"Engine": {"ray_actor_options": {"num_gpus": 1}}}}, {"CPU": 8},
-         "ask for 1 GPU (Engine 1 x 1) but the cluster has 0"),
-        ({"ray_deployment_options": {"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}, "ray_decode_replicas": 3},
-         {"CPU": 3.5}, None),
+        (
+            {"ray_deployment_options": {"Engine": {"ray_actor_options": {"num_gpus": 1}}}},
+            {"CPU": 8},
+            "ask for 1 GPU (Engine 1 x 1) but the cluster has 0",
+        ),
+        (
+            {
+                "ray_deployment_options": {"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}},
+                "ray_decode_replicas": 3,
+            },
+            {"CPU": 3.5},
+            None,
+        ),
     ],
 )
 def test_placement_is_checked_against_the_clusters_resources(settings, cluster, says):
@@ -136,11 +161,19 @@ def test_the_front_door_serves_the_same_routes(ray_app):
 @pytest.mark.parametrize(
     ("body", "status", "code", "param"),
     [
-        (chat(video(data_url(MEDIA / "unknown_codec.avi", "video/x-msvideo"))), 400, "unsupported_codec",
-         "messages[0].content[0].video_url"),
+        (
+            chat(video(data_url(MEDIA / "unknown_codec.avi", "video/x-msvideo"))),
+            400,
+            "unsupported_codec",
+            "messages[0].content[0].video_url",
+        ),
         (chat(video("http://127.0.0.1:9/nothing.mp4"), max_tokens=0), 400, "invalid_request", "max_tokens"),
-        (chat({"type": "audio_url", "audio_url": {"url": "x"}}), 400, "unsupported_content_type",
-         "messages[0].content[0].type"),
+        (
+            chat({"type": "audio_url", "audio_url": {"url": "x"}}),
+            400,
+            "unsupported_content_type",
+            "messages[0].content[0].type",
+        ),
         (chat({"type": "text", "text": "hi"}, model="nope"), 404, "model_not_found", "model"),
     ],
     ids=["undecodable", "bad-field", "bad-part", "unknown-model"],
@@ -150,8 +183,11 @@ def test_bad_input_is_refused_as_in_one_process(ray_app, body, status, code, par
 
 
 def test_a_body_that_is_not_json_is_a_400(ray_app):
-    response = httpx.post(f"{ray_app.url}/v1/chat/completions", content=b"{not json",
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{ray_app.url}/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert_error(response, 400, "invalid_request")
 
 

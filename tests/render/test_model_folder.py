@@ -11,14 +11,14 @@ import httpx
 import pytest
 from conftest import MEDIA
 
+from mmprep.decoders import decode_video
 from mmprep.model import ModelFolder, ModelFolderError
+from mmprep.processors import load_processor
 from mmprep.render import Renderer
 from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import AppProcess, LiveServer
-from mmprep.decoders import decode_video
-from mmprep.processors import load_processor
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 
@@ -48,14 +48,21 @@ def test_a_family_folder_loads_its_ids_tokens_and_processor(family, tmp_path):
 def test_the_chat_template_is_found_as_transformers_finds_it(tmp_path):
     folder = make_model_folder("qwen2_vl", tmp_path / "m")
     (folder / "chat_template.jinja").write_text("jinja")
-    assert ModelFolder.load(folder).chat_template_source == "chat_template.json"  # the processor's legacy file first
+    assert (
+        ModelFolder.load(folder).chat_template_source == "chat_template.json"
+    )  # the processor's legacy file first
     (folder / "chat_template.json").unlink()
     assert ModelFolder.load(folder).chat_template == "jinja"
     (folder / "chat_template.jinja").unlink()
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": "from the tokenizer"}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({**config, "chat_template": "from the tokenizer"})
+    )
     loaded = ModelFolder.load(folder)
-    assert (loaded.chat_template, loaded.chat_template_source) == ("from the tokenizer", "tokenizer_config.json")
+    assert (loaded.chat_template, loaded.chat_template_source) == (
+        "from the tokenizer",
+        "tokenizer_config.json",
+    )
     (folder / "processor_config.json").write_text(json.dumps({"chat_template": "from the processor config"}))
     assert ModelFolder.load(folder).chat_template == "from the processor config"
 
@@ -77,7 +84,9 @@ def test_a_folder_missing_a_file_is_refused_naming_it(omit, says, tmp_path):
 
 def test_a_processor_of_another_family_is_refused(tmp_path):
     folder = make_model_folder("qwen2_vl", tmp_path / "m")
-    with pytest.raises(ModelFolderError, match=r"the processor \(qwen3_vl\) is not the model's family \(qwen2_vl"):
+    with pytest.raises(
+        ModelFolderError, match=r"the processor \(qwen3_vl\) is not the model's family \(qwen2_vl"
+    ):
         ModelFolder.load(folder, processor="qwen3_vl")
     assert ModelFolder.load(folder, processor="Qwen/Qwen2-VL-2B-Instruct").processor.family == "qwen2_vl"
 
@@ -96,55 +105,91 @@ def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_fol
     with AppProcess("serve", "--model", str(qwen3_folder)) as server:
         models = httpx.get(f"{server.url}/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen3-VL-Test"]  # the folder's name
-        content = [video(data_url(WEBM, "video/webm"), num_frames=4), {"type": "text", "text": "What happens?"}]
+        content = [
+            video(data_url(WEBM, "video/webm"), num_frames=4),
+            {"type": "text", "text": "What happens?"},
+        ]
         text, _, usage = ask(openai_client(server), content, model="Qwen3-VL-Test")
     answer = json.loads(text)
     # the same prompt, rendered here from the same frames' grid and the decoder's metadata
     folder = ModelFolder.load(qwen3_folder)
     decoded = decode_video(WEBM.read_bytes(), num_frames=4, max_pixels=1920 * 1080)
     item = _item(folder, decoded)
-    messages = [{"role": "user", "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": "What happens?"}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": "What happens?"}],
+        }
+    ]
     expected = Renderer(folder).render(messages, [item])
     assert answer["prompt"]["tokens"] == usage.prompt_tokens == len(expected.token_ids)
     assert answer["prompt"]["placeholders"] == [
-        {"modality": "video", "media_index": 0, "offset": expected.placeholders[0].offset,
-         "length": expected.placeholders[0].length}
+        {
+            "modality": "video",
+            "media_index": 0,
+            "offset": expected.placeholders[0].offset,
+            "length": expected.placeholders[0].length,
+        }
     ]
     assert answer["media"][0]["processed"]["num_tokens"] == item.processed.num_tokens
 
 
 def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_folder):
     with LiveServer(model=qwen3_folder) as server:
-        body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
-                "add_generation_prompt": True, "continue_final_message": True}
+        body = {
+            "model": "Qwen3-VL-Test",
+            "messages": [{"role": "user", "content": "hi"}],
+            "add_generation_prompt": True,
+            "continue_final_message": True,
+        }
         assert_error(post(server, body), 400, param="continue_final_message")
-        body = {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}],
-                "chat_template_kwargs": {"tokenize": True}}
+        body = {
+            "model": "Qwen3-VL-Test",
+            "messages": [{"role": "user", "content": "hi"}],
+            "chat_template_kwargs": {"tokenize": True},
+        }
         assert_error(post(server, body), 400, param="chat_template_kwargs.tokenize")
         response = post(server, {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}]})
         assert response.status_code == 200
         timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
-        assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(timing["preprocess"])
+        assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(
+            timing["preprocess"]
+        )
 
 
 def _item(folder, decoded):
     from mmprep.engines.prepared import MediaItem
 
     processed = load_processor(folder.path).process_video(decoded.frames)
-    return MediaItem("video", decoded.frames, {}, "x", timestamps=decoded.timestamps, indices=decoded.indices,
-                     hf_metadata=decoded.to_hf_metadata(), processed=processed)
+    return MediaItem(
+        "video",
+        decoded.frames,
+        {},
+        "x",
+        timestamps=decoded.timestamps,
+        indices=decoded.indices,
+        hf_metadata=decoded.to_hf_metadata(),
+        processed=processed,
+    )
 
 
 def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_path):
     folder = make_model_folder("qwen2_vl", tmp_path / "m")
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {**config, "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }} tools"}
-    ))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                **config,
+                "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }} tools",
+            }
+        )
+    )
     renderer = Renderer(ModelFolder.load(folder))
     messages = [{"role": "user", "content": "hi"}]
     assert renderer.render_text(messages).startswith("<|im_start|>system")  # chat_template.json's
-    assert renderer.render_text(messages, tools=[{"type": "function", "function": {"name": "f"}}]) == "hi1 tools"
+    assert (
+        renderer.render_text(messages, tools=[{"type": "function", "function": {"name": "f"}}]) == "hi1 tools"
+    )
     # the Qwen-VL folders carry no second template: the same one either way
     plain = Renderer(ModelFolder.load(make_model_folder("qwen3_vl", tmp_path / "q")))
     assert plain.tools_template is plain.template

@@ -23,7 +23,10 @@ FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 @pytest.fixture(scope="session")
 def renderers(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
-    return {family: Renderer(load_model_folder(str(make_model_folder(family, root / family)))) for family in FAMILIES}
+    return {
+        family: Renderer(load_model_folder(str(make_model_folder(family, root / family))))
+        for family in FAMILIES
+    }
 
 
 def render_case(renderer: Renderer, case: dict):
@@ -51,12 +54,16 @@ def test_placeholders_cover_each_item_in_order(name, renderers):
     renderer = renderers[case["family"]]
     prompt, media = render_case(renderer, case)
     folder = renderer.folder
-    assert [(p.modality, p.media_index) for p in prompt.placeholders] == [(m.kind, i) for i, m in enumerate(media)]
+    assert [(p.modality, p.media_index) for p in prompt.placeholders] == [
+        (m.kind, i) for i, m in enumerate(media)
+    ]
     pads = {"image": folder.image_token_id, "video": folder.video_token_id}
     for placeholder, item in zip(prompt.placeholders, media, strict=True):
         span = prompt.token_ids[placeholder.offset : placeholder.offset + placeholder.length]
         assert span.count(pads[item.kind]) == item.processed.num_tokens
-        assert span[0] != pads[item.kind] or span[-1] == pads[item.kind]  # pads only, or a whole Qwen3-VL block
+        assert (
+            span[0] != pads[item.kind] or span[-1] == pads[item.kind]
+        )  # pads only, or a whole Qwen3-VL block
     covered = sum(p.length for p in prompt.placeholders)
     all_pads = sum(prompt.token_ids.count(pad) for pad in pads.values())
     assert all_pads == sum(item.processed.num_tokens for item in media) and covered >= all_pads
@@ -64,7 +71,15 @@ def test_placeholders_cover_each_item_in_order(name, renderers):
 
 def test_the_goldens_cover_what_the_issue_asks():
     names = {name.split("/")[1] for name in GOLDENS}
-    assert {"text_only", "one_image", "one_video", "several", "multi_turn", "tools", "enable_thinking_false"} <= names
+    assert {
+        "text_only",
+        "one_image",
+        "one_video",
+        "several",
+        "multi_turn",
+        "tools",
+        "enable_thinking_false",
+    } <= names
     assert {name.split("/")[0] for name in GOLDENS} == set(FAMILIES)
 
 
@@ -81,9 +96,13 @@ def test_kwargs_the_template_does_not_read_change_nothing(renderers):
     renderer = renderers["qwen3_vl"]
     messages = [{"role": "user", "content": "hi"}]
     plain = renderer.render_text(messages)
-    assert renderer.render_text(messages, chat_template_kwargs={"enable_thinking": False, "unrelated": 1}) == plain
+    assert (
+        renderer.render_text(messages, chat_template_kwargs={"enable_thinking": False, "unrelated": 1})
+        == plain
+    )
     assert "Picture 1:" in renderer.render_text(
-        [{"role": "user", "content": [{"type": "image", "media_index": 0}]}], chat_template_kwargs={"add_vision_id": True}
+        [{"role": "user", "content": [{"type": "image", "media_index": 0}]}],
+        chat_template_kwargs={"add_vision_id": True},
     )
 
 
@@ -93,7 +112,10 @@ def test_kwargs_the_template_does_not_read_change_nothing(renderers):
         ({"chat_template_kwargs": {"chat_template": "{{ 1 }}"}}, "chat_template_kwargs.chat_template"),
         ({"chat_template_kwargs": "yes"}, "chat_template_kwargs"),
         ({"add_generation_prompt": "yes"}, "add_generation_prompt"),
-        ({"continue_final_message": True}, "continue_final_message"),  # with add_generation_prompt's default true
+        (
+            {"continue_final_message": True},
+            "continue_final_message",
+        ),  # with add_generation_prompt's default true
         ({"tools": {"name": "x"}}, "tools"),
     ],
 )
@@ -108,9 +130,14 @@ def test_bad_options_are_400s_naming_the_field(renderers, options, param):
     [
         ("x", "messages[1].tool_calls"),
         ([None], "messages[1].tool_calls[0].function"),
-        ([{"id": "1", "type": "function", "function": {"name": "f"}}], "messages[1].tool_calls[0].function.arguments"),
-        ([{"id": "1", "type": "function", "function": {"name": 3, "arguments": "{}"}}],
-         "messages[1].tool_calls[0].function.name"),
+        (
+            [{"id": "1", "type": "function", "function": {"name": "f"}}],
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        (
+            [{"id": "1", "type": "function", "function": {"name": 3, "arguments": "{}"}}],
+            "messages[1].tool_calls[0].function.name",
+        ),
     ],
 )
 def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(renderers, calls, param):
@@ -130,13 +157,20 @@ def test_a_template_that_raises_is_a_400(renderers, tmp_path):
     assert renderer.folder.chat_template_source == "chat_template.jinja"
     with pytest.raises(ServiceError) as caught:
         renderer.render_text([{"role": "tool", "content": "x"}])
-    assert caught.value.status == 400 and caught.value.param == "messages" and "no tools here" in caught.value.message
+    assert (
+        caught.value.status == 400
+        and caught.value.param == "messages"
+        and "no tools here" in caught.value.message
+    )
 
 
 def test_more_media_than_placeholders_is_a_400(renderers):
     renderer = renderers["qwen2_vl"]
     case = GOLDENS["qwen2_vl/one_image"]
-    media = [media_item(renderer.folder, case["media"][0], 0), media_item(renderer.folder, case["media"][0], 1)]
+    media = [
+        media_item(renderer.folder, case["media"][0], 0),
+        media_item(renderer.folder, case["media"][0], 1),
+    ]
     with pytest.raises(ServiceError) as caught:
         renderer.tokens(case["text"], media)
     assert caught.value.param == "messages" and "images: 1 in the prompt, 2 sent" in caught.value.message
@@ -154,7 +188,10 @@ def test_a_pad_token_typed_in_text_does_not_shift_the_media(renderers):
     [
         ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
         ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
-        ("{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}", "openai"),
+        (
+            "{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}",
+            "openai",
+        ),
         ("{% set first = messages[0] %}{% for p in first.content %}x{% endfor %}", "openai"),
     ],
 )
@@ -172,7 +209,11 @@ def test_a_string_template_gets_the_text_joined_with_the_placeholders_first(tmp_
     folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
     (folder / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
     renderer = Renderer(load_model_folder(str(folder)))
-    content = [{"type": "text", "text": "a"}, {"type": "image", "media_index": 0}, {"type": "text", "text": "b"}]
+    content = [
+        {"type": "text", "text": "a"},
+        {"type": "image", "media_index": 0},
+        {"type": "text", "text": "b"},
+    ]
     assert renderer.render_text([{"role": "user", "content": content}]) == (
         "[<|vision_start|><|image_pad|><|vision_end|>\na\nb]"
     )

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from conftest import MEDIA
 
+from mmprep.decoders import decode_video
 from mmprep.engines.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import make_model_folder
-from mmprep.decoders import decode_video
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 
@@ -26,9 +26,14 @@ transformers = pytest.importorskip("transformers", reason=REASON)
 VIDEOS = {"webm": (MEDIA / "224p_6_vp9.webm", 5), "mp4": (MEDIA / "rotated_90_h264.mp4", 6)}
 CONVERSATION = [
     {"role": "system", "content": "Watch closely."},
-    {"role": "user", "content": [
-        {"type": "video", "media_index": 0}, {"type": "text", "text": "Und das? 🎬"}, {"type": "image", "media_index": 1},
-    ]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "video", "media_index": 0},
+            {"type": "text", "text": "Und das? 🎬"},
+            {"type": "image", "media_index": 1},
+        ],
+    },
     {"role": "assistant", "content": "Zwei Dinge."},
     {"role": "user", "content": [{"type": "text", "text": "Again:"}, {"type": "video", "media_index": 2}]},
 ]
@@ -48,21 +53,32 @@ def media(folder: ModelFolder) -> list[MediaItem]:
     for name in ("webm", "image", "mp4"):
         if name == "image":
             pixels = np.random.default_rng(3).integers(0, 256, (90, 120, 3), dtype=np.uint8)
-            items.append(MediaItem("image", pixels, {}, "image", processed=folder.processor.process_image(pixels)))
+            items.append(
+                MediaItem("image", pixels, {}, "image", processed=folder.processor.process_image(pixels))
+            )
             continue
         path, frames = VIDEOS[name]
         video = decode_video(path.read_bytes(), num_frames=frames)
-        items.append(MediaItem(
-            "video", video.frames, {}, name, timestamps=video.timestamps, indices=video.indices,
-            hf_metadata=video.to_hf_metadata(), processed=folder.processor.process_video(video.frames),
-        ))
+        items.append(
+            MediaItem(
+                "video",
+                video.frames,
+                {},
+                name,
+                timestamps=video.timestamps,
+                indices=video.indices,
+                hf_metadata=video.to_hf_metadata(),
+                processed=folder.processor.process_video(video.frames),
+            )
+        )
     return items
 
 
 def bare(messages):
     return [
         {**m, "content": [{"type": p["type"]} if "media_index" in p else p for p in m["content"]]}
-        if isinstance(m["content"], list) else m
+        if isinstance(m["content"], list)
+        else m
         for m in messages
     ]
 
@@ -78,8 +94,11 @@ def test_the_prompt_equals_transformers_on_decoded_frames(family):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = processor(
-            text=text, images=[items[1].tensor], videos=[v.tensor for v in videos],
-            video_metadata=[VideoMetadata(**v.hf_metadata) for v in videos], do_sample_frames=False,
+            text=text,
+            images=[items[1].tensor],
+            videos=[v.tensor for v in videos],
+            video_metadata=[VideoMetadata(**v.hf_metadata) for v in videos],
+            do_sample_frames=False,
         )
     assert prompt.text == text
     assert list(prompt.token_ids) == list(expected["input_ids"][0])

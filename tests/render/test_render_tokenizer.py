@@ -16,13 +16,70 @@ from tokenizers import Tokenizer
 from mmprep.testing.qwen_tokenizer import tokenizer_file
 
 PIECES = [
-    "hello", "World", "don't", "I'LL", "we've", "naïve", "café", "Zürich", "straße", "İstanbul",
-    "東京都", "日本語の文章です", "中文分词测试", "한국어", "Ελληνικά", "русский", "עברית", "العربية", "हिन्दी",
-    "ภาษาไทย", "tiếng Việt", "e\u0301", "n\u0303", "Å", "\u212b", "ﬁ", "①②", "½", "x²",
-    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇨🇭", "❤️", "🤖🤖",
-    "def f(x):", "    return x**2", "if (a && b) { c++; }", "</div>", "<|endoftext|>x", "#include <stdio.h>",
-    "SELECT * FROM t;", "λx.x", "0x1F", "3.14159", "1234567890", "$HOME/.cache", "a_b-c.d",
-    " ", "  ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "...", "!!!", "—", "«»", "''", '"',
+    "hello",
+    "World",
+    "don't",
+    "I'LL",
+    "we've",
+    "naïve",
+    "café",
+    "Zürich",
+    "straße",
+    "İstanbul",
+    "東京都",
+    "日本語の文章です",
+    "中文分词测试",
+    "한국어",
+    "Ελληνικά",
+    "русский",
+    "עברית",
+    "العربية",
+    "हिन्दी",
+    "ภาษาไทย",
+    "tiếng Việt",
+    "e\u0301",
+    "n\u0303",
+    "Å",
+    "\u212b",
+    "ﬁ",
+    "①②",
+    "½",
+    "x²",
+    "😀",
+    "👍🏽",
+    "👨‍👩‍👧‍👦",
+    "🏳️‍🌈",
+    "🇨🇭",
+    "❤️",
+    "🤖🤖",
+    "def f(x):",
+    "    return x**2",
+    "if (a && b) { c++; }",
+    "</div>",
+    "<|endoftext|>x",
+    "#include <stdio.h>",
+    "SELECT * FROM t;",
+    "λx.x",
+    "0x1F",
+    "3.14159",
+    "1234567890",
+    "$HOME/.cache",
+    "a_b-c.d",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    " \n ",
+    "\u00a0",
+    "\u3000",
+    "...",
+    "!!!",
+    "—",
+    "«»",
+    "''",
+    '"',
 ]
 
 
@@ -67,18 +124,25 @@ def test_as_transformers_qwen2_tokenizer_from_vocab_and_merges(converted, tmp_pa
     assert len(reference) >= len(model["vocab"])
     ours = [e.ids for e in converted.encode_batch(STRINGS, add_special_tokens=False)]
     theirs = reference(STRINGS, add_special_tokens=False)["input_ids"]
-    mismatched = [text for text, a, b in zip(STRINGS, ours, theirs, strict=True) if a != b and "<|" not in text]
+    mismatched = [
+        text for text, a, b in zip(STRINGS, ours, theirs, strict=True) if a != b and "<|" not in text
+    ]
     assert not mismatched, f"{len(mismatched)} of {len(STRINGS)} differ, e.g. {mismatched[:3]!r}"
 
 
 def test_special_tokens_are_atomic_at_their_published_ids(converted):
-    ids = converted.encode("a<|vision_start|><|video_pad|><|vision_end|>b<tool_call>", add_special_tokens=False).ids
+    ids = converted.encode(
+        "a<|vision_start|><|video_pad|><|vision_end|>b<tool_call>", add_special_tokens=False
+    ).ids
     assert ids[1:4] == [151652, 151656, 151653] and ids[-1] == 151657
 
 
 def test_decode_round_trips(converted):
     texts = [unicodedata.normalize("NFC", text) for text in STRINGS[:500]]
-    assert [converted.decode(e.ids, skip_special_tokens=False) for e in converted.encode_batch(texts, add_special_tokens=False)] == texts
+    assert [
+        converted.decode(e.ids, skip_special_tokens=False)
+        for e in converted.encode_batch(texts, add_special_tokens=False)
+    ] == texts
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
@@ -89,9 +153,11 @@ def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
     tokenizer = Tokenizer.from_file(str(path))
     encode = fast_encoder(json.loads(path.read_text()), tokenizer)
     assert encode is not None, "the Qwen tokenizer.json should take the fast path"
-    texts = STRINGS + ["<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>",
-                       # NFC would join a tag's ">" and a combining U+0338 into "≯" if the tag were not split out first
-                       "<|vision_start|><|image_pad|><|vision_end|>\u0338 what is this?<think>\u0338"]
+    texts = STRINGS + [
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>",
+        # NFC would join a tag's ">" and a combining U+0338 into "≯" if the tag were not split out first
+        "<|vision_start|><|image_pad|><|vision_end|>\u0338 what is this?<think>\u0338",
+    ]
     expected = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
     mismatched = [text for text, ids in zip(texts, expected, strict=True) if encode(text) != ids]
     assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, e.g. {mismatched[:3]!r}"

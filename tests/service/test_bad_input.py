@@ -81,7 +81,9 @@ def test_an_mp4_cut_off_before_its_index_says_it_is_incomplete(tmp_path, given_a
     source = {"bytes": cut, "path": str(tmp_path / "cut.mp4"), "file": io.BytesIO(b"junk" + cut)}[given_as]
     if given_as == "file":
         source.seek(4)  # read from where the caller left the file, as decode_video does
-    with pytest.raises(CorruptMediaError, match=r"the MP4/MOV file is incomplete: its index \(the moov box\) is missing"):
+    with pytest.raises(
+        CorruptMediaError, match=r"the MP4/MOV file is incomplete: its index \(the moov box\) is missing"
+    ):
         decode_video(source)
 
 
@@ -179,6 +181,8 @@ def test_what_is_not_media_is_named_for_what_it_is(data, kind):
 
 def test_a_damaged_video_says_what_it_looked_like():
     head = (MEDIA / "224p_6_vp9.webm").read_bytes()[:64]
-    with pytest.raises(CorruptMediaError, match="starts like a Matroska/WebM file, so it may be damaged") as caught:
+    with pytest.raises(
+        CorruptMediaError, match="starts like a Matroska/WebM file, so it may be damaged"
+    ) as caught:
         decode_video(head)
     assert "<none>" not in str(caught.value)

@@ -90,9 +90,13 @@ class Served:
 
 
 def chat_request(stream: bool = True, content: str = "hi") -> bytes:
-    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    body = json.dumps(
+        {"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream}
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     return head + body
 
 
@@ -123,12 +127,19 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         wait_for(engine.stopped.is_set, "the engine's work to stop")
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
         # What the request held is freed (the collector run for the cycles a cancelled task leaves).
-        wait_for(lambda: gc.collect() is not None and engine.held[0]() is None, "the request's memory to be freed")
+        wait_for(
+            lambda: gc.collect() is not None and engine.held[0]() is None, "the request's memory to be freed"
+        )
         # The one slot is free again: the next request is admitted, not refused.
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}
-        with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=body, timeout=DEADLINE_S) as response:
+        with httpx.stream(
+            "POST", f"{served.url}/v1/chat/completions", json=body, timeout=DEADLINE_S
+        ) as response:
             assert response.status_code == 200
-        assert 'mmprep_connections_closed_total{reason="write_timeout"} 1.0' in httpx.get(f"{served.url}/metrics").text
+        assert (
+            'mmprep_connections_closed_total{reason="write_timeout"} 1.0'
+            in httpx.get(f"{served.url}/metrics").text
+        )
         reader.close()
 
 
@@ -159,8 +170,10 @@ def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset(
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
         with httpx.Client(timeout=DEADLINE_S) as client:
             for _ in range(3):  # on one kept-alive connection: a 503 does not close it
-                response = client.post(f"{served.url}/v1/chat/completions",
-                                       json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+                response = client.post(
+                    f"{served.url}/v1/chat/completions",
+                    json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+                )
                 assert response.status_code == 503
                 assert response.headers["retry-after"] == "1"
                 assert response.json()["error"]["code"] == "overloaded"
@@ -184,7 +197,9 @@ def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
         for sock in idle:
             sock.close()
         wait_for(lambda: served.metric("mmprep_connections_open") == 0, "the connections to close")
-        assert httpx.get(f"{served.url}/health", timeout=DEADLINE_S).status_code == 200  # below the limit again
+        assert (
+            httpx.get(f"{served.url}/health", timeout=DEADLINE_S).status_code == 200
+        )  # below the limit again
 
 
 def test_a_request_head_that_never_ends_is_cut_off_with_408():
@@ -200,8 +215,10 @@ def test_a_request_head_that_never_ends_is_cut_off_with_408():
 def test_a_body_that_stops_arriving_is_cut_off_with_408():
     with Served(header_timeout=0.3) as served:
         slow = connect(served.port)
-        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{")  # and never the other 99 bytes
+        slow.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )  # and never the other 99 bytes
         answer = read_until_closed(slow)
         assert answer.startswith(b"HTTP/1.1 408")
         assert "body stopped arriving" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["message"]
@@ -292,8 +309,10 @@ def test_processes_serve_one_port_together_and_stop_together():
         children = listening_children()
         for _ in range(4):
             with httpx.Client(timeout=DEADLINE_S) as client:  # a new connection each time
-                response = client.post(f"{server.url}/v1/chat/completions",
-                                       json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+                response = client.post(
+                    f"{server.url}/v1/chat/completions",
+                    json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+                )
                 assert response.status_code == 200
     finally:
         assert server.stop() == 0

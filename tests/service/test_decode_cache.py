@@ -23,7 +23,9 @@ def turn(server, text: str, **sampling) -> httpx.Response:
 
 def lookups(server) -> dict:
     text = httpx.get(f"{server.url}/metrics").text
-    return {result: metric(text, "mmprep_decode_cache_lookups_total", result=result) for result in ("hit", "miss")}
+    return {
+        result: metric(text, "mmprep_decode_cache_lookups_total", result=result) for result in ("hit", "miss")
+    }
 
 
 def test_a_multi_turn_chat_decodes_its_video_once():

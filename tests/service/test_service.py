@@ -14,9 +14,9 @@ import xxhash
 from conftest import MEDIA
 from PIL import Image
 
+from mmprep.decoders import decode_image, decode_video
 from mmprep.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
 from mmprep.testing.servers import LiveServer
-from mmprep.decoders import decode_image, decode_video
 
 WEBM = "224p_6_vp9.webm"
 MP4 = "bframes_h264.mp4"
@@ -62,9 +62,9 @@ def expected_video(name: str, **sampling) -> dict:
 
 def assert_video_account(item: dict, name: str, **sampling) -> None:
     assert item["kind"] == "video"
-    assert {key: item[key] for key in ("shape", "timestamps", "indices", "xxh3", "metadata")} == expected_video(
-        name, **sampling
-    )
+    assert {
+        key: item[key] for key in ("shape", "timestamps", "indices", "xxh3", "metadata")
+    } == expected_video(name, **sampling)
 
 
 # -- the four ways in, streamed and not -------------------------------------------------
@@ -108,7 +108,9 @@ def test_file_url_under_the_allowed_path(client, allowed_dir, stream):
 
 
 def test_request_level_sampling_applies_to_every_video(client):
-    account, _, _ = ask_echo(client, video(WEBM_URL), extra_body={"media_io_kwargs": {"video": {"num_frames": 2}}})
+    account, _, _ = ask_echo(
+        client, video(WEBM_URL), extra_body={"media_io_kwargs": {"video": {"num_frames": 2}}}
+    )
     assert_video_account(account["media"][0], WEBM, num_frames=2)
     assert account["media"][0]["timestamps"] == [0.0, 2.5]
 
@@ -164,7 +166,9 @@ def test_identical_media_is_fetched_once(client, media_server):
 def test_max_tokens_cuts_the_answer(client, stream):
     messages = [{"role": "user", "content": "hello"}]
     if stream:
-        chunks = list(client.chat.completions.create(model=MODEL, messages=messages, max_tokens=3, stream=True))
+        chunks = list(
+            client.chat.completions.create(model=MODEL, messages=messages, max_tokens=3, stream=True)
+        )
         pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
         assert len(pieces) == 3 and all(len(p) == 8 for p in pieces)
         assert chunks[-1].choices[0].finish_reason == "length"
@@ -194,7 +198,9 @@ def test_sampling_parameters_reach_the_engine(client):
 def test_stream_usage_comes_last_with_no_choices(client):
     chunks = list(
         client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True,
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
             stream_options={"include_usage": True},
         )
     )

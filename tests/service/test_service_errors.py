@@ -32,7 +32,9 @@ def allowed_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(allowed_dir):
-    with LiveServer(allowed_local_media_path=[allowed_dir], max_fetch_bytes=200_000, max_media_parts=3) as live:
+    with LiveServer(
+        allowed_local_media_path=[allowed_dir], max_fetch_bytes=200_000, max_media_parts=3
+    ) as live:
         yield live
 
 
@@ -59,7 +61,9 @@ def test_more_than_one_choice_is_refused(server):
 
 
 def test_an_unknown_part_type_is_named(server):
-    body = chat({"type": "text", "text": "hi"}, {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}})
+    body = chat(
+        {"type": "text", "text": "hi"}, {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+    )
     error = assert_error(post(server, body), 400, "unsupported_content_type", "messages[0].content[1].type")
     assert "input_audio" in error["message"]
 
@@ -79,10 +83,15 @@ def test_malformed_requests_name_the_field(server, body, param):
 
 def test_a_body_that_is_not_json_is_a_400(server):
     response = httpx.post(
-        f"{server.url}/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+        f"{server.url}/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
     )
     message = assert_error(response, 400, "invalid_request")["message"]
-    assert message.startswith("the request body is not valid JSON: Expecting property name") and "byte 1" in message
+    assert (
+        message.startswith("the request body is not valid JSON: Expecting property name")
+        and "byte 1" in message
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,18 +106,24 @@ def test_a_body_that_is_not_json_is_a_400(server):
     ids=["empty", "array", "string", "latin1", "no-messages"],
 )
 def test_a_body_that_is_not_a_chat_request_says_what_is_wrong(server, body, says):
-    response = httpx.post(f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+    )
     assert says in assert_error(response, 400, "invalid_request")["message"]
 
 
 def test_json_sent_as_a_form_says_to_send_it_as_json(server):
     body = json.dumps(chat({"type": "text", "text": "hi"}))
     response = httpx.post(  # what `curl -d` does
-        f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+        f"{server.url}/v1/chat/completions",
+        content=body,
+        headers={"content-type": "application/x-www-form-urlencoded"},
     )
     message = assert_error(response, 415, "unsupported_media_type")["message"]
     assert "Content-Type: application/json" in message and "application/x-www-form-urlencoded" in message
-    no_header = httpx.post(f"{server.url}/v1/chat/completions", content=body)  # no Content-Type at all: read as JSON
+    no_header = httpx.post(
+        f"{server.url}/v1/chat/completions", content=body
+    )  # no Content-Type at all: read as JSON
     assert no_header.status_code == 200
 
 
@@ -123,10 +138,25 @@ def test_too_many_media_parts(server):
 @pytest.mark.parametrize(
     ("kind", "content_type", "data", "says"),
     [
-        ("video", "text/html", b"<!DOCTYPE html><html><body>Not found</body></html>", "this is an HTML page, not a video"),
+        (
+            "video",
+            "text/html",
+            b"<!DOCTYPE html><html><body>Not found</body></html>",
+            "this is an HTML page, not a video",
+        ),
         ("video", "text/plain", b"hello, this is not a video\n" * 20, "this is plain text, not a video"),
-        ("image", "text/html", b"<html><head></head><body>login</body></html>", "this is an HTML page, not an image"),
-        ("image", "video/webm", (MEDIA / "224p_6_vp9.webm").read_bytes(), "not an image: send it as a video_url part"),
+        (
+            "image",
+            "text/html",
+            b"<html><head></head><body>login</body></html>",
+            "this is an HTML page, not an image",
+        ),
+        (
+            "image",
+            "video/webm",
+            (MEDIA / "224p_6_vp9.webm").read_bytes(),
+            "not an image: send it as a video_url part",
+        ),
     ],
     ids=["html-video", "text-video", "html-image", "webm-image"],
 )
@@ -138,18 +168,24 @@ def test_media_that_is_something_else_says_what_it_is(server, kind, content_type
     assert "BytesIO" not in message and "<none>" not in message
 
 
-@pytest.mark.parametrize("url", ["ftp://example.com/a.mp4", "gopher://x", "just-a-path.mp4", "http:///nohost.mp4"])
+@pytest.mark.parametrize(
+    "url", ["ftp://example.com/a.mp4", "gopher://x", "just-a-path.mp4", "http:///nohost.mp4"]
+)
 def test_unsupported_or_malformed_urls(server, url):
     assert_error(post(server, chat(video(url))), 400, "invalid_media_url", PART)
 
 
 def test_an_unreachable_server(server):
-    error = assert_error(post(server, chat(video(f"http://127.0.0.1:{free_port()}/a.mp4"))), 400, "media_fetch_failed", PART)
+    error = assert_error(
+        post(server, chat(video(f"http://127.0.0.1:{free_port()}/a.mp4"))), 400, "media_fetch_failed", PART
+    )
     assert "127.0.0.1" in error["message"]
 
 
 def test_a_missing_remote_file(server, media_server):
-    error = assert_error(post(server, chat(video(f"{media_server.url}/status/404"))), 400, "media_fetch_failed", PART)
+    error = assert_error(
+        post(server, chat(video(f"{media_server.url}/status/404"))), 400, "media_fetch_failed", PART
+    )
     assert "404" in error["message"]
 
 
@@ -166,7 +202,9 @@ def test_too_many_redirects(server, media_server):
 @pytest.mark.parametrize("route", ["zeros", "zeros-undeclared"])
 def test_a_download_over_the_cap_is_refused(server, media_server, route):
     # 300 KB against a 200 KB cap, with and without a Content-Length to go by.
-    assert_error(post(server, chat(video(f"{media_server.url}/{route}/300000"))), 400, "media_too_large", PART)
+    assert_error(
+        post(server, chat(video(f"{media_server.url}/{route}/300000"))), 400, "media_too_large", PART
+    )
 
 
 def test_a_data_url_over_the_cap(server):
@@ -190,7 +228,10 @@ def test_audio_only_media(server):
 
 
 def test_an_image_that_is_not_an_image(server):
-    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"nope").decode()}}
+    part = {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"nope").decode()},
+    }
     assert_error(post(server, chat(part)), 400, "corrupt_media", "messages[0].content[0].image_url")
 
 
@@ -242,7 +283,9 @@ def test_file_urls_are_off_by_default(media_server):
     ],
 )
 def test_invalid_part_sampling(server, sampling, param):
-    assert_error(post(server, chat(video("data:video/webm;base64,AAAA", **sampling))), 400, "invalid_sampling", param)
+    assert_error(
+        post(server, chat(video("data:video/webm;base64,AAAA", **sampling))), 400, "invalid_sampling", param
+    )
 
 
 def test_fps_and_num_frames_together_in_one_place_are_refused(server):
@@ -275,7 +318,9 @@ def test_the_deadline_stops_a_slow_fetch(media_server):
 
 def test_too_much_work_in_flight_gets_503_with_retry_after(media_server):
     with LiveServer(max_concurrent_requests=1) as live:
-        slow = threading.Thread(target=post, args=(live, chat(video(f"{media_server.url}/slow/2/224p_6_vp9.webm"))))
+        slow = threading.Thread(
+            target=post, args=(live, chat(video(f"{media_server.url}/slow/2/224p_6_vp9.webm")))
+        )
         slow.start()
         wait_until(lambda: in_flight(live) == 1, "the slow request to take the one place")
         response = post(live, chat({"type": "text", "text": "hi"}))
@@ -314,7 +359,13 @@ def test_a_request_body_over_the_limit_is_413(caplog):
         declared = post(live, big)
         chunked = httpx.post(
             f"{live.url}/v1/chat/completions",
-            content=iter([b'{"model": "mmprep-echo", "messages": [{"role": "user", "content": "', b"x" * 20_000, b'"}]}']),
+            content=iter(
+                [
+                    b'{"model": "mmprep-echo", "messages": [{"role": "user", "content": "',
+                    b"x" * 20_000,
+                    b'"}]}',
+                ]
+            ),
             headers={"content-type": "application/json"},
         )
         small = post(live, chat({"type": "text", "text": "hi"}))
@@ -324,7 +375,11 @@ def test_a_request_body_over_the_limit_is_413(caplog):
     assert small.status_code == 200
     assert 'mmprep_requests_total{status="413"} 2.0' in metrics
     assert 'mmprep_errors_total{code="request_too_large"} 2.0' in metrics
-    refusals = [r for r in caplog.records if r.getMessage() == "refused" and getattr(r, "code", None) == "request_too_large"]
+    refusals = [
+        r
+        for r in caplog.records
+        if r.getMessage() == "refused" and getattr(r, "code", None) == "request_too_large"
+    ]
     assert len(refusals) == 2
 
 
@@ -355,7 +410,9 @@ def test_a_client_that_disconnects_stops_its_decode(long_decode):
         with pytest.raises(httpx.ReadTimeout):
             post(live, chat(video(f"file://{clip}", num_frames=2)), timeout=full_decode / 5)
         gone = time.monotonic()
-        wait_until(lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode)
+        wait_until(
+            lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode
+        )
         stopped_after = time.monotonic() - gone
         # the scenario, not a wait for anything: an unstopped decode would deliver its frames meanwhile
         time.sleep(full_decode / 2)
@@ -372,7 +429,9 @@ def test_the_deadline_stops_a_long_decode(long_decode):
         response = post(live, chat(video(f"file://{clip}", num_frames=2)))
         took = time.monotonic() - started
         # the decode stops at its next packet
-        wait_until(lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode)
+        wait_until(
+            lambda: not live.service.preprocessing.pool.active, "the decode to stop", timeout=full_decode
+        )
         assert time.monotonic() - started < full_decode / 2
     assert_error(response, 400, "decode_timeout", PART)
     assert took < full_decode / 2
@@ -390,11 +449,21 @@ def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
     from mmprep.core.config import Settings
 
     app = create_app(Settings())
-    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+    body = json.dumps(
+        {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    ).encode()
     scope = {
-        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
-        "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2),
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
     }
 
@@ -413,7 +482,9 @@ def test_a_connection_lost_as_the_stream_starts_frees_its_slot():
             with pytest.raises(ClientDisconnect):  # how Starlette reports the lost connection
                 await app(scope, receive, send)
             text = service.metrics.render()  # what /metrics would serve
-            return metric(text, "mmprep_requests_in_flight"), metric(text, "mmprep_requests_total", status="499")
+            return metric(text, "mmprep_requests_in_flight"), metric(
+                text, "mmprep_requests_total", status="499"
+            )
 
     in_flight, gone = asyncio.run(scenario())
     assert in_flight == 0

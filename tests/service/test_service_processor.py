@@ -15,6 +15,9 @@ import xxhash
 from conftest import MEDIA
 
 from mmprep.core.config import Settings
+from mmprep.decoders import decode_image, decode_video
+from mmprep.decoders.errors import InvalidArgumentError
+from mmprep.processors import FAMILIES, load_processor
 from mmprep.testing.chat import (
     ask,
     assert_error,
@@ -29,9 +32,6 @@ from mmprep.testing.chat import (
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.metrics import metric
 from mmprep.testing.servers import LiveServer, WorkerProcess
-from mmprep.decoders import decode_image, decode_video
-from mmprep.decoders.errors import InvalidArgumentError
-from mmprep.processors import FAMILIES, load_processor
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 ROTATED = MEDIA / "rotated_90_h264.mp4"  # stored 160x96, shown 96x160
@@ -81,7 +81,12 @@ def test_the_echo_engine_gets_the_tensors_processors_makes_from_the_same_frames(
     assert [item["processed"] for item in answer["media"]] == [expected(m) for m in made]
     names = [list(item["processed"]["tensors"]) for item in answer["media"]]
     assert names == [["pixel_values_videos", "video_grid_thw"], ["pixel_values", "image_grid_thw"]]
-    assert answer["media"][0]["shape"] == [4, 224, 224, 3]  # the frames as decoded: the processor resized them
+    assert answer["media"][0]["shape"] == [
+        4,
+        224,
+        224,
+        3,
+    ]  # the frames as decoded: the processor resized them
     # usage counts the placeholder tokens, not a token per frame
     assert usage.prompt_tokens == math.ceil(len(answer["text"]) / 8) + sum(m.num_tokens for m in made)
 
@@ -117,17 +122,25 @@ def test_ffmpeg_resize_uses_the_kernel_of_the_processors_resize():
 
 @pytest.mark.slow  # a `mmprep worker` process
 def test_a_worker_gets_the_same_tensors_as_the_embedded_engine(exact_server):
-    content = [{"type": "text", "text": "Compare."}, video_part(num_frames=4), image(PNG), video_part(num_frames=4)]
+    content = [
+        {"type": "text", "text": "Compare."},
+        video_part(num_frames=4),
+        image(PNG),
+        video_part(num_frames=4),
+    ]
     worker = WorkerProcess()
     with worker:
         worker.wait_ready()
-        settings = Settings(engine="workers", worker_url=[worker.url], allow_private_networks=True, processor=PROCESSOR)
+        settings = Settings(
+            engine="workers", worker_url=[worker.url], allow_private_networks=True, processor=PROCESSOR
+        )
         with LiveServer(settings) as front:
             remote = ask(openai_client(front), content, stream=True)
     local = ask(openai_client(exact_server), content, stream=True)
     assert remote == local
     assert [item["processed"]["num_tokens"] for item in json.loads(remote[0])["media"]] == [
-        load_processor(PROCESSOR).video_tokens(4, 224, 224), load_processor(PROCESSOR).image_tokens(60, 80),
+        load_processor(PROCESSOR).video_tokens(4, 224, 224),
+        load_processor(PROCESSOR).image_tokens(60, 80),
         load_processor(PROCESSOR).video_tokens(4, 224, 224),
     ]
 
@@ -205,7 +218,9 @@ def test_the_processors_sizes_treat_height_and_width_alike(family):
     """What decode_video's frame_size rule must satisfy (the rotation comes after it)."""
     processor = load_processor(family)
     for frames, height, width in [(1, 96, 160), (4, 720, 1280), (7, 33, 901), (32, 1080, 1920), (2, 10, 600)]:
-        assert processor.video_size(frames, width, height) == processor.video_size(frames, height, width)[::-1]
+        assert (
+            processor.video_size(frames, width, height) == processor.video_size(frames, height, width)[::-1]
+        )
 
 
 def _png_bytes(url: str) -> bytes:

@@ -17,9 +17,9 @@ from PIL import Image
 from vllm_like import TOKENS_PER_FRAME, VllmLike
 
 from mmprep.core.config import Settings
+from mmprep.decoders import decode_image, decode_video
 from mmprep.testing.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
-from mmprep.decoders import decode_image, decode_video
 
 MODEL = "test-vlm"
 MP4 = "bframes_h264.mp4"
@@ -35,7 +35,13 @@ def vllm():
 
 def mmprep_before(upstream_url: str, model: str = MODEL, **settings) -> LiveServer:
     return LiveServer(
-        Settings(engine="openai", upstream_url=upstream_url, upstream_model=model, allow_private_networks=True, **settings)
+        Settings(
+            engine="openai",
+            upstream_url=upstream_url,
+            upstream_model=model,
+            allow_private_networks=True,
+            **settings,
+        )
     )
 
 
@@ -49,7 +55,9 @@ def front(vllm):
 def long_clip(tmp_path_factory):
     """60 painted frames at 10 fps: more frames than vLLM keeps unless told."""
     folder = tmp_path_factory.mktemp("upstream")
-    return write_painted_clip(folder / "long.mp4", "mp4", "libx264", 10, 60, 128, 64, {"crf": "18", "g": "10"})
+    return write_painted_clip(
+        folder / "long.mp4", "mp4", "libx264", 10, 60, 128, 64, {"crf": "18", "g": "10"}
+    )
 
 
 def assert_same_frames(received: np.ndarray, decoded: np.ndarray) -> None:
@@ -115,11 +123,24 @@ def test_the_same_video_twice_shares_one_set_of_metadata(vllm, front):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_sampling_parameters_usage_and_finish_reason_pass_through(vllm, front, stream):
-    text, finish, usage = ask(openai_client(front), "one two three", model=MODEL, stream=stream, max_tokens=2,
-                              temperature=0.5, top_p=0.8, seed=3, stop=["zz"])
+    text, finish, usage = ask(
+        openai_client(front),
+        "one two three",
+        model=MODEL,
+        stream=stream,
+        max_tokens=2,
+        temperature=0.5,
+        top_p=0.8,
+        seed=3,
+        stop=["zz"],
+    )
     body = vllm.received[-1]["body"]
     assert {key: body.get(key) for key in ("max_tokens", "temperature", "top_p", "seed", "stop")} == {
-        "max_tokens": 2, "temperature": 0.5, "top_p": 0.8, "seed": 3, "stop": ["zz"],
+        "max_tokens": 2,
+        "temperature": 0.5,
+        "top_p": 0.8,
+        "seed": 3,
+        "stop": ["zz"],
     }
     assert body["model"] == MODEL and body["stream"] is stream
     assert finish == "length" and len(text) == 32
@@ -131,14 +152,24 @@ def test_sampling_parameters_usage_and_finish_reason_pass_through(vllm, front, s
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_an_upstream_refusal_keeps_its_status_and_message(front, stream):
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000, "stream": stream}
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 5000,
+        "stream": stream,
+    }
     error = assert_error(post(front, body, timeout=30), 400)  # JSON, even when streamed
     assert "maximum context length is 4096 tokens" in error["message"]
 
 
 def test_an_unknown_upstream_model_is_a_404(vllm):
-    with mmprep_before(f"{vllm.url}/v1", model="no-such-model") as live, pytest.raises(openai.NotFoundError) as caught:
-        openai_client(live).chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    with (
+        mmprep_before(f"{vllm.url}/v1", model="no-such-model") as live,
+        pytest.raises(openai.NotFoundError) as caught,
+    ):
+        openai_client(live).chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "hi"}]
+        )
     assert "does not exist" in caught.value.body["message"]
 
 

@@ -82,9 +82,13 @@ def test_the_upstream_gets_the_processors_tensors_unchanged(upstream):
     assert body["sampling_params"]["detokenize"] is False
     videos = [item for item in case.media if item.kind == "video"]
     for item, media in zip(items["video"], videos, strict=True):
-        np.testing.assert_array_equal(item["pixel_values_videos"].data, media.processed.tensors["pixel_values_videos"])
+        np.testing.assert_array_equal(
+            item["pixel_values_videos"].data, media.processed.tensors["pixel_values_videos"]
+        )
     (image,) = [item for item in case.media if item.kind == "image"]
-    np.testing.assert_array_equal(items["image"][0]["pixel_values"].data, image.processed.tensors["pixel_values"])
+    np.testing.assert_array_equal(
+        items["image"][0]["pixel_values"].data, image.processed.tensors["pixel_values"]
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -122,7 +126,9 @@ def broken():
 
         async def events():
             yield 'data: {"request_id": "x", "choices": [{"index": 0, "token_ids": [5]}]}\n\n'
-            error = {"error": {"message": "Internal server error", "type": "InternalServerError", "code": 500}}
+            error = {
+                "error": {"message": "Internal server error", "type": "InternalServerError", "code": 500}
+            }
             yield f"data: {json.dumps(error)}\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -151,10 +157,15 @@ def test_settings_name_the_engine_and_what_it_needs(tmp_path):
     with pytest.raises(ValueError, match="model"):
         Settings(engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL)
     with pytest.raises(ValueError, match="--upstream-model-id only applies with --model"):
-        Settings(engine="openai", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, upstream_model_id="x")
+        Settings(
+            engine="openai", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, upstream_model_id="x"
+        )
     folder = make_model_folder("qwen2_5_vl", tmp_path / "Qwen2.5-VL-7B-Instruct")
     settings = Settings(
-        engine="vllm-generate", upstream_url="http://127.0.0.1:1/v1", upstream_model=MODEL, model=folder,
+        engine="vllm-generate",
+        upstream_url="http://127.0.0.1:1/v1",
+        upstream_model=MODEL,
+        model=folder,
         upstream_model_id="Qwen/Qwen2.5-VL-7B-Instruct",
     )
     engine = build_engine(settings)
@@ -176,8 +187,12 @@ def qwen2_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def front(upstream, qwen2_folder):
     settings = Settings(
-        engine="vllm-generate", upstream_url=f"{upstream.url}/v1", upstream_model=MODEL, model=qwen2_folder,
-        served_model_name=[MODEL], allow_private_networks=True,
+        engine="vllm-generate",
+        upstream_url=f"{upstream.url}/v1",
+        upstream_model=MODEL,
+        model=qwen2_folder,
+        served_model_name=[MODEL],
+        allow_private_networks=True,
     )
     with LiveServer(settings) as live:
         yield live
@@ -185,7 +200,11 @@ def front(upstream, qwen2_folder):
 
 def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
     clip = MEDIA / "bframes_h264.mp4"
-    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), {"type": "text", "text": "What is shown?"}, model=MODEL)
+    body = chat(
+        video(data_url(clip, "video/mp4"), num_frames=4),
+        {"type": "text", "text": "What is shown?"},
+        model=MODEL,
+    )
     answer = post(front, {**body, "max_tokens": 3})
     assert answer.status_code == 200, answer.text
     assert answer.json()["usage"]["completion_tokens"] == 3
@@ -193,7 +212,7 @@ def test_a_chat_with_a_video_goes_to_vllm_as_tokens(front, upstream):
     sent = received["body"]
     (span,) = sent["features"]["mm_placeholders"]["video"]
     assert answer.json()["usage"]["prompt_tokens"] == len(sent["token_ids"])
-    assert set(sent["token_ids"][span["offset"]:span["offset"] + span["length"]]) == {VIDEO_PAD}
+    assert set(sent["token_ids"][span["offset"] : span["offset"] + span["length"]]) == {VIDEO_PAD}
     (item,) = received["items"]["video"]
     assert item["video_grid_thw"].data[0] == 2  # 4 frames, 2 per temporal block
     assert sent["sampling_params"]["max_tokens"] == 3 and sent["model"] == MODEL
@@ -206,9 +225,15 @@ def test_the_openai_client_streams_the_detokenized_answer(front):
     client = openai_client(front)
     clip = MEDIA / "bframes_h264.mp4"
     stream = client.chat.completions.create(
-        model=MODEL, stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": [video(data_url(clip, "video/mp4"), num_frames=4),
-                                               {"type": "text", "text": "Hi"}]}],
+        model=MODEL,
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[
+            {
+                "role": "user",
+                "content": [video(data_url(clip, "video/mp4"), num_frames=4), {"type": "text", "text": "Hi"}],
+            }
+        ],
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -231,8 +256,13 @@ def test_render_route_answers_what_generate_takes(front, upstream):
 
 
 def test_template_options_are_taken_and_unknown_fields_refused(front, upstream):
-    body = chat({"type": "text", "text": "Hi"}, model=MODEL, max_tokens=1, top_k=3,
-                chat_template_kwargs={"enable_thinking": False})
+    body = chat(
+        {"type": "text", "text": "Hi"},
+        model=MODEL,
+        max_tokens=1,
+        top_k=3,
+        chat_template_kwargs={"enable_thinking": False},
+    )
     answer = post(front, body)
     assert answer.status_code == 200, answer.text
     assert upstream.received[-1]["body"]["sampling_params"]["top_k"] == 3
@@ -242,15 +272,23 @@ def test_template_options_are_taken_and_unknown_fields_refused(front, upstream):
 
 def test_render_route_needs_a_model_folder():
     with LiveServer(Settings()) as live:
-        answer = httpx.post(f"{live.url}/v1/chat/completions/render", json=chat({"type": "text", "text": "hi"}))
+        answer = httpx.post(
+            f"{live.url}/v1/chat/completions/render", json=chat({"type": "text", "text": "hi"})
+        )
     assert answer.status_code == 404 and "--model" in answer.json()["error"]["message"]
 
 
 def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
     """Qwen3-VL's video placeholder is sparse; vLLM 0.33.0's protocol cannot say so."""
     folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-2B-Instruct")
-    settings = Settings(engine="vllm-generate", upstream_url=upstream.url, upstream_model=MODEL, model=folder,
-                        served_model_name=[MODEL], allow_private_networks=True)
+    settings = Settings(
+        engine="vllm-generate",
+        upstream_url=upstream.url,
+        upstream_model=MODEL,
+        model=folder,
+        served_model_name=[MODEL],
+        allow_private_networks=True,
+    )
     with LiveServer(settings) as live:
         clip = MEDIA / "bframes_h264.mp4"
         answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
@@ -259,7 +297,9 @@ def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
     assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (see tests/data/vllm)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (see tests/data/vllm)"
+)
 def test_vllm_reads_the_render_routes_answer(front):
     """With vLLM importable: a request rendered from real media is a valid GenerateRequest
     to vLLM's own pydantic model, and each kwargs_data item decodes with its decoder."""
@@ -267,8 +307,14 @@ def test_vllm_reads_the_render_routes_answer(front):
     from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateRequest
 
     clip = MEDIA / "bframes_h264.mp4"
-    body = chat(video(data_url(clip, "video/mp4"), num_frames=4), image(png_data_url(64, 48)),
-                {"type": "text", "text": "Compare."}, model=MODEL, max_tokens=8, temperature=0.5)
+    body = chat(
+        video(data_url(clip, "video/mp4"), num_frames=4),
+        image(png_data_url(64, 48)),
+        {"type": "text", "text": "Compare."},
+        model=MODEL,
+        max_tokens=8,
+        temperature=0.5,
+    )
     request = httpx.post(f"{front.url}/v1/chat/completions/render", json=body, timeout=60).json()
     parsed = GenerateRequest.model_validate(request)
     assert parsed.sampling_params.max_tokens == 8 and parsed.sampling_params.detokenize is False

@@ -64,13 +64,17 @@ def test_a_typo_in_a_part_is_refused_like_one_in_media_io_kwargs(server):
     in_request = assert_error(
         post(server, chat(video(WEBM), media_io_kwargs={"video": {"num_frame": 4}})), 400, "invalid_sampling"
     )
-    assert "unknown key 'num_frame'" in in_part["message"] and "unknown key 'num_frame'" in in_request["message"]
+    assert (
+        "unknown key 'num_frame'" in in_part["message"] and "unknown key 'num_frame'" in in_request["message"]
+    )
 
 
 def test_vllm_keys_mmprep_does_not_do_are_named(server):
     error = assert_error(post(server, chat(video(WEBM, max_duration=10))), 400, "invalid_sampling", PART)
     assert "mmprep does not do max_duration" in error["message"]
-    refused = assert_error(post(server, chat(video(WEBM, frame_recovery=False))), 400, "invalid_sampling", PART)
+    refused = assert_error(
+        post(server, chat(video(WEBM, frame_recovery=False))), 400, "invalid_sampling", PART
+    )
     assert "frame_recovery can only be true" in refused["message"]
     assert frames(server, video(WEBM, frame_recovery=True, num_frames=2)) == [[0, 5]]
 
@@ -111,7 +115,12 @@ PROCESSOR = {"fps": 1, "do_sample_frames": True, "max_pixels": 200_704}
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_the_echo_account_lists_fields_it_does_not_read(server, stream):
-    text, _, _ = ask(openai_client(server), [video(WEBM)], stream=stream, extra_body={**EXTRA, "mm_processor_kwargs": PROCESSOR})
+    text, _, _ = ask(
+        openai_client(server),
+        [video(WEBM)],
+        stream=stream,
+        extra_body={**EXTRA, "mm_processor_kwargs": PROCESSOR},
+    )
     account = json.loads(text)
     assert account["extra"] == EXTRA
     assert account["mm_processor_kwargs"] == PROCESSOR
@@ -146,10 +155,15 @@ def test_an_engine_that_declares_its_fields_refuses_others_by_name():
 def test_the_clients_x_request_id_is_kept():
     body = chat({"type": "text", "text": "hi"})
     with AppProcess("serve", env={"MMPREP_LOG_LEVEL": "info"}) as app:
-        response = httpx.post(f"{app.url}/v1/chat/completions", json=body, headers={"X-Request-Id": "bench-42"})
+        response = httpx.post(
+            f"{app.url}/v1/chat/completions", json=body, headers={"X-Request-Id": "bench-42"}
+        )
         unnamed = httpx.post(f"{app.url}/v1/chat/completions", json=body)
         log = app.log()
     assert response.headers["x-request-id"] == "bench-42"
     assert response.json()["id"] == "chatcmpl-bench-42"
     assert '"request_id": "bench-42"' in log
-    assert unnamed.headers["x-request-id"].startswith("chatcmpl-") and unnamed.headers["x-request-id"] != "bench-42"
+    assert (
+        unnamed.headers["x-request-id"].startswith("chatcmpl-")
+        and unnamed.headers["x-request-id"] != "bench-42"
+    )

@@ -18,12 +18,12 @@ from vllm_like import IM_END, MERGE, VIDEO_PAD, VISION_END, VISION_START, proces
 
 from mmprep.engines.base import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.processors import load_processor
 from mmprep.vllm.hashing import mm_hash
 from mmprep.vllm.items import kwargs_items
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
 from mmprep.vllm.sampling import generation_defaults, sampling_params
 from mmprep.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
-from mmprep.processors import load_processor
 
 GOLDENS = Path(__file__).parents[1] / "data" / "vllm" / "goldens.json"
 SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no resize for these sizes
@@ -32,16 +32,32 @@ SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}
 # name: (processor, overrides, media [(kind, shape)], mm_processor_kwargs, sampling, stream, extra, defaults)
 CASES = {
     "qwen2_vl_video_image": (
-        "qwen2_vl", SMALL, [("video", (4, 56, 84, 3)), ("image", (56, 56, 3))], None,
-        SamplingParams(max_tokens=5, temperature=0.0, logprobs=True, top_logprobs=2), False, {}, {},
+        "qwen2_vl",
+        SMALL,
+        [("video", (4, 56, 84, 3)), ("image", (56, 56, 3))],
+        None,
+        SamplingParams(max_tokens=5, temperature=0.0, logprobs=True, top_logprobs=2),
+        False,
+        {},
+        {},
     ),
     "qwen2_5_vl_two_videos": (
-        "qwen2_5_vl", SMALL, [("video", (2, 56, 56, 3)), ("image", (84, 84, 3)), ("video", (3, 84, 56, 3))],
+        "qwen2_5_vl",
+        SMALL,
+        [("video", (2, 56, 56, 3)), ("image", (84, 84, 3)), ("video", (3, 84, 56, 3))],
         {"videos_kwargs": {"fps": 2}, "images_kwargs": {"max_pixels": 1000000}},
-        SamplingParams(top_p=0.9, seed=7, stop=("\n\n",), stop_token_ids=(IM_END,), min_tokens=1, top_k=20), True, {}, {},
+        SamplingParams(top_p=0.9, seed=7, stop=("\n\n",), stop_token_ids=(IM_END,), min_tokens=1, top_k=20),
+        True,
+        {},
+        {},
     ),
     "qwen3_vl_image": (
-        "qwen3_vl", SMALL3, [("image", (64, 96, 3))], None, SamplingParams(max_tokens=16), False,
+        "qwen3_vl",
+        SMALL3,
+        [("image", (64, 96, 3))],
+        None,
+        SamplingParams(max_tokens=16),
+        False,
         {"cache_salt": "tenant-7", "presence_penalty": 0.5},
         {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05},
     ),
@@ -63,8 +79,11 @@ class Case:
 def pattern(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Deterministic pixels from integer arithmetic alone (stable across numpy versions)."""
     index = np.arange(int(np.prod(shape)), dtype=np.uint64)
-    return (((index * np.uint64(2654435761) + np.uint64(seed * 977)) >> np.uint64(9)) % np.uint64(256)).astype(
-        np.uint8).reshape(shape)
+    return (
+        (((index * np.uint64(2654435761) + np.uint64(seed * 977)) >> np.uint64(9)) % np.uint64(256))
+        .astype(np.uint8)
+        .reshape(shape)
+    )
 
 
 def build_case(name: str) -> Case:
@@ -76,14 +95,26 @@ def build_case(name: str) -> Case:
     ]
     model_id = f"Qwen/{family}-test"
     options = GenerateOptions(
-        model_id=model_id, served_model="test-vlm", family=family,
-        temporal_patch_size=processor.video_config.temporal_patch_size, generation_defaults=defaults,
+        model_id=model_id,
+        served_model="test-vlm",
+        family=family,
+        temporal_patch_size=processor.video_config.temporal_patch_size,
+        generation_defaults=defaults,
     )
     prepared = PreparedRequest(
-        f"chatcmpl-{name}", "test-vlm", [], media, sampling, stream=stream, mm_processor_kwargs=kwargs, extra=extra,
+        f"chatcmpl-{name}",
+        "test-vlm",
+        [],
+        media,
+        sampling,
+        stream=stream,
+        mm_processor_kwargs=kwargs,
+        extra=extra,
         prompt=qwen_prompt(media),
     )
-    return Case(family, processor.video_config.temporal_patch_size, media, prepared, options, kwargs, model_id)
+    return Case(
+        family, processor.video_config.temporal_patch_size, media, prepared, options, kwargs, model_id
+    )
 
 
 def digest(text: str) -> str:
@@ -109,7 +140,10 @@ def test_items_are_vllms_bytes(name, goldens):
     encodes the MultiModalKwargsItem its renderer makes of it."""
     case = build_case(name)
     body = generate_request(case.prepared, case.options)
-    ours = {modality: [digest(text) for text in texts] for modality, texts in body["features"]["kwargs_data"].items()}
+    ours = {
+        modality: [digest(text) for text in texts]
+        for modality, texts in body["features"]["kwargs_data"].items()
+    }
     assert ours == goldens["cases"][name]["kwargs_data"]
 
 
@@ -118,7 +152,9 @@ def test_mm_hashes_are_vllms(name, goldens):
     case = build_case(name)
     body = generate_request(case.prepared, case.options)
     assert body["features"]["mm_hashes"] == goldens["cases"][name]["mm_hashes"]
-    assert all(len(h) == 64 for hashes in body["features"]["mm_hashes"].values() for h in hashes)  # blake3, full width
+    assert all(
+        len(h) == 64 for hashes in body["features"]["mm_hashes"].values() for h in hashes
+    )  # blake3, full width
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -131,7 +167,9 @@ def test_request_is_what_vllm_dumps(name, goldens):
     assert goldens["vllm"] == "0.33.0"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (see make_goldens.py)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (see make_goldens.py)"
+)
 def test_live_vllm_agrees():
     """With vLLM importable: its decoder, encoder, hasher and pydantic models, live."""
     make_goldens = load_make_goldens()
@@ -139,11 +177,15 @@ def test_live_vllm_agrees():
         case = build_case(name)
         body = generate_request(case.prepared, case.options)
         hf = make_goldens.hf_outputs(case)
-        items = make_goldens.MultiModalKwargsItems.from_hf_inputs(hf, make_goldens.field_config(case.family, hf))
+        items = make_goldens.MultiModalKwargsItems.from_hf_inputs(
+            hf, make_goldens.field_config(case.family, hf)
+        )
         for modality, texts in body["features"]["kwargs_data"].items():
             for text, item in zip(texts, items[modality], strict=True):
                 make_goldens.same_item(make_goldens.decode_mm_kwargs_item(text), item)
-            media = [case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality]
+            media = [
+                case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality
+            ]
             assert [make_goldens.vllm_hash(m, case) for m in media] == body["features"]["mm_hashes"][modality]
         make_goldens.same_model_inputs(body["features"]["kwargs_data"], items)
         assert make_goldens.vllm_dump(body) == make_goldens.as_vllm_dumps(body)
@@ -163,9 +205,15 @@ def test_items_hold_the_processors_tensors():
     # One flat field for the batch of videos, as vLLM's renderer makes it.
     rows = len(first["pixel_values_videos"])
     total = rows + len(second["pixel_values_videos"])
-    assert videos[1]["pixel_values_videos"].field.keywords["slices"] == [((0, rows, None),), ((rows, total, None),)]
+    assert videos[1]["pixel_values_videos"].field.keywords["slices"] == [
+        ((0, rows, None),),
+        ((rows, total, None),),
+    ]
     # Qwen2.5-VL's seconds per temporal block: temporal_patch_size / sampled fps (2 / 2.0 here).
-    assert videos[0]["second_per_grid_ts"].data.shape == () and float(videos[0]["second_per_grid_ts"].data) == 1.0
+    assert (
+        videos[0]["second_per_grid_ts"].data.shape == ()
+        and float(videos[0]["second_per_grid_ts"].data) == 1.0
+    )
 
 
 def test_qwen3_timestamps_are_block_means():
@@ -182,7 +230,17 @@ def test_sparse_placeholder_is_refused_with_the_part_named():
     case = build_case("qwen3_vl_video")
     (video,) = case.media
     per_frame = video.processed.num_tokens // 2
-    ids = [1, VISION_START, *[VIDEO_PAD] * per_frame, VISION_END, 15, 13, VISION_START, *[VIDEO_PAD] * per_frame, VISION_END]
+    ids = [
+        1,
+        VISION_START,
+        *[VIDEO_PAD] * per_frame,
+        VISION_END,
+        15,
+        13,
+        VISION_START,
+        *[VIDEO_PAD] * per_frame,
+        VISION_END,
+    ]
     prompt = TokenPrompt(tuple(ids), (Placeholder("video", 0, 1, len(ids) - 1),))
     with pytest.raises(EngineHTTPError) as refused:
         generate_request(replace(case.prepared, prompt=prompt), case.options)
@@ -210,13 +268,24 @@ def test_same_video_same_hash_and_what_changes_it():
 
 
 def test_sampling_params_sent():
-    sampling = SamplingParams(max_tokens=16, temperature=0.0, top_p=1.0, stop=("END",), logprobs=True, top_logprobs=0)
+    sampling = SamplingParams(
+        max_tokens=16, temperature=0.0, top_p=1.0, stop=("END",), logprobs=True, top_logprobs=0
+    )
     params = sampling_params(sampling, stream=True)
     # stop strings stay with mmprep (no detokenization upstream); 16 is sent though it is
     # vLLM's default, since a max_tokens left out means "the rest of the context".
-    assert params == {"temperature": 0.0, "stop": [], "stop_token_ids": [], "max_tokens": 16, "logprobs": 0,
-                      "detokenize": False, "output_kind": 1, "skip_clone": True, "bad_words": [],
-                      "skip_reading_prefix_cache": False}
+    assert params == {
+        "temperature": 0.0,
+        "stop": [],
+        "stop_token_ids": [],
+        "max_tokens": 16,
+        "logprobs": 0,
+        "detokenize": False,
+        "output_kind": 1,
+        "skip_clone": True,
+        "bad_words": [],
+        "skip_reading_prefix_cache": False,
+    }
     assert "max_tokens" not in sampling_params(SamplingParams(), stream=False)
 
 
@@ -303,6 +372,7 @@ def test_a_video_without_metadata_is_timed_as_transformers_times_it():
     bare = replace(case.media[0], hf_metadata=None, indices=None)
     (item,) = kwargs_items([bare], "qwen2_5_vl", 2)
     assert float(item["second_per_grid_ts"].data) == np.float32(2 / 24)
-    (item,) = kwargs_items([replace(build_case("qwen3_vl_video").media[0], hf_metadata=None, indices=None)],
-                           "qwen3_vl", 2)
+    (item,) = kwargs_items(
+        [replace(build_case("qwen3_vl_video").media[0], hf_metadata=None, indices=None)], "qwen3_vl", 2
+    )
     assert item["timestamps"].data == [(0 + 1 / 24) / 2, (2 / 24 + 2 / 24) / 2]

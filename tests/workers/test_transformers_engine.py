@@ -30,6 +30,7 @@ torch = pytest.importorskip("torch", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
 
 from mmprep.core.config import Settings
+from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
@@ -39,7 +40,6 @@ from mmprep.testing.chat import openai_client
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, WorkerProcess
 from mmprep.workers.remote import RemoteWorkersEngine
-from mmprep.decoders import decode_video
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 
@@ -53,18 +53,42 @@ QUESTION = "What happens in this video?"
 ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
 SAMPLED = [0, 2, 4, 7]
 TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
-    "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+    "vocab_size": 151936,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 4096,
     "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6},
 }
 VISION_CONFIGS = {
     "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
-    "qwen2_5_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
-                   "fullatt_block_indexes": [1], "tokens_per_second": 25},
-    "qwen3_vl": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4, "out_hidden_size": 32,
-                 "deepstack_visual_indexes": [1], "num_position_embeddings": 64},
+    "qwen2_5_vl": {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 4,
+        "out_hidden_size": 32,
+        "fullatt_block_indexes": [1],
+        "tokens_per_second": 25,
+    },
+    "qwen3_vl": {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 4,
+        "out_hidden_size": 32,
+        "deepstack_visual_indexes": [1],
+        "num_position_embeddings": 64,
+    },
 }
-TEXT_FOR = {"qwen3_vl": {"head_dim": 8, "rope_parameters": {**TEXT_CONFIG["rope_parameters"], "mrope_interleaved": True}}}
+TEXT_FOR = {
+    "qwen3_vl": {
+        "head_dim": 8,
+        "rope_parameters": {**TEXT_CONFIG["rope_parameters"], "mrope_interleaved": True},
+    }
+}
 
 
 def build_model_folder(folder, family: str = "qwen2_vl", **text):
@@ -77,7 +101,9 @@ def build_model_folder(folder, family: str = "qwen2_vl", **text):
         "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
-    config = config_class(text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family])
+    config = config_class(
+        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family]
+    )
     model_class(config).save_pretrained(folder)
     return folder
 
@@ -96,11 +122,18 @@ def lossless_video() -> bytes:
 
 VIDEO = lossless_video()
 VIDEO_URL = "data:video/x-matroska;base64," + base64.b64encode(VIDEO).decode()
-MESSAGES = [{"role": "user", "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": QUESTION}]}]
-CHAT = [{"role": "user", "content": [
-    {"type": "video_url", "video_url": {"url": VIDEO_URL, "num_frames": len(SAMPLED)}},
-    {"type": "text", "text": QUESTION},
-]}]
+MESSAGES = [
+    {"role": "user", "content": [{"type": "video", "media_index": 0}, {"type": "text", "text": QUESTION}]}
+]
+CHAT = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "video_url", "video_url": {"url": VIDEO_URL, "num_frames": len(SAMPLED)}},
+            {"type": "text", "text": QUESTION},
+        ],
+    }
+]
 
 
 def transformers_inputs(folder):
@@ -114,16 +147,26 @@ def transformers_inputs(folder):
         )
         video = decode_video(VIDEO, num_frames=len(SAMPLED))
         metadata = transformers.video_utils.VideoMetadata(**video.to_hf_metadata())
-        return processor(text=[text], videos=[ENCODED[SAMPLED]], video_metadata=[metadata], do_sample_frames=False,
-                         return_tensors="pt")
+        return processor(
+            text=[text],
+            videos=[ENCODED[SAMPLED]],
+            video_metadata=[metadata],
+            do_sample_frames=False,
+            return_tensors="pt",
+        )
 
 
 def transformers_generate(folder, inputs, max_new_tokens=NEW_TOKENS, **changed):
     """model.generate, greedy: the new tokens and the log-softmax of each step's raw logits."""
     model = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
-    out = model.generate(**{**inputs, **changed}, max_new_tokens=max_new_tokens, do_sample=False,
-                         return_dict_in_generate=True, output_logits=True)
-    tokens = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    out = model.generate(
+        **{**inputs, **changed},
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
+    tokens = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
     return tokens, torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
 
 
@@ -132,9 +175,16 @@ def prepared(folder, **sampling) -> PreparedRequest:
     our processor's tensors, and the prompt our renderer makes of the chat."""
     model_folder = load_model_folder(str(folder))
     video = decode_video(VIDEO, num_frames=len(SAMPLED))
-    item = MediaItem("video", video.frames, {}, "messages[0].content[0].video_url", timestamps=video.timestamps,
-                     indices=video.indices, hf_metadata=video.to_hf_metadata(),
-                     processed=model_folder.processor.process_video(video.frames))
+    item = MediaItem(
+        "video",
+        video.frames,
+        {},
+        "messages[0].content[0].video_url",
+        timestamps=video.timestamps,
+        indices=video.indices,
+        hf_metadata=video.to_hf_metadata(),
+        processed=model_folder.processor.process_video(video.frames),
+    )
     prompt = Renderer(model_folder).render(MESSAGES, [item])
     sampling.setdefault("max_tokens", NEW_TOKENS)
     return PreparedRequest("chatcmpl-1", "tiny", MESSAGES, [item], SamplingParams(**sampling), prompt=prompt)
@@ -193,10 +243,16 @@ def test_mmprep_gives_the_engine_what_transformers_gives_its_model(folder, refer
 def test_greedy_ids_are_transformers_and_come_one_by_one(engine, folder, reference):
     outputs = asyncio.run(collect(engine.generate(prepared(folder))))
     assert generated(outputs) == reference["tokens"]
-    assert [len(output.token_ids) for output in outputs[:-1]] == [1] * NEW_TOKENS  # streamed, a token at a time
+    assert [len(output.token_ids) for output in outputs[:-1]] == [
+        1
+    ] * NEW_TOKENS  # streamed, a token at a time
     last = outputs[-1]
     prompt_length = reference["inputs"]["input_ids"].shape[1]
-    assert (last.finish_reason, last.prompt_tokens, last.completion_tokens) == ("length", prompt_length, NEW_TOKENS)
+    assert (last.finish_reason, last.prompt_tokens, last.completion_tokens) == (
+        "length",
+        prompt_length,
+        NEW_TOKENS,
+    )
 
 
 def test_logprobs_are_the_raw_models(engine, folder, reference):
@@ -228,9 +284,11 @@ def test_a_stop_token_ends_generation_unless_min_tokens_holds_it_off(engine, fol
     assert generated(outputs) == reference["tokens"][:3]  # the stop token is the last one made
     assert (outputs[-1].finish_reason, outputs[-1].completion_tokens) == ("stop", 3)
 
-    held = generated(asyncio.run(collect(engine.generate(
-        prepared(folder, stop_token_ids=(stop,), min_tokens=4, max_tokens=6)
-    ))))
+    held = generated(
+        asyncio.run(
+            collect(engine.generate(prepared(folder, stop_token_ids=(stop,), min_tokens=4, max_tokens=6)))
+        )
+    )
     assert held[:2] == reference["tokens"][:2] and stop not in held[:4] and len(held) >= 4
 
 
@@ -335,11 +393,24 @@ def ask(server, folder, stream: bool):
     """CHAT through the openai client, asking for logprobs: the answer's text, its finish
     reason, its tokens' logprobs and its usage."""
     client = openai_client(server)
-    options = {"model": folder.name, "messages": CHAT, "max_tokens": NEW_TOKENS, "logprobs": True, "top_logprobs": 2}
+    options = {
+        "model": folder.name,
+        "messages": CHAT,
+        "max_tokens": NEW_TOKENS,
+        "logprobs": True,
+        "top_logprobs": 2,
+    }
     if not stream:
         choice = (answer := client.chat.completions.create(**options)).choices[0]
-        return choice.message.content, choice.finish_reason, [lp.logprob for lp in choice.logprobs.content], answer.usage
-    chunks = list(client.chat.completions.create(**options, stream=True, stream_options={"include_usage": True}))
+        return (
+            choice.message.content,
+            choice.finish_reason,
+            [lp.logprob for lp in choice.logprobs.content],
+            answer.usage,
+        )
+    chunks = list(
+        client.chat.completions.create(**options, stream=True, stream_options={"include_usage": True})
+    )
     choices = [chunk.choices[0] for chunk in chunks if chunk.choices]
     text = "".join(choice.delta.content or "" for choice in choices)
     logprobs = [lp.logprob for choice in choices if choice.logprobs for lp in choice.logprobs.content]
@@ -387,7 +458,9 @@ def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     inputs = transformers_inputs(folder)
     assert inputs["second_per_grid_ts"].tolist() == [0.5]
     tokens, expected = transformers_generate(folder, inputs, max_new_tokens=4)
-    unspaced, _ = transformers_generate(folder, inputs, max_new_tokens=4, second_per_grid_ts=torch.tensor([1.0]))
+    unspaced, _ = transformers_generate(
+        folder, inputs, max_new_tokens=4, second_per_grid_ts=torch.tensor([1.0])
+    )
     assert unspaced != tokens  # without the spacing, other tokens
 
     engine = TransformersEngine(folder, device="cpu")

@@ -29,10 +29,20 @@ RNG = np.random.default_rng(4)
 def prepared() -> PreparedRequest:
     frames = RNG.integers(0, 256, (3, 16, 12, 3), dtype=np.uint8)
     video = MediaItem(
-        "video", frames, {"fps": 2.0, "codec": "vp9"}, "messages[0].content[1].video_url",
-        np.array([0.0, 0.5, 1.25]), np.array([0, 1, 3]), {"fps": 2.0, "frames_indices": [0, 1, 3]},
+        "video",
+        frames,
+        {"fps": 2.0, "codec": "vp9"},
+        "messages[0].content[1].video_url",
+        np.array([0.0, 0.5, 1.25]),
+        np.array([0, 1, 3]),
+        {"fps": 2.0, "frames_indices": [0, 1, 3]},
     )
-    image = MediaItem("image", RNG.integers(0, 256, (5, 7, 3), dtype=np.uint8), {"format": "PNG"}, "messages[0].content[2].image_url")
+    image = MediaItem(
+        "image",
+        RNG.integers(0, 256, (5, 7, 3), dtype=np.uint8),
+        {"format": "PNG"},
+        "messages[0].content[2].image_url",
+    )
     content = [
         {"type": "text", "text": "Look ünïcode"},
         {"type": "video", "media_index": 0},
@@ -40,15 +50,30 @@ def prepared() -> PreparedRequest:
         {"type": "video", "media_index": 2},
     ]
     return PreparedRequest(
-        "chatcmpl-1", "m", [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}],
-        [video, image, video], SAMPLING, stream=True,
-        mm_processor_kwargs={"fps": 1, "max_pixels": 1000}, extra={"tools": [{"type": "function"}]}, prompt=PROMPT,
+        "chatcmpl-1",
+        "m",
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}],
+        [video, image, video],
+        SAMPLING,
+        stream=True,
+        mm_processor_kwargs={"fps": 1, "max_pixels": 1000},
+        extra={"tools": [{"type": "function"}]},
+        prompt=PROMPT,
     )
 
 
 SAMPLING = SamplingParams(
-    max_tokens=7, temperature=0.5, top_p=0.9, seed=1, stop=("a", "b"), stop_token_ids=(7, 151645), ignore_eos=True,
-    min_tokens=2, top_k=20, logprobs=True, top_logprobs=3,
+    max_tokens=7,
+    temperature=0.5,
+    top_p=0.9,
+    seed=1,
+    stop=("a", "b"),
+    stop_token_ids=(7, 151645),
+    ignore_eos=True,
+    min_tokens=2,
+    top_k=20,
+    logprobs=True,
+    top_logprobs=3,
 )
 # the rendered prompt, each placeholder expanded (here 3 video, 2 image, 3 video tokens)
 PROMPT = TokenPrompt(
@@ -71,13 +96,22 @@ def test_a_request_survives_the_wire_and_its_tensors_are_views_of_the_body():
     assert len(body) == encode_request(request).length
     decoded = decode_request(body)
     assert (decoded.request_id, decoded.model, decoded.messages, decoded.sampling, decoded.stream) == (
-        request.request_id, request.model, request.messages, request.sampling, True,
+        request.request_id,
+        request.model,
+        request.messages,
+        request.sampling,
+        True,
     )
     assert (decoded.mm_processor_kwargs, decoded.extra) == (request.mm_processor_kwargs, request.extra)
     assert decoded.prompt == PROMPT and decoded.sampling == SAMPLING  # every field of both
     everything = np.frombuffer(body, np.uint8)
     for got, sent in zip(decoded.media, request.media, strict=True):
-        assert (got.kind, got.param, got.metadata, got.hf_metadata) == (sent.kind, sent.param, sent.metadata, sent.hf_metadata)
+        assert (got.kind, got.param, got.metadata, got.hf_metadata) == (
+            sent.kind,
+            sent.param,
+            sent.metadata,
+            sent.hf_metadata,
+        )
         assert np.array_equal(got.tensor, sent.tensor) and got.tensor.dtype == np.uint8
         assert np.shares_memory(got.tensor, everything)  # a view: not a copy
     assert np.array_equal(decoded.media[0].timestamps, request.media[0].timestamps)
@@ -88,7 +122,11 @@ def test_the_sender_streams_views_of_the_frames():
     request = prepared()
     chunks = asyncio.run(_chunks(request))
     frames = request.media[0].tensor
-    assert any(np.shares_memory(np.frombuffer(chunk, np.uint8), frames) for chunk in chunks if isinstance(chunk, memoryview))
+    assert any(
+        np.shares_memory(np.frombuffer(chunk, np.uint8), frames)
+        for chunk in chunks
+        if isinstance(chunk, memoryview)
+    )
 
 
 async def _chunks(request):
@@ -128,12 +166,29 @@ def header(entries: dict, metadata: dict | None = None) -> bytes:
         (header({}, {"format": "something-else"}), "format"),
         (header({"t": {"dtype": "X9", "shape": [1], "data_offsets": [0, 1]}}) + b"\x00", "needs a dtype"),
         (header({"t": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}}) + b"\x00", "non-negative"),
-        (header({"t": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}) + b"\x00", "within the 1 data bytes"),
-        (header({"t": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}) + b"\x00\x00", "gap or overlap"),
+        (
+            header({"t": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}) + b"\x00",
+            "within the 1 data bytes",
+        ),
+        (
+            header({"t": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}) + b"\x00\x00",
+            "gap or overlap",
+        ),
         (header({"t": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}) + b"\x00\x00", "cover 1 bytes"),
         (header({}), "malformed __metadata__"),
     ],
-    ids=["short", "huge-header", "not-json", "format", "dtype", "shape", "too-short", "gap", "trailing", "no-fields"],
+    ids=[
+        "short",
+        "huge-header",
+        "not-json",
+        "format",
+        "dtype",
+        "shape",
+        "too-short",
+        "gap",
+        "trailing",
+        "no-fields",
+    ],
 )
 def test_a_bad_body_says_what_is_wrong(body, says):
     with pytest.raises(WireError, match=says):
@@ -168,8 +223,14 @@ def test_outputs_and_errors_as_lines():
     assert decode_line(encode_output(tokens).decode()) == tokens  # a token-out engine's ids and logprobs
     assert encode_output(EngineOutput(text="x")).count(b"\n") == 1  # one line, whatever the text
     with pytest.raises(EngineHTTPError) as caught:
-        decode_line(encode_error(EngineHTTPError("too long", 400, "context_length_exceeded", "messages")).decode())
-    assert (caught.value.status, caught.value.code, caught.value.param) == (400, "context_length_exceeded", "messages")
+        decode_line(
+            encode_error(EngineHTTPError("too long", 400, "context_length_exceeded", "messages")).decode()
+        )
+    assert (caught.value.status, caught.value.code, caught.value.param) == (
+        400,
+        "context_length_exceeded",
+        "messages",
+    )
     for garbage in ("not json", "[1]", '{"error": {}}', '{"logprobs": [[1, 0.5]]}'):
         with pytest.raises(WireError):
             decode_line(garbage)

@@ -51,10 +51,19 @@ def workers(slow_log):
     processes = {
         "a": WorkerProcess(),
         "b": WorkerProcess(),
-        "slow": WorkerProcess("--engine-class", "engines:SlowEngine", env={"SLOW_ENGINE_LOG": str(slow_log)},
-                              import_from=[TESTS]),
-        "budget": WorkerProcess("--engine-class", "engines:FrameBudgetEngine", "--max-request-bytes", "1000000",
-                                import_from=[TESTS]),
+        "slow": WorkerProcess(
+            "--engine-class",
+            "engines:SlowEngine",
+            env={"SLOW_ENGINE_LOG": str(slow_log)},
+            import_from=[TESTS],
+        ),
+        "budget": WorkerProcess(
+            "--engine-class",
+            "engines:FrameBudgetEngine",
+            "--max-request-bytes",
+            "1000000",
+            import_from=[TESTS],
+        ),
     }
     try:
         for process in processes.values():
@@ -75,7 +84,9 @@ def echo_server():
 
 def frontend(*workers: WorkerProcess, probe_interval: float = 0.2) -> LiveServer:
     settings = Settings(
-        engine="workers", worker_url=[w.url for w in workers], worker_probe_interval=probe_interval,
+        engine="workers",
+        worker_url=[w.url for w in workers],
+        worker_probe_interval=probe_interval,
         allow_private_networks=True,
     )
     return LiveServer(settings)
@@ -120,7 +131,11 @@ def test_a_worker_sees_exactly_what_the_embedded_engine_sees(workers, echo_serve
         remote = ask(openai_client(front), content, stream=stream, **options)
     local = ask(openai_client(echo_server), content, stream=stream, **options)
     assert remote[0] == local[0]
-    assert [m["shape"] for m in json.loads(remote[0])["media"]] == [[4, 224, 224, 3], [48, 64, 3], [4, 224, 224, 3]]
+    assert [m["shape"] for m in json.loads(remote[0])["media"]] == [
+        [4, 224, 224, 3],
+        [48, 64, 3],
+        [4, 224, 224, 3],
+    ]
     assert remote[1:] == local[1:]
 
 
@@ -167,13 +182,19 @@ def test_a_stopped_worker_is_skipped_and_used_again_once_back(workers):
         before = a.served()
         for front in (unprobed, probed):
             for i in range(4):  # every later request succeeds, streamed or not
-                text, finish, _ = ask(openai_client(front), [{"type": "text", "text": "after"}, video_part(num_frames=2)], stream=i % 2 == 1)
+                text, finish, _ = ask(
+                    openai_client(front),
+                    [{"type": "text", "text": "after"}, video_part(num_frames=2)],
+                    stream=i % 2 == 1,
+                )
                 assert finish == "stop" and json.loads(text)["text"] == "after\n<video_0>"
         assert a.served() - before == 8
         assert not unprobed.service.engine.workers[1].healthy  # the failed connection said so
 
         b.start().wait_ready()
-        assert wait_for(lambda: ask(openai_client(probed), "back?")[1] == "stop" and b.served() > 0), "b is never used again"
+        assert wait_for(lambda: ask(openai_client(probed), "back?")[1] == "stop" and b.served() > 0), (
+            "b is never used again"
+        )
 
 
 def test_a_worker_that_dies_mid_answer_ends_the_stream_with_an_error_event(workers, slow_log):
@@ -212,8 +233,12 @@ def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
         for stream in (False, True):
             body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
             assert_error(post(front, body, timeout=30), 503, "no_worker_available")
-    failures = [r for r in caplog.records if r.name.startswith("mmprep") and r.levelname in ("WARNING", "ERROR")]
-    assert [(r.levelname, r.exc_info) for r in failures] == [("WARNING", None)] * 2  # the deployment's state, not a bug
+    failures = [
+        r for r in caplog.records if r.name.startswith("mmprep") and r.levelname in ("WARNING", "ERROR")
+    ]
+    assert [(r.levelname, r.exc_info) for r in failures] == [
+        ("WARNING", None)
+    ] * 2  # the deployment's state, not a bug
 
 
 # -- errors the worker reports ----------------------------------------------------------
@@ -222,10 +247,18 @@ def test_no_reachable_worker_is_a_503_and_one_warning_line(workers, caplog):
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_an_engine_refusal_before_output_keeps_its_status(workers, stream):
     with frontend(workers["budget"]) as front:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": [video_part(num_frames=6)]}], "stream": stream}
-        error = assert_error(post(front, body, timeout=30), 400, "context_length_exceeded")  # JSON, even when streamed
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": [video_part(num_frames=6)]}],
+            "stream": stream,
+        }
+        error = assert_error(
+            post(front, body, timeout=30), 400, "context_length_exceeded"
+        )  # JSON, even when streamed
         assert "6 frames" in error["message"] and error["param"] == "messages"
-        text, finish, _ = ask(openai_client(front), [video_part(num_frames=2)], stream=stream)  # within its context
+        text, finish, _ = ask(
+            openai_client(front), [video_part(num_frames=2)], stream=stream
+        )  # within its context
         assert finish == "stop" and json.loads(text)["media"][0]["shape"][0] == 2
 
 
@@ -242,12 +275,24 @@ def test_a_worker_refuses_logprobs_its_token_engine_does_not_give(workers):
         finally:
             await remote.stop()
 
-    token_request = PreparedRequest("chatcmpl-1", MODEL, [{"role": "user", "content": "hi"}], [],
-                                    SamplingParams(logprobs=True, top_logprobs=2), prompt=TokenPrompt((1, 2, 3)))
+    token_request = PreparedRequest(
+        "chatcmpl-1",
+        MODEL,
+        [{"role": "user", "content": "hi"}],
+        [],
+        SamplingParams(logprobs=True, top_logprobs=2),
+        prompt=TokenPrompt((1, 2, 3)),
+    )
     with pytest.raises(EngineHTTPError) as refused:
         asyncio.run(ask_worker(token_request))
-    assert (refused.value.status, refused.value.code, refused.value.param) == (400, "unsupported_field", "logprobs")
-    plain = PreparedRequest("chatcmpl-2", MODEL, [{"role": "user", "content": "hi"}], [], SamplingParams(max_tokens=2))
+    assert (refused.value.status, refused.value.code, refused.value.param) == (
+        400,
+        "unsupported_field",
+        "logprobs",
+    )
+    plain = PreparedRequest(
+        "chatcmpl-2", MODEL, [{"role": "user", "content": "hi"}], [], SamplingParams(max_tokens=2)
+    )
     assert asyncio.run(ask_worker(plain))[-1].finish_reason == "length"
 
 
@@ -289,7 +334,9 @@ def test_a_client_that_disconnects_stops_the_work_on_the_worker(workers, slow_lo
         else:
             with pytest.raises(httpx.ReadTimeout):
                 post(front, body, timeout=0.5)
-        assert wait_for(lambda: stopped_early(slow_log) > before, timeout=5), "the worker's engine kept generating"
+        assert wait_for(lambda: stopped_early(slow_log) > before, timeout=5), (
+            "the worker's engine kept generating"
+        )
         assert wait_for(lambda: not front.service.engine.workers[0].in_flight, timeout=5)
 
 
@@ -299,7 +346,11 @@ def test_many_clients_at_once(workers):
     results = []
     with frontend(a, b) as front:
         threads = [
-            threading.Thread(target=lambda i=i: results.append(ask(openai_client(front), [video_part(num_frames=3)], stream=i % 2)))
+            threading.Thread(
+                target=lambda i=i: results.append(
+                    ask(openai_client(front), [video_part(num_frames=3)], stream=i % 2)
+                )
+            )
             for i in range(8)
         ]
         for thread in threads:

@@ -186,8 +186,14 @@ def h264_bframes_mp4():
     """H.264 with B-frames (pyramid) in MP4, 48 frames at 24 fps, a keyframe every 12."""
 
     def build(c):
-        opts = {"crf": "18", "bf": "3", "g": "12", "keyint_min": "12", "sc_threshold": "0",
-                "x264-params": "b-pyramid=normal:open-gop=0"}
+        opts = {
+            "crf": "18",
+            "bf": "3",
+            "g": "12",
+            "keyint_min": "12",
+            "sc_threshold": "0",
+            "x264-params": "b-pyramid=normal:open-gop=0",
+        }
         s = _video_stream(c, "libx264", 24, 192, 128, options=opts)
         _encode(c, s, _painted(48, 192, 128))
 
@@ -261,8 +267,9 @@ def h264_rotated_mp4(degrees):
     k = {90: -1, 180: 2, 270: 1}[degrees]  # inverse of the turn the player applies
 
     def build(c):
-        stored = [(i, np.ascontiguousarray(np.rot90(paint(i, upright_w, upright_h, True), k)))
-                  for i in range(6)]
+        stored = [
+            (i, np.ascontiguousarray(np.rot90(paint(i, upright_w, upright_h, True), k))) for i in range(6)
+        ]
         h, w = stored[0][1].shape[:2]
         s = _video_stream(c, "libx264", 6, w, h, options={"crf": "18"})
         s.set_display_rotation(degrees)  # counter-clockwise, as FFmpeg's display matrix
@@ -317,8 +324,7 @@ def h264_colour_mp4(name, width, height, colorspace, color_range):
         s.codec_context.color_range = AVCOL_RANGE[color_range]
         for i, rgb in enumerate(COLOUR_SWATCHES):
             frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), rgb, np.uint8), "rgb24")
-            frame = frame.reformat(format="yuv420p", dst_colorspace=colorspace,
-                                   dst_color_range=color_range)
+            frame = frame.reformat(format="yuv420p", dst_colorspace=colorspace, dst_color_range=color_range)
             frame.colorspace, frame.color_range = AVCOL_SPC[colorspace], AVCOL_RANGE[color_range]
             frame.pts = i
             c.mux(s.encode(frame))

@@ -41,7 +41,13 @@ CASES: dict[str, tuple[str, dict, str, tuple[int, ...], str]] = {
     "qwen3_video_tiny": ("Qwen/Qwen3-VL-8B-Instruct", {}, "video", (4, 9, 40, 3), "sides under the patch"),
     "qwen3_video_defaults": ("qwen3_vl", {}, "video", (2, 48, 64, 3), "min_pixels (class defaults)"),
     "qwen3_video_over": ("qwen3_vl", SMALL3, "video", (2, 200, 300, 3), "over max_pixels"),
-    "qwen3_video_single": ("qwen3_vl", SMALL3, "video", (1, 70, 90, 3), "one frame (padded; transformers refuses)"),
+    "qwen3_video_single": (
+        "qwen3_vl",
+        SMALL3,
+        "video",
+        (1, 70, 90, 3),
+        "one frame (padded; transformers refuses)",
+    ),
     "qwen3_image_odd": ("Qwen/Qwen3-VL-8B-Instruct", {}, "image", (131, 97, 3), "odd sizes, min_pixels"),
     "qwen3_image_over": ("qwen3_vl", SMALL3, "image", (300, 200, 3), "over max_pixels"),
 }
@@ -121,8 +127,11 @@ def main() -> None:
             "grid": output[grid_key].tolist(),
             "num_tokens": int(np.prod(output[grid_key][0])) // config.merge_size**2,
         }
-    versions = {"transformers": transformers.__version__, "torch": torch.__version__,
-                "torchvision": torchvision.__version__}
+    versions = {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+    }
     np.savez_compressed(HERE / "goldens.npz", **arrays)
     (HERE / "cases.json").write_text(json.dumps({"made_with": versions, "cases": cases}, indent=1) + "\n")
     print(f"{len(cases)} cases, {(HERE / 'goldens.npz').stat().st_size / 1024:.0f} KiB, {versions}")

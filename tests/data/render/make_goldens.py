@@ -32,18 +32,20 @@ from mmprep.testing.model_folder import make_model_folder  # noqa: E402
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city, now",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "the city, e.g. Zürich"}},
-            "required": ["city"],
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city, now",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "the city, e.g. Zürich"}},
+                "required": ["city"],
+            },
         },
-    },
-}]
+    }
+]
 
 
 def image(i):
@@ -68,19 +70,33 @@ VIDEO_LONG = ("video", (8, 56, 84), 24.0, [0, 12, 24, 36, 48, 60, 72, 84])
 # name: (messages, media, options for the render)
 CASES = {
     "text_only": (
-        [{"role": "system", "content": "You answer in one line."}, {"role": "user", "content": "What is 2+2?"}],
-        [], {},
+        [
+            {"role": "system", "content": "You answer in one line."},
+            {"role": "user", "content": "What is 2+2?"},
+        ],
+        [],
+        {},
     ),
     "text_parts": (
-        [{"role": "user", "content": [text("Hello"), text(" there. 東京は晴れ 🌞, naïve café;\n```py\nx = {'a': 1}\n```")]}],
-        [], {},
+        [
+            {
+                "role": "user",
+                "content": [
+                    text("Hello"),
+                    text(" there. 東京は晴れ 🌞, naïve café;\n```py\nx = {'a': 1}\n```"),
+                ],
+            }
+        ],
+        [],
+        {},
     ),
     "one_image": ([{"role": "user", "content": [image(0), text("Describe this image.")]}], [IMAGE_A], {}),
     "one_video": ([{"role": "user", "content": [video(0), text("What happens?")]}], [VIDEO_A], {}),
     "odd_frames_video": ([{"role": "user", "content": [text("Count:"), video(0)]}], [VIDEO_B], {}),
     "several": (
         [{"role": "user", "content": [image(0), text("and"), image(1), video(2), text("then"), video(3)]}],
-        [IMAGE_A, IMAGE_B, VIDEO_A, VIDEO_LONG], {},
+        [IMAGE_A, IMAGE_B, VIDEO_A, VIDEO_LONG],
+        {},
     ),
     "multi_turn": (
         [
@@ -89,48 +105,70 @@ CASES = {
             {"role": "assistant", "content": "A test pattern."},
             {"role": "user", "content": [video(1), text("And this one?")]},
         ],
-        [IMAGE_B, VIDEO_A], {},
+        [IMAGE_B, VIDEO_A],
+        {},
     ),
     "tools": (
         [
             {"role": "system", "content": "You can look up the weather."},
             {"role": "user", "content": [text("Weather in Zürich?")]},
-            {"role": "assistant", "content": "", "tool_calls": [{
-                "id": "call_1", "type": "function",
-                "function": {"name": "get_weather", "arguments": "{\"city\": \"Zürich\"}"},
-            }]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature_c\": 21}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature_c": 21}'},
         ],
-        [], {"tools": TOOLS},
+        [],
+        {"tools": TOOLS},
     ),
     "tools_with_video": (
         [{"role": "user", "content": [video(0), text("Where is this? Check its weather.")]}],
-        [VIDEO_B], {"tools": TOOLS},
+        [VIDEO_B],
+        {"tools": TOOLS},
     ),
     "enable_thinking_false": (
         [{"role": "user", "content": [image(0), text("Think, or not.")]}],
-        [IMAGE_A], {"chat_template_kwargs": {"enable_thinking": False}},
+        [IMAGE_A],
+        {"chat_template_kwargs": {"enable_thinking": False}},
     ),
     "add_vision_id": (
         [{"role": "user", "content": [image(0), video(1), text("Compare them.")]}],
-        [IMAGE_A, VIDEO_A], {"chat_template_kwargs": {"add_vision_id": True}},
+        [IMAGE_A, VIDEO_A],
+        {"chat_template_kwargs": {"add_vision_id": True}},
     ),
     "continue_final_message": (
         [
             {"role": "user", "content": [image(0), text("Name it.")]},
             {"role": "assistant", "content": "It is a"},
         ],
-        [IMAGE_A], {"add_generation_prompt": False, "continue_final_message": True},
+        [IMAGE_A],
+        {"add_generation_prompt": False, "continue_final_message": True},
     ),
     "tool_result_with_image": (
         [
             {"role": "user", "content": [text("Take a picture.")]},
-            {"role": "assistant", "content": "", "tool_calls": [{
-                "id": "call_2", "type": "function", "function": {"name": "camera", "arguments": "{}"},
-            }]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "camera", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_2", "content": [image(0), text("the picture")]},
         ],
-        [IMAGE_B], {"tools": TOOLS},
+        [IMAGE_B],
+        {"tools": TOOLS},
     ),
     "system_parts_and_reasoning": (
         [
@@ -139,10 +177,13 @@ CASES = {
             {"role": "assistant", "content": "Hello!", "reasoning_content": "The user greets me."},
             {"role": "user", "content": [video(0)]},
         ],
-        [VIDEO_LONG], {},
+        [VIDEO_LONG],
+        {},
     ),
     "no_generation_prompt": (
-        [{"role": "user", "content": "Just the user turn."}], [], {"add_generation_prompt": False},
+        [{"role": "user", "content": "Just the user turn."}],
+        [],
+        {"add_generation_prompt": False},
     ),
 }
 
@@ -154,7 +195,8 @@ def as_transformers(messages):
     for message in messages:
         if isinstance(message.get("content"), list):
             message["content"] = [
-                {"type": part["type"]} if part["type"] in ("image", "video") else part for part in message["content"]
+                {"type": part["type"]} if part["type"] in ("image", "video") else part
+                for part in message["content"]
             ]
         for call in message.get("tool_calls", []):
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
@@ -177,9 +219,16 @@ def main() -> None:
                 images = [np.zeros((*item[1], 3), np.uint8) for item in media if item[0] == "image"]
                 videos = [np.zeros((*item[1], 3), np.uint8) for item in media if item[0] == "video"]
                 metadata = [
-                    VideoMetadata(total_num_frames=item[3][-1] + 1, fps=item[2], width=item[1][2], height=item[1][1],
-                                  duration=(item[3][-1] + 1) / item[2], frames_indices=list(item[3]))
-                    for item in media if item[0] == "video"
+                    VideoMetadata(
+                        total_num_frames=item[3][-1] + 1,
+                        fps=item[2],
+                        width=item[1][2],
+                        height=item[1][1],
+                        duration=(item[3][-1] + 1) / item[2],
+                        frames_indices=list(item[3]),
+                    )
+                    for item in media
+                    if item[0] == "video"
                 ]
                 call = {"do_sample_frames": False}
                 if images:
@@ -193,9 +242,16 @@ def main() -> None:
                     "family": family,
                     "messages": messages,
                     "media": [
-                        {"kind": item[0], "shape": list(item[1]),
-                         **({"fps": item[2], "frames_indices": list(item[3])} if item[0] == "video" else {}),
-                         "grid": next(grids) if item[0] == "image" else next(video_grids)}
+                        {
+                            "kind": item[0],
+                            "shape": list(item[1]),
+                            **(
+                                {"fps": item[2], "frames_indices": list(item[3])}
+                                if item[0] == "video"
+                                else {}
+                            ),
+                            "grid": next(grids) if item[0] == "image" else next(video_grids),
+                        }
                         for item in media
                     ],
                     "options": dict(CASES[name][2]),

@@ -73,8 +73,10 @@ def field_config(family: str, hf: dict) -> dict:
 def hf_outputs(case) -> dict:
     """The HF processor's batched output for the case's media, as vLLM's renderer holds it."""
     hf: dict = {}
-    for modality, pixels_key, grid_key in (("image", "pixel_values", "image_grid_thw"),
-                                           ("video", "pixel_values_videos", "video_grid_thw")):
+    for modality, pixels_key, grid_key in (
+        ("image", "pixel_values", "image_grid_thw"),
+        ("video", "pixel_values_videos", "video_grid_thw"),
+    ):
         media = [item for item in case.media if item.kind == modality]
         if media:
             hf[pixels_key] = torch.cat([torch.from_numpy(m.processed.tensors[pixels_key]) for m in media])
@@ -82,8 +84,10 @@ def hf_outputs(case) -> dict:
     videos = [item for item in case.media if item.kind == "video"]
     if videos and case.family == "qwen2_5_vl":
         # transformers' Qwen2_5_VLProcessor: temporal_patch_size / sampled fps, a float32 tensor.
-        fps = [len(m.hf_metadata["frames_indices"]) / m.hf_metadata["total_num_frames"] * m.hf_metadata["fps"]
-               for m in videos]
+        fps = [
+            len(m.hf_metadata["frames_indices"]) / m.hf_metadata["total_num_frames"] * m.hf_metadata["fps"]
+            for m in videos
+        ]
         hf["second_per_grid_ts"] = torch.tensor([case.temporal / f for f in fps])
     if videos and case.family == "qwen3_vl":
         hf["timestamps"] = [_qwen3_timestamps(m.hf_metadata, case.temporal) for m in videos]
@@ -96,7 +100,9 @@ def _qwen3_timestamps(meta: dict, merge_size: int) -> list[float]:
     if len(indices) % merge_size != 0:
         indices = indices + [indices[-1]] * (merge_size - len(indices) % merge_size)
     timestamps = [idx / meta["fps"] for idx in indices]
-    return [(timestamps[i] + timestamps[i + merge_size - 1]) / 2 for i in range(0, len(timestamps), merge_size)]
+    return [
+        (timestamps[i] + timestamps[i + merge_size - 1]) / 2 for i in range(0, len(timestamps), merge_size)
+    ]
 
 
 def same_item(ours: MultiModalKwargsItem, theirs: MultiModalKwargsItem) -> None:
@@ -120,7 +126,9 @@ def same_item(ours: MultiModalKwargsItem, theirs: MultiModalKwargsItem) -> None:
 def same_model_inputs(ours: dict, theirs) -> None:
     """What the model is called with: both sets of items batched as vLLM batches them
     (MultiModalKwargsItems.get_data), key by key equal."""
-    a = MultiModalKwargsItems({m: [decode_mm_kwargs_item(t) for t in texts] for m, texts in ours.items()}).get_data()
+    a = MultiModalKwargsItems(
+        {m: [decode_mm_kwargs_item(t) for t in texts] for m, texts in ours.items()}
+    ).get_data()
     b = theirs.get_data()
     assert set(a) == set(b), (set(a), set(b))
     for key in b:
@@ -132,8 +140,11 @@ def same_model_inputs(ours: dict, theirs) -> None:
 
 def vllm_hash(item, case) -> str:
     """ProcessorInputs.get_mm_hashes for one item (blake3, no uuid, no media_io_kwargs)."""
-    kwargs = {key: value for key, value in (case.mm_processor_kwargs or {}).items()
-              if key not in hashing.MODALITY_KWARGS.values() or key == hashing.MODALITY_KWARGS[item.kind]}
+    kwargs = {
+        key: value
+        for key, value in (case.mm_processor_kwargs or {}).items()
+        if key not in hashing.MODALITY_KWARGS.values() or key == hashing.MODALITY_KWARGS[item.kind]
+    }
     if item.kind == "video":
         media = (item.tensor, {**item.hf_metadata, "do_sample_frames": False})
     else:
@@ -181,16 +192,22 @@ def main() -> None:
             for text, item in zip(body["features"]["mm_metadata"][modality], theirs):
                 on_cpu = MultiModalKwargsItem({k: e for k, e in decode_mm_kwargs_item(text).items()})
                 assert all(item[k].field.keep_on_cpu for k in on_cpu) and len(on_cpu) == sum(
-                    e.field.keep_on_cpu for e in item.values()), f"{name}: mm_metadata keys"
+                    e.field.keep_on_cpu for e in item.values()
+                ), f"{name}: mm_metadata keys"
                 assert encode_mm_kwargs_item(MultiModalKwargsItem({k: item[k] for k in on_cpu})) == text
-            media = [case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality]
+            media = [
+                case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality
+            ]
             hashes = [vllm_hash(item, case) for item in media]
             assert hashes == body["features"]["mm_hashes"][modality], f"{name}: {modality} hashes differ"
             golden["mm_hashes"][modality] = hashes
         same_model_inputs(body["features"]["kwargs_data"], items)
         dumped = vllm_dump(body)
-        differ = {key: (body.get(key), dumped.get(key)) for key in set(body) | set(dumped)
-                  if key != "features" and body.get(key) != dumped.get(key)}
+        differ = {
+            key: (body.get(key), dumped.get(key))
+            for key in set(body) | set(dumped)
+            if key != "features" and body.get(key) != dumped.get(key)
+        }
         assert dumped == as_vllm_dumps(body), f"{name}: vLLM dumps the request differently: {differ}"
         dumped["features"].pop("kwargs_data")
         dumped["features"].pop("mm_metadata")

@@ -60,13 +60,7 @@ class RGBResizer:
         graph = av.filter.Graph()
         if hasattr(graph, "threads"):  # PyAV 18 and later; 17 lets FFmpeg choose
             graph.threads = self._threads
-        # PyAV's stub asks for a VideoFormat; add_buffer takes its name too (it calls VideoFormat(format)).
-        source = graph.add_buffer(
-            width=width,
-            height=height,
-            format="rgb24",  # type: ignore[arg-type]
-            time_base=Fraction(1, 1),
-        )
+        source = graph.add_buffer(width=width, height=height, format="rgb24", time_base=Fraction(1, 1))
         to_width, to_height = self._size
         scale = graph.add("scale", f"w={to_width}:h={to_height}:flags=bicubic:param0=0:param1=0.5")
         sink = graph.add("buffersink")

@@ -118,7 +118,7 @@ def _build(
     sorted_pts = pts[order]
     end = None
     if len(sorted_pts):
-        end = int((sorted_pts + durations[order]).max())
+        end = int(np.max(sorted_pts + durations[order]))
         if durations[order[-1]] == 0:
             # No duration on the last packet: assume it lasts as long as a typical frame.
             step = int(np.median(np.diff(sorted_pts))) if len(sorted_pts) > 1 else 0

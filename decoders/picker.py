@@ -4,8 +4,7 @@ times decoded frames."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, SupportsFloat
 
 import numpy as np
 
@@ -23,7 +22,7 @@ class Clock:
     """Seconds from the first frame for each decoded frame; frames with no timestamp
     (raw elementary streams) are spaced at the average frame rate."""
 
-    def __init__(self, origin: int | None, time_base: Fraction | None, fps: float):
+    def __init__(self, origin: int | None, time_base: SupportsFloat | None, fps: float):
         self._origin = origin
         self._tb = float(time_base) if time_base else 0.0
         self._step = 1.0 / fps if fps else 0.04

@@ -76,7 +76,10 @@ class ReopenableSource:
     @contextmanager
     def open(self, device: str = "cpu") -> Iterator[av.container.InputContainer]:
         try:
-            container = av.open(self._target(), mode="r", hwaccel=gpu.hwaccel_for(device), **_OPEN_OPTIONS)
+            # PyAV 19's stub lacks metadata_errors, which only PyAV < 19 is given (_OPEN_OPTIONS)
+            container = av.open(  # type: ignore[call-overload]
+                self._target(), mode="r", hwaccel=gpu.hwaccel_for(device), **_OPEN_OPTIONS
+            )
         except FFMPEG_ERRORS as error:
             raise CorruptMediaError(self._unreadable(error)) from error
         try:

@@ -5,19 +5,35 @@
 #
 #   bash scripts/lint.sh                          # check only: nothing is changed
 #   bash scripts/lint.sh --fix                    # first let ruff fix what it can and format, then check
-#   bash scripts/lint.sh decoders processors      # only these folders (what .ci/run checks
-#                                                 # until app/ and tests/ are swept clean)
+#   bash scripts/lint.sh decoders app/api         # only these folders or files
 #
-# Environment: VENV (default .venv), a virtualenv with the project installed with the extras
-# the code imports and the lint extra (pip install -e '.[test,ray,lint]'): mypy reads the
-# installed packages' types from it.
+# It runs in .venv-lint, a Python 3.13 virtualenv locked to .ci/lint.txt (every package mypy
+# reads types from, at one version: that file says why), made on the first run and brought
+# up to date whenever the lock changes. Environment: PYTHON (default: python3.13 on the PATH,
+# else the newest 3.13 under pyenv) makes it; VENV (default .venv-lint) names another one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-venv=${VENV:-.venv}
+venv=${VENV:-.venv-lint}
 python="$venv/bin/python"
-if ! "$python" -m ruff --version >/dev/null 2>&1 || ! "$python" -m mypy --version >/dev/null 2>&1; then
-    echo "scripts/lint.sh: ruff and mypy are not installed in $venv: pip install -e '.[test,ray,lint]'" >&2
-    exit 2
+
+python313() {
+    python3.13 --version >/dev/null 2>&1 && command -v python3.13 && return  # (not a pyenv shim that fails)
+    ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.13.*/bin/python3 2>/dev/null |
+        sort -V | tail -n 1
+}
+
+if [ ! -x "$python" ] || [ .ci/lint.txt -nt "$venv/.locked" ]; then
+    maker=${PYTHON:-$(python313)}
+    if [ -z "$maker" ]; then
+        echo "scripts/lint.sh: making $venv needs Python 3.13: set PYTHON to one" >&2
+        exit 2
+    fi
+    echo "== $venv from .ci/lint.txt ($("$maker" --version))"
+    { [ -x "$python" ] || "$maker" -m venv "$venv"; } &&
+        "$python" -m pip install --quiet --upgrade pip &&
+        "$python" -m pip install --quiet -r .ci/lint.txt &&
+        "$python" -m pip install --quiet --no-deps -e . &&
+        touch "$venv/.locked" || exit 2
 fi
 
 fix=

@@ -204,7 +204,8 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
         videos += generate_synthetic(config, note=_note)
         if "vLLM OpenCV loader" not in loaders():
             _note(
-                "vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's checkout)"
+                "vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's "
+                "checkout)"
             )
         results = {}
         for path in videos:

@@ -227,7 +227,8 @@ def _report(config: BenchConfig, results: dict) -> int:
     if worst["failure_rate"] > config.max_failure_rate:
         print(
             f"mmprep bench: {worst['failed']} of {worst['sent']} requests failed at concurrency "
-            f"{worst['concurrency']} ({worst['failure_rate']:.0%}), more than --max-failure-rate {config.max_failure_rate:g}",
+            f"{worst['concurrency']} ({worst['failure_rate']:.0%}), more than --max-failure-rate "
+            f"{config.max_failure_rate:g}",
             file=sys.stderr,
         )
         return 1

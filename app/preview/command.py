@@ -106,13 +106,15 @@ async def _draw_all(settings: Settings, sheets: list[Sheet], sampling: dict) -> 
             sheet.output.write_bytes(preview.png)
             frames = preview.account["media"][0]["shape"][0]
             print(
-                f"{sheet.output}: {frames} frames of {sheet.title}, decoded in {preview.timing['decode']:.1f} ms"
+                f"{sheet.output}: {frames} frames of {sheet.title}, decoded in "
+                f"{preview.timing['decode']:.1f} ms"
             )
     finally:
         await service.stop()
     if refused:
         print(
-            f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: {', '.join(refused)}",
+            f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: "
+            f"{', '.join(refused)}",
             file=sys.stderr,
         )
     return 1 if refused else 0

@@ -155,7 +155,8 @@ def print_summary(runs: list[dict], out=None) -> None:
             print(
                 f"warning: at concurrency {concurrency} a bench process was busy "
                 f"{figures['busiest_process_cpu']:.0%} of the run: the client, not the target, may be the "
-                "limit; its latencies include its own queue (more --client-processes, or a machine of its own)",
+                "limit; its latencies include its own queue (more --client-processes, or a machine of its "
+                "own)",
                 file=out,
             )
     failures = failure_lines(runs)

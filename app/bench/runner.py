@@ -126,7 +126,7 @@ def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
             result = _run_with_progress(plan, fleet, next_number, notes)
             next_number = _after(result.records, next_number)
             client = result.client_figures(min(fleet.processes, concurrency))
-            run = {
+            run: dict[str, dict | list[dict]] = {
                 "metrics": summarize(
                     result.records, result.wall_s, concurrency, config.request_rate, config.stream, client
                 )

@@ -115,7 +115,10 @@ class Settings(BaseSettings):
         description="largest stored frame or image (in pixels) accepted for decoding at all",
     )
     max_request_bytes: int = Field(
-        None,  # from --max-fetch-bytes, in _limits_fit_together
+        # None until _limits_fit_together derives it from --max-fetch-bytes: a validated
+        # Settings always holds an int (a default factory reading max_fetch_bytes would add an
+        # error line of its own whenever --max-fetch-bytes is wrong).
+        None,  # type: ignore[assignment]
         ge=1,
         description="most bytes of request body, data URLs' base64 included "
         "(default: room for one data URL of --max-fetch-bytes: 4/3 of it, plus 16 MiB)",
@@ -471,6 +474,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"engine {self.engine!r} needs {flags}")
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
+                assert self.upstream_model is not None  # else `missing` named it above
                 self.served_model_name = [self.upstream_model]
         for name in VLLM_REQUEST_SETTINGS:
             if getattr(self, name) != type(self).model_fields[name].default and self.model is None:

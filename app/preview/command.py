@@ -12,6 +12,7 @@ import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -31,6 +32,13 @@ class Sheet:
     output: Path
 
 
+class VisionSettings(TypedDict, total=False):
+    """The processor settings a preview passes on to the service, when it has a processor."""
+
+    processor: str
+    processor_resize: Literal["exact", "ffmpeg"]
+
+
 class PreviewInputError(ValueError):
     """The source or the output cannot be used; nothing was drawn."""
 
@@ -46,7 +54,9 @@ def run_preview(config: PreviewConfig) -> int:
     # The service's settings from MMPREP_*, but the echo engine (nothing is generated), no
     # decode cache (each video is seen once), and file:// open to the source's folder only.
     # With a processor, frames are scaled to its size while decoding, so the tiles are what it sees.
-    vision = {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
+    vision: VisionSettings = (
+        {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
+    )
     try:
         settings = Settings(
             engine="echo",

@@ -159,10 +159,15 @@ def time_loaders(data: bytes, num_frames: int, repeats: int) -> list[Timing]:
             timings[name] = Timing(name, None, None, f"{type(error).__name__}: {error}")
             continue
         timings[name] = Timing(name, None, frames)
-        runnable[name] = lambda data, loader=loader: loader(data, num_frames)
+        runnable[name] = _asking(loader, num_frames)
     for name, seconds in median_seconds(runnable, data, repeats).items():
         timings[name].seconds = seconds
     return list(timings.values())
+
+
+def _asking(loader: Loader, num_frames: int) -> Callable[[bytes], int]:
+    """`loader` with the frame count bound, as median_seconds calls it."""
+    return lambda data: loader(data, num_frames)
 
 
 def describe(path: Path, data: bytes) -> str:

@@ -4,7 +4,7 @@
     mmprep serve --help                                every setting, with its MMPREP_* variable
     mmprep worker [--port 8100] [--engine-class package.module:ClassName]
                                                        an engine behind HTTP, for --engine workers
-    mmprep bench --url URL --video clip.mp4 [...]      chat requests with video against any OpenAI-compatible server
+    mmprep bench --url URL --video clip.mp4 [...]      video chat requests to any OpenAI-compatible server
     mmprep bench-decode VIDEO...                       decode_video against the usual loaders
     mmprep preview VIDEO_OR_URL [--fps R | --num-frames N] -o sheet.png
                                                        the frames the service would sample, as a contact sheet

@@ -134,7 +134,8 @@ def error_code(body: bytes) -> tuple[str | None, str | None]:
         return None, body[:200].decode(errors="replace") or None
     if not isinstance(payload, dict):
         return None, None
-    error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+    inner = payload.get("error")
+    error = inner if isinstance(inner, dict) else payload
     code = error.get("code")
     if not isinstance(code, str):
         code = error.get("type")

@@ -25,8 +25,8 @@ class SyntheticOptions(BaseModel):
     synthetic: int = Field(
         0,
         ge=0,
-        description="generate this many camera-like videos (each a different scene) as inputs; they are kept for "
-        "later runs in $XDG_CACHE_HOME/mmprep/synthetic (else ~/.cache/mmprep/synthetic)",
+        description="generate this many camera-like videos (each a different scene) as inputs; they are "
+        "kept for later runs in $XDG_CACHE_HOME/mmprep/synthetic (else ~/.cache/mmprep/synthetic)",
     )
     synthetic_size: str = Field("640x360", description="WIDTHxHEIGHT of generated videos")
     synthetic_duration: float = Field(5.0, gt=0, description="seconds of each generated video")
@@ -68,7 +68,8 @@ class BenchConfig(SyntheticOptions):
     image: list[str] = Field([], description="image file, folder of images, or http(s) URL (repeat for more)")
     media_as: Literal["url", "data"] = Field(
         "url",
-        description="send local media as http URLs of a loopback file server bench starts, or inline as data URLs",
+        description="send local media as http URLs of a loopback file server bench starts, or inline as "
+        "data URLs",
     )
     media_host: str = Field(
         "127.0.0.1",
@@ -76,7 +77,8 @@ class BenchConfig(SyntheticOptions):
     )
     unique_media: bool = Field(
         False,
-        description="give every request video bytes of its own (container padding), so no cache can hide the decode",
+        description="give every request video bytes of its own (container padding), so no cache can hide "
+        "the decode",
     )
 
     # -- load --------------------------------------------------------------------------
@@ -86,7 +88,8 @@ class BenchConfig(SyntheticOptions):
     request_rate: float | None = Field(
         None,
         gt=0,
-        description="requests per second, Poisson arrivals, capped by --concurrency (default: as fast as it allows)",
+        description="requests per second, Poisson arrivals, capped by --concurrency (default: as fast as it "
+        "allows)",
     )
     requests: int | None = Field(
         None,
@@ -101,8 +104,8 @@ class BenchConfig(SyntheticOptions):
     prompt_words: int | None = Field(
         None,
         ge=1,
-        description="add this many words to each request's prompt (a benchmark's input length, as aiperf's --isl), "
-        "different in every request; with no --video, --image or --synthetic, requests are text only",
+        description="add this many words to each request's prompt (a benchmark's input length, as aiperf's "
+        "--isl), different in every request; with no --video, --image or --synthetic, requests are text only",
     )
     fps: float | None = Field(None, gt=0, description="frames per second to sample, sent as media_io_kwargs")
     num_frames: int | None = Field(
@@ -116,14 +119,16 @@ class BenchConfig(SyntheticOptions):
         None,
         ge=1,
         le=256,
-        description="processes that send the requests (default: one per 256 of the largest --concurrency, at most one per core)",
+        description="processes that send the requests (default: one per 256 of the largest --concurrency, "
+        "at most one per core)",
     )
 
     client_keep_alive: float = Field(
         300.0,
         gt=0,
-        description="seconds bench keeps an idle connection to reuse it (aiperf's default: 300; httpx's: 5): a server "
-        "that closes idle connections sooner races the client's next request on them, and bench sees the failures",
+        description="seconds bench keeps an idle connection to reuse it (aiperf's default: 300; httpx's: "
+        "5): a server that closes idle connections sooner races the client's next request on them, and "
+        "bench sees the failures",
     )
 
     # -- output ------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def mmprep_decode(data: bytes, num_frames: int) -> int:
 def decode_every_frame(data: bytes, num_frames: int = 0, threads: int = 0) -> int:
     """The floor any full-decode loader pays: every frame decoded, none converted.
     threads: the decoder's threads, 0 for FFmpeg's choice (one per core)."""
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), "r") as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_type = "AUTO"
         stream.codec_context.thread_count = threads
@@ -54,7 +54,7 @@ def decode_every_frame(data: bytes, num_frames: int = 0, threads: int = 0) -> in
 def transformers_pyav(data: bytes, num_frames: int, threads: int = 0) -> int:
     """transformers' read_video_pyav with its default uniform sampler, as written there
     (threading left at PyAV's default, as there, unless `threads` sets the decoder's count)."""
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), "r") as container:
         if threads:
             container.streams.video[0].codec_context.thread_count = threads
         total = container.streams.video[0].frames  # 0 when the container does not say (WebM)
@@ -150,7 +150,8 @@ class Timing:
 
 def time_loaders(data: bytes, num_frames: int, repeats: int) -> list[Timing]:
     """Each loader's median time on `data`; a loader that fails is reported, not timed."""
-    runnable, timings = {}, {}
+    runnable: dict[str, Callable[[bytes], object]] = {}
+    timings: dict[str, Timing] = {}
     for name, loader in loaders().items():
         try:
             frames = loader(data, num_frames)  # also a warm-up: first calls pay imports and allocations
@@ -158,10 +159,15 @@ def time_loaders(data: bytes, num_frames: int, repeats: int) -> list[Timing]:
             timings[name] = Timing(name, None, None, f"{type(error).__name__}: {error}")
             continue
         timings[name] = Timing(name, None, frames)
-        runnable[name] = lambda data, loader=loader: loader(data, num_frames)
+        runnable[name] = _asking(loader, num_frames)
     for name, seconds in median_seconds(runnable, data, repeats).items():
         timings[name].seconds = seconds
     return list(timings.values())
+
+
+def _asking(loader: Loader, num_frames: int) -> Callable[[bytes], int]:
+    """`loader` with the frame count bound, as median_seconds calls it."""
+    return lambda data: loader(data, num_frames)
 
 
 def describe(path: Path, data: bytes) -> str:
@@ -204,7 +210,8 @@ def run_decode_bench(config: DecodeBenchConfig) -> int:
         videos += generate_synthetic(config, note=_note)
         if "vLLM OpenCV loader" not in loaders():
             _note(
-                "vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's checkout)"
+                "vLLM's OpenCV loader left out: cv2 does not import (pip install -e '.[opencv]' in mmprep's "
+                "checkout)"
             )
         results = {}
         for path in videos:

@@ -184,7 +184,9 @@ class ProcessFleet:
         records, ends, cpus = [], [], []
         pending = set(busy)
         while pending:
-            for conn in wait(list(pending)):
+            for ready in wait(list(pending)):
+                assert isinstance(ready, Connection)  # wait returns some of the connections it is given
+                conn = ready
                 message = self._receive(conn)
                 if message[0] == "progress":
                     progress[conn] = message[1:]

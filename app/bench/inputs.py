@@ -120,6 +120,12 @@ def generate_synthetic(options: SyntheticOptions, seed: int = 0, note=print) -> 
     return paths
 
 
+def _loaded(item: MediaInput) -> bytes:
+    """`item`'s bytes, which _load reads for every input bench pads or sends as a data URL."""
+    assert item.data is not None, f"{item.name}: bytes not loaded"
+    return item.data
+
+
 def unique_trailer(head: bytes, number: int, name: str = "the video") -> bytes:
     """Bytes to append to a video that its container format says to skip, different for
     every `number`. `head` is the file's first bytes, to tell the format."""
@@ -162,7 +168,7 @@ class MediaSender:
             elif item.path and (self._media_as == "data" or padded):
                 item.data = item.path.read_bytes()
             if padded:
-                unique_trailer(item.data[:16], 0, item.name)  # fails now, not mid-run
+                unique_trailer(_loaded(item)[:16], 0, item.name)  # fails now, not mid-run
             if item.data is not None:
                 item.crc32 = zlib.crc32(item.data)
 
@@ -171,7 +177,7 @@ class MediaSender:
         --unique-media asks)."""
         for item in self._videos + self._images:
             if item.path and self._media_as == "url":
-                trailer = functools.partial(unique_trailer, item.data[:16]) if self._pads(item) else None
+                trailer = functools.partial(unique_trailer, _loaded(item)[:16]) if self._pads(item) else None
                 item.shared_url = server.publish(item.path, item.mime, trailer)
 
     def parts(self, number: int) -> tuple[list[dict], list[dict]]:
@@ -189,20 +195,22 @@ class MediaSender:
         return self._unique and item.kind == "video"
 
     def _send(self, item: MediaInput, number: int) -> tuple[str, dict]:
-        trailer = unique_trailer(item.data[:16], number) if self._pads(item) else b""
-        record = {"kind": item.kind, "name": item.name}
+        trailer = unique_trailer(_loaded(item)[:16], number) if self._pads(item) else b""
+        record: dict[str, str | int] = {"kind": item.kind, "name": item.name}
         if item.data is not None:
+            assert item.crc32 is not None  # _load sets it with the data
             record["bytes"] = len(item.data) + len(trailer)
             record["crc32"] = f"{zlib.crc32(trailer, item.crc32):08x}"  # crc32 of data + trailer
         if item.url and self._media_as == "url":
             url = item.url
         elif self._media_as == "url":
+            assert item.shared_url is not None  # publish gave every local file its URL
             url = f"{item.shared_url}?request={number}" if trailer else item.shared_url
         elif trailer:
-            url = f"data:{item.mime};base64," + base64.b64encode(item.data + trailer).decode()
+            url = f"data:{item.mime};base64," + base64.b64encode(_loaded(item) + trailer).decode()
         else:
             if item.shared_url is None:  # the same bytes every time: encoded once
-                item.shared_url = f"data:{item.mime};base64," + base64.b64encode(item.data).decode()
+                item.shared_url = f"data:{item.mime};base64," + base64.b64encode(_loaded(item)).decode()
             url = item.shared_url
         if self._media_as == "url":
             record["url"] = url

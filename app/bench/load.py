@@ -37,7 +37,8 @@ class LoadPlan:
         """Seconds from the run's start at which its requests arrive; None: closed loop."""
         if self.request_rate is None:
             return None
-        gaps, times, at = random.Random(self.seed), [], 0.0
+        gaps, at = random.Random(self.seed), 0.0
+        times: list[float] = []
         while (self.limit is None or len(times) < self.limit) and (
             self.duration is None or at < self.duration
         ):

@@ -64,7 +64,7 @@ def summarize(
         "output_tokens_counted_by": sorted({r.tokens_from for r in done if r.tokens_from}),
         "ttft_ms": distribution([r.ttft_ms for r in done if r.ttft_ms is not None]),
         "itl_ms": distribution([gap for r in done for gap in r.itl_ms]),
-        "latency_ms": distribution([r.latency_ms for r in done]),
+        "latency_ms": distribution([r.latency_ms for r in done if r.latency_ms is not None]),
         **{
             f"server_{phase}_ms": distribution([r.server_timing[phase] for r in timed])
             for phase in SERVER_PHASES
@@ -110,6 +110,7 @@ def split(records: list[RequestRecord], stream: bool) -> dict | None:
     handoff_known = all("engine" in r.server_timing for r in measured)
     parts: dict[str, list[float]] = {"fetch": [], "decode": [], "other": [], "handoff": []}
     for r in measured:
+        assert r.headers_ms is not None  # `measured` holds only records with response headers
         timing = r.server_timing
         handoff = timing["engine"] if handoff_known else 0.0
         parts["fetch"].append(timing["fetch"])
@@ -117,9 +118,11 @@ def split(records: list[RequestRecord], stream: bool) -> dict | None:
         parts["other"].append(timing["preprocess"] - timing["fetch"] - timing["decode"])
         parts["handoff"].append(handoff)
         if stream:
+            assert r.ttft_ms is not None  # streaming, `measured` holds only records with a first token
             parts.setdefault("network", []).append(r.headers_ms - timing["preprocess"] - handoff)
             parts.setdefault("engine", []).append(r.ttft_ms - r.headers_ms)
         else:
+            assert r.latency_ms is not None  # ChatClient.send times every request it sends
             parts.setdefault("network_and_engine", []).append(r.latency_ms - timing["preprocess"] - handoff)
     means: dict[str, float | None] = {
         name: round(float(np.mean(values)), 3) for name, values in parts.items()

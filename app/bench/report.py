@@ -87,7 +87,8 @@ def split_table(runs: list[dict]) -> tuple[str, Table] | None:
     for concurrency, split in splits:
         table.add_row(str(concurrency), _ms(split["total"]), *(_ms(split[p]) for p in parts))
     return (
-        f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's Server-Timing):",
+        f"Where the mean {what} goes (ms; fetch, decode, other and hand-off from the server's "
+        "Server-Timing):",
         table,
     )
 
@@ -143,7 +144,8 @@ def print_summary(runs: list[dict], out=None) -> None:
         print(
             "\nbench's own CPU (the client): "
             + "; ".join(
-                f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at {f['busiest_process_cpu']:.0%} of a core"
+                f"concurrency {c}: {f['cpu_s']:.1f} s over {f['processes']} process(es), busiest at "
+                f"{f['busiest_process_cpu']:.0%} of a core"
                 for c, f in clients
             ),
             file=out,
@@ -151,9 +153,10 @@ def print_summary(runs: list[dict], out=None) -> None:
     for concurrency, figures in clients:
         if figures["saturated"]:
             print(
-                f"warning: at concurrency {concurrency} a bench process was busy {figures['busiest_process_cpu']:.0%} "
-                "of the run: the client, not the target, may be the limit; its latencies include its own queue "
-                "(more --client-processes, or a machine of its own)",
+                f"warning: at concurrency {concurrency} a bench process was busy "
+                f"{figures['busiest_process_cpu']:.0%} of the run: the client, not the target, may be the "
+                "limit; its latencies include its own queue (more --client-processes, or a machine of its "
+                "own)",
                 file=out,
             )
     failures = failure_lines(runs)

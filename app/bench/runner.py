@@ -126,7 +126,7 @@ def _bench(config: BenchConfig, sender: MediaSender, notes: Console) -> dict:
             result = _run_with_progress(plan, fleet, next_number, notes)
             next_number = _after(result.records, next_number)
             client = result.client_figures(min(fleet.processes, concurrency))
-            run = {
+            run: dict[str, dict | list[dict]] = {
                 "metrics": summarize(
                     result.records, result.wall_s, concurrency, config.request_rate, config.stream, client
                 )
@@ -227,7 +227,8 @@ def _report(config: BenchConfig, results: dict) -> int:
     if worst["failure_rate"] > config.max_failure_rate:
         print(
             f"mmprep bench: {worst['failed']} of {worst['sent']} requests failed at concurrency "
-            f"{worst['concurrency']} ({worst['failure_rate']:.0%}), more than --max-failure-rate {config.max_failure_rate:g}",
+            f"{worst['concurrency']} ({worst['failure_rate']:.0%}), more than --max-failure-rate "
+            f"{config.max_failure_rate:g}",
             file=sys.stderr,
         )
         return 1

@@ -51,7 +51,9 @@ def _texture(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     layers = np.zeros((height, width, 3), np.float32)
     for scale, weight in ((96, 150.0), (24, 45.0), (4, 14.0)):
         small = rng.random((max(2, height // scale), max(2, width // scale), 3), dtype=np.float32)
-        image = Image.fromarray((small * 255).astype(np.uint8)).resize((width, height), Image.BICUBIC)
+        image = Image.fromarray((small * 255).astype(np.uint8)).resize(
+            (width, height), Image.Resampling.BICUBIC
+        )
         layers += (np.asarray(image, np.float32) / 255 - 0.5) * weight
     return np.clip(layers + 128, 0, 255).astype(np.uint8)
 
@@ -87,6 +89,8 @@ def write_clip(
     try:
         with av.open(str(partial), "w", format=spec.container) as out:
             stream = out.add_stream(spec.encoder, rate=fps, options=dict(spec.options))
+            if not isinstance(stream, av.VideoStream):
+                raise ValueError(f"{spec.encoder} is not a video encoder")
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
             for i, rgb in enumerate(camera_frames(width, height, max(1, round(seconds * fps)), fps, seed)):
                 frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")

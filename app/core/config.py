@@ -72,19 +72,21 @@ class Settings(BaseSettings):
     processes: int = Field(
         1,
         ge=1,
-        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one event "
-        "loop is not enough; each has its own engine, decode pool and limits",
+        description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one "
+        "event loop is not enough; each has its own engine, decode pool and limits",
     )
     runtime: Literal["local", "ray"] = Field(
         "local",
         description="local (one process) or ray (a Ray Serve application: front door, decode and engine "
-        "replicas; needs the ray extra: pip install -e '.[ray]'; a local Ray cluster, or the one RAY_ADDRESS names)",
+        "replicas; needs the ray extra: pip install -e '.[ray]'; a local Ray cluster, or the one "
+        "RAY_ADDRESS names)",
     )
 
     # -- media ---------------------------------------------------------------------
     allow_private_networks: bool = Field(
         False,
-        description="let media URLs reach loopback, private and link-local addresses (on-premise media servers)",
+        description="let media URLs reach loopback, private and link-local addresses (on-premise media "
+        "servers)",
     )
     allowed_media_domains: list[str] = Field(
         [], description="if set, media URLs may only name these hosts (and their subdomains)"
@@ -101,7 +103,8 @@ class Settings(BaseSettings):
     max_frames: int = Field(256, ge=1, description="most frames per video, whatever a request asks")
     seek_mode: Literal["exact", "keyframe"] = Field(
         "exact",
-        description="default for videos: exact (the frame on screen at each time) or keyframe (the nearest keyframe: faster)",
+        description="default for videos: exact (the frame on screen at each time) or keyframe (the nearest "
+        "keyframe: faster)",
     )
     max_pixels: int = Field(
         1920 * 1080, ge=1, description="most pixels per returned frame or image; larger ones are scaled down"
@@ -112,7 +115,10 @@ class Settings(BaseSettings):
         description="largest stored frame or image (in pixels) accepted for decoding at all",
     )
     max_request_bytes: int = Field(
-        None,  # from --max-fetch-bytes, in _limits_fit_together
+        # None until _limits_fit_together derives it from --max-fetch-bytes: a validated
+        # Settings always holds an int (a default factory reading max_fetch_bytes would add an
+        # error line of its own whenever --max-fetch-bytes is wrong).
+        None,  # type: ignore[assignment]
         ge=1,
         description="most bytes of request body, data URLs' base64 included "
         "(default: room for one data URL of --max-fetch-bytes: 4/3 of it, plus 16 MiB)",
@@ -131,23 +137,25 @@ class Settings(BaseSettings):
     # -- the model folder ----------------------------------------------------------
     model: Path | None = Field(
         None,
-        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its tokenizer, "
-        "chat template, config and processor. Each request's prompt is then rendered to token ids, images and "
-        "videos expanded to the processor's count, for token-in engines; the served model name defaults to the "
-        "folder's name (default: none, engines get the messages)",
+        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its "
+        "tokenizer, chat template, config and processor. Each request's prompt is then rendered to token "
+        "ids, images and videos expanded to the processor's count, for token-in engines; the served model "
+        "name defaults to the folder's name (default: none, engines get the messages)",
     )
 
     # -- the vision processor ------------------------------------------------------
     processor: str | None = Field(
         None,
-        description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a family "
-        "(qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its "
-        "preprocessor config (default: the --model folder's, else none: engines get the decoded frames)",
+        description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a "
+        "family (qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a "
+        "folder with its preprocessor config (default: the --model folder's, else none: engines get the "
+        "decoded frames)",
     )
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
-        description="--processor: how frames reach the model's size: exact (transformers' resize on the decoded "
-        "frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels off; see docs/deployment.md)",
+        description="--processor: how frames reach the model's size: exact (transformers' resize on the "
+        "decoded frames) or ffmpeg (FFmpeg's scaler straight to it while decoding: faster, a few levels "
+        "off; see docs/deployment.md)",
     )
     max_vision_tokens: int | None = Field(
         None,
@@ -187,21 +195,21 @@ class Settings(BaseSettings):
     keep_alive_timeout: float = Field(
         620.0,
         gt=0,
-        description="seconds an idle connection stays open, before its first request or between two: longer than "
-        "clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 by default), "
-        "so that they close idle connections, never racing a request mmprep closes under them",
+        description="seconds an idle connection stays open, before its first request or between two: longer "
+        "than clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 "
+        "by default), so that they close idle connections, never racing a request mmprep closes under them",
     )
     header_timeout: float = Field(
         20.0,
         gt=0,
-        description="seconds a request's line and headers may take to arrive once started, and that its body may "
-        "stop arriving before its end; then 408 and close",
+        description="seconds a request's line and headers may take to arrive once started, and that its "
+        "body may stop arriving before its end; then 408 and close",
     )
     write_timeout: float = Field(
         30.0,
         gt=0,
-        description="seconds a client may leave a full send buffer unread; then its connection is cut off, the "
-        "request's work stopped and its slot given back",
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, "
+        "the request's work stopped and its slot given back",
     )
     send_buffer_bytes: int = Field(
         64 * 1024,
@@ -228,17 +236,19 @@ class Settings(BaseSettings):
     )
     upstream_model: str | None = Field(
         None,
-        description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: this)",
+        description="engine=openai, vllm-generate: the model to ask the upstream for (default served name: "
+        "this)",
     )
     upstream_model_id: str | None = Field(
         None,
-        description="with --model (engine=vllm-generate, the render route): the model `vllm serve` was started "
-        "with, which vLLM keys its multimodal hashes by (default: --upstream-model, else the served name; give "
-        "it when vllm serve has --served-model-name)",
+        description="with --model (engine=vllm-generate, the render route): the model `vllm serve` was "
+        "started with, which vLLM keys its multimodal hashes by (default: --upstream-model, else the served "
+        "name; give it when vllm serve has --served-model-name)",
     )
     upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
         "blake3",
-        description="with --model (engine=vllm-generate, the render route): vllm serve's --mm-hasher-algorithm",
+        description="with --model (engine=vllm-generate, the render route): vllm serve's "
+        "--mm-hasher-algorithm",
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
@@ -264,7 +274,8 @@ class Settings(BaseSettings):
     )
     tool_call_parser: str | None = Field(
         None,
-        description="the format of the model's tool calls, as vLLM's parser of that name: hermes or qwen3_coder",
+        description="the format of the model's tool calls, as vLLM's parser of that name: hermes or "
+        "qwen3_coder",
     )
 
     # -- runtime=ray ----------------------------------------------------------------
@@ -463,6 +474,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"engine {self.engine!r} needs {flags}")
             if "served_model_name" not in self.model_fields_set and self.model is None:
                 # Clients then ask for the upstream's model by its own name.
+                assert self.upstream_model is not None  # else `missing` named it above
                 self.served_model_name = [self.upstream_model]
         for name in VLLM_REQUEST_SETTINGS:
             if getattr(self, name) != type(self).model_fields[name].default and self.model is None:
@@ -476,7 +488,8 @@ class Settings(BaseSettings):
             )
             if given and (self.engine not in engines or self.engine_class is not None):
                 raise ValueError(
-                    f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, not with {engine}"
+                    f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, "
+                    f"not with {engine}"
                 )
         return self
 

@@ -60,8 +60,9 @@ class Metrics:
         self.connections_open = Gauge("mmprep_connections_open", "HTTP connections open", registry=r)
         self.connections_closed = Counter(
             "mmprep_connections_closed",
-            "HTTP connections the server closed by its limits (app/api/connections.py): idle, header_timeout, "
-            "body_timeout (a body that stopped arriving), write_timeout (a client that stopped reading), over_limit (past --max-connections)",
+            "HTTP connections the server closed by its limits (app/api/connections.py): idle, "
+            "header_timeout, body_timeout (a body that stopped arriving), write_timeout (a client that "
+            "stopped reading), over_limit (past --max-connections)",
             ["reason"],
             registry=r,
         )

@@ -12,6 +12,7 @@ import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -31,6 +32,13 @@ class Sheet:
     output: Path
 
 
+class VisionSettings(TypedDict, total=False):
+    """The processor settings a preview passes on to the service, when it has a processor."""
+
+    processor: str
+    processor_resize: Literal["exact", "ffmpeg"]
+
+
 class PreviewInputError(ValueError):
     """The source or the output cannot be used; nothing was drawn."""
 
@@ -46,7 +54,9 @@ def run_preview(config: PreviewConfig) -> int:
     # The service's settings from MMPREP_*, but the echo engine (nothing is generated), no
     # decode cache (each video is seen once), and file:// open to the source's folder only.
     # With a processor, frames are scaled to its size while decoding, so the tiles are what it sees.
-    vision = {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
+    vision: VisionSettings = (
+        {"processor": config.processor, "processor_resize": "ffmpeg"} if config.processor else {}
+    )
     try:
         settings = Settings(
             engine="echo",
@@ -106,13 +116,15 @@ async def _draw_all(settings: Settings, sheets: list[Sheet], sampling: dict) -> 
             sheet.output.write_bytes(preview.png)
             frames = preview.account["media"][0]["shape"][0]
             print(
-                f"{sheet.output}: {frames} frames of {sheet.title}, decoded in {preview.timing['decode']:.1f} ms"
+                f"{sheet.output}: {frames} frames of {sheet.title}, decoded in "
+                f"{preview.timing['decode']:.1f} ms"
             )
     finally:
         await service.stop()
     if refused:
         print(
-            f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: {', '.join(refused)}",
+            f"mmprep preview: {len(sheets) - len(refused)} of {len(sheets)} drawn; not drawn: "
+            f"{', '.join(refused)}",
             file=sys.stderr,
         )
     return 1 if refused else 0

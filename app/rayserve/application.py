@@ -29,9 +29,9 @@ class PlacementError(ValueError):
 def build_app(settings: Settings) -> Application:
     if ray.is_initialized():  # mmprep serve --runtime ray, and Ray's own serve run / deploy
         check_placement(settings, ray.cluster_resources())
-    decode = serve.deployment(DecodeReplica, name="Decode").options(**deployment_options(settings, "Decode"))
-    engine = serve.deployment(EngineReplica, name="Engine").options(**deployment_options(settings, "Engine"))
-    front = serve.deployment(FrontDoor, name="FrontDoor").options(**deployment_options(settings, "FrontDoor"))
+    decode = serve.deployment(name="Decode")(DecodeReplica).options(**deployment_options(settings, "Decode"))
+    engine = serve.deployment(name="Engine")(EngineReplica).options(**deployment_options(settings, "Engine"))
+    front = serve.deployment(name="FrontDoor")(FrontDoor).options(**deployment_options(settings, "FrontDoor"))
     return front.bind(settings, decode.bind(settings), engine.bind(settings))
 
 

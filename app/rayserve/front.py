@@ -9,7 +9,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 
-from ray.serve.handle import DeploymentHandle
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 from ..core.errors import ServiceError
 from ..engines.base import EngineOutput
@@ -94,6 +94,7 @@ class RayEngine:
         again (the PreparedRequest is still in the store); after it, the stream fails."""
         for attempt in range(1, ENGINE_ATTEMPTS + 1):
             stream = self._engine.options(stream=True).generate.remote(request)
+            assert isinstance(stream, DeploymentResponseGenerator)  # what a stream=True handle returns
             started = False
             try:
                 async for batch in stream:

@@ -10,7 +10,6 @@ without passing through the front door (on one node, numpy maps them from shared
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import ray
 from ray import exceptions as ray_errors
@@ -47,7 +46,7 @@ class PreparedInStore:
 class ReplicaUnavailable(ServiceError):
     status = 503
     code = "replica_unavailable"
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+    headers = {"Retry-After": "1"}
 
     def __init__(self, role: str, error: BaseException):
         super().__init__(

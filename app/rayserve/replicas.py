@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import ray
 from ray import serve
@@ -19,7 +19,7 @@ from ..core.disconnect import close_shielded
 from ..core.errors import ServiceError
 from ..core.logging import request_id_var
 from ..core.metrics import Metrics
-from ..engines.base import EngineOutput
+from ..engines.base import Engine, EngineOutput
 from ..preprocess import Preprocessing, Timing
 from ..service import Service, build_engine
 from .front import RayEngine, RayPreprocessing
@@ -37,14 +37,16 @@ BATCH_SECONDS = 0.002
 @serve.ingress()
 class FrontDoor:
     def __init__(self, settings: Settings, decode: DeploymentHandle, engine: DeploymentHandle):
-        self._service = Service(settings, RayEngine(engine), RayPreprocessing(decode))
+        # The Service hands its engine what its preprocessing made: here RayPreprocessing's
+        # PreparedInStore, which RayEngine takes in place of a PreparedRequest.
+        self._service = Service(settings, cast(Engine, RayEngine(engine)), RayPreprocessing(decode))
 
     def __serve_build_asgi_app__(self):
         return create_app(service=self._service)
 
 
 class DecodeReplica:
-    async def __init__(self, settings: Settings):
+    async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
         self._preprocessing = Preprocessing(settings, Metrics())
         await self._preprocessing.start()
 
@@ -55,10 +57,10 @@ class DecodeReplica:
         an answer, not a failure of this replica for Ray to log). If the front door cancels
         the call (its client left), the CancelledError stops the fetches and decodes."""
         request_id_var.set(request_id)
+        preprocessor = self._preprocessing.preprocessor
+        assert preprocessor is not None  # made by start(), which __init__ awaited
         try:
-            prepared, timing = await self._preprocessing.preprocessor.prepare(
-                request, request_id, threading.Event()
-            )
+            prepared, timing = await preprocessor.prepare(request, request_id, threading.Event())
         except ServiceError as error:
             return portable(error)
         kinds = tuple(item.kind for item in prepared.media)
@@ -71,7 +73,7 @@ class DecodeReplica:
 
 
 class EngineReplica:
-    async def __init__(self, settings: Settings):
+    async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
         self._engine = build_engine(settings)
         await self._engine.start()
 

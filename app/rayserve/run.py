@@ -23,7 +23,7 @@ log = logging.getLogger("mmprep.ray")
 
 
 def run_on_ray(settings: Settings) -> int:
-    ray.init(logging_level=settings.log_level.upper())
+    ray.init(logging_level=logging.getLevelNamesMapping()[settings.log_level.upper()])
     # SIGTERM as Ctrl-C: it interrupts whatever the command waits for, starting up included
     # (a replica that cannot be placed keeps serve.run waiting), and the cleanup runs. Set
     # after ray.init, which installs a handler that aborts the process.

@@ -6,13 +6,14 @@ from __future__ import annotations
 import base64
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from PIL import Image
 
 if TYPE_CHECKING:
     import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 MODEL = "mmprep-echo"  # the model of the embedded echo engine, mmprep's default
 ERROR_FIELDS = {"message", "type", "param", "code"}
@@ -64,11 +65,14 @@ def ask(
 ) -> tuple[str, str | None, Any]:
     """One user message through the openai client: (text, finish_reason, usage), streamed
     (usage asked for) or not."""
-    messages = [{"role": "user", "content": content}]
+    # The openai types know no video_url part (mmprep's and vLLM's extension): the client
+    # sends the parts as they are.
+    messages = cast("list[ChatCompletionMessageParam]", [{"role": "user", "content": content}])
     create = client.chat.completions.create
     if not stream:
         response = create(model=model, messages=messages, **kwargs)
-        return response.choices[0].message.content, response.choices[0].finish_reason, response.usage
+        # no content (an answer of tool calls only) is no text, as when streamed
+        return response.choices[0].message.content or "", response.choices[0].finish_reason, response.usage
     text, finish, usage = "", None, None
     for chunk in create(
         model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs

@@ -71,6 +71,7 @@ class FileServer:
             self._server.server_close()
             raise
         bound_host, bound_port = self._server.server_address[:2]
+        assert isinstance(bound_host, str)  # an AF_INET or AF_INET6 socket names its host as text
         self.url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="file-server", daemon=True)
 

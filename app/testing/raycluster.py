@@ -4,12 +4,14 @@ store), Ray Serve's HTTP proxy on the head node only, and a URL to send requests
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Self
 
 import ray
 from ray import serve
 from ray.cluster_utils import Cluster
+from ray.serve.schema import ReplicaState
 
 from mmprep.core.config import Settings
 from mmprep.rayserve.application import build_app
@@ -29,7 +31,7 @@ class RayCluster:
             head_node_args={"num_cpus": cpus, "resources": {"head": 1}, "include_dashboard": False},
         )
         self.workers = [self.add_node() for _ in range(nodes - 1)]
-        ray.init(address=self.cluster.address, logging_level="WARNING", log_to_driver=False)
+        ray.init(address=self.cluster.address, logging_level=logging.WARNING, log_to_driver=False)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # One proxy: on one machine, every node's proxy would bind the same port.
@@ -73,7 +75,9 @@ class RayCluster:
         while True:
             status = serve.status().applications[APP_NAME].deployments[deployment]
             names = self.replicas(deployment)
-            running = status.status == "HEALTHY" and status.replica_states.get("RUNNING", 0) == replicas
+            running = (
+                status.status == "HEALTHY" and status.replica_states.get(ReplicaState.RUNNING, 0) == replicas
+            )
             if running and len(names) == replicas and not set(replacing) & set(names):
                 return
             if time.monotonic() > deadline:

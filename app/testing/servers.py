@@ -116,7 +116,7 @@ class AppProcess:
                     return self
             except httpx.TransportError:
                 pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            if self._started().poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mmprep {self.command} did not start:\n{self.log()}")
             time.sleep(0.05)
 
@@ -125,14 +125,21 @@ class AppProcess:
         return self._log.read().decode()
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
+        process = self._started()
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
 
     def stop(self) -> int:
         """SIGTERM, and wait: the exit status."""
-        if self.process.poll() is None:
-            self.process.terminate()
-        return self.process.wait(timeout=30)
+        process = self._started()
+        if process.poll() is None:
+            process.terminate()
+        return process.wait(timeout=30)
+
+    def _started(self) -> subprocess.Popen:
+        if self.process is None:
+            raise RuntimeError(f"mmprep {self.command} was never started: call start() first")
+        return self.process
 
     def close(self) -> None:
         if self.process is not None:

@@ -101,8 +101,8 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
         assert time.monotonic() - started < 60
         log = serving.log()
         assert (
-            "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has"
-            in log
+            "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) "
+            "but the cluster has" in log
         )
     finally:
         serving.close()

@@ -25,21 +25,25 @@ import av
 import numpy as np
 import pytest
 
-REASON = "needs torch and transformers (pip install -e '.[transformers]')"
-torch = pytest.importorskip("torch", reason=REASON)
-transformers = pytest.importorskip("transformers", reason=REASON)
-
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
-from mmprep.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, WorkerProcess
 from mmprep.workers.remote import RemoteWorkersEngine
+
+REASON = "needs torch and transformers (pip install -e '.[transformers]')"
+torch = pytest.importorskip("torch", reason=REASON)
+transformers = pytest.importorskip("transformers", reason=REASON)
+
+from mmprep.engines.transformers_engine import (  # noqa: E402 (imports torch: after the skip)
+    MODEL_VARIABLE,
+    TransformersEngine,
+)
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 

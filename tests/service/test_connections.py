@@ -280,7 +280,7 @@ def _listening_inodes(port: int) -> set[str]:
 
 
 def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
+    inodes: set[str] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:

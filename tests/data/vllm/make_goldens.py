@@ -177,6 +177,8 @@ def main() -> None:
     for name in CASES:
         case = build_case(name)
         body = generate_request(case.prepared, case.options)
+        prompt = case.prepared.prompt
+        assert prompt is not None  # generate_request raised otherwise
         hf = hf_outputs(case)
         items = MultiModalKwargsItems.from_hf_inputs(hf, field_config(case.family, hf))
         golden: dict = {"kwargs_data": {}, "mm_hashes": {}}
@@ -199,7 +201,7 @@ def main() -> None:
                 ), f"{name}: mm_metadata keys"
                 assert encode_mm_kwargs_item(MultiModalKwargsItem({k: item[k] for k in on_cpu})) == text
             media = [
-                case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality
+                case.media[p.media_index] for p in prompt.placeholders if p.modality == modality
             ]
             hashes = [vllm_hash(item, case) for item in media]
             assert hashes == body["features"]["mm_hashes"][modality], f"{name}: {modality} hashes differ"

@@ -44,7 +44,7 @@ class EndlessEngine(NothingToStart):
     """Streams 4 KiB pieces until it is stopped; records each stop, and keeps a weak
     reference to what each request held."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stopped = threading.Event()
         self.held: list[weakref.ref] = []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,7 +31,17 @@ SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no
 SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}
 
 # name: (processor, overrides, media [(kind, shape)], mm_processor_kwargs, sampling, stream, extra, defaults)
-CASES = {
+CaseSpec = tuple[
+    str,
+    Mapping[str, object],
+    list[tuple[str, tuple[int, ...]]],
+    dict[str, object] | None,
+    SamplingParams,
+    bool,
+    dict[str, object],
+    dict[str, object],
+]
+CASES: dict[str, CaseSpec] = {
     "qwen2_vl_video_image": (
         "qwen2_vl",
         SMALL,

@@ -200,9 +200,7 @@ def main() -> None:
                     e.field.keep_on_cpu for e in item.values()
                 ), f"{name}: mm_metadata keys"
                 assert encode_mm_kwargs_item(MultiModalKwargsItem({k: item[k] for k in on_cpu})) == text
-            media = [
-                case.media[p.media_index] for p in prompt.placeholders if p.modality == modality
-            ]
+            media = [case.media[p.media_index] for p in prompt.placeholders if p.modality == modality]
             hashes = [vllm_hash(item, case) for item in media]
             assert hashes == body["features"]["mm_hashes"][modality], f"{name}: {modality} hashes differ"
             golden["mm_hashes"][modality] = hashes

@@ -18,10 +18,11 @@ from pathlib import Path
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 WORDS = (  # a sentence reads better than a hundred quoted words
-    "the a of to and in is it that was for on are with as his they be at one have this from or had by word but "
-    "what some we can out other were all there when up use your how said an each she which do their time if will "
-    "way about many then them write would like so these her long make thing see him two has look more day could "
-    "go come did number sound no most people my over know water than call first who may down side been now find"
+    "the a of to and in is it that was for on are with as his they be at one have this from or had "
+    "by word but what some we can out other were all there when up use your how said an each she "
+    "which do their time if will way about many then them write would like so these her long make "
+    "thing see him two has look more day could go come did number sound no most people my over know "
+    "water than call first who may down side been now find"
 ).split()
 
 

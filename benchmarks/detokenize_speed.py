@@ -148,10 +148,13 @@ class Server(AppProcess):
 
     def start(self) -> Server:
         super().start()
+        assert self.process is not None  # AppProcess.start made it
         os.sched_setaffinity(self.process.pid, {0})
         return self
 
     def cpu_seconds(self) -> float:
+        if self.process is None:
+            raise ValueError("cpu_seconds of a server not started")
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

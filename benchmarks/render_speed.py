@@ -69,7 +69,7 @@ def text_chat(rng: random.Random, words: int) -> list[dict]:
         return " ".join(rng.choice(WORDS) for _ in range(n))
 
     messages = [{"role": "system", "content": sentence(40)}]
-    for turn in range(6):
+    for _turn in range(6):
         messages.append({"role": "user", "content": [{"type": "text", "text": sentence(words // 12)}]})
         messages.append({"role": "assistant", "content": sentence(words // 12)})
     messages.append({"role": "user", "content": [{"type": "text", "text": sentence(words // 12)}]})

@@ -49,7 +49,10 @@ SAMPLE_EVERY_S = 1.0
 
 def rss_and_fds(pid: int) -> tuple[float, int]:
     status = Path(f"/proc/{pid}/status").read_text()
-    rss_kib = int(re.search(r"VmRSS:\s+(\d+)", status)[1])
+    rss = re.search(r"VmRSS:\s+(\d+)", status)
+    if rss is None:
+        raise ValueError(f"/proc/{pid}/status has no VmRSS line")
+    rss_kib = int(rss[1])
     return rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
@@ -74,6 +77,9 @@ def percentiles(values: list[float]) -> dict | None:
 class Soak:
     def __init__(self, server: AppProcess, options: argparse.Namespace):
         self.server, self.options = server, options
+        if server.process is None:
+            raise ValueError("the soak watches a started server: AppProcess.start() first")
+        self.pid = server.process.pid  # whose memory and descriptors are sampled
         self.samples: list[dict] = []
         self.health: dict[str, list[float]] = {"idle": [], "load": [], "after": []}
         self.phase = "idle"
@@ -87,7 +93,7 @@ class Soak:
     async def sample(self) -> None:
         start = time.monotonic()
         while not self.stop.is_set():
-            rss, fds = rss_and_fds(self.server.process.pid)
+            rss, fds = rss_and_fds(self.pid)
             self.samples.append(
                 {
                     "t": round(time.monotonic() - start, 1),
@@ -178,12 +184,12 @@ class Soak:
 
     async def run(self) -> dict:
         o = self.options
-        rss0, fds0 = rss_and_fds(self.server.process.pid)
+        rss0, fds0 = rss_and_fds(self.pid)
         background = [asyncio.create_task(self.sample()), asyncio.create_task(self.probe_health())]
         await self.open_idle(o.idle)
         background.append(asyncio.create_task(self.keep_idle()))
         await asyncio.sleep(o.idle_seconds)
-        idle_fds = rss_and_fds(self.server.process.pid)[1]
+        idle_fds = rss_and_fds(self.pid)[1]
 
         self.phase = "load"
         readers = [asyncio.create_task(self.slow_reader()) for _ in range(o.slow_readers)]
@@ -200,7 +206,7 @@ class Soak:
         await asyncio.gather(*readers, *background, return_exceptions=True)
         async with httpx.AsyncClient(timeout=60) as client:
             metrics = (await client.get(f"{self.server.url}/metrics")).text
-        rss1, fds1 = rss_and_fds(self.server.process.pid)
+        rss1, fds1 = rss_and_fds(self.pid)
         load = [s for s in self.samples if s["phase"] == "load"]
         return {
             "options": {

@@ -25,15 +25,15 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from vllm_like import processed_item, qwen_prompt
-
 from mmprep.engines.prepared import PreparedRequest, SamplingParams
 from mmprep.processors import load_processor
 from mmprep.vllm import request as vllm_request
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from vllm_like import processed_item, qwen_prompt  # noqa: E402 (tests/ is on sys.path only from here)
 
 
 def plain_encode(item) -> str:
@@ -80,7 +80,8 @@ def main() -> None:
     print(f"{args.frames} frames {width}x{height} -> pixel_values_videos {rows}, body {size / 2**20:.0f} MiB")
     print(
         f"plain json.dumps: median {statistics.median(plain):.2f} s; generate_request_body: "
-        f"median {statistics.median(ours):.2f} s; {statistics.median(plain) / statistics.median(ours):.1f}x faster"
+        f"median {statistics.median(ours):.2f} s; "
+        f"{statistics.median(plain) / statistics.median(ours):.1f}x faster"
     )
 
 

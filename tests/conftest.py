@@ -46,8 +46,12 @@ def reference_decode(path) -> Reference:
     pts, indices = [], []
     with av.open(str(path)) as container:
         stream = container.streams.best("video")
+        if not isinstance(stream, av.VideoStream):
+            raise ValueError(f"{path} has no video stream")
         time_base = Fraction(stream.time_base.numerator, stream.time_base.denominator)
         for frame in container.decode(stream):
+            if frame.pts is None:
+                raise ValueError(f"{path}: a frame without a pts")
             pts.append(frame.pts)
             rgb = frame.to_ndarray(format="rgb24")
             turns = round(frame.rotation / 90) % 4
@@ -55,7 +59,13 @@ def reference_decode(path) -> Reference:
     return Reference([p - pts[0] for p in pts], time_base, indices)
 
 
-def reference_targets(ref: Reference, duration: float, fps=None, num_frames=None, max_frames=None):
+def reference_targets(
+    ref: Reference,
+    duration: float,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    max_frames: int | None = None,
+):
     """The moments the contract names for a request, as exact seconds (Fractions)."""
     cap = max_frames or math.inf
     if num_frames is not None and num_frames != -1:  # never above max_frames: refused before this
@@ -70,7 +80,8 @@ def reference_targets(ref: Reference, duration: float, fps=None, num_frames=None
             return [Fraction(k) / Fraction(fps) + Fraction(1, 10**7) for k in range(count)]
     elif len(ref.pts) <= cap:
         return [ref.seconds(i) for i in range(len(ref.pts))]
-    return [Fraction(k) * Fraction(duration) / cap + Fraction(1, 10**7) for k in range(cap)]
+    assert max_frames  # cap is finite here: it was below the frames asked for
+    return [Fraction(k) * Fraction(duration) / max_frames + Fraction(1, 10**7) for k in range(max_frames)]
 
 
 def on_screen(ref: Reference, targets) -> list[int]:

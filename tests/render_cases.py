@@ -18,6 +18,7 @@ def media_item(folder: ModelFolder, spec: dict, index: int) -> MediaItem:
     if spec["kind"] == "image":
         height, width = spec["shape"]
         resized = processor.image_size(height, width)
+        assert processor.image_config is not None  # image_size raised otherwise
         patch = processor.image_config.patch_size
         grid = (1, resized[0] // patch, resized[1] // patch)
         processed = ProcessedMedia(

@@ -112,8 +112,9 @@ class VllmLike:
         if prompt_tokens + asked > self.max_model_len:
             raise Refused(
                 400,
-                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
-                f"{prompt_tokens + asked} tokens ({prompt_tokens} in the messages, {asked} in the completion). "
+                f"This model's maximum context length is {self.max_model_len} tokens. "
+                f"However, you requested {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, "
+                f"{asked} in the completion). "
                 "Please reduce the length of the messages or completion.",
             )
         answer = {
@@ -372,7 +373,7 @@ class VllmGenerateLike:
                 items[modality] = [decode_item(text) for text in data[modality]]
             except ItemFormatError as error:
                 raise Refused(400, str(error)) from error
-            for span, item in zip(ranges[modality], items[modality]):
+            for span, item in zip(ranges[modality], items[modality], strict=True):
                 offset, length = span["offset"], span["length"]
                 if offset + length > len(ids):
                     raise Refused(400, "mm_placeholders must remain within the token_ids sequence")

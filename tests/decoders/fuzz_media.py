@@ -31,7 +31,7 @@ MEDIA = Path(__file__).resolve().parents[1] / "data" / "media"
 # the run ("crash--..."), kept by tests/decoders/test_fuzz.py.
 KEPT = MEDIA / "fuzz"
 TIMING_OUTCOMES = {"decode_timeout"}  # depends on the machine's speed: never kept as an example
-VIDEO_REQUESTS = [
+VIDEO_REQUESTS: list[dict[str, int | float]] = [
     {},
     {"fps": 1.0},
     {"num_frames": 3},

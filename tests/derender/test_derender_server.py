@@ -5,6 +5,8 @@ the tool calls, which must equal the non-streamed ones; a stop closes the engine
 
 from __future__ import annotations
 
+from typing import Self
+
 import httpx
 import pytest
 from derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
@@ -22,19 +24,31 @@ MODEL = "qwen-test"
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
+class ReplayServer(ThreadServer):
+    """A server on a token-replaying engine, with the engine and an openai client at hand."""
+
+    def __init__(self, service: Service, engine: TokenReplayEngine) -> None:
+        super().__init__(create_app(service=service))
+        self.engine = engine
+
+    def __enter__(self) -> Self:
+        super().__enter__()
+        self.client = openai_client(self)  # of the url it listens on, known from here
+        return self
+
+
 class Servers:
     """One server per parser setup, started when first asked for."""
 
     def __init__(self):
         self._open, self._servers = {}, {}
 
-    def get(self, fixture: dict) -> ThreadServer:
+    def get(self, fixture: dict) -> ReplayServer:
         key = tuple(sorted(fixture["server"].items()))
         if key not in self._servers:
             engine = TokenReplayEngine()
             service = Service(Settings(served_model_name=[MODEL]), engine, derendering=derendering(fixture))
-            server = ThreadServer(create_app(service=service)).__enter__()
-            server.engine, server.client = engine, openai_client(server)
+            server = ReplayServer(service, engine).__enter__()
             self._servers[key] = server
         return self._servers[key]
 

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from make_goldens import case_input, to_levels
 
 from mmprep.processors import load_processor
 
 GOLDENS = Path(__file__).parents[1] / "data" / "processors"
-
-from make_goldens import case_input, to_levels
-
 CASES = json.loads((GOLDENS / "cases.json").read_text())["cases"]
 
 

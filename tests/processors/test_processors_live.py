@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from make_goldens import to_levels, transformers_output  # its oracle imports torch when called
 
 from mmprep.processors import load_processor
 
@@ -15,8 +16,6 @@ REASON = "needs torch, torchvision and transformers (pip install torch torchvisi
 pytest.importorskip("torch", reason=REASON)
 pytest.importorskip("torchvision", reason=REASON)
 transformers = pytest.importorskip("transformers", reason=REASON)
-
-from make_goldens import to_levels, transformers_output
 
 pytestmark = pytest.mark.slow  # torch, torchvision and transformers as the oracle
 

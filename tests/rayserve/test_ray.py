@@ -10,6 +10,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypedDict
 
 import httpx
 import pytest
@@ -52,7 +53,18 @@ CONTENT = [
     image(png_data_url(64, 48, noise=True)),
     video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"), num_frames=4),  # decoded once, two items
 ]
-OPTIONS = {"temperature": 0.3, "seed": 5, "top_p": 0.9, "max_tokens": 1000}
+
+
+class Options(TypedDict):
+    """The request's sampling fields, beyond its model and messages."""
+
+    temperature: float
+    seed: int
+    top_p: float
+    max_tokens: int
+
+
+OPTIONS: Options = {"temperature": 0.3, "seed": 5, "top_p": 0.9, "max_tokens": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +113,8 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
         assert time.monotonic() - started < 60
         log = serving.log()
         assert (
-            "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has"
-            in log
+            "cannot be placed: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) "
+            "but the cluster has" in log
         )
     finally:
         serving.close()

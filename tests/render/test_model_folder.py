@@ -180,7 +180,8 @@ def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_
         json.dumps(
             {
                 **config,
-                "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }} tools",
+                "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"
+                "{{ tools | length }} tools",
             }
         )
     )

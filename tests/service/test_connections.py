@@ -44,7 +44,7 @@ class EndlessEngine(NothingToStart):
     """Streams 4 KiB pieces until it is stopped; records each stop, and keeps a weak
     reference to what each request held."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stopped = threading.Event()
         self.held: list[weakref.ref] = []
 
@@ -280,7 +280,7 @@ def _listening_inodes(port: int) -> set[str]:
 
 
 def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
+    inodes: set[str] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:

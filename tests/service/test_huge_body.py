@@ -31,7 +31,8 @@ SENDER = textwrap.dedent(
     piece = b"!" * (1024 * 1024)  # not base64 at all: decoding it would fail differently
     length = len(head) + mib * len(piece) + len(tail)
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\n"
+                     + b"Content-Type: application/json\\r\\n"
                      + b"Content-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % length + head)
         for _ in range(mib):
             sock.sendall(piece)

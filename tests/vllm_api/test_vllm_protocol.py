@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,7 +31,17 @@ SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no
 SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}
 
 # name: (processor, overrides, media [(kind, shape)], mm_processor_kwargs, sampling, stream, extra, defaults)
-CASES = {
+CaseSpec = tuple[
+    str,
+    Mapping[str, object],
+    list[tuple[str, tuple[int, ...]]],
+    dict[str, object] | None,
+    SamplingParams,
+    bool,
+    dict[str, object],
+    dict[str, object],
+]
+CASES: dict[str, CaseSpec] = {
     "qwen2_vl_video_image": (
         "qwen2_vl",
         SMALL,
@@ -197,7 +208,7 @@ def test_items_hold_the_processors_tensors():
     body = generate_request(case.prepared, case.options)
     videos = [decode_item(text) for text in body["features"]["kwargs_data"]["video"]]
     first, second = case.media[0].processed.tensors, case.media[2].processed.tensors
-    for item, tensors in zip(videos, (first, second)):
+    for item, tensors in zip(videos, (first, second), strict=True):
         assert item["pixel_values_videos"].data.dtype == np.float32
         np.testing.assert_array_equal(item["pixel_values_videos"].data, tensors["pixel_values_videos"])
         np.testing.assert_array_equal(item["video_grid_thw"].data, tensors["video_grid_thw"][0])
@@ -324,7 +335,7 @@ def test_embedding_count_matches_placeholder():
     case = build_case("qwen2_vl_video_image")
     body = generate_request(case.prepared, case.options)
     for modality, texts in body["features"]["kwargs_data"].items():
-        for text, span in zip(texts, body["features"]["mm_placeholders"][modality]):
+        for text, span in zip(texts, body["features"]["mm_placeholders"][modality], strict=True):
             grid = decode_item(text)[f"{modality}_grid_thw"].data
             assert int(np.prod(grid)) // MERGE**2 == span["length"]
 

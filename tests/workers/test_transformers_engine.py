@@ -25,21 +25,25 @@ import av
 import numpy as np
 import pytest
 
-REASON = "needs torch and transformers (pip install -e '.[transformers]')"
-torch = pytest.importorskip("torch", reason=REASON)
-transformers = pytest.importorskip("transformers", reason=REASON)
-
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
-from mmprep.engines.transformers_engine import MODEL_VARIABLE, TransformersEngine
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, WorkerProcess
 from mmprep.workers.remote import RemoteWorkersEngine
+
+REASON = "needs torch and transformers (pip install -e '.[transformers]')"
+torch = pytest.importorskip("torch", reason=REASON)
+transformers = pytest.importorskip("transformers", reason=REASON)
+
+from mmprep.engines.transformers_engine import (  # noqa: E402 (imports torch: after the skip)
+    MODEL_VARIABLE,
+    TransformersEngine,
+)
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 
@@ -52,6 +56,7 @@ QUESTION = "What happens in this video?"
 # frames 0, 2, 4 and 7.
 ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
 SAMPLED = [0, 2, 4, 7]
+ROPE_PARAMETERS = {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6}
 TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
     "vocab_size": 151936,
     "hidden_size": 32,
@@ -60,7 +65,7 @@ TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token 
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "max_position_embeddings": 4096,
-    "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6},
+    "rope_parameters": ROPE_PARAMETERS,
 }
 VISION_CONFIGS = {
     "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
@@ -86,7 +91,7 @@ VISION_CONFIGS = {
 TEXT_FOR = {
     "qwen3_vl": {
         "head_dim": 8,
-        "rope_parameters": {**TEXT_CONFIG["rope_parameters"], "mrope_interleaved": True},
+        "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
     }
 }
 

@@ -82,8 +82,8 @@ def transformers_output(processor, kind: str, pixels: np.ndarray) -> dict[str, n
     from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor, Qwen3VLVideoProcessor
 
     if kind == "image":
-        reference = Qwen2VLImageProcessor(**processor.image_config.transformers_kwargs())
-        return dict(reference(images=[pixels], return_tensors="np"))
+        image_reference = Qwen2VLImageProcessor(**processor.image_config.transformers_kwargs())
+        return dict(image_reference(images=[pixels], return_tensors="np"))
     cls = Qwen3VLVideoProcessor if processor.family == "qwen3_vl" else Qwen2VLVideoProcessor
     reference = cls(**processor.video_config.transformers_kwargs())
     if len(pixels) < reference.temporal_patch_size:  # transformers refuses it; ours pads first
@@ -106,6 +106,8 @@ def main() -> None:
     for seed, (name, (processor_name, overrides, kind, shape, covers)) in enumerate(CASES.items()):
         processor = load_processor(processor_name, **overrides)
         config = processor.image_config if kind == "image" else processor.video_config
+        if config is None:
+            raise ValueError(f"{name}: {processor_name} has no image processor config")
         pixels = case_input(shape, seed)
         output = transformers_output(processor, kind, pixels)
         values_key, grid_key = list(output)
@@ -132,7 +134,8 @@ def main() -> None:
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
     }
-    np.savez_compressed(HERE / "goldens.npz", **arrays)
+    # allow_pickle (its default) named, so mypy does not take **arrays for it
+    np.savez_compressed(HERE / "goldens.npz", allow_pickle=True, **arrays)
     (HERE / "cases.json").write_text(json.dumps({"made_with": versions, "cases": cases}, indent=1) + "\n")
     print(f"{len(cases)} cases, {(HERE / 'goldens.npz').stat().st_size / 1024:.0f} KiB, {versions}")
 

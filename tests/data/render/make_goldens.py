@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Literal, TypedDict
 
 import numpy as np
 
@@ -61,14 +62,28 @@ def text(value):
 
 
 # A media item: ("image", (H, W)) or ("video", (T, H, W), fps, frame indices in the source)
-IMAGE_A = ("image", (84, 112))
-IMAGE_B = ("image", (131, 97))
-VIDEO_A = ("video", (4, 84, 112), 30.0, [0, 15, 30, 45])
-VIDEO_B = ("video", (5, 70, 90), 25.0, [0, 50, 100, 150, 200])  # odd: the last frame is repeated
-VIDEO_LONG = ("video", (8, 56, 84), 24.0, [0, 12, 24, 36, 48, 60, 72, 84])
+ImageSpec = tuple[Literal["image"], tuple[int, int]]
+VideoSpec = tuple[Literal["video"], tuple[int, int, int], float, list[int]]
+
+
+class RenderOptions(TypedDict, total=False):
+    """The request's render options: apply_chat_template's arguments, and the template's own
+    chat_template_kwargs spread among them."""
+
+    add_generation_prompt: bool
+    continue_final_message: bool
+    tools: list[dict]
+    chat_template_kwargs: dict[str, object]
+
+
+IMAGE_A: ImageSpec = ("image", (84, 112))
+IMAGE_B: ImageSpec = ("image", (131, 97))
+VIDEO_A: VideoSpec = ("video", (4, 84, 112), 30.0, [0, 15, 30, 45])
+VIDEO_B: VideoSpec = ("video", (5, 70, 90), 25.0, [0, 50, 100, 150, 200])  # odd: the last frame is repeated
+VIDEO_LONG: VideoSpec = ("video", (8, 56, 84), 24.0, [0, 12, 24, 36, 48, 60, 72, 84])
 
 # name: (messages, media, options for the render)
-CASES = {
+CASES: dict[str, tuple[list[dict], list[ImageSpec | VideoSpec], RenderOptions]] = {
     "text_only": (
         [
             {"role": "system", "content": "You answer in one line."},
@@ -230,7 +245,7 @@ def main() -> None:
                     for item in media
                     if item[0] == "video"
                 ]
-                call = {"do_sample_frames": False}
+                call: dict[str, object] = {"do_sample_frames": False}
                 if images:
                     call["images"] = images
                 if videos:

@@ -33,12 +33,7 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
 import torch
-from test_vllm_protocol import CASES, MERGE, build_case, digest
 from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import (
     decode_mm_kwargs_item,
     encode_mm_kwargs_item,
@@ -50,6 +45,13 @@ from vllm.version import __version__
 
 from mmprep.vllm import hashing
 from mmprep.vllm.request import generate_request
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+# test_vllm_protocol (tests/vllm_api/) and the vllm_like it imports (tests/), as pytest finds them.
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "vllm_api")]
+
+from test_vllm_protocol import CASES, MERGE, build_case, digest  # noqa: E402 (on sys.path from here)
 
 
 def field_config(family: str, hf: dict) -> dict:
@@ -145,6 +147,7 @@ def vllm_hash(item, case) -> str:
         for key, value in (case.mm_processor_kwargs or {}).items()
         if key not in hashing.MODALITY_KWARGS.values() or key == hashing.MODALITY_KWARGS[item.kind]
     }
+    media: object  # the hasher takes a video as (frames, metadata), an image as a PIL image
     if item.kind == "video":
         media = (item.tensor, {**item.hf_metadata, "do_sample_frames": False})
     else:
@@ -174,6 +177,8 @@ def main() -> None:
     for name in CASES:
         case = build_case(name)
         body = generate_request(case.prepared, case.options)
+        prompt = case.prepared.prompt
+        assert prompt is not None  # generate_request raised otherwise
         hf = hf_outputs(case)
         items = MultiModalKwargsItems.from_hf_inputs(hf, field_config(case.family, hf))
         golden: dict = {"kwargs_data": {}, "mm_hashes": {}}
@@ -181,7 +186,7 @@ def main() -> None:
             theirs = items[modality]
             assert len(theirs) == len(ours)
             encoded = []
-            for text, item in zip(ours, theirs):
+            for text, item in zip(ours, theirs, strict=True):
                 decoded = decode_mm_kwargs_item(text)
                 same_item(decoded, item)
                 ordered = MultiModalKwargsItem({key: item[key] for key in decoded})  # mmprep's key order
@@ -189,15 +194,13 @@ def main() -> None:
                 assert vllm_text == text, f"{name}: {modality} bytes differ"
                 encoded.append(vllm_text)
             golden["kwargs_data"][modality] = [digest(text) for text in encoded]
-            for text, item in zip(body["features"]["mm_metadata"][modality], theirs):
+            for text, item in zip(body["features"]["mm_metadata"][modality], theirs, strict=True):
                 on_cpu = MultiModalKwargsItem({k: e for k, e in decode_mm_kwargs_item(text).items()})
                 assert all(item[k].field.keep_on_cpu for k in on_cpu) and len(on_cpu) == sum(
                     e.field.keep_on_cpu for e in item.values()
                 ), f"{name}: mm_metadata keys"
                 assert encode_mm_kwargs_item(MultiModalKwargsItem({k: item[k] for k in on_cpu})) == text
-            media = [
-                case.media[p.media_index] for p in case.prepared.prompt.placeholders if p.modality == modality
-            ]
+            media = [case.media[p.media_index] for p in prompt.placeholders if p.modality == modality]
             hashes = [vllm_hash(item, case) for item in media]
             assert hashes == body["features"]["mm_hashes"][modality], f"{name}: {modality} hashes differ"
             golden["mm_hashes"][modality] = hashes

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from functools import cached_property
-from typing import ClassVar
 
 from .core.config import Settings
 from .core.errors import ServiceError
@@ -115,7 +114,7 @@ class Service:
 class Overloaded(ServiceError):
     status = 503
     code = "overloaded"
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+    headers: dict[str, str] | None = {"Retry-After": "1"}
 
 
 class Slot:
@@ -151,6 +150,8 @@ def build_engine(settings: Settings) -> Engine:
     if settings.engine == "openai":
         from .engines.upstream import OpenAIUpstreamEngine
 
+        if settings.upstream_url is None or settings.upstream_model is None:  # Settings refuses this
+            raise ValueError("engine 'openai' needs upstream_url and upstream_model")
         return OpenAIUpstreamEngine(
             settings.upstream_url,
             settings.upstream_model,
@@ -161,6 +162,8 @@ def build_engine(settings: Settings) -> Engine:
     if settings.engine == "vllm-generate":
         from .vllm.engine import VllmGenerateEngine
 
+        if settings.upstream_url is None:  # Settings refuses this
+            raise ValueError("engine 'vllm-generate' needs upstream_url")
         return VllmGenerateEngine(
             settings.upstream_url,
             vllm_options(settings),

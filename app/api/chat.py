@@ -13,8 +13,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from typing import cast
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -122,7 +123,8 @@ def check_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
     choice = body.answer.tool_choice
     if choice in (None, "auto") and service.derendering.tool_call_parser is None:
         raise ServiceError(
-            '"auto" tool choice needs this server started with --enable-auto-tool-choice and --tool-call-parser',
+            '"auto" tool choice needs this server started with --enable-auto-tool-choice '
+            "and --tool-call-parser",
             "unsupported_field",
             "tool_choice",
         )
@@ -171,7 +173,10 @@ async def _complete(
 ) -> dict:
     answer, started = Answer(derender.reasoning, derender.logprobs), False
     handed_over = time.perf_counter()
-    async with aclosing(service.engine.generate(prepared)) as outputs:  # closed early on a stop
+    # An engine's generate is an async generator (docs/library.md: closing it is how an engine is
+    # told to stop), though Engine admits any async iterator; aclosing needs its aclose.
+    generation = cast(AsyncGenerator[EngineOutput, None], service.engine.generate(prepared))
+    async with aclosing(generation) as outputs:  # closed early on a stop
         async for output in outputs:
             if not started:
                 timing.engine, started = time.perf_counter() - handed_over, True
@@ -206,7 +211,7 @@ async def _stream(
     answer = Answer()  # counts the tool calls, for their indices
     try:
         yield sse(builder.chunk({"role": "assistant", "content": ""}))
-        output = first
+        output: EngineOutput | None = first
         while output is not None:
             for chunk in _chunks(derender.feed(output), answer, builder):
                 yield chunk

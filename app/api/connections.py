@@ -79,7 +79,8 @@ class GuardedH11Protocol(H11Protocol):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
-        self.timeout_keep_alive = limits.keep_alive_timeout
+        # uvicorn annotates it int, but only hands it to loop.call_later, which takes float seconds.
+        self.timeout_keep_alive = limits.keep_alive_timeout  # type: ignore[assignment]
         self._limits, self._metrics, self._on_refused = limits, metrics, on_refused
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
@@ -91,7 +92,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         transport.set_write_buffer_limits(high=self._limits.send_buffer_bytes)
         self._metrics.connections_open.set(len(self.connections))
-        idle_for = self.timeout_keep_alive
+        idle_for: float = self.timeout_keep_alive
         if len(self.connections) > self._limits.max_connections:
             self.app = self._refuse  # its request gets the 503; the connection closes after it
             idle_for = min(
@@ -154,7 +155,8 @@ class GuardedH11Protocol(H11Protocol):
         )
         self._close("header_timeout")
         self._timed_out(
-            f"the request head (request line and headers) did not arrive within {self._limits.header_timeout:g} s"
+            "the request head (request line and headers) did not arrive within "
+            f"{self._limits.header_timeout:g} s"
         )
 
     def _body_timed_out(self) -> None:
@@ -234,7 +236,7 @@ class GuardedH11Protocol(H11Protocol):
         self._close("over_limit")
         body = json.dumps(error.body()).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers += [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
+        headers += [(name.lower().encode(), value.encode()) for name, value in (error.headers or {}).items()]
         await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

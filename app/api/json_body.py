@@ -7,8 +7,9 @@ into one buffer as it arrives; a body over SMALL_BODY bytes is then taken apart 
 every string longer than LONG_STRING bytes is cut out (a view of the buffer, not a copy),
 json.loads reads the small rest, and the long strings go back where they were: a data URL
 where a URL goes (`url`, `image_url`, `video_url`) as a DataURL, whose size is judged by its
-length before anything decodes it; anything else as str. The loop stays free because no single step holds the GIL for long: finding the
-strings is a series of short C searches, and the rest that json.loads sees is small.
+length before anything decodes it; anything else as str. The loop stays free because no
+single step holds the GIL for long: finding the strings is a series of short C searches,
+and the rest that json.loads sees is small.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, LongString]
     there), so an error message can name the byte in the body."""
     view = memoryview(body)
     nonce = secrets.token_hex(8)  # a client cannot guess it, so no string of theirs is a token
-    skeleton, cut, shifts = bytearray(), {}, []
+    skeleton = bytearray()
+    cut: dict[str, LongString] = {}
+    shifts: list[tuple[int, int]] = []
     copied = start = 0
     while (opening := body.find(b'"', start)) >= 0:
         closing = _string_end(body, opening + 1)

@@ -80,7 +80,8 @@ async def preview_media(
     count, height, width = video.tensor.shape[:3]
     notes = [
         f"sampling asked: {describe_sampling(sampling, service.settings)}",
-        f"the engine gets {count} frames of {width}x{height}  ·  fetch {ms['fetch']:.1f} ms  ·  decode {ms['decode']:.1f} ms",
+        f"the engine gets {count} frames of {width}x{height}"
+        f"  ·  fetch {ms['fetch']:.1f} ms  ·  decode {ms['decode']:.1f} ms",
     ]
     if video.processed is not None:
         notes.append(f"processor {service.settings.processor}: {video.processed.num_tokens} tokens")
@@ -90,7 +91,10 @@ async def preview_media(
 
 def describe_sampling(sampling: dict[str, Any], settings: Settings) -> str:
     if not sampling:
-        return f"nothing (the server's default: {settings.default_fps:g} fps, at most {settings.default_max_frames} frames)"
+        return (
+            f"nothing (the server's default: {settings.default_fps:g} fps, "
+            f"at most {settings.default_max_frames} frames)"
+        )
     return ", ".join(f"{key}={value}" for key, value in sampling.items())
 
 
@@ -153,7 +157,8 @@ def _parse_form(document: Any) -> PreviewForm:
 
 def _disabled() -> ServiceError:
     return ServiceError(
-        "the preview page is off on this server: start it with --enable-preview (it fetches any URL it is given)",
+        "the preview page is off on this server: start it with --enable-preview "
+        "(it fetches any URL it is given)",
         "preview_disabled",
         status=404,
     )

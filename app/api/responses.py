@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from ..derender import Delta
 
@@ -146,7 +147,7 @@ class Answer:
 
     def message(self) -> dict:
         text = self.text()
-        message = {"role": "assistant", "content": text}
+        message: dict[str, Any] = {"role": "assistant", "content": text}
         if self._reasoning is not None:
             reasoning = "".join(self._reasoning) or None
             message["content"] = text or None

@@ -50,7 +50,7 @@ class ChatCompletionRequest(BaseModel):
     media_io_kwargs: dict[str, Any] | None = None
     # vLLM's per-request processor options: sampling keys read as sampling, all passed on
     mm_processor_kwargs: dict[str, Any] | None = None
-    _answer: AnswerFields = PrivateAttr(default=None)
+    _answer: AnswerFields | None = PrivateAttr(default=None)
 
     @property
     def answer(self) -> AnswerFields:

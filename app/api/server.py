@@ -42,7 +42,8 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
             on_refused=lambda error: service.record(error.status, error.code),
         ),
         backlog=settings.backlog,
-        timeout_keep_alive=settings.keep_alive_timeout,
+        # uvicorn annotates it int, but its protocols only hand it to loop.call_later (float seconds).
+        timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         **options,
     )
@@ -65,7 +66,8 @@ def within_open_files(settings: Settings) -> Settings:
     if settings.max_connections != Settings.model_fields["max_connections"].default:
         raise SystemExit(
             f"mmprep serve: --max-connections {settings.max_connections} needs more open files than "
-            f"the hard limit allows (room for {fits}): lower it, or raise the limit (ulimit -Hn, LimitNOFILE=)"
+            f"the hard limit allows (room for {fits}): lower it, or raise the limit "
+            "(ulimit -Hn, LimitNOFILE=)"
         )
     log.warning(
         "the open-file limit holds %d connections: --max-connections lowered from %d",

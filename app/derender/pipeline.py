@@ -131,7 +131,7 @@ class Derenderer:
             if sampling.logprobs:
                 self._logprobs = LogprobFormatter(model.tokenizer, sampling.top_logprobs)
         self._tools: ToolParser | None = None
-        if setup.parses_tools(options):
+        if setup.tool_call_parser is not None and setup.parses_tools(options):
             self._tools = make_tool_parser(setup.tool_call_parser, list(options.tools), setup._new_tool_id)
         self._reasoning: ReasoningParser | None = None
         if setup.reasoning_parser is not None:
@@ -174,9 +174,10 @@ class Derenderer:
         if output.token_ids:
             if self._stops is None:
                 raise EngineError(
-                    "the engine gave token ids, and this server has no tokenizer for them (serve with --model)"
+                    "the engine gave token ids, and this server has no tokenizer for them "
+                    "(serve with --model)"
                 )
-            text, taken = self._detokenize(output.token_ids)
+            text, taken = _detokenize(self._stops, output.token_ids)
             if self._logprobs is not None:
                 if len(output.logprobs) < taken:
                     raise EngineError(f"the engine gave {len(output.logprobs)} logprobs for {taken} tokens")
@@ -212,15 +213,6 @@ class Derenderer:
             return self._stops.tokens
         return self._engine_tokens or 0
 
-    def _detokenize(self, token_ids: tuple[int, ...]) -> tuple[str, int]:
-        stops, pieces, taken = self._stops, [], 0
-        for token_id in token_ids:
-            if stops.finish_reason is not None:
-                break  # the ids after a stop are not the answer's
-            pieces.append(stops.push(token_id))
-            taken += 1
-        return "".join(pieces), taken
-
     def _parse(self, text: str, final: bool) -> Delta:
         if self._passthrough:
             return Delta(content=text)
@@ -244,3 +236,15 @@ class Derenderer:
         if not self._options.include_reasoning:
             reasoning = ""
         return Delta(content=content, reasoning=reasoning, tool_calls=calls)
+
+
+def _detokenize(stops: StopChecker, token_ids: tuple[int, ...]) -> tuple[str, int]:
+    """The text of the ids up to a stop, and how many ids it took."""
+    pieces: list[str] = []
+    taken = 0
+    for token_id in token_ids:
+        if stops.finish_reason is not None:
+            break  # the ids after a stop are not the answer's
+        pieces.append(stops.push(token_id))
+        taken += 1
+    return "".join(pieces), taken

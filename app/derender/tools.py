@@ -68,7 +68,8 @@ class ToolParser:
     def feed(self, text: str) -> tuple[str, list[ToolCall]]:
         if self._jail is None and not self._held and "<" not in text:  # the common case
             return self._content(text), []
-        content, calls = [], []
+        content: list[str] = []
+        calls: list[ToolCall] = []
         text = self._held + text
         self._held = ""
         while text:
@@ -96,7 +97,8 @@ class ToolParser:
         return "".join(content), calls
 
     def finish(self) -> tuple[str, list[ToolCall]]:
-        content, calls = [], []
+        content: list[str] = []
+        calls: list[ToolCall] = []
         if self._jail is not None:
             raw, self._jail = self._jail, None
             self._close(raw, False, content, calls)

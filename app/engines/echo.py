@@ -1,11 +1,12 @@
 """The echo engine: the embedded default, for a machine with no GPU and no model.
 
 Its answer is one JSON object, a faithful account of what it received (the text, and
-for each media item its kind, tensor shape, a fingerprint (xxh3) of its bytes, sampled timestamps and indices,
-and source metadata; with a vision processor, each processed tensor's name, shape, dtype and
-xxh3, and the item's placeholder tokens, which prompt_tokens counts; with --model, the
-rendered prompt's token count, fingerprint and placeholders, which prompt_tokens is), streamed in pieces of a few characters, each piece one token.
-max_tokens and stop apply to it as to a model's answer.
+for each media item its kind, tensor shape, a fingerprint (xxh3) of its bytes, sampled
+timestamps and indices, and source metadata; with a vision processor, each processed
+tensor's name, shape, dtype and xxh3, and the item's placeholder tokens, which
+prompt_tokens counts; with --model, the rendered prompt's token count, fingerprint and
+placeholders, which prompt_tokens is), streamed in pieces of a few characters, each piece
+one token. max_tokens and stop apply to it as to a model's answer.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import array
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import xxhash
 
-from .base import EngineOutput, NothingToStart
+from .base import EngineOutput, FinishReason, NothingToStart
 from .prepared import MediaItem, PreparedRequest
 
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
@@ -30,7 +31,7 @@ class EchoEngine(NothingToStart):
     def __init__(self, chars_per_token: int = 8):
         self._chars = chars_per_token
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         answer, finish = _apply_stop(account(request), request.sampling.stop)
         pieces = [answer[i : i + self._chars] for i in range(0, len(answer), self._chars)]
         limit = request.sampling.max_tokens
@@ -89,6 +90,8 @@ def _describe(item: MediaItem) -> dict:
         "metadata": item.metadata,
     }
     if item.kind == "video":
+        if item.timestamps is None or item.indices is None:
+            raise ValueError(f"{item.param}: a video item comes with its frames' timestamps and indices")
         described["timestamps"] = [round(float(t), 6) for t in item.timestamps]
         described["indices"] = item.indices.tolist()
     if item.processed is not None:
@@ -107,7 +110,7 @@ def _tensor_account(tensor) -> dict:
     }
 
 
-def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str]:
+def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, FinishReason]:
     """Cut the text before the first stop sequence, as a model's answer would end."""
     cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
     return (text[:cut], "stop") if cut >= 0 else (text, "stop")

@@ -68,6 +68,8 @@ class SheetLayout:
 def contact_sheet(item: MediaItem, title: str, notes: list[str]) -> Image.Image:
     """`item` (a video) as a contact sheet headed by `title`, its metadata and `notes`."""
     frames = item.tensor
+    if item.timestamps is None or item.indices is None:
+        raise ValueError(f"{item.param}: a contact sheet needs the video's timestamps and indices")
     lines = [title, metadata_line(item.metadata), *notes]
     layout = SheetLayout.of(len(frames), frames.shape[2], frames.shape[1], len(lines))
     sheet = Image.new("RGB", layout.size, BACKGROUND)
@@ -91,7 +93,8 @@ def metadata_line(metadata: dict) -> str:
     """The source as the decoder found it: codec, size, rate, duration and its source."""
     return (
         f"{metadata['codec']} in {metadata['container']}  ·  {metadata['width']}x{metadata['height']}"
-        f"  ·  {metadata['fps']:.3f} fps  ·  {metadata['duration']:.3f} s (duration from: {metadata['duration_source']})"
+        f"  ·  {metadata['fps']:.3f} fps  ·  {metadata['duration']:.3f} s"
+        f" (duration from: {metadata['duration_source']})"
         f"  ·  {metadata['num_frames']} frames"
     )
 

@@ -32,10 +32,11 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -49,8 +50,16 @@ from transformers import (
 )
 from transformers.generation.streamers import BaseStreamer
 
-from .base import EngineError, EngineHTTPError, EngineOutput, TokenLogprob
-from .prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams
+from mmprep.processors import ProcessedMedia
+
+from .base import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
+from .prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+
+if TYPE_CHECKING:
+    # What AutoModelForImageTextToText.from_pretrained is annotated to give: a
+    # PreTrainedModel with GenerationMixin's generate (transformers defines it for type
+    # checkers only).
+    from transformers.models.auto.modeling_auto import _BaseModelWithGenerate
 
 log = logging.getLogger("mmprep.transformers")
 
@@ -103,7 +112,7 @@ class TransformersEngine:
         self.folder = _model_folder(model)
         self.device = _device(device)
         self.dtype = _dtype(dtype)
-        self.model = None
+        self.model: _BaseModelWithGenerate | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
@@ -150,7 +159,7 @@ class TransformersEngine:
 
     # -- one request ----------------------------------------------------------------------
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         if self.model is None:
             raise EngineHTTPError("the transformers engine is not started", 503, "not_ready")
         job = self._job(request)
@@ -176,20 +185,24 @@ class TransformersEngine:
                     break
         finally:
             job.cancelled.set()  # a client that left, a stop string: the model stops within a step
-        finish = "stop" if last in job.stop_ids else "length"  # a stop token, or max_new_tokens reached
+        # A stop token, or max_new_tokens reached.
+        finish: FinishReason = "stop" if last in job.stop_ids else "length"
         yield EngineOutput(finish_reason=finish, prompt_tokens=job.prompt_tokens, completion_tokens=made)
 
     def _run(self, job: _Job, streamer: _TokenStreamer) -> None:
         """generate, on the engine's thread; its end (or its failure) goes to the streamer."""
         try:
             if not job.cancelled.is_set():  # closed while it waited for the thread
+                model = self.model
+                if model is None:
+                    raise EngineError("the transformers engine was stopped")
                 config = GenerationConfig(
                     do_sample=False,  # the sampler forces its token: argmax takes it
                     max_new_tokens=job.max_new_tokens,
                     eos_token_id=sorted(job.stop_ids) or None,
                 )
-                self.model.generate(
-                    **self._model_inputs(job.parts),
+                model.generate(
+                    **self._model_inputs(job.parts, model.dtype),
                     generation_config=config,
                     logits_processor=LogitsProcessorList([job.sampler]),
                     stopping_criteria=StoppingCriteriaList([_Cancelled(job.cancelled)]),
@@ -217,7 +230,7 @@ class TransformersEngine:
                 "prompt_required",
             )
         ids = np.asarray(prompt.token_ids, dtype=np.int64)
-        if not ids.size or ids.min() < 0 or ids.max() >= self.vocab_size:
+        if not ids.size or np.min(ids) < 0 or np.max(ids) >= self.vocab_size:
             raise EngineHTTPError(
                 f"the prompt must be token ids of this model's vocabulary of {self.vocab_size}",
                 400,
@@ -232,7 +245,7 @@ class TransformersEngine:
             "attention_mask": [np.ones((1, len(ids)), np.int64)],
         }
         types = np.zeros(len(ids), np.int64)
-        for kind, items in _media_in_prompt_order(request).items():
+        for kind, items in _media_in_prompt_order(prompt, request.media).items():
             self._check_placeholders(ids, kind, items)
             types[ids == self.token_ids[kind]] = TYPE_IDS[kind]
             if items:
@@ -250,15 +263,17 @@ class TransformersEngine:
             _Sampler(sampling, stop_ids, len(ids), self.device),
         )
 
-    def _model_inputs(self, parts: dict[str, list[np.ndarray]]) -> dict[str, torch.Tensor]:
-        """The joined inputs on the model's device; pixels in its dtype. A part that needs no
-        joining, writable and already right for the CPU, is used as it is (from a worker, the
-        very buffer the request came in); a read-only one (the decode cache shares it) is
-        copied once, straight to where it goes."""
+    def _model_inputs(
+        self, parts: dict[str, list[np.ndarray]], pixel_dtype: torch.dtype
+    ) -> dict[str, torch.Tensor]:
+        """The joined inputs on the model's device; pixels in `pixel_dtype` (the model's). A
+        part that needs no joining, writable and already right for the CPU, is used as it is
+        (from a worker, the very buffer the request came in); a read-only one (the decode
+        cache shares it) is copied once, straight to where it goes."""
         inputs = {}
         for key, arrays in parts.items():
             joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
-            dtype = self.model.dtype if key in ("pixel_values", "pixel_values_videos") else None
+            dtype = pixel_dtype if key in ("pixel_values", "pixel_values_videos") else None
             if joined.flags.writeable:
                 inputs[key] = torch.from_numpy(joined).to(self.device, dtype=dtype)
             else:
@@ -266,13 +281,14 @@ class TransformersEngine:
         return inputs
 
     def _max_new_tokens(self, prompt_length: int, max_tokens: int | None) -> int:
-        """max_tokens, or all the context leaves; a prompt that leaves no room is refused, as vLLM does."""
+        """max_tokens, or all the context leaves; a prompt that leaves no room is refused, as
+        vLLM does."""
         room = self.context - prompt_length
         if room < 1 or (max_tokens is not None and max_tokens > room):
             asked = prompt_length + (max_tokens or 1)
             raise EngineHTTPError(
-                f"this model's maximum context length is {self.context} tokens; the prompt has {prompt_length} "
-                f"and {max_tokens or 1} more were asked for ({asked} in all)",
+                f"this model's maximum context length is {self.context} tokens; the prompt has "
+                f"{prompt_length} and {max_tokens or 1} more were asked for ({asked} in all)",
                 400,
                 "context_length_exceeded",
                 "max_tokens" if room >= 1 else "messages",
@@ -280,22 +296,14 @@ class TransformersEngine:
         return room if max_tokens is None else max_tokens
 
     def _check_placeholders(self, ids: np.ndarray, kind: str, items: list[MediaItem]) -> None:
-        for item in items:
-            if item.processed is None:
-                raise EngineHTTPError(
-                    f"{item.param} reached the transformers engine without its processed tensors: run mmprep serve "
-                    "with --model FOLDER (or --processor) so the model's vision processor makes them",
-                    400,
-                    "unprocessed_media",
-                    item.param,
-                )
-        expected = sum(item.processed.num_tokens for item in items)
+        processed = [_processed(item) for item in items]
+        expected = sum(one.num_tokens for one in processed)
         token = self.token_ids[kind]
         found = int((ids == token).sum()) if token is not None else 0
         if found != expected or (items and token is None):
             raise EngineHTTPError(
-                f"the prompt has {found} {kind} placeholder tokens, but its {len(items)} {kind}s make {expected}: "
-                "the prompt was not rendered for this model's processor",
+                f"the prompt has {found} {kind} placeholder tokens, but its {len(items)} {kind}s make "
+                f"{expected}: the prompt was not rendered for this model's processor",
                 400,
                 "placeholder_mismatch",
                 "messages",
@@ -306,7 +314,7 @@ class TransformersEngine:
         and grids in prompt order; second_per_grid_ts for a model that takes it."""
         pixels_key, grid_key = TENSOR_NAMES[kind]
         try:
-            parts = {key: [item.processed.tensors[key] for item in items] for key in (pixels_key, grid_key)}
+            parts = {key: [_processed(item).tensors[key] for item in items] for key in (pixels_key, grid_key)}
         except KeyError as missing:
             raise EngineHTTPError(
                 f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
@@ -377,7 +385,7 @@ class _Sampler(LogitsProcessor):
         if not self.sampling.logprobs:
             return TokenLogprob(token, 0.0)
         logprobs = torch.log_softmax(raw, dim=-1)
-        top = ()
+        top: tuple[tuple[int, float], ...] = ()
         if self.sampling.top_logprobs:
             values, ids = logprobs.topk(self.sampling.top_logprobs)
             top = tuple(zip(ids.tolist(), values.tolist(), strict=True))
@@ -415,22 +423,34 @@ class _Cancelled(StoppingCriteria):
         )
 
 
-def _media_in_prompt_order(request: PreparedRequest) -> dict[str, list[MediaItem]]:
+def _processed(item: MediaItem) -> ProcessedMedia:
+    if item.processed is None:
+        raise EngineHTTPError(
+            f"{item.param} reached the transformers engine without its processed tensors: run mmprep "
+            "serve with --model FOLDER (or --processor) so the model's vision processor makes them",
+            400,
+            "unprocessed_media",
+            item.param,
+        )
+    return item.processed
+
+
+def _media_in_prompt_order(prompt: TokenPrompt, media: list[MediaItem]) -> dict[str, list[MediaItem]]:
     """Each kind's items in the order their placeholders come in the prompt, as
     transformers' processor lays out a batch's pixels."""
-    placeholders = sorted(request.prompt.placeholders, key=lambda p: p.offset) or [
-        Placeholder(item.kind, index, 0, 0) for index, item in enumerate(request.media)
+    placeholders = sorted(prompt.placeholders, key=lambda p: p.offset) or [
+        Placeholder(item.kind, index, 0, 0) for index, item in enumerate(media)
     ]
     ordered: dict[str, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
     for placeholder in placeholders:
-        if not 0 <= placeholder.media_index < len(request.media):
+        if not 0 <= placeholder.media_index < len(media):
             raise EngineHTTPError(
                 f"a placeholder names media item {placeholder.media_index}, which the request lacks",
                 400,
                 "placeholder_mismatch",
                 "messages",
             )
-        ordered[placeholder.modality].append(request.media[placeholder.media_index])
+        ordered[placeholder.modality].append(media[placeholder.media_index])
     return ordered
 
 

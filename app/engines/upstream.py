@@ -19,7 +19,7 @@ import asyncio
 import base64
 import io
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from ..core.errors import read_error_body
-from .base import EngineHTTPError, EngineOutput
+from .base import EngineHTTPError, EngineOutput, FinishReason
 from .prepared import MediaItem, PreparedRequest, SamplingParams
 
 JPEG_QUALITY = 90
@@ -54,6 +54,13 @@ class UpstreamClient:
     def ready(self) -> bool:
         return self._client is not None
 
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The connection pool, which start() makes."""
+        if self._client is None:
+            raise RuntimeError(f"{type(self).__name__} was not started: start() makes its connection pool")
+        return self._client
+
 
 class OpenAIUpstreamEngine(UpstreamClient):
     def __init__(
@@ -67,7 +74,7 @@ class OpenAIUpstreamEngine(UpstreamClient):
         super().__init__(url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout)
         self._model = model
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         body = await asyncio.to_thread(self.upstream_request, request)  # JPEG encoding, off the loop
         with transport_errors():
             if request.stream:
@@ -96,7 +103,7 @@ class OpenAIUpstreamEngine(UpstreamClient):
         return body
 
     async def _complete(self, body: dict) -> EngineOutput:
-        response = await self._client.post(self._endpoint, json=body)
+        response = await self._http.post(self._endpoint, json=body)
         if response.status_code != 200:
             raise upstream_error(response.status_code, response.content)
         try:
@@ -113,8 +120,9 @@ class OpenAIUpstreamEngine(UpstreamClient):
             raise bad_answer(response.text) from error
 
     async def _stream(self, body: dict) -> AsyncIterator[EngineOutput]:
-        finish, usage = None, {}
-        async with self._client.stream("POST", self._endpoint, json=body) as response:
+        finish: FinishReason | None = None
+        usage: dict[str, Any] = {}
+        async with self._http.stream("POST", self._endpoint, json=body) as response:
             async for chunk in sse_chunks(response):
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
@@ -188,8 +196,8 @@ def _video_kwargs(media: list[MediaItem]) -> dict | None:
             chosen, first = kwargs, item.param
         elif kwargs != chosen:
             raise EngineHTTPError(
-                f"{item.param} and {first} were sampled differently, but a vLLM upstream takes one set of video "
-                "metadata per request (media_io_kwargs.video): send these videos in separate requests",
+                f"{item.param} and {first} were sampled differently, but a vLLM upstream takes one set of "
+                "video metadata per request (media_io_kwargs.video): send these videos in separate requests",
                 400,
                 "conflicting_video_metadata",
                 item.param,
@@ -202,6 +210,8 @@ def _vllm_video_metadata(item: MediaItem) -> dict:
     count sent: vLLM keeps only the first num_frames frames (32 unless told), and then
     refuses frames_indices of another length."""
     meta = item.hf_metadata
+    if meta is None:
+        raise ValueError(f"{item.param}: a video item comes with transformers' VideoMetadata fields")
     return {
         "num_frames": len(item.tensor),
         "fps": meta["fps"],

@@ -5,8 +5,10 @@ it, and decoded in pieces that never hold the event loop for long."""
 from __future__ import annotations
 
 import binascii
+import operator
 import pickle
 from dataclasses import dataclass
+from typing import SupportsIndex
 from urllib.parse import unquote_to_bytes
 
 from .errors import FetchTooLargeError, InvalidMediaURLError
@@ -41,7 +43,8 @@ class DataURL:
         length alone shows it. Slow for big payloads: call it off the event loop."""
         if self.size_bound() > cap:
             raise FetchTooLargeError(
-                f"the data URL holds about {self.size_bound()} bytes (judged by its length), more than the {cap} allowed"
+                f"the data URL holds about {self.size_bound()} bytes (judged by its length), "
+                f"more than the {cap} allowed"
             )
         if not self.is_base64:
             return unquote_to_bytes(bytes(self.payload))
@@ -53,11 +56,13 @@ class DataURL:
         except binascii.Error as error:
             raise InvalidMediaURLError(f"the data URL's base64 is invalid: {error}") from error
 
-    def __reduce_ex__(self, protocol: int):
+    def __reduce_ex__(
+        self, protocol: SupportsIndex
+    ) -> tuple[type[DataURL], tuple[str | None, bool, pickle.PickleBuffer | bytes]]:
         """Pickled (to a Ray decode replica) with the payload as a buffer: with protocol 5,
         Ray puts it in its object store as it is, not a copy inside the pickle; a memoryview
         of the request body could not be pickled at all."""
-        payload = pickle.PickleBuffer(self.payload) if protocol >= 5 else bytes(self.payload)
+        payload = pickle.PickleBuffer(self.payload) if operator.index(protocol) >= 5 else bytes(self.payload)
         return DataURL, (self.media_type, self.is_base64, payload)
 
     def __repr__(self) -> str:  # never the payload: it can be hundreds of MiB

@@ -67,12 +67,15 @@ class NetworkPolicy:
                 f"media URLs may only name {', '.join(self.allowed_domains)} on this server, not {host!r}"
             )
 
-    async def _resolve(self, host: str, port: int):
+    async def _resolve(self, host: str, port: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as error:
             raise MediaFetchError(f"cannot resolve the host {host!r}: {error}") from error
-        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
+        # Each an IPv4 or IPv6 address (the families asked for), whose host is a str: an
+        # IPv6 one may carry a "%zone".
+        hosts = [info[4][0] for info in infos if isinstance(info[4][0], str)]
+        addresses = list(dict.fromkeys(ipaddress.ip_address(host.split("%")[0]) for host in hosts))
         if not addresses:
             raise MediaFetchError(f"the host {host!r} resolves to no address")
         if not self.allow_private_networks:

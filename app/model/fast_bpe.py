@@ -27,7 +27,8 @@ _PROBE = [
     "😀👍🏽👨‍👩‍👧‍👦🏳️‍🌈🇨🇭❤️🤖🤖",
     "def f(x):\n    return {'a': [1, 2]}  # comment\n\n\tif (a && b) { c++; }\r\n</div>",
     "  leading and trailing spaces   \n\n\n  \u00a0\u3000 ...!!! ''\"\"",
-    '<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>hi<|im_end|>\n<tool_call>\n{"a": 1}\n</tool_call>',
+    "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>hi<|im_end|>\n"
+    '<tool_call>\n{"a": 1}\n</tool_call>',
     "<|vision_end|>\u0338 <think>\u0338 a\u0338",  # a combining mark after a tag stays apart from it
 ]
 

@@ -20,6 +20,7 @@ from numbers import Real
 from typing import Any
 
 from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
+from mmprep.processors import ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -68,7 +69,8 @@ def check_image_part(value: dict, param: str) -> None:
         )
     if unknown:
         raise ServiceError(
-            f"{param} has unknown key(s) {', '.join(map(repr, unknown))}: an image_url takes {', '.join(IMAGE_PART_KEYS)}",
+            f"{param} has unknown key(s) {', '.join(map(repr, unknown))}: "
+            f"an image_url takes {', '.join(IMAGE_PART_KEYS)}",
             "invalid_content_part",
             param,
         )
@@ -99,8 +101,8 @@ def video_sampling(
         raise part_error(error, param) from error
 
 
-def part_error(error: MediaError | ServiceError, param: str) -> ServiceError:
-    """A sampling, decoding or fetching error as the client sees it: a 400 naming the part."""
+def part_error(error: MediaError | ProcessorError | ServiceError, param: str) -> ServiceError:
+    """A sampling, decoding, processing or fetching error as the client sees it: a 400 naming the part."""
     return ServiceError(f"{param}: {error}", error.code, param)
 
 
@@ -118,8 +120,8 @@ def _known_keys(options: dict, where: str) -> dict[str, Any]:
         if key == FRAME_RECOVERY:
             if value is not True:
                 raise ServiceError(
-                    f"{where}.{key}: mmprep always recovers frames (a frame FFmpeg cannot produce is replaced by "
-                    "the frame on screen at its time); frame_recovery can only be true",
+                    f"{where}.{key}: mmprep always recovers frames (a frame FFmpeg cannot produce is "
+                    "replaced by the frame on screen at its time); frame_recovery can only be true",
                     "invalid_sampling",
                     where,
                 )

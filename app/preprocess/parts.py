@@ -22,14 +22,14 @@ class Preprocessing:
         self.settings, self.metrics = settings, metrics
         self.pool = DecodePool(settings.decode_workers, fixed_threads=settings.decode_threads)
         metrics.decodes_in_flight.set_function(lambda: self.pool.active)
-        self.cache = None
+        self.cache: DecodeCache | None = None
         if settings.decode_cache_bytes:
-            self.cache = DecodeCache(
+            cache = self.cache = DecodeCache(
                 settings.decode_cache_bytes,
                 on_lookup=lambda hit: metrics.decode_cache.labels("hit" if hit else "miss").inc(),
                 retry_on=(asyncio.CancelledError, DecodeCancelledError),
             )
-            metrics.decode_cache_bytes.set_function(lambda: self.cache.bytes)
+            metrics.decode_cache_bytes.set_function(lambda: cache.bytes)
         self.fetcher: MediaFetcher | None = None
         self.preprocessor: Preprocessor | None = None  # made by start()
 

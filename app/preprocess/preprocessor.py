@@ -92,19 +92,23 @@ class Preprocessor:
         extra = dict(request.model_extra or {})
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
-        text = self._render_text(messages, extra) if self._renderer is not None else None
+        renderer = self._renderer
+        text = self._render_text(renderer, messages, extra) if renderer is not None else None
         rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
         media = [_media_item(part, loaded[part.key]) for part in parts]
         self._check_total_size(media)
         if self._vision is not None:  # before any engine work
-            tokens = sum(item.processed.num_tokens for item in media)
+            tokens = 0
+            for item in media:
+                assert item.processed is not None  # with a vision processor, every decode is processed
+                tokens += item.processed.num_tokens
             self._vision.check_tokens(tokens, "the request's media", "messages")
         # The counts come from the processed grids and the videos' metadata.
         prompt = None
-        if text is not None:
+        if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
             tokenizing = time.perf_counter()
-            prompt = self._renderer.tokens(text, media)
+            prompt = renderer.tokens(text, media)
             timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
@@ -120,9 +124,10 @@ class Preprocessor:
         )
         return prepared, timing
 
-    def _render_text(self, messages: list[dict], extra: dict) -> str:
+    @staticmethod
+    def _render_text(renderer: Renderer, messages: list[dict], extra: dict) -> str:
         """The chat template rendered with the request's options, read as vLLM reads them."""
-        return self._renderer.render_text(
+        return renderer.render_text(
             messages,
             tools=extra.get("tools"),
             documents=extra.get("documents"),
@@ -135,13 +140,14 @@ class Preprocessor:
 
     def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
         requested = request_options(request.media_io_kwargs, request.mm_processor_kwargs)
-        messages, parts = [], []
+        messages: list[dict] = []
+        parts: list[_MediaPart] = []
         for i, message in enumerate(request.messages):
             content = message.content
             if not isinstance(content, list):
                 messages.append(message.model_dump(exclude_none=True))
                 continue
-            new_content = []
+            new_content: list[dict[str, Any]] = []
             for j, part in enumerate(content):
                 where = f"messages[{i}].content[{j}]"
                 kind = _part_type(part, where)
@@ -156,7 +162,8 @@ class Preprocessor:
             messages.append({**message.model_dump(exclude_none=True), "content": new_content})
         if len(parts) > self._settings.max_media_parts:
             raise ServiceError(
-                f"the request has {len(parts)} image and video parts, more than the {self._settings.max_media_parts} allowed",
+                f"the request has {len(parts)} image and video parts, "
+                f"more than the {self._settings.max_media_parts} allowed",
                 "too_many_media_parts",
                 "messages",
             )
@@ -176,7 +183,8 @@ class Preprocessor:
             unfinished = _cancel_unfinished(tasks)
             if isinstance(error, TimeoutError):
                 raise ServiceError(
-                    f"fetching and decoding the media took longer than the {self._settings.decode_timeout:g} s allowed",
+                    "fetching and decoding the media took longer than the "
+                    f"{self._settings.decode_timeout:g} s allowed",
                     "decode_timeout",
                     unique[unfinished[0]].param if unfinished else "messages",
                 ) from error
@@ -185,7 +193,7 @@ class Preprocessor:
             # A failed task holds the error, whose traceback holds this frame, which would hold
             # the tasks: a cycle only the garbage collector frees, and with it the media (a data
             # URL can be hundreds of MiB). Without the tasks here, the error frees them all.
-            tasks = None
+            del tasks
 
     async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event):
         metrics = self._metrics

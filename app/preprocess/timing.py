@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -44,7 +45,7 @@ class Timing:
         return ", ".join(f"{name};dur={ms:.1f}" for name, ms in self.milliseconds().items())
 
 
-def _covered(spans: list[tuple[float, float]], outside: list[tuple[float, float]] = ()) -> float:
+def _covered(spans: Sequence[tuple[float, float]], outside: Sequence[tuple[float, float]] = ()) -> float:
     """Seconds during which at least one of `spans` ran and none of `outside` did."""
     edges = sorted({edge for span in (*spans, *outside) for edge in span})
     total = 0.0

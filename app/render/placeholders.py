@@ -31,6 +31,8 @@ def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
         raise ValueError(f"{item.param}: the item was not processed, so its token count is unknown")
     processor = folder.processor
     if item.kind == "image":
+        if processor.image_config is None:
+            raise ValueError(f"{item.param}: the model folder has no image processor config")
         grid = item.processed.tensors["image_grid_thw"][0]
         merge = processor.image_config.merge_size
         return [folder.image_token_id] * (int(grid.prod()) // merge**2)

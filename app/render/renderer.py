@@ -14,7 +14,7 @@ videos=..., do_sample_frames=False)["input_ids"]`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 
@@ -24,6 +24,8 @@ from ..model import ModelFolder
 from .content_format import detect_content_format
 from .placeholders import item_tokens
 from .template import TemplateInputError, compile_template
+
+MediaKind = Literal["image", "video"]  # as MediaItem.kind
 
 # chat_template_kwargs that would replace what mmprep itself gives the template (vLLM
 # refuses chat_template and tokenize there too); the rest reach the template if it reads them.
@@ -42,7 +44,10 @@ class Renderer:
         # the Qwen-VL folders)
         self.tools_template = compile_template(folder.tools_chat_template)
         self.tools_content_format = detect_content_format(self.tools_template.ast)
-        self._pad_kinds = {folder.image_token_id: "image", folder.video_token_id: "video"}
+        self._pad_kinds: dict[int, MediaKind] = {
+            folder.image_token_id: "image",
+            folder.video_token_id: "video",
+        }
 
     # -- step 1: the text ---------------------------------------------------------------
 
@@ -63,8 +68,9 @@ class Renderer:
         continue_final_message = _flag(continue_final_message, "continue_final_message")
         if add_generation_prompt and continue_final_message:
             raise ServiceError(
-                "add_generation_prompt and continue_final_message cannot both be true (the first starts a new "
-                "assistant turn, the second continues the last message); set add_generation_prompt to false",
+                "add_generation_prompt and continue_final_message cannot both be true (the first starts "
+                "a new assistant turn, the second continues the last message); "
+                "set add_generation_prompt to false",
                 "invalid_request",
                 "continue_final_message",
             )
@@ -242,7 +248,7 @@ def _parsed_arguments(call: Any) -> Any:
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 
-def _check_counts(pads: list[tuple[int, str]], media: list[MediaItem]) -> None:
+def _check_counts(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> None:
     """Each media item needs its pad in the rendered prompt, in the same order."""
     in_prompt = [kind for _, kind in pads]
     given = [item.kind for item in media]

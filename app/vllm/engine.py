@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from functools import partial
 
 from ..engines.base import EngineOutput
@@ -57,7 +57,7 @@ class VllmGenerateEngine(UpstreamClient):
         super().__init__(root_url(url) + GENERATE_PATH, api_key, connect_timeout, read_timeout)
         self.options = options
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         # Hashing and base64 of the tensors, off the event loop.
         pieces = await asyncio.to_thread(generate_request_body, request, self.options)
         top = with_extra_fields(request.sampling, request.extra).top_logprobs  # alternatives kept per token
@@ -65,12 +65,12 @@ class VllmGenerateEngine(UpstreamClient):
         headers = {"Content-Type": "application/json", "Content-Length": str(sum(map(len, pieces)))}
         with transport_errors():
             if not request.stream:
-                response = await self._client.post(self._endpoint, content=_sent(pieces), headers=headers)
+                response = await self._http.post(self._endpoint, content=_sent(pieces), headers=headers)
                 if response.status_code != 200:
                     raise upstream_error(response.status_code, response.content)
                 yield _read(lambda: response.text, lambda: whole_answer(response.json(), top))
                 return
-            async with self._client.stream(
+            async with self._http.stream(
                 "POST", self._endpoint, content=_sent(pieces), headers=headers
             ) as response:
                 async for output in _stream(sse_chunks(response), top):

@@ -74,25 +74,25 @@ def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: i
     kinds = {item.kind for item in media}
     if len(kinds) != 1:
         raise ValueError(f"items of one modality expected, got {sorted(kinds)}")
-    for item in media:
-        if item.processed is None:
-            raise ValueError(f"{item.param} was not processed: vLLM's token-in protocol needs --processor")
     if media[0].kind == "image":
         return _items(media, "pixel_values", "image_grid_thw")
     items = _items(media, "pixel_values_videos", "video_grid_thw")
     if family == "qwen2_5_vl":
-        for item, entry in zip(items, media):
+        for kwargs, entry in zip(items, media, strict=True):
             seconds = temporal_patch_size / _sampled_fps(entry)
-            item["second_per_grid_ts"] = FieldElem(np.array(seconds, np.float32), batched(keep_on_cpu=True))
+            kwargs["second_per_grid_ts"] = FieldElem(np.array(seconds, np.float32), batched(keep_on_cpu=True))
     elif family == "qwen3_vl":
-        for item, entry in zip(items, media):
-            item["timestamps"] = FieldElem(_timestamps(entry, temporal_patch_size), batched(keep_on_cpu=True))
+        for kwargs, entry in zip(items, media, strict=True):
+            kwargs["timestamps"] = FieldElem(
+                _timestamps(entry, temporal_patch_size), batched(keep_on_cpu=True)
+            )
     return items
 
 
 def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[Item]:
-    pixels = [item.processed.tensors[pixels_key] for item in media]
-    grids = [np.ascontiguousarray(item.processed.tensors[grid_key], dtype=np.int64) for item in media]
+    tensors = [_processed_tensors(item) for item in media]
+    pixels = [named[pixels_key] for named in tensors]
+    grids = [np.ascontiguousarray(named[grid_key], dtype=np.int64) for named in tensors]
     pixels_field = flat([len(rows) for rows in pixels])  # one field object for the batch, as vLLM's
     grid_field = batched(keep_on_cpu=True)
     return [
@@ -100,8 +100,14 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
             pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field),
             grid_key: FieldElem(grid.reshape(3), grid_field),
         }
-        for rows, grid in zip(pixels, grids)
+        for rows, grid in zip(pixels, grids, strict=True)
     ]
+
+
+def _processed_tensors(item: MediaItem) -> dict[str, np.ndarray]:
+    if item.processed is None:
+        raise ValueError(f"{item.param} was not processed: vLLM's token-in protocol needs --processor")
+    return item.processed.tensors
 
 
 DEFAULT_FPS = 24.0  # transformers' fallback where a video's rate is unknown (as app/render's)

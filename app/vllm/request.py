@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.base import EngineError, EngineHTTPError
-from ..engines.prepared import MediaItem, Placeholder, PreparedRequest
+from ..engines.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
 from .sampling import sampling_params
@@ -68,11 +68,7 @@ def generate_request(
 ) -> dict[str, Any]:
     """The GenerateRequest body for this request (CPU work: hashing and encoding the tensors).
     `encode`: how each item is written (serde.encode_item)."""
-    prompt = request.prompt
-    if prompt is None:
-        raise EngineError(
-            "vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered"
-        )
+    prompt = _token_prompt(request)
     extra = request.extra
     return {
         "request_id": request.request_id,
@@ -105,7 +101,8 @@ def features(
     request: PreparedRequest, options: GenerateOptions, encode: Callable[[Item], str] = encode_item
 ) -> dict[str, Any] | None:
     """MultiModalFeatures for the prompt's media, None for a text-only prompt."""
-    placeholders = sorted(request.prompt.placeholders, key=lambda placeholder: placeholder.offset)
+    prompt = _token_prompt(request)
+    placeholders = sorted(prompt.placeholders, key=lambda placeholder: placeholder.offset)
     if not placeholders:
         return None
     by_modality: dict[str, list[Placeholder]] = {}
@@ -117,7 +114,7 @@ def features(
     metadata: dict[str, list[str]] = {}
     for modality, group in by_modality.items():
         media = [_media(request, placeholder) for placeholder in group]
-        for placeholder, item in zip(group, media):
+        for placeholder, item in zip(group, media, strict=True):
             _check_range(placeholder, item)
         items = kwargs_items(media, options.family or "", options.temporal_patch_size)
         hashes[modality] = _hashes(media, request, options)
@@ -130,6 +127,14 @@ def features(
         "kwargs_data": kwargs_data,
         "mm_metadata": metadata,
     }
+
+
+def _token_prompt(request: PreparedRequest) -> TokenPrompt:
+    if request.prompt is None:
+        raise EngineError(
+            "vLLM's generate endpoint takes token ids: start mmprep with --model, so requests are rendered"
+        )
+    return request.prompt
 
 
 def _media(request: PreparedRequest, placeholder: Placeholder) -> MediaItem:
@@ -150,12 +155,13 @@ def _media(request: PreparedRequest, placeholder: Placeholder) -> MediaItem:
 
 def _check_range(placeholder: Placeholder, item: MediaItem) -> None:
     """vLLM 0.33.0 takes every token of a range for an embedding (no is_embed)."""
+    assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
     if placeholder.length != embeddings:
         raise EngineHTTPError(
-            f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings among "
-            "other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to say which: a vLLM "
-            f"upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
+            f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
+            "among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to say "
+            f"which: a vLLM upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
             400,
             "unsupported_placeholder",
             item.param,

@@ -85,7 +85,7 @@ class _Base64Writer:
 
     LARGE = 1 << 16
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pending = bytearray()
         self.pieces: list[bytes] = []
 

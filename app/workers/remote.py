@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import httpx
@@ -95,7 +95,14 @@ class RemoteWorkersEngine:
     def ready(self) -> bool:
         return any(worker.healthy for worker in self.workers)
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The connection pool, which start() makes."""
+        if self._client is None:
+            raise RuntimeError("RemoteWorkersEngine was not started: its connection pool is made by start()")
+        return self._client
+
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         body = encode_request(request)
         tried: set[Worker] = set()
         while (worker := self._pick(tried)) is not None:
@@ -122,14 +129,14 @@ class RemoteWorkersEngine:
         worker.last_picked = self._picks
         return worker
 
-    async def _ask(self, worker: Worker, body: TensorRequestBody) -> AsyncIterator[EngineOutput]:
+    async def _ask(self, worker: Worker, body: TensorRequestBody) -> AsyncGenerator[EngineOutput, None]:
         """The worker's outputs. Raises WorkerUnreachable if it fails before its first line,
         EngineHTTPError for its own errors and for a failure once lines have come."""
         started = False
         worker.in_flight += 1
         try:
             headers = {"Content-Type": REQUEST_CONTENT_TYPE, "Content-Length": str(body.length)}
-            async with self._client.stream(
+            async with self._http.stream(
                 "POST", f"{worker.url}/generate", content=body.chunks(), headers=headers
             ) as response:
                 await _check_status(response)
@@ -172,7 +179,7 @@ class RemoteWorkersEngine:
 
     async def _probe(self, worker: Worker) -> None:
         try:
-            response = await self._client.get(f"{worker.url}/health", timeout=self._probe_timeout)
+            response = await self._http.get(f"{worker.url}/health", timeout=self._probe_timeout)
         except httpx.HTTPError as error:
             worker.mark(False, f"health probe failed: {type(error).__name__}: {error}")
             return

@@ -76,7 +76,7 @@ class WorkerServer:
         """The outputs as JSON lines; an error after the first becomes an error line."""
         status = "200"
         try:
-            output = first
+            output: EngineOutput | None = first
             while output is not None:
                 yield encode_output(output)
                 output = await anext(outputs, None)

@@ -107,7 +107,7 @@ class _TensorTable:
     """The tensors of one request, each once: a tensor two parts share (the same video
     twice) is named and sent once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.names: dict[int, str] = {}
         self.tensors: list[np.ndarray] = []
         self.entries: dict[str, dict] = {}

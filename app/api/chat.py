@@ -13,9 +13,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import cast
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -173,10 +172,8 @@ async def _complete(
 ) -> dict:
     answer, started = Answer(derender.reasoning, derender.logprobs), False
     handed_over = time.perf_counter()
-    # An engine's generate is an async generator (docs/library.md: closing it is how an engine is
-    # told to stop), though Engine admits any async iterator; aclosing needs its aclose.
-    generation = cast(AsyncGenerator[EngineOutput, None], service.engine.generate(prepared))
-    async with aclosing(generation) as outputs:  # closed early on a stop
+    # closed early on a stop: closing its generator is how an engine is told to stop
+    async with aclosing(service.engine.generate(prepared)) as outputs:
         async for output in outputs:
             if not started:
                 timing.engine, started = time.perf_counter() - handed_over, True

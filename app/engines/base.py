@@ -1,13 +1,13 @@
 """The engine interface: what turns a PreparedRequest into text.
 
-An engine is any object with `async def generate(request) -> AsyncIterator[EngineOutput]`
+An engine is any object with `async def generate(request)`, an async generator of EngineOutput,
 plus `start`, `stop` and `ready`. Outputs are text deltas; the last carries the finish
 reason and the token counts. Engines know nothing of HTTP or of fetching.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -95,7 +95,7 @@ class Engine(Protocol):
 
     def ready(self) -> bool: ...
 
-    def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]: ...
+    def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]: ...
 
 
 def check_fields(engine: Engine, extra: dict) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
@@ -89,7 +89,7 @@ class RayEngine:
     def ready(self) -> bool:
         return self._started
 
-    async def generate(self, request: PreparedInStore) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedInStore) -> AsyncGenerator[EngineOutput, None]:
         """As the remote workers do: a replica lost before the first output gets the request
         again (the PreparedRequest is still in the store); after it, the stream fails."""
         for attempt in range(1, ENGINE_ATTEMPTS + 1):

@@ -12,7 +12,7 @@ With `"texts": [...]` instead of token_ids it is a text engine: one piece per ou
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from mmprep.engines.base import EngineHTTPError, EngineOutput, NothingToStart, TokenLogprob
 from mmprep.engines.prepared import PreparedRequest
@@ -25,7 +25,7 @@ class TokenReplayEngine(NothingToStart):
         self.prompt_tokens = prompt_tokens
         self.closed = 0  # generations closed before their end (a stop told the engine)
 
-    async def generate(self, request: PreparedRequest) -> AsyncIterator[EngineOutput]:
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         replay = request.extra.get("replay")
         if not isinstance(replay, dict) or not isinstance(replay.get("token_ids", replay.get("texts")), list):
             raise EngineHTTPError(

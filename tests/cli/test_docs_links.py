@@ -29,8 +29,9 @@ def anchors(page: Path) -> set[str]:
 
 
 def local_links(page: Path) -> list[str]:
-    return [target for target in LINK.findall(FENCE.sub("", page.read_text()))
-            if not re.match(r"[a-z]+:", target)]
+    return [
+        target for target in LINK.findall(FENCE.sub("", page.read_text())) if not re.match(r"[a-z]+:", target)
+    ]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))

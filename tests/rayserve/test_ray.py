@@ -16,7 +16,9 @@ import httpx
 import pytest
 from conftest import MEDIA
 
-pytest.importorskip("ray", reason="needs the ray extra: pip install -e '.[test,ray]', as .ci/run does")
+pytest.importorskip(
+    "ray", reason="needs the ray extra: pip install -e '.[test,ray]' (.ci/run's 3.13 run has it)"
+)
 
 from mmprep.core.config import Settings
 from mmprep.testing.chat import (

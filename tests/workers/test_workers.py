@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -30,6 +29,7 @@ from mmprep.testing.chat import (
     video,
 )
 from mmprep.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
+from mmprep.testing.waiting import wait_until
 from mmprep.workers.remote import RemoteWorkersEngine
 from mmprep.workers.server import create_worker_app
 
@@ -102,15 +102,6 @@ def image_part(width: int, height: int) -> dict:
 
 def stopped_early(log) -> int:
     return log.read_text().count("stopped early") if log.exists() else 0
-
-
-def wait_for(condition, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # -- what goes through ------------------------------------------------------------------
@@ -192,8 +183,8 @@ def test_a_stopped_worker_is_skipped_and_used_again_once_back(workers):
         assert not unprobed.service.engine.workers[1].healthy  # the failed connection said so
 
         b.start().wait_ready()
-        assert wait_for(lambda: ask(openai_client(probed), "back?")[1] == "stop" and b.served() > 0), (
-            "b is never used again"
+        wait_until(
+            lambda: ask(openai_client(probed), "back?")[1] == "stop" and b.served() > 0, "b to be used again"
         )
 
 
@@ -334,10 +325,10 @@ def test_a_client_that_disconnects_stops_the_work_on_the_worker(workers, slow_lo
         else:
             with pytest.raises(httpx.ReadTimeout):
                 post(front, body, timeout=0.5)
-        assert wait_for(lambda: stopped_early(slow_log) > before, timeout=5), (
-            "the worker's engine kept generating"
+        wait_until(
+            lambda: stopped_early(slow_log) > before, "the worker's engine to stop generating", timeout=5
         )
-        assert wait_for(lambda: not front.service.engine.workers[0].in_flight, timeout=5)
+        wait_until(lambda: not front.service.engine.workers[0].in_flight, "the worker to be free", timeout=5)
 
 
 def test_many_clients_at_once(workers):

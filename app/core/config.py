@@ -454,9 +454,14 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _ray_installed(self) -> Settings:
+    def _ray_settings_fit(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
+        if self.runtime != "ray":  # else a --ray-* setting would be silently ignored
+            for name, field in type(self).model_fields.items():
+                default = field.get_default(call_default_factory=True)
+                if name.startswith("ray_") and getattr(self, name) != default:
+                    raise ValueError(f"--{name.replace('_', '-')} only applies with --runtime ray")
         return self
 
     @model_validator(mode="after")

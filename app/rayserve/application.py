@@ -3,6 +3,11 @@ for `mmprep serve --runtime ray` and for Ray's own `serve run` and config files.
 
 from __future__ import annotations
 
+import _thread
+import logging
+import sys
+import threading
+import time
 from typing import Any
 
 import ray
@@ -19,6 +24,10 @@ FRONT_DOOR_SPARE = 16
 # routes, a decode replica decodes; an engine's needs are the operator's (GPUs, usually).
 # So all three fit on a machine of two cores.
 CPUS = {"FrontDoor": 1, "Decode": 1, "Engine": 0}
+# How long Ray's `serve run` may take to start Ray after it built the application.
+RAY_START_WAIT_S = 120.0
+
+log = logging.getLogger("mmprep.rayserve")
 
 
 class PlacementError(ValueError):
@@ -39,7 +48,31 @@ def build(args: dict[str, Any]) -> Application:
     """For `serve run mmprep.rayserve.application:build key=value ...` and `import_path` in a
     config file: `args` are mmprep's settings (MMPREP_* variables apply too). Host and port
     are then Ray's (http_options), and Ray's config file may override any deployment."""
-    return build_app(Settings(**args))
+    settings = Settings(**{"runtime": "ray", **args})
+    if not ray.is_initialized():  # Ray's `serve run` builds the application first, then starts Ray
+        check_placement_once_ray_starts(settings)
+    return build_app(settings)
+
+
+def check_placement_once_ray_starts(settings: Settings) -> None:
+    """check_placement as soon as Ray is up, from a thread: one that cannot be placed stops
+    `serve run` at once, as Ctrl-C would (Serve shut down), after saying why."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + RAY_START_WAIT_S
+        while not ray.is_initialized():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+        try:
+            check_placement(settings, ray.cluster_resources())
+        except PlacementError as error:
+            print(f"mmprep: {error}", file=sys.stderr, flush=True)
+            _thread.interrupt_main()
+        except Exception:  # a cluster that cannot say what it has: Ray will report it its own way
+            log.warning("could not check the replicas' placement", exc_info=True)
+
+    threading.Thread(target=watch, name="mmprep-placement-check", daemon=True).start()
 
 
 def deployment_options(settings: Settings, name: str) -> dict[str, Any]:
@@ -89,14 +122,18 @@ def check_placement(settings: Settings, cluster: dict[str, float]) -> None:
                 asked.setdefault(resource, []).append(f"{name} {amount:g} x {replicas}")
     short = [resource for resource, amount in needed.items() if amount > cluster.get(resource, 0) + 1e-9]
     if short:
+        example = (
+            """ (e.g. '{"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}')""" if "CPU" in short else ""
+        )
         raise PlacementError(
             "; ".join(
                 f"the replicas ask for {needed[r]:g} {r} ({' + '.join(asked[r])}) but the cluster has "
                 f"{cluster.get(r, 0):g}"
                 for r in short
             )
-            + ": lower the replica counts, or give a deployment fewer CPUs with --ray-deployment-options "
-            """(e.g. '{"FrontDoor": {"ray_actor_options": {"num_cpus": 0.5}}}'), or add nodes"""
+            + ": lower the replica counts, ask less of a replica in --ray-deployment-options "
+            f"(ray_deployment_options= under serve run){example}, or add nodes that have "
+            + " and ".join(short)
         )
 
 

@@ -101,6 +101,12 @@ def test_worker_help_lists_its_settings():
             {},
             "--worker-url only applies with --engine workers, not with --engine openai",
         ),
+        (["--ray-decode-replicas", "2"], {}, "--ray-decode-replicas only applies with --runtime ray"),
+        (
+            ["--ray-deployment-options", '{"Engine": {"ray_actor_options": {"num_gpus": 1}}}'],
+            {},
+            "--ray-deployment-options only applies with --runtime ray",
+        ),
     ],
 )
 def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):

@@ -6,10 +6,14 @@ removed) never leave a request hanging or answered wrongly."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypedDict
 
 import httpx
@@ -39,6 +43,7 @@ pytestmark = pytest.mark.slow  # a Ray cluster, and `mmprep serve --runtime ray`
 
 ON_HEAD = {"num_cpus": 0, "resources": {"head": 0.01}}  # kept off the node a test removes
 SETTINGS = Settings(
+    runtime="ray",
     allow_private_networks=True,
     decode_workers=2,
     ray_decode_replicas=2,
@@ -122,6 +127,24 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
         serving.close()
 
 
+def test_rays_own_serve_run_of_a_layout_it_cannot_place_stops_at_once_naming_what_it_asks():
+    """Ray's `serve run` builds the application before it starts Ray, so the check waits for
+    Ray to be up, then stops the command, as Ctrl-C would."""
+    serve_command = Path(sys.executable).with_name("serve")
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(serve_command), "run", "mmprep.rayserve.application:build", "ray_decode_replicas=64"],
+        env={**os.environ, "RAY_ADDRESS": "local"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - started < 60
+    assert "mmprep: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has" in (
+        result.stderr
+    ), result.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("settings", "cluster", "says"),
     [
@@ -151,10 +174,10 @@ def test_placement_is_checked_against_the_clusters_resources(settings, cluster, 
     from mmprep.rayserve.application import PlacementError, check_placement
 
     if says is None:
-        check_placement(Settings(**settings), cluster)
+        check_placement(Settings(runtime="ray", **settings), cluster)
     else:
         with pytest.raises(PlacementError, match=re.escape(says)):
-            check_placement(Settings(**settings), cluster)
+            check_placement(Settings(runtime="ray", **settings), cluster)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

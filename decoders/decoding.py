@@ -17,7 +17,7 @@ from .memory import output_memory
 from .picker import FramePicker
 from .plan import DecodePlan
 from .seeking import Seeker, SeekMissed, seek_keyframe, split_by_keyframe
-from .source import VideoSource, decode_packet
+from .source import VideoSource, decode_packet, incomplete_mp4
 from .survey import Survey
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ def decode_frames(
     except SeekMissed:  # announced frames are announced again, each in its place
         frames, timestamps, rotation = DecodePass(source, survey, plan, guard, False, whole()).run()
     if len(frames) == 0:
-        raise CorruptMediaError("no frame of the video could be decoded")
+        cut = source.cut_short()  # a file cut off before its first frame's data, most often
+        raise CorruptMediaError(incomplete_mp4(cut) if cut else "no frame of the video could be decoded")
     return frames, timestamps, rotation
 
 

@@ -25,22 +25,33 @@ _SIGNATURES = (
 )
 
 
-def mp4_index_missing(read_at: Callable[[int, int], bytes], size: int) -> bool:
-    """Whether an MP4/MOV file of `size` bytes ends before its index (the `moov` box): what a
-    download or a recording cut off before the end leaves, when the index is written last.
-    `read_at(offset, count)` reads the file; only box headers are read."""
-    offset = 0
+# The top-level boxes a cut can end in, by what they hold.
+_MP4_BOXES = {b"moov": "its index (the moov box)", b"mdat": "its media data (the mdat box)"}
+
+
+def mp4_cut_short(read_at: Callable[[int, int], bytes], size: int) -> str | None:
+    """How an MP4/MOV file of `size` bytes ends early, as a download or a recording cut off
+    before the end leaves it: "before its index (the moov box)" (the index is written last),
+    "inside its media data (the mdat box)" (written first, for streaming), ...; None when
+    every top-level box is whole and the index is there. `read_at(offset, count)` reads the
+    file; only box headers are read."""
+    offset, indexed = 0, False
     while offset + 8 <= size:
         header = read_at(offset, 16)
         box_size, box_type = int.from_bytes(header[:4], "big"), header[4:8]
-        if box_type == b"moov":
-            return False
         if box_size == 1 and len(header) >= 16:  # a 64-bit size follows the type
             box_size = int.from_bytes(header[8:16], "big")
-        if box_size == 0 or box_size < 8:  # to the end of the file, or not a box at all
-            return box_size == 0
+        if box_size == 0:  # the box runs to the end of the file, whatever its length
+            return None if indexed or box_type == b"moov" else "before its index (the moov box)"
+        if box_size < 8:  # not a box at all: not ours to judge
+            return None
+        if offset + box_size > size:  # an index not yet reached is what the reader misses most
+            if not indexed and box_type != b"moov":
+                return "before its index (the moov box)"
+            return "inside " + _MP4_BOXES.get(box_type, f"its {box_type.decode('latin-1')} box")
+        indexed = indexed or box_type == b"moov"
         offset += box_size
-    return True
+    return None if indexed else "before its index (the moov box)"
 
 
 def describe_bytes(head: bytes) -> str | None:

@@ -17,7 +17,7 @@ from . import gpu
 from .errors import CorruptMediaError, MediaNotFoundError, NoVideoStreamError, UnsupportedCodecError
 from .index import FrameIndex
 from .seeking import rewind
-from .sniff import HEAD_BYTES, describe_bytes, mp4_index_missing
+from .sniff import HEAD_BYTES, describe_bytes, mp4_cut_short
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -104,29 +104,28 @@ class ReopenableSource:
         reason = getattr(error, "strerror", None) or str(error)  # without FFmpeg's "'<none>'"
         if kind is None:
             return f"FFmpeg cannot read this input as media ({reason})"
-        if kind == "an MP4/MOV file" and self._index_missing():
-            return (
-                "the MP4/MOV file is incomplete: its index (the moov box) is missing, as when a download "
-                "or a recording is cut off before the end"
-            )
+        if kind == "an MP4/MOV file" and (cut := self.cut_short()) is not None:
+            return incomplete_mp4(cut)
         return (
             f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"
         )
 
-    def _index_missing(self) -> bool:
+    def cut_short(self) -> str | None:
+        """How this MP4/MOV file ends early (sniff.mp4_cut_short), or None: whole, or not an
+        MP4/MOV file at all."""
+        if describe_bytes(self._head()) != "an MP4/MOV file":
+            return None
         try:
             if self._data is not None:
                 data = self._data
-                return mp4_index_missing(
-                    lambda offset, count: bytes(data[offset : offset + count]), len(data)
-                )
+                return mp4_cut_short(lambda offset, count: bytes(data[offset : offset + count]), len(data))
             if self._path is not None:
                 with open(self._path, "rb") as file:
-                    return _index_missing_in(file, 0)
+                    return _cut_short_in(file, 0)
             assert self._file is not None  # neither bytes nor a path: a file
-            return _index_missing_in(self._file, self._start)
+            return _cut_short_in(self._file, self._start)
         except OSError:
-            return False
+            return None
 
     def _head(self) -> bytes:
         if self._data is not None:
@@ -151,15 +150,20 @@ def _check_path(path: str) -> None:
         raise CorruptMediaError(f"{path!r} is empty (0 bytes)")
 
 
-def _index_missing_in(file: BinaryIO, start: int) -> bool:
-    """mp4_index_missing for the MP4/MOV file that starts at `start` in `file`."""
+def incomplete_mp4(cut: str) -> str:
+    """What to tell of an MP4/MOV file that ends `cut` ("before its index (the moov box)")."""
+    return f"the MP4/MOV file is incomplete: it ends {cut}, as when a download or a recording is cut off"
+
+
+def _cut_short_in(file: BinaryIO, start: int) -> str | None:
+    """mp4_cut_short for the MP4/MOV file that starts at `start` in `file`."""
     size = file.seek(0, os.SEEK_END) - start
 
     def read_at(offset: int, count: int) -> bytes:
         file.seek(start + offset)
         return file.read(count)
 
-    return mp4_index_missing(read_at, size)
+    return mp4_cut_short(read_at, size)
 
 
 def _seekable(file: BinaryIO) -> bool:
@@ -187,6 +191,10 @@ class VideoSource:
         kept = self._take_kept()
         if kept is not None:
             kept.__exit__(None, None, None)
+
+    def cut_short(self) -> str | None:
+        """How the input, an MP4/MOV file, ends early; None if it does not (ReopenableSource)."""
+        return self._input.cut_short()
 
     def open(self, threads: int) -> OpenVideo:
         """A fresh container; `threads`: FFmpeg threads for its decoder."""
@@ -246,6 +254,12 @@ class OpenVideo:
         try:
             stream = select_video_stream(container)
             set_threads(stream, self._threads)
+        except NoVideoStreamError as error:
+            self._opened.__exit__(None, None, None)
+            cut = self._source.cut_short()  # an index cut into lists streams it cannot describe
+            if cut is not None:
+                raise CorruptMediaError(incomplete_mp4(cut)) from error
+            raise
         except BaseException:
             self._opened.__exit__(None, None, None)
             raise

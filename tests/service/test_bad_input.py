@@ -3,8 +3,11 @@ never another exception, never a crash, never a hang."""
 
 import io
 import random
+import re
 import threading
 
+import av
+import numpy as np
 import pytest
 from conftest import MEDIA
 from PIL import Image
@@ -82,9 +85,48 @@ def test_an_mp4_cut_off_before_its_index_says_it_is_incomplete(tmp_path, given_a
     if given_as == "file":
         source.seek(4)  # read from where the caller left the file, as decode_video does
     with pytest.raises(
-        CorruptMediaError, match=r"the MP4/MOV file is incomplete: its index \(the moov box\) is missing"
+        CorruptMediaError, match=r"the MP4/MOV file is incomplete: it ends before its index \(the moov box\)"
     ):
         decode_video(source)
+
+
+@pytest.mark.parametrize(
+    ("cut_at", "says"),
+    [
+        (lambda boxes: boxes[b"moov"] + 200, "inside its index (the moov box)"),
+        (lambda boxes: boxes[b"mdat"] + 500, "inside its media data (the mdat box)"),
+    ],
+    ids=["in-the-index", "before-the-first-frame"],
+)
+def test_an_mp4_cut_off_elsewhere_says_where(tmp_path, cut_at, says):
+    """An index written last and cut into; an index written first (streaming's faststart)
+    with the media data cut before the first frame is whole."""
+    faststart = "mdat" in says
+    data = faststart_mp4(tmp_path) if faststart else (MEDIA / "cfr_25fps_h264.mp4").read_bytes()
+    with pytest.raises(CorruptMediaError, match=re.escape(f"the MP4/MOV file is incomplete: it ends {says}")):
+        decode_video(data[: cut_at(top_level_boxes(data))])
+
+
+def faststart_mp4(folder) -> bytes:
+    """One second of noise in an MP4 whose index comes before its media data."""
+    path = folder / "faststart.mp4"
+    with av.open(str(path), "w", options={"movflags": "faststart"}) as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 160, 120, "yuv420p"
+        noise = np.random.default_rng(0).integers(0, 255, (25, 120, 160, 3), dtype=np.uint8)
+        for pixels in noise:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+        out.mux(stream.encode())
+    return path.read_bytes()
+
+
+def top_level_boxes(data: bytes) -> dict[bytes, int]:
+    """Where each top-level box of an MP4 starts."""
+    offsets, offset = {}, 0
+    while offset + 8 <= len(data):
+        offsets[data[offset + 4 : offset + 8]] = offset
+        offset += int.from_bytes(data[offset : offset + 4], "big")
+    return offsets
 
 
 def test_an_unknown_codec_is_unsupported():

@@ -38,7 +38,7 @@ from mmprep.engines.prepared import MediaItem
 from mmprep.model import load_model_folder
 from mmprep.processors import ProcessedMedia
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.model_folder import as_transformers, make_model_folder
 
 WORDS = (
     "the",
@@ -114,15 +114,6 @@ def video_request(folder):
     return messages, item
 
 
-def bare(messages):
-    return [
-        {**m, "content": [{"type": p["type"]} if "media_index" in p else p for p in m["content"]]}
-        if isinstance(m["content"], list)
-        else m
-        for m in messages
-    ]
-
-
 def interleaved(ours, theirs, repeats: int) -> tuple[float, float]:
     ours(), theirs()  # warm: caches, first-call costs
     mine, base = [], []
@@ -167,7 +158,7 @@ def main() -> None:
 
     chat = text_chat(random.Random(1), 1130)
     tokens = len(renderer.render(chat, []).token_ids)
-    hf_chat = bare(chat)
+    hf_chat = as_transformers(chat)
     same = processor.apply_chat_template(hf_chat, tokenize=True, add_generation_prompt=True)[0]
     assert list(same) == list(renderer.render(chat, []).token_ids)
     results[f"text-only chat, {tokens} tokens"] = interleaved(
@@ -177,7 +168,7 @@ def main() -> None:
     )
 
     messages, item = video_request(folder)
-    hf_messages = bare(messages)
+    hf_messages = as_transformers(messages)
     video_inputs = {
         "video_grid_thw": item.processed.tensors["video_grid_thw"],
         "video_metadata": [VideoMetadata(**item.hf_metadata)],

@@ -5,9 +5,12 @@ configs (processors/presets/<family>/), and the real Qwen vocabulary as tokenize
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from mmprep.processors.loading import PRESETS
 
@@ -29,3 +32,19 @@ def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str
         # a copy, not a link: a test that edits its folder's tokenizer.json leaves the cache be
         shutil.copyfile(tokenizer_file(family), folder / "tokenizer.json")
     return folder
+
+
+def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as mmprep renders them, as transformers' users pass them to
+    apply_chat_template (the oracle's side): media parts bare ({"type": "video"}, no
+    media_index), tool-call arguments as objects (what vLLM parses them to before rendering)."""
+    messages = copy.deepcopy(messages)
+    for message in messages:
+        if isinstance(message.get("content"), list):
+            message["content"] = [
+                {"type": part["type"]} if part["type"] in ("image", "video") else part
+                for part in message["content"]
+            ]
+        for call in message.get("tool_calls", []):
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    return messages

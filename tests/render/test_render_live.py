@@ -15,7 +15,7 @@ from mmprep.decoders import decode_video
 from mmprep.engines.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.model_folder import as_transformers, make_model_folder
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 
@@ -74,22 +74,13 @@ def media(folder: ModelFolder) -> list[MediaItem]:
     return items
 
 
-def bare(messages):
-    return [
-        {**m, "content": [{"type": p["type"]} if "media_index" in p else p for p in m["content"]]}
-        if isinstance(m["content"], list)
-        else m
-        for m in messages
-    ]
-
-
 def test_the_prompt_equals_transformers_on_decoded_frames(family):
     folder, processor = family
     from transformers.video_utils import VideoMetadata
 
     items = media(folder)
     prompt = Renderer(folder).render(CONVERSATION, items)
-    text = processor.apply_chat_template(bare(CONVERSATION), add_generation_prompt=True)
+    text = processor.apply_chat_template(as_transformers(CONVERSATION), add_generation_prompt=True)
     videos = [item for item in items if item.kind == "video"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -16,7 +16,6 @@ and the input_ids.
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from mmprep.testing.model_folder import make_model_folder  # noqa: E402
+from mmprep.testing.model_folder import as_transformers, make_model_folder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -201,21 +200,6 @@ CASES: dict[str, tuple[list[dict], list[ImageSpec | VideoSpec], RenderOptions]] 
         {"add_generation_prompt": False},
     ),
 }
-
-
-def as_transformers(messages):
-    """The messages as transformers' users pass them: media parts bare, tool-call arguments
-    as objects (what vLLM parses them to before rendering)."""
-    messages = copy.deepcopy(messages)
-    for message in messages:
-        if isinstance(message.get("content"), list):
-            message["content"] = [
-                {"type": part["type"]} if part["type"] in ("image", "video") else part
-                for part in message["content"]
-            ]
-        for call in message.get("tool_calls", []):
-            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
-    return messages
 
 
 def main() -> None:

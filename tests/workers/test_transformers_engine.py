@@ -32,7 +32,7 @@ from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, 
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client
-from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.model_folder import make_model_folder, video_item
 from mmprep.testing.servers import LiveServer, WorkerProcess
 from mmprep.workers.remote import RemoteWorkersEngine
 
@@ -180,16 +180,7 @@ def prepared(folder, **sampling) -> PreparedRequest:
     our processor's tensors, and the prompt our renderer makes of the chat."""
     model_folder = load_model_folder(str(folder))
     video = decode_video(VIDEO, num_frames=len(SAMPLED))
-    item = MediaItem(
-        "video",
-        video.frames,
-        {},
-        "messages[0].content[0].video_url",
-        timestamps=video.timestamps,
-        indices=video.indices,
-        hf_metadata=video.to_hf_metadata(),
-        processed=model_folder.processor.process_video(video.frames),
-    )
+    item = video_item(video, model_folder.processor, "messages[0].content[0].video_url")
     prompt = Renderer(model_folder).render(MESSAGES, [item])
     sampling.setdefault("max_tokens", NEW_TOKENS)
     return PreparedRequest("chatcmpl-1", "tiny", MESSAGES, [item], SamplingParams(**sampling), prompt=prompt)

@@ -104,7 +104,7 @@ class ReopenableSource:
         reason = getattr(error, "strerror", None) or str(error)  # without FFmpeg's "'<none>'"
         if kind is None:
             return f"FFmpeg cannot read this input as media ({reason})"
-        if kind == "an MP4/MOV file" and (cut := self.cut_short()) is not None:
+        if (cut := self.cut_short()) is not None:  # an MP4/MOV file cut off
             return incomplete_mp4(cut)
         return (
             f"FFmpeg cannot read this input as media ({reason}); it starts like {kind}, so it may be damaged"

@@ -9,22 +9,15 @@
 #
 # It runs in .venv-lint, a Python 3.13 virtualenv locked to .ci/lint.txt (every package mypy
 # reads types from, at one version: that file says why), made on the first run and brought
-# up to date whenever the lock changes. Environment: PYTHON (default: python3.13 on the PATH,
-# else the newest 3.13 under pyenv) makes it; VENV (default .venv-lint) names another one.
+# up to date whenever the lock changes. Environment: PYTHON (default: the 3.13 that
+# scripts/python313.sh finds) makes it; VENV (default .venv-lint) names another one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=${VENV:-.venv-lint}
 python="$venv/bin/python"
 
-python313() {
-    python3.13 --version >/dev/null 2>&1 && command -v python3.13 && return  # (not a pyenv shim that fails)
-    ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.13.*/bin/python3 2>/dev/null |
-        sort -V | tail -n 1
-}
-
 if [ ! -x "$python" ] || [ .ci/lint.txt -nt "$venv/.locked" ]; then
-    maker=${PYTHON:-$(python313)}
-    if [ -z "$maker" ]; then
+    if ! maker=${PYTHON:-$(bash scripts/python313.sh)}; then
         echo "scripts/lint.sh: making $venv needs Python 3.13: set PYTHON to one" >&2
         exit 2
     fi

@@ -421,14 +421,14 @@ class Settings(BaseSettings):
             self.served_model_name = [folder.name]
         return self
 
+    def _given(self, name: str) -> bool:
+        """Whether setting `name` holds other than its default: a flag or variable set it."""
+        return getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+
     @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
         if self.processor is None and self.model is None:
-            given = [
-                name
-                for name in ("processor_resize", "max_vision_tokens")
-                if getattr(self, name) != type(self).model_fields[name].default
-            ]
+            given = [name for name in ("processor_resize", "max_vision_tokens") if self._given(name)]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
                 raise ValueError(f"{flags} only apply with --processor or --model")
@@ -458,9 +458,8 @@ class Settings(BaseSettings):
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
         if self.runtime != "ray":  # else a --ray-* setting would be silently ignored
-            for name, field in type(self).model_fields.items():
-                default = field.get_default(call_default_factory=True)
-                if name.startswith("ray_") and getattr(self, name) != default:
+            for name in type(self).model_fields:
+                if name.startswith("ray_") and self._given(name):
                     raise ValueError(f"--{name.replace('_', '-')} only applies with --runtime ray")
         return self
 
@@ -482,16 +481,13 @@ class Settings(BaseSettings):
                 assert self.upstream_model is not None  # else `missing` named it above
                 self.served_model_name = [self.upstream_model]
         for name in VLLM_REQUEST_SETTINGS:
-            if getattr(self, name) != type(self).model_fields[name].default and self.model is None:
+            if self._given(name) and self.model is None:
                 raise ValueError(
                     f"--{name.replace('_', '-')} only applies with --model (vLLM's GenerateRequests)"
                 )
         engine = "an --engine-class" if self.engine_class is not None else f"--engine {self.engine}"
         for name, engines in ENGINE_SETTINGS.items():
-            given = getattr(self, name) != type(self).model_fields[name].get_default(
-                call_default_factory=True
-            )
-            if given and (self.engine not in engines or self.engine_class is not None):
+            if self._given(name) and (self.engine not in engines or self.engine_class is not None):
                 raise ValueError(
                     f"--{name.replace('_', '-')} only applies with --engine {' or '.join(engines)}, "
                     f"not with {engine}"

@@ -19,6 +19,7 @@ from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
 from .model import load_model_folder
 from .preprocess import Preprocessing
+from .preprocess.vision import normalizes_on_device
 
 log = logging.getLogger("mmprep.service")
 
@@ -202,5 +203,6 @@ def vllm_options(settings: Settings):
         family=folder.family,
         temporal_patch_size=folder.processor.video_config.temporal_patch_size,
         hash_algorithm=settings.upstream_mm_hasher,
+        normalizes_on_device=normalizes_on_device(settings, folder.family),
         generation_defaults=generation_defaults(folder.path),
     )

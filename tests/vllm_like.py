@@ -285,13 +285,35 @@ class VllmGenerateLike:
     strings without detokenization refused, the context limit. It answers ANSWER_IDS, cut
     at max_tokens, streamed as vLLM streams GenerateTokensStreamResponse or whole.
 
-    `received` keeps each request's body and decoded items."""
+    `received` keeps each request's body and decoded items.
 
-    def __init__(self, model: str = "test-vlm", max_model_len: int = 4096):
+    `pixel_dtype`: what its render route renders an image's pixel_values to, as a vLLM
+    started with --mm-device-do-normalize ("uint8", its default for the Qwen-VL families) or
+    --no-mm-device-do-normalize ("float32") renders them (only the image's pixels are
+    rendered: what mmprep's start-up check reads); None: no render route."""
+
+    def __init__(self, model: str = "test-vlm", max_model_len: int = 4096, pixel_dtype: str | None = None):
         self.model, self.max_model_len = model, max_model_len
+        self.pixel_dtype = pixel_dtype
         self.received: list[dict[str, Any]] = []
+        self.renders = 0
         self.app = FastAPI()
         self.app.post("/inference/v1/generate")(self.generate)
+        if pixel_dtype is not None:
+            self.app.post("/v1/chat/completions/render")(self.render)
+
+    async def render(self, request: Request) -> Response:
+        from mmprep.vllm.items import FieldElem, flat
+        from mmprep.vllm.serde import encode_item
+
+        body = await request.json()
+        self.renders += 1
+        if body.get("model") not in (None, self.model):
+            error = {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}
+            return JSONResponse({"error": error}, status_code=404)
+        pixels = np.zeros((16, 3 * 2 * 14 * 14), self.pixel_dtype)
+        item = {"pixel_values": FieldElem(pixels, flat([16]))}
+        return JSONResponse({"token_ids": [1], "features": {"kwargs_data": {"image": [encode_item(item)]}}})
 
     async def generate(self, request: Request) -> Response:
         body = await request.json()

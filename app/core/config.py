@@ -162,6 +162,14 @@ class Settings(BaseSettings):
         ge=1,
         description="--processor: refuse a request whose images and videos come to more placeholder tokens",
     )
+    mm_device_do_normalize: bool | None = Field(
+        None,
+        description="--processor: leave the pixels uint8, unrescaled and unnormalized, for an engine that "
+        "normalizes them on the device, as vLLM does by default for the Qwen-VL families (vllm serve "
+        "--mm-device-do-normalize; give --no-mm-device-do-normalize where vLLM has it); the render route and "
+        "--engine vllm-generate then send what vLLM's own renderer sends (default: as vLLM for the model, "
+        "except for --engine workers and --engine-class, whose engines take transformers' normalized float32)",
+    )
 
     # -- capacity -------------------------------------------------------------------
     decode_workers: int = Field(
@@ -428,7 +436,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
         if self.processor is None and self.model is None:
-            given = [name for name in ("processor_resize", "max_vision_tokens") if self._given(name)]
+            given = [
+                name
+                for name in ("processor_resize", "max_vision_tokens", "mm_device_do_normalize")
+                if self._given(name)
+            ]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
                 raise ValueError(f"{flags} only apply with --processor or --model")

@@ -4,8 +4,10 @@ ids back.
 
 mmprep renders (chat template, placeholders expanded: --model) and processes (--processor)
 each request; the upstream only runs the model. Nothing is re-encoded: the processor's
-float32 tensors go as they are (app/vllm/serde.py), so this path is lossless, unlike
---engine openai, which sends JPEG frames for vLLM to process again. The request is vLLM's
+tensors go as they are (app/vllm/serde.py), so this path is lossless, unlike --engine
+openai, which sends JPEG frames for vLLM to process again. They are uint8 for an upstream
+that normalizes on the device and float32 for one that does not; which one the upstream
+is, is asked at start (pixel_form.py) and a mismatch refused. The request is vLLM's
 GenerateRequest (app/vllm/request.py), streamed (SSE of GenerateResponse chunks) when the
 client streams; mmprep detokenizes the token ids and applies stop strings itself.
 Upstream errors keep their status and message, as with --engine openai.
@@ -22,9 +24,13 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from functools import partial
 
-from ..engines.base import EngineOutput
+import httpx
+
+from ..core.lifespan import StartupError
+from ..engines.base import EngineHTTPError, EngineOutput
 from ..engines.prepared import PreparedRequest
 from ..engines.upstream import UpstreamClient, bad_answer, sse_chunks, transport_errors, upstream_error
+from .pixel_form import mismatch, upstream_pixel_dtype
 from .request import GenerateOptions, generate_request_body
 from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
@@ -56,8 +62,20 @@ class VllmGenerateEngine(UpstreamClient):
     ):
         super().__init__(root_url(url) + GENERATE_PATH, api_key, connect_timeout, read_timeout)
         self.options = options
+        self._root = root_url(url)
+        self._pixel_form = PixelFormCheck()
+
+    async def start(self) -> None:
+        await super().start()
+        problem = await self._pixel_form.check(self._http, self._root, self.options)
+        if problem is not None:
+            raise StartupError(problem)
 
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
+        if request.media:  # an upstream that was down at start is asked before it gets pixels
+            problem = await self._pixel_form.check(self._http, self._root, self.options)
+            if problem is not None:
+                raise EngineHTTPError(problem, 502, "upstream_pixel_form")
         # Hashing and base64 of the tensors, off the event loop.
         pieces = await asyncio.to_thread(generate_request_body, request, self.options)
         top = with_extra_fields(request.sampling, request.extra).top_logprobs  # alternatives kept per token
@@ -75,6 +93,27 @@ class VllmGenerateEngine(UpstreamClient):
             ) as response:
                 async for output in _stream(sse_chunks(response), top):
                     yield output
+
+
+class PixelFormCheck:
+    """Whether the upstream wants the pixel form mmprep sends (pixel_form.py), asked once it
+    can be reached, once: the answer is kept, a mismatch with it."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._asked = False
+        self._problem: str | None = None
+
+    async def check(self, http: httpx.AsyncClient, root: str, options: GenerateOptions) -> str | None:
+        """What is wrong with the pixel form, or None when it is right or cannot be told."""
+        async with self._lock:  # concurrent first requests ask once
+            if not self._asked:
+                model = options.served_model or options.model_id
+                dtype = await upstream_pixel_dtype(http, root, model)
+                if dtype is not None:
+                    self._asked = True
+                    self._problem = mismatch(options.normalizes_on_device, dtype)
+            return self._problem
 
 
 def root_url(url: str) -> str:

@@ -39,6 +39,9 @@ class GenerateOptions:
     family: str | None = None  # the vision processor's family (qwen2_vl, qwen2_5_vl, qwen3_vl)
     temporal_patch_size: int = 2
     hash_algorithm: HashAlgorithm = "blake3"  # vllm serve --mm-hasher-algorithm
+    # The pixels go uint8 for the model to normalize on the device (vllm serve
+    # --mm-device-do-normalize), else rescaled and normalized float32.
+    normalizes_on_device: bool = False
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.generation_defaults
 
 

@@ -198,7 +198,9 @@ def vllm_options(settings: Settings):
 
     folder = load_model_folder(str(settings.model), settings.processor)
     return GenerateOptions(
-        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        # vLLM keys its hashes by the model `vllm serve` (or `vllm launch render`) was given:
+        # with no upstream named, the folder as mmprep was given it, as vLLM's render takes it.
+        model_id=settings.upstream_model_id or settings.upstream_model or str(settings.model),
         served_model=settings.upstream_model or settings.served_model_name[0],
         family=folder.family,
         temporal_patch_size=folder.processor.video_config.temporal_patch_size,

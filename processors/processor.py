@@ -37,9 +37,12 @@ class Processor:
         """This processor with rescale and normalize off on both sides: the patches stay the
         resized uint8 pixels, for a model that normalizes them itself on the device (as
         vLLM's renderer calls transformers' processor with mm_device_do_normalize on)."""
-        raw = {"do_rescale": False, "do_normalize": False}
-        image = replace(self.image_config, **raw) if self.image_config is not None else None
-        return Processor(video=replace(self.video_config, **raw), image=image)
+
+        def raw(config: ProcessorConfig) -> ProcessorConfig:
+            return replace(config, do_rescale=False, do_normalize=False)
+
+        image = raw(self.image_config) if self.image_config is not None else None
+        return Processor(video=raw(self.video_config), image=image)
 
     @property
     def raw_pixels(self) -> bool:

@@ -166,9 +166,10 @@ class Settings(BaseSettings):
         None,
         description="--processor: leave the pixels uint8, unrescaled and unnormalized, for an engine that "
         "normalizes them on the device, as vLLM does by default for the Qwen-VL families (vllm serve "
-        "--mm-device-do-normalize; give --no-mm-device-do-normalize where vLLM has it); the render route and "
-        "--engine vllm-generate then send what vLLM's own renderer sends (default: as vLLM for the model, "
-        "except for --engine workers and --engine-class, whose engines take transformers' normalized float32)",
+        "--mm-device-do-normalize; give --no-mm-device-do-normalize where vLLM has it); the render route "
+        "and --engine vllm-generate then send what vLLM's own renderer sends (default: as vLLM for the "
+        "model with --model, except for --engine workers and --engine-class, whose engines take "
+        "transformers' normalized float32)",
     )
 
     # -- capacity -------------------------------------------------------------------
@@ -250,8 +251,8 @@ class Settings(BaseSettings):
     upstream_model_id: str | None = Field(
         None,
         description="with --model (engine=vllm-generate, the render route): the model `vllm serve` was "
-        "started with, which vLLM keys its multimodal hashes by (default: --upstream-model, else the served "
-        "name; give it when vllm serve has --served-model-name)",
+        "started with, which vLLM keys its multimodal hashes by (default: --upstream-model, else --model as "
+        "given, as `vllm launch render FOLDER` keys them; give it when vllm serve has --served-model-name)",
     )
     upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
         "blake3",

@@ -17,7 +17,6 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 
-
 # vLLM's models that normalize the pixels on the device by default (vllm 0.32/0.33:
 # supports_mm_device_do_normalize in model_executor/models/qwen2_vl.py, qwen2_5_vl.py,
 # qwen3_vl.py); for them vLLM's renderer sends uint8 patches and the model's first layer

@@ -64,7 +64,9 @@ async def upstream_pixel_dtype(http: httpx.AsyncClient, root: str, model: str) -
     try:
         response = await http.post(root + RENDER_PATH, json=probe_body(model))
     except httpx.HTTPError as error:
-        log.warning("could not ask %s how it wants pixels (%s); asked again at the first request", root, error)
+        log.warning(
+            "could not ask %s how it wants pixels (%s); asked again at the first request", root, error
+        )
         return None
     if response.status_code != 200:
         log.warning(

@@ -177,7 +177,7 @@ def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateO
     for item in media:
         if id(item.tensor) not in done:
             done[id(item.tensor)] = mm_hash(
-                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm
+                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm, options.family
             )
     return [done[id(item.tensor)] for item in media]
 

@@ -6,7 +6,6 @@ form differs is refused at start, before any pixels reach it."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib.util
 import subprocess
 import sys
@@ -26,7 +25,6 @@ from mmprep.engines.base import EngineHTTPError
 from mmprep.preprocess.vision import normalizes_on_device
 from mmprep.processors import load_processor
 from mmprep.processors.patches import normalized_patches
-from mmprep.service import build_engine
 from mmprep.testing.chat import chat, data_url, image, png_data_url, video
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
@@ -59,7 +57,9 @@ def test_raw_patches_are_the_pixels_whose_normalizing_gives_transformers_values(
         np.testing.assert_array_equal(normalized_patches(pixels, config), expected)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers (the oracle)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="needs transformers (the oracle)"
+)
 @pytest.mark.parametrize("shape", [(2, 336, 336), (4, 90, 160)], ids=["no resize", "resized"])
 def test_raw_patches_are_transformers_with_rescale_and_normalize_off(shape):
     """As vLLM's renderer calls transformers' processor with mm_device_do_normalize on: the
@@ -97,8 +97,12 @@ def test_the_default_is_vllms_where_mmprep_speaks_its_wire(folder):
     # engines that run transformers' model on the tensors take its normalized form
     workers = settings(engine="workers", worker_url=["http://127.0.0.1:1"])
     assert not normalizes_on_device(workers, "qwen2_vl")
-    assert normalizes_on_device(settings(engine="workers", worker_url=["http://127.0.0.1:1"], mm_device_do_normalize=True), "qwen2_vl")
-    assert not normalizes_on_device(Settings(processor="qwen2_vl"), "qwen2_vl")  # --processor alone: transformers'
+    assert normalizes_on_device(
+        settings(engine="workers", worker_url=["http://127.0.0.1:1"], mm_device_do_normalize=True), "qwen2_vl"
+    )
+    assert not normalizes_on_device(
+        Settings(processor="qwen2_vl"), "qwen2_vl"
+    )  # --processor alone: transformers'
     with pytest.raises(ValueError, match="--mm-device-do-normalize only apply with --processor or --model"):
         Settings(mm_device_do_normalize=True)
 
@@ -116,7 +120,9 @@ def rendered_pixels(server, part) -> np.ndarray:
     assert answer.status_code == 200, answer.text
     ((modality, (encoded,)),) = answer.json()["features"]["kwargs_data"].items()
     key = "pixel_values" if modality == "image" else "pixel_values_videos"
-    return decode_item(encoded)[key].data
+    pixels = decode_item(encoded)[key].data
+    assert isinstance(pixels, np.ndarray)
+    return pixels
 
 
 @pytest.mark.parametrize("device", [True, False])
@@ -142,10 +148,21 @@ def started(engine: VllmGenerateEngine):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize(("upstream_dtype", "raw", "says"), [
-    ("uint8", False, "start mmprep with --mm-device-do-normalize, or vllm serve with --no-mm-device-do-normalize"),
-    ("float32", True, "start mmprep with --no-mm-device-do-normalize, or vllm serve with --mm-device-do-normalize"),
-])
+@pytest.mark.parametrize(
+    ("upstream_dtype", "raw", "says"),
+    [
+        (
+            "uint8",
+            False,
+            "start mmprep with --mm-device-do-normalize, or vllm serve with --no-mm-device-do-normalize",
+        ),
+        (
+            "float32",
+            True,
+            "start mmprep with --no-mm-device-do-normalize, or vllm serve with --mm-device-do-normalize",
+        ),
+    ],
+)
 def test_an_upstream_wanting_the_other_form_is_refused_at_start(upstream_dtype, raw, says):
     upstream = VllmGenerateLike(model=MODEL, pixel_dtype=upstream_dtype)
     case = build_case("qwen3_vl_image")
@@ -170,7 +187,9 @@ def test_a_chat_reaches_a_default_vllm_as_uint8(folder):
         )
         with LiveServer(settings) as server:
             body = chat(video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"), num_frames=4), model=MODEL)
-            answer = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "max_tokens": 2}, timeout=60)
+            answer = httpx.post(
+                f"{server.url}/v1/chat/completions", json={**body, "max_tokens": 2}, timeout=60
+            )
     assert answer.status_code == 200, answer.text
     (item,) = upstream.received[-1]["items"]["video"]
     assert item["pixel_values_videos"].data.dtype == np.uint8

@@ -8,10 +8,11 @@ The venv: `python3 -m venv /work/venvs/vllm && /work/venvs/vllm/bin/pip install 
 openai_harmony cachetools py-cpuinfo, and a .pth file that adds mmprep's own site-packages
 (torch 2.14.1 on the CPU, transformers, numpy, mmprep's editable install) with the line
 `import site; site.addsitedir("<checkout>/.venv/lib/python3.11/site-packages")`. vLLM's
-serial_utils, mm_serde, hasher, parser, image loader and protocol then import; its model files do not (they pull in xgrammar and tvm_ffi), so each
-model's field config is written out below from vllm/model_executor/models/qwen2_vl.py
-(_create_qwen2vl_field_factory), qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py
-(+ timestamps), with vLLM's own MultiModalFieldConfig.
+serial_utils, mm_serde, hasher, parser, image loader and protocol then import; its model
+files do not (they pull in xgrammar and tvm_ffi), so each model's field config is written
+out below from vllm/model_executor/models/qwen2_vl.py (_create_qwen2vl_field_factory),
+qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py (+ timestamps), with vLLM's own
+MultiModalFieldConfig.
 
 For each case (cases in tests/vllm_api/test_vllm_protocol.py's CASES, made by `build_case`), vLLM:
 1. builds the MultiModalKwargsItems its renderer makes from the HF processor's batched

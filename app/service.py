@@ -203,4 +203,5 @@ def vllm_options(settings: Settings):
         temporal_patch_size=folder.processor.video_config.temporal_patch_size,
         hash_algorithm=settings.upstream_mm_hasher,
         generation_defaults=generation_defaults(folder.path),
+        max_model_len=settings.max_model_len,
     )

@@ -170,6 +170,7 @@ def build_engine(settings: Settings) -> Engine:
             api_key=settings.upstream_api_key,
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
+            allow_untested_version=settings.upstream_allow_untested_version,
         )
     raise ValueError(f"unknown engine {settings.engine!r}")
 

@@ -2,9 +2,10 @@
 --max-model-len (vllm 0.33.0: config/model.py `_get_and_verify_max_len`, the arch config's
 `derive_max_model_len_and_key`), so mmprep refuses the prompts vLLM would refuse.
 
-1. The text config (config.json's `text_config`, else its top level: transformers puts a
-   legacy config's keys there): the smallest of the length keys it has, `model_max_length`
-   winning over them all; a key it lacks takes transformers' class default.
+1. The text config (config.json's `text_config`, else its top level's max_position_embeddings,
+   which transformers moves into the text config): the smallest of the length keys it has,
+   `model_max_length` winning over them all; max_position_embeddings, if it lacks it, is
+   transformers' class default (as vLLM reads it from transformers' config).
 2. RoPE scaling: each rope parameter set's `factor` multiplies it, except for the types
    whose max_position_embeddings is already scaled (YaRN, LongRoPE, Llama 3); LongRoPE
    defaults to original_max_position_embeddings instead.
@@ -48,8 +49,13 @@ DEFAULT_MAX_LEN = 2048  # vLLM's when no key is found at all
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The text config as transformers builds it: config.json's `text_config`, else the
+    attributes of its top level that the text config class knows (the length keys other
+    than max_position_embeddings stay on the outer config, where vLLM does not look)."""
     nested = config.get("text_config")
-    return nested if isinstance(nested, dict) else config
+    if isinstance(nested, dict):
+        return nested
+    return {key: value for key, value in config.items() if key not in LENGTH_KEYS[1:]}
 
 
 def derive_max_model_len(config: dict[str, Any]) -> tuple[int, str]:

@@ -6,6 +6,7 @@ form, parse_context. Real servers on loopback (mmprep, tests/vllm_like.py's gene
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 
@@ -26,53 +27,84 @@ MODEL = "mmprep-echo"  # the chat helper's model name
 # -- max_model_len as vLLM derives it ---------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("config", "expected"),
-    [
-        # Qwen2.5-VL-7B-Instruct's published config.json: the top level is the text config
-        (
-            {
-                "model_type": "qwen2_5_vl",
-                "max_position_embeddings": 128000,
-                "rope_scaling": {"type": "mrope"},
-            },
-            128000,
-        ),
-        # Qwen3-VL's: a text_config, whose value wins over a top-level one
-        (
-            {
-                "model_type": "qwen3_vl",
-                "max_position_embeddings": 1000,
-                "text_config": {"max_position_embeddings": 262144, "rope_scaling": {"rope_type": "default"}},
-            },
-            262144,
-        ),
-        # a key the text config lacks takes transformers' class default
-        ({"model_type": "qwen2_vl", "text_config": {"vocab_size": 10}}, 32768),
-        # linear RoPE scaling multiplies; YaRN's length is already scaled
-        (
-            {
-                "model_type": "qwen2_vl",
-                "max_position_embeddings": 4096,
-                "rope_scaling": {"type": "linear", "factor": 2.0},
-            },
-            8192,
-        ),
-        (
-            {
-                "model_type": "qwen2_vl",
-                "max_position_embeddings": 32768,
-                "rope_scaling": {"rope_type": "yarn", "factor": 4.0},
-            },
-            32768,
-        ),
-        # the smallest length key wins; model_max_length over all
-        ({"model_type": "qwen2_vl", "max_position_embeddings": 4096, "seq_length": 2048}, 2048),
-        ({"model_type": "qwen2_vl", "max_position_embeddings": 4096, "model_max_length": 9000}, 9000),
-    ],
-)
+LENGTH_CASES = [
+    # Qwen2.5-VL-7B-Instruct's published config.json: the top level is the text config
+    (
+        {
+            "model_type": "qwen2_5_vl",
+            "max_position_embeddings": 128000,
+            "rope_scaling": {"type": "mrope"},
+        },
+        128000,
+    ),
+    # Qwen3-VL's: a text_config, whose value wins over a top-level one
+    (
+        {
+            "model_type": "qwen3_vl",
+            "max_position_embeddings": 1000,
+            "text_config": {"max_position_embeddings": 262144, "rope_scaling": {"rope_type": "default"}},
+        },
+        262144,
+    ),
+    # a key the text config lacks takes transformers' class default
+    ({"model_type": "qwen2_vl", "text_config": {"vocab_size": 10}}, 32768),
+    # linear RoPE scaling multiplies; YaRN's length is already scaled
+    (
+        {
+            "model_type": "qwen2_vl",
+            "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "linear", "factor": 2.0},
+        },
+        8192,
+    ),
+    (
+        {
+            "model_type": "qwen2_vl",
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0},
+        },
+        32768,
+    ),
+    # in a text_config, the smallest length key wins, model_max_length over all...
+    ({"model_type": "qwen2_vl", "text_config": {"max_position_embeddings": 4096, "seq_length": 2048}}, 2048),
+    (
+        {
+            "model_type": "qwen2_vl",
+            "text_config": {"max_position_embeddings": 4096, "model_max_length": 9000},
+        },
+        9000,
+    ),
+    # ...but at the top level only max_position_embeddings reaches transformers' text config
+    ({"model_type": "qwen2_vl", "max_position_embeddings": 4096, "seq_length": 2048}, 4096),
+]
+
+
+@pytest.mark.parametrize(("config", "expected"), LENGTH_CASES)
 def test_max_model_len_is_derived_as_vllm_derives_it(config, expected):
     assert derive_max_model_len(config)[0] == expected
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed (see tests/data/vllm/make_goldens.py)",
+)
+@pytest.mark.parametrize("config", [config for config, _ in LENGTH_CASES])
+def test_vllms_own_derivation_agrees(config, tmp_path):
+    """With vLLM importable: its _get_and_verify_max_len on transformers' reading of the file."""
+    from transformers import AutoConfig
+    from vllm.config.model import _get_and_verify_max_len
+    from vllm.transformers_utils.config import get_hf_text_config, patch_rope_parameters
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    hf = AutoConfig.from_pretrained(tmp_path)
+    text = get_hf_text_config(hf)
+    patch_rope_parameters(text)
+
+    class Arch:
+        derived_max_model_len_and_key = ModelArchConfigConvertorBase(hf, text).derive_max_model_len_and_key()
+
+    assert _get_and_verify_max_len(text, Arch, None, None, False, None) == derive_max_model_len(config)[0]
 
 
 def test_max_model_len_setting(tmp_path, monkeypatch):

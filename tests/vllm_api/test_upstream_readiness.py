@@ -19,6 +19,7 @@ from vllm_like import VllmGenerateLike, VllmLike
 from mmprep.core.config import Settings
 from mmprep.engines.upstream import OpenAIUpstreamEngine
 from mmprep.testing.chat import assert_error, chat, post
+from mmprep.testing.cli import run_mmprep
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from mmprep.vllm import TESTED_VLLM_VERSIONS
@@ -189,3 +190,16 @@ def test_an_openai_server_without_health_is_probed_at_its_models():
         engine = OpenAIUpstreamEngine(f"{running.url}/v1", MODEL, probe_interval=PROBE)
         with LiveServer(engine=engine) as live:
             assert ready(live) == 200
+
+
+@pytest.mark.slow  # a `mmprep serve` process
+def test_mmprep_serve_stops_at_start_naming_the_untested_version(vllm, tmp_path):
+    vllm.version = "0.34.0"
+    folder = make_model_folder("qwen2_vl", tmp_path / "Qwen2-VL-2B-Instruct")
+    flags = ["--model", str(folder), "--engine", "vllm-generate", "--upstream-url", vllm.url]
+    done = run_mmprep("serve", "--port", str(free_port()), *flags, "--upstream-model", MODEL, timeout=60)
+    assert done.returncode != 0
+    assert (
+        "is vLLM 0.34.0, whose wire mmprep was not tested against (tested: vLLM 0.32.x, 0.33.x)"
+        in done.stderr
+    )

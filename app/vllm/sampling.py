@@ -103,7 +103,9 @@ def _from_model_config(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(config, dict):
         return {}
     chosen = {key: config[key] for key in MODEL_CONFIG_KEYS if config.get(key) is not None}
-    decoder = next((config[name] for name in ("decoder", "generator", "text_config") if config.get(name)), {})
+    decoder: Any = next(
+        (config[name] for name in ("decoder", "generator", "text_config") if config.get(name)), {}
+    )
     if isinstance(decoder, dict):
         chosen |= {key: decoder[key] for key in MODEL_CONFIG_KEYS if key in decoder and key not in chosen}
     return chosen

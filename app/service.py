@@ -171,6 +171,7 @@ def build_engine(settings: Settings) -> Engine:
             api_key=settings.upstream_api_key,
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
+            allow_untested_version=settings.upstream_allow_untested_version,
         )
     raise ValueError(f"unknown engine {settings.engine!r}")
 
@@ -207,4 +208,5 @@ def vllm_options(settings: Settings):
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
         generation_defaults=generation_defaults(folder.path),
+        max_model_len=settings.max_model_len,
     )

@@ -81,7 +81,9 @@ class Preprocessor:
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
-            Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
+            Renderer(load_model_folder(str(settings.model), settings.processor), settings.max_model_len)
+            if settings.model
+            else None
         )
 
     async def prepare(

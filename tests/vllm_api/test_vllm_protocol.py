@@ -50,6 +50,16 @@ CaseSpec = tuple[
     dict[str, object],
     dict[str, object],
 ]
+# vllm serve --max-model-len of the cases: max_tokens defaults to what the prompt leaves of it
+MAX_MODEL_LEN = 4096
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": True,
+    },
+}
 CASES: dict[str, CaseSpec] = {
     "qwen2_vl_video_image": (
         "qwen2_vl",
@@ -68,7 +78,11 @@ CASES: dict[str, CaseSpec] = {
         {"videos_kwargs": {"fps": 2}, "images_kwargs": {"max_pixels": 1000000}},
         SamplingParams(top_p=0.9, seed=7, stop=("\n\n",), stop_token_ids=(IM_END,), min_tokens=1, top_k=20),
         True,
-        {},
+        {
+            "tools": [WEATHER_TOOL],
+            "chat_template_kwargs": {"enable_thinking": False},
+            "include_reasoning": False,
+        },
         {},
     ),
     "qwen3_vl_image": (
@@ -150,6 +164,7 @@ def build_case(name: str) -> Case:
         family=family,
         temporal_patch_size=processor.video_config.temporal_patch_size,
         generation_defaults=defaults,
+        max_model_len=MAX_MODEL_LEN,
     )
     prepared = PreparedRequest(
         f"chatcmpl-{name}",

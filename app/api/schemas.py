@@ -161,6 +161,7 @@ class AnswerFields(BaseModel):
 # template's, through app/render): an engine gets them as SamplingParams and the prompt, so
 # its accepted_fields do not refuse them.
 READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {
+    "chat_template",
     "documents",
     "add_generation_prompt",
     "continue_final_message",

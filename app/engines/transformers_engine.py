@@ -93,6 +93,7 @@ class TransformersEngine:
             "top_logprobs",
             "add_generation_prompt",
             "continue_final_message",
+            "chat_template",
             "chat_template_kwargs",
             "documents",
             "tools",

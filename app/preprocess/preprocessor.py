@@ -79,7 +79,12 @@ class Preprocessor:
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
-            Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
+            Renderer(
+                load_model_folder(str(settings.model), settings.processor),
+                trust_request_chat_template=settings.trust_request_chat_template,
+            )
+            if settings.model
+            else None
         )
 
     async def prepare(
@@ -134,6 +139,7 @@ class Preprocessor:
             add_generation_prompt=extra.get("add_generation_prompt", True),
             continue_final_message=extra.get("continue_final_message", False),
             chat_template_kwargs=extra.get("chat_template_kwargs"),
+            chat_template=extra.get("chat_template"),
         )
 
     # -- finding the parts -------------------------------------------------------------

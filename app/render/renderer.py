@@ -14,35 +14,50 @@ videos=..., do_sample_frames=False)["input_ids"]`).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Literal
 
 import jinja2
 
 from ..core.errors import ServiceError
 from ..engines.prepared import MediaItem, Placeholder, TokenPrompt
-from ..model import ModelFolder
+from ..model import ModelFolder, ModelFolderError
 from .content_format import detect_content_format
 from .placeholders import item_tokens
-from .template import TemplateInputError, compile_template
+from .template import CompiledTemplate, TemplateInputError, compile_template
+
+log = logging.getLogger("mmprep.render")
 
 MediaKind = Literal["image", "video"]  # as MediaItem.kind
 
-# chat_template_kwargs that would replace what mmprep itself gives the template (vLLM
-# refuses chat_template and tokenize there too); the rest reach the template if it reads them.
-_REFUSED_KWARGS = ("chat_template", "tokenize")
+# The chat_template_kwargs mmprep gives the template itself: the rest reach it if it reads them.
 _OWN_INPUTS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
+# Neither reaches the template: chat_template is the template itself (chosen per request), and
+# tokenize changes nothing in the ids (vLLM passes it to apply_chat_template, which tokenizes
+# the same text as vLLM would after it).
+_NOT_PASSED = _OWN_INPUTS | {"chat_template", "tokenize"}
+# vLLM's words (OnlineRenderer.validate_chat_template), so a client sees the same refusal.
+UNTRUSTED_TEMPLATE = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+    "Refused request with untrusted chat template."
+)
 
 
 class Renderer:
-    """One per model folder (the template compiled once, the tokenizer shared)."""
+    """One per model folder (the template compiled once, the tokenizer shared).
+    `trust_request_chat_template`: a request's own `chat_template` is used, as vLLM's flag of
+    that name makes it; else such a request is refused."""
 
-    def __init__(self, folder: ModelFolder):
+    def __init__(self, folder: ModelFolder, trust_request_chat_template: bool = False):
         self.folder = folder
-        self.template = compile_template(folder.chat_template)
+        self.trust_request_chat_template = trust_request_chat_template
+        self.template = _folder_template(folder, folder.chat_template, folder.chat_template_source)
         self.content_format = detect_content_format(self.template.ast)
         # vLLM renders a request with tools with the tokenizer's template (the same one in
         # the Qwen-VL folders)
-        self.tools_template = compile_template(folder.tools_chat_template)
+        self.tools_template = _folder_template(
+            folder, folder.tools_chat_template, folder.tools_chat_template_source
+        )
         self.tools_content_format = detect_content_format(self.tools_template.ast)
         self._pad_kinds: dict[int, MediaKind] = {
             folder.image_token_id: "image",
@@ -60,6 +75,7 @@ class Renderer:
         add_generation_prompt: Any = True,
         continue_final_message: Any = False,
         chat_template_kwargs: Any = None,
+        chat_template: Any = None,
     ) -> str:
         """The rendered template. `messages` are OpenAI-shaped, with media parts as
         {"type": "image" | "video", ...} (PreparedRequest.messages). A ServiceError (400)
@@ -75,11 +91,8 @@ class Renderer:
                 "continue_final_message",
             )
         tools = _tool_list(tools)
-        template, content_format = (
-            (self.template, self.content_format)
-            if tools is None
-            else (self.tools_template, self.tools_content_format)
-        )
+        chat_template_kwargs = _kwargs_object(chat_template_kwargs)
+        template, content_format = self._template_for(tools, chat_template, chat_template_kwargs)
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
             return template.render(
@@ -107,36 +120,59 @@ class Renderer:
                 "messages",
             ) from None
 
-    def _template_kwargs(self, template, given: Any) -> dict[str, Any]:
+    def _template_for(
+        self, tools: list[dict[str, Any]] | None, chat_template: Any, kwargs: dict[str, Any]
+    ) -> tuple[CompiledTemplate, str]:
+        """The template this request renders with, and its content format: the request's own
+        where trusted (top-level `chat_template`, else chat_template_kwargs' one, as vLLM
+        merges them), else the folder's (the tokenizer's for a request with tools)."""
+        given, param = chat_template, "chat_template"
+        if given is None and kwargs.get("chat_template") is not None:
+            given, param = kwargs["chat_template"], "chat_template_kwargs.chat_template"
         if given is None:
-            return {}
-        if not isinstance(given, dict):
+            if tools is None:
+                return self.template, self.content_format
+            return self.tools_template, self.tools_content_format
+        if not self.trust_request_chat_template:
+            raise ServiceError(UNTRUSTED_TEMPLATE, "invalid_request", param)
+        if not isinstance(given, str):
+            raise ServiceError(f"{param} must be a string (a Jinja chat template)", "invalid_request", param)
+        try:
+            template = compile_template(given)
+        except jinja2.exceptions.TemplateSyntaxError as error:
             raise ServiceError(
-                "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
-            )
-        for name in _REFUSED_KWARGS:
-            if name in given:
-                raise ServiceError(
-                    f"chat_template_kwargs may not set {name!r}",
-                    "invalid_request",
-                    f"chat_template_kwargs.{name}",
-                )
-        # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...);
-        # never one of the inputs mmprep passes itself.
-        return {k: v for k, v in given.items() if k in template.variables and k not in _OWN_INPUTS}
+                f"{param} does not compile: line {error.lineno}: {error.message}", "invalid_request", param
+            ) from None
+        return template, detect_content_format(template.ast)
+
+    def _template_kwargs(self, template, given: dict[str, Any]) -> dict[str, Any]:
+        # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...).
+        return {k: v for k, v in given.items() if k in template.variables and k not in _NOT_PASSED}
 
     def _message(self, message: dict[str, Any], content_format: str, where: str) -> dict[str, Any]:
         """A message as vLLM hands it to the template: media parts as {"type": kind}, text parts
         as {"type": "text", "text": ...} ("openai" templates) or everything joined ("string"),
-        and a tool call's JSON arguments parsed (templates write them with tojson)."""
+        a tool message's text parts joined into one string, and a tool call's arguments parsed
+        to an object (templates write them with tojson)."""
         message = dict(message)
         content = message.get("content")
         if isinstance(content, list):
             parts = [_template_part(part) for part in content]
-            message["content"] = parts if content_format == "openai" else self._joined(parts)
+            if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
+                # as vLLM joins them: most templates write a tool's result only as a string
+                message["content"] = "\n".join(part["text"] for part in parts)
+            else:
+                message["content"] = parts if content_format == "openai" else self._joined(parts)
         if message.get("role") == "assistant" and message.get("tool_calls") is not None:
-            _check_tool_calls(message["tool_calls"], f"{where}.tool_calls")
-            message["tool_calls"] = [_parsed_arguments(call) for call in message["tool_calls"]]
+            calls = message["tool_calls"]
+            _check_tool_calls(calls, f"{where}.tool_calls")
+            if calls:
+                message["tool_calls"] = [
+                    _parsed_arguments(call, f"{where}.tool_calls[{j}].function.arguments")
+                    for j, call in enumerate(calls)
+                ]
+            else:  # vLLM drops an empty list, so the template takes its plain assistant path
+                del message["tool_calls"]
         return message
 
     def _joined(self, parts: list[dict[str, Any]]) -> str:
@@ -187,6 +223,28 @@ def _positions(ids: list[int], token: int) -> list[int]:
     return found
 
 
+def _folder_template(folder: ModelFolder, text: str, source: str) -> CompiledTemplate:
+    """A folder's template compiled, or a ModelFolderError naming its file and line (the
+    template's own line: for a template inside a JSON file, of the template text)."""
+    try:
+        return compile_template(text)
+    except jinja2.exceptions.TemplateSyntaxError as error:
+        raise ModelFolderError(
+            f"{folder.path / source}: the chat template does not compile: line {error.lineno} of the "
+            f"template: {error.message}"
+        ) from None
+
+
+def _kwargs_object(given: Any) -> dict[str, Any]:
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise ServiceError(
+            "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
+        )
+    return given
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ServiceError(f"{name} must be true or false", "invalid_request", name)
@@ -223,6 +281,12 @@ def _check_tool_calls(calls: Any, where: str) -> None:
     for j, call in enumerate(calls):
         here = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(call, dict) and call.get("type", "function") != "function":
+            raise ServiceError(
+                f"{here}.type must be 'function' (the only tool calls chat completions have)",
+                "invalid_request",
+                f"{here}.type",
+            )
         if not isinstance(function, dict):
             raise ServiceError(
                 f"{here} must be an object with a function", "invalid_request", f"{here}.function"
@@ -234,17 +298,27 @@ def _check_tool_calls(calls: Any, where: str) -> None:
                 )
 
 
-def _parsed_arguments(call: Any) -> Any:
-    """vLLM parses a tool call's `arguments` JSON string to an object before rendering."""
-    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-        return call
-    arguments = call["function"].get("arguments")
-    if not isinstance(arguments, str):
-        return call
+def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
+    """The call with its `arguments` (a string: _check_tool_calls) as the object vLLM parses it
+    to before rendering (renderers/chat_utils `_postprocess_messages`): "" and "null" are {};
+    so is text that is not a JSON object, which vLLM renders as {} with a warning rather than
+    refusing, since the call is history: a 400 would fail every later turn of the conversation."""
+    arguments = call["function"]["arguments"]
     try:
-        parsed = json.loads(arguments)
+        parsed = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError:
-        return call  # left as the string, which templates write as it is
+        log.warning(
+            "%s is not valid JSON (%d chars): rendered as {}, as vLLM renders it", where, len(arguments)
+        )
+        parsed = {}
+    if parsed is not None and not isinstance(parsed, dict):
+        log.warning(
+            "%s is JSON but not an object (%s): rendered as {}, as vLLM renders it",
+            where,
+            type(parsed).__name__,
+        )
+    if not isinstance(parsed, dict):
+        parsed = {}
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 

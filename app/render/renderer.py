@@ -150,14 +150,25 @@ class Renderer:
         return {k: v for k, v in given.items() if k in template.variables and k not in _NOT_PASSED}
 
     def _message(self, message: dict[str, Any], content_format: str, where: str) -> dict[str, Any]:
-        """A message as vLLM hands it to the template: media parts as {"type": kind}, text parts
-        as {"type": "text", "text": ...} ("openai" templates) or everything joined ("string"),
-        a tool message's text parts joined into one string, and a tool call's arguments parsed
-        to an object (templates write them with tojson)."""
+        """A message as vLLM hands it to the template (renderers/chat_utils
+        `parse_chat_message_content`): its content as parts, a string being one text part and
+        none no parts; media parts as {"type": kind}, text parts as {"type": "text", "text": ...}
+        ("openai" templates) or everything joined ("string"); a tool message's text parts
+        joined into one string; a tool call's arguments parsed to an object (templates write
+        them with tojson). Parts, not a string, matter where a template tests the content: an
+        assistant turn of "" with tool calls is `[{"type": "text", "text": ""}]` to vLLM, which
+        the Qwen templates find not empty."""
         message = dict(message)
         content = message.get("content")
-        if isinstance(content, list):
-            parts = [_template_part(part) for part in content]
+        if content is None or isinstance(content, str | list):
+            given = (
+                []
+                if content is None
+                else [{"type": "text", "text": content}]
+                if isinstance(content, str)
+                else content
+            )
+            parts = [_template_part(part) for part in given]
             if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
                 # as vLLM joins them: most templates write a tool's result only as a string
                 message["content"] = "\n".join(part["text"] for part in parts)

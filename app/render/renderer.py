@@ -267,7 +267,25 @@ def _tool_list(tools: Any) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
         raise ServiceError("tools must be a list of objects", "invalid_request", "tools")
-    return tools
+    return [_as_vllm_dumps_it(tool) for tool in tools]
+
+
+def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as vLLM hands it to the template (ChatCompletionToolsParam's model_dump): the
+    function's name, description and parameters, null where not given (templates write the
+    tool with tojson, so a missing description is `"description": null`), strict and
+    defer_loading only where set, nothing else."""
+    function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+    dumped = {key: function.get(key) for key in ("name", "description", "parameters")}
+    defer = tool.get("defer_loading")
+    # the function's defer_loading, else the tool's (vLLM's _propagate_defer_loading)
+    own = function.get("defer_loading")
+    extras = {"strict": function.get("strict"), "defer_loading": defer if own is None else own}
+    dumped |= {key: value for key, value in extras.items() if value is not None}
+    as_dumped = {"type": tool.get("type", "function"), "function": dumped}
+    if defer is not None:
+        as_dumped["defer_loading"] = defer
+    return as_dumped
 
 
 def _document_list(documents: Any) -> list[dict[str, Any]] | None:

@@ -159,21 +159,12 @@ class Renderer:
         assistant turn of "" with tool calls is `[{"type": "text", "text": ""}]` to vLLM, which
         the Qwen templates find not empty."""
         message = dict(message)
-        content = message.get("content")
-        if content is None or isinstance(content, str | list):
-            given = (
-                []
-                if content is None
-                else [{"type": "text", "text": content}]
-                if isinstance(content, str)
-                else content
-            )
-            parts = [_template_part(part) for part in given]
-            if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
-                # as vLLM joins them: most templates write a tool's result only as a string
-                message["content"] = "\n".join(part["text"] for part in parts)
-            else:
-                message["content"] = parts if content_format == "openai" else self._joined(parts)
+        parts = [_template_part(part) for part in _as_parts(message.get("content"))]
+        if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
+            # as vLLM joins them: most templates write a tool's result only as a string
+            message["content"] = "\n".join(part["text"] for part in parts)
+        else:
+            message["content"] = parts if content_format == "openai" else self._joined(parts)
         if message.get("role") == "assistant" and message.get("tool_calls") is not None:
             calls = message["tool_calls"]
             _check_tool_calls(calls, f"{where}.tool_calls")
@@ -275,7 +266,9 @@ def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
     function's name, description and parameters, null where not given (templates write the
     tool with tojson, so a missing description is `"description": null`), strict and
     defer_loading only where set, nothing else."""
-    function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        function = {}
     dumped = {key: function.get(key) for key in ("name", "description", "parameters")}
     defer = tool.get("defer_loading")
     # the function's defer_loading, else the tool's (vLLM's _propagate_defer_loading)
@@ -294,6 +287,15 @@ def _document_list(documents: Any) -> list[dict[str, Any]] | None:
     if not isinstance(documents, list) or not all(isinstance(document, dict) for document in documents):
         raise ServiceError("documents must be a list of objects", "invalid_request", "documents")
     return documents
+
+
+def _as_parts(content: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """A message's content as parts, as vLLM reads it: a string is one text part, none is none."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content
 
 
 def _template_part(part: dict[str, Any]) -> dict[str, Any]:

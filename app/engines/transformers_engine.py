@@ -95,6 +95,7 @@ class TransformersEngine:
             "continue_final_message",
             "chat_template",
             "chat_template_kwargs",
+            "reasoning_effort",
             "documents",
             "tools",
             "tool_choice",

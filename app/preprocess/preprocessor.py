@@ -140,6 +140,7 @@ class Preprocessor:
             continue_final_message=extra.get("continue_final_message", False),
             chat_template_kwargs=extra.get("chat_template_kwargs"),
             chat_template=extra.get("chat_template"),
+            reasoning_effort=extra.get("reasoning_effort"),
         )
 
     # -- finding the parts -------------------------------------------------------------

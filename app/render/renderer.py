@@ -76,6 +76,7 @@ class Renderer:
         continue_final_message: Any = False,
         chat_template_kwargs: Any = None,
         chat_template: Any = None,
+        reasoning_effort: Any = None,
     ) -> str:
         """The rendered template. `messages` are OpenAI-shaped, with media parts as
         {"type": "image" | "video", ...} (PreparedRequest.messages). A ServiceError (400)
@@ -91,7 +92,12 @@ class Renderer:
                 "continue_final_message",
             )
         tools = _tool_list(tools)
-        chat_template_kwargs = _kwargs_object(chat_template_kwargs)
+        chat_template_kwargs = _effective_kwargs(_kwargs_object(chat_template_kwargs), reasoning_effort)
+        # vLLM merges the request's tools and documents under chat_template_kwargs: theirs win
+        if chat_template_kwargs.get("tools") is not None:
+            tools = _given_tools(chat_template_kwargs["tools"])
+        if documents is None:
+            documents = chat_template_kwargs.get("documents")
         template, content_format = self._template_for(tools, chat_template, chat_template_kwargs)
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
@@ -235,6 +241,39 @@ def _folder_template(folder: ModelFolder, text: str, source: str) -> CompiledTem
             f"{folder.path / source}: the chat template does not compile: line {error.lineno} of the "
             f"template: {error.message}"
         ) from None
+
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # vLLM's ReasoningEffort
+
+
+def _effective_kwargs(given: dict[str, Any], reasoning_effort: Any) -> dict[str, Any]:
+    """chat_template_kwargs as vLLM merges them (ChatCompletionRequest.build_chat_params, then
+    ChatParams.with_defaults): a value of null or "auto" counts as not given, and the request's
+    reasoning_effort reaches the template under that name, with enable_thinking (false for
+    "none") unless the request's kwargs say."""
+    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+        raise ServiceError(
+            f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}",
+            "invalid_request",
+            "reasoning_effort",
+        )
+    kwargs = {key: value for key, value in given.items() if value is not None and value != "auto"}
+    if reasoning_effort is not None:
+        kwargs["reasoning_effort"] = reasoning_effort
+        if "enable_thinking" not in given:
+            kwargs["enable_thinking"] = reasoning_effort != "none"
+    return kwargs
+
+
+def _given_tools(tools: Any) -> list[dict[str, Any]]:
+    """chat_template_kwargs' tools, which vLLM hands the template as they came."""
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        raise ServiceError(
+            "chat_template_kwargs.tools must be a list of objects",
+            "invalid_request",
+            "chat_template_kwargs.tools",
+        )
+    return tools
 
 
 def _kwargs_object(given: Any) -> dict[str, Any]:

@@ -64,6 +64,14 @@ MINE = (
     "{% if flavour %}{{ flavour }}{% endif %}{% if tools %}T{{ tools | length }}{% endif %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# what of chat_template_kwargs and the request's options reaches a template
+READS = (
+    "{% if documents %}D{{ documents | length }}{% endif %}{% if tools %}T{{ tools | length }}{% endif %}"
+    "{% if add_generation_prompt %}G{% endif %}{% if reasoning_effort %}R{{ reasoning_effort }}{% endif %}"
+    "{% if enable_thinking is defined %}E{{ enable_thinking }}{% endif %}"
+    "{% if flavour is defined %}F{% endif %}"
+)
+DOCUMENTS = [{"title": "a", "text": "b"}]
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
 # name: (trusted, the request less its model)
 CASES: dict[str, tuple[bool, dict]] = {
@@ -123,6 +131,52 @@ CASES: dict[str, tuple[bool, dict]] = {
     "trusted_does_not_compile": (True, {"messages": HI, "chat_template": "{% for m in messages %}\n{{ m }"}),
     "trusted_not_a_string": (True, {"messages": HI, "chat_template": 3}),
     "trusted_none_given": (True, {"messages": HI}),
+    "kwargs_documents": (
+        True,
+        {"messages": HI, "chat_template": READS, "chat_template_kwargs": {"documents": DOCUMENTS}},
+    ),
+    "kwargs_tools": (
+        True,
+        {"messages": HI, "chat_template": READS, "chat_template_kwargs": {"tools": TOOLS}},
+    ),
+    "kwargs_tools_over_the_requests": (
+        True,
+        {
+            "messages": HI,
+            "chat_template": READS,
+            "tools": TOOLS * 2,
+            "tool_choice": "none",
+            "chat_template_kwargs": {"tools": TOOLS},
+        },
+    ),
+    "kwargs_add_generation_prompt": (
+        True,
+        {"messages": HI, "chat_template": READS, "chat_template_kwargs": {"add_generation_prompt": False}},
+    ),
+    "kwargs_null_and_auto": (
+        True,
+        {
+            "messages": HI,
+            "chat_template": READS,
+            "chat_template_kwargs": {"flavour": "auto", "enable_thinking": None},
+        },
+    ),
+    "reasoning_effort": (True, {"messages": HI, "chat_template": READS, "reasoning_effort": "low"}),
+    "reasoning_effort_none": (True, {"messages": HI, "chat_template": READS, "reasoning_effort": "none"}),
+    "reasoning_effort_and_enable_thinking": (
+        True,
+        {
+            "messages": HI,
+            "chat_template": READS,
+            "reasoning_effort": "none",
+            "chat_template_kwargs": {"enable_thinking": True},
+        },
+    ),
+    "reasoning_effort_unknown": (
+        True,
+        {"messages": HI, "chat_template": READS, "reasoning_effort": "extreme"},
+    ),
+    "kwargs_tools_folder_template": (False, {"messages": HI, "chat_template_kwargs": {"tools": TOOLS}}),
 }
 
 

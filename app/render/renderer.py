@@ -101,11 +101,11 @@ class Renderer:
         template, content_format = self._template_for(tools, chat_template, chat_template_kwargs)
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
+            chat = [
+                self._message(message, content_format, f"messages[{i}]") for i, message in enumerate(messages)
+            ]
             return template.render(
-                [
-                    self._message(message, content_format, f"messages[{i}]")
-                    for i, message in enumerate(messages)
-                ],
+                _developer_as_system(chat, template.source),
                 tools=tools,
                 documents=_document_list(documents),
                 add_generation_prompt=add_generation_prompt,
@@ -164,7 +164,7 @@ class Renderer:
         them with tojson). Parts, not a string, matter where a template tests the content: an
         assistant turn of "" with tool calls is `[{"type": "text", "text": ""}]` to vLLM, which
         the Qwen templates find not empty."""
-        message = dict(message)
+        message = _fields_vllm_keeps(message)
         parts = [_template_part(part) for part in _as_parts(message.get("content"))]
         if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
             # as vLLM joins them: most templates write a tool's result only as a string
@@ -326,6 +326,61 @@ def _document_list(documents: Any) -> list[dict[str, Any]] | None:
     if not isinstance(documents, list) or not all(isinstance(document, dict) for document in documents):
         raise ServiceError("documents must be a list of objects", "invalid_request", "documents")
     return documents
+
+
+def _fields_vllm_keeps(message: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a message that reach the template in vLLM, which builds each message anew
+    (renderers/chat_utils `parse_chat_message_content`): role and content; name and task if
+    strings; an assistant's tool_calls and its reasoning (under reasoning and reasoning_content,
+    read from either); a tool's tool_call_id; a developer's tools. Others never reach it."""
+    role = message.get("role")
+    kept: dict[str, Any] = {"role": role, "content": message.get("content")}
+    kept |= {key: message[key] for key in ("name", "task") if isinstance(message.get(key), str)}
+    if role == "assistant":
+        if message.get("tool_calls") is not None:
+            kept["tool_calls"] = message["tool_calls"]
+        reasoning = message.get("reasoning")
+        if reasoning is None:
+            reasoning = message.get("reasoning_content")  # vLLM's deprecated name, renamed
+        if reasoning is not None:
+            kept["reasoning"] = kept["reasoning_content"] = reasoning
+    elif role == "tool" and "tool_call_id" in message:
+        kept["tool_call_id"] = message["tool_call_id"]
+    elif role == "developer":
+        kept["tools"] = message.get("tools")
+    return kept
+
+
+def _developer_as_system(chat: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    """vLLM's safe_apply_chat_template: for a template that never names the developer role,
+    developer messages become system ones (their tools dropped); where that leaves a system
+    message past the first place, or more than one, their texts are merged into one first
+    system message (lines joined within a message, paragraphs between them)."""
+    if all(message["role"] != "developer" for message in chat) or any(
+        quoted in source for quoted in ('"developer"', "'developer'")
+    ):
+        return chat
+    chat = [
+        {**{k: v for k, v in message.items() if k != "tools"}, "role": "system"}
+        if message["role"] == "developer"
+        else message
+        for message in chat
+    ]
+    if [i for i, message in enumerate(chat) if message["role"] == "system"] == [0]:
+        return chat
+    texts = [_system_text(message.get("content")) for message in chat if message["role"] == "system"]
+    merged = {"role": "system", "content": "\n\n".join(text for text in texts if text)}
+    return [merged, *(message for message in chat if message["role"] != "system")]
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"] if isinstance(part, dict) else part
+            for part in content
+            if isinstance(part, str) or (isinstance(part, dict) and "text" in part)
+        )
+    return content or ""
 
 
 def _as_parts(content: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:

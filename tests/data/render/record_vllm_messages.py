@@ -72,6 +72,13 @@ READS = (
     "{% if flavour is defined %}F{% endif %}"
 )
 DOCUMENTS = [{"title": "a", "text": "b"}]
+# what of a message's fields reaches a template
+FIELDS = (
+    "{% for m in messages %}<{{ m.role }}|{{ m.foo is defined }}|{{ m.thinking is defined }}|"
+    "{{ m.reasoning_content is defined }}{{ m.reasoning_content or '' }}|{{ m.tool_call_id is defined }}>"
+    "{% endfor %}"
+)
+DEVELOPER = {"role": "developer", "content": "Answer in French."}
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
 # name: (trusted, the request less its model)
 CASES: dict[str, tuple[bool, dict]] = {
@@ -177,6 +184,35 @@ CASES: dict[str, tuple[bool, dict]] = {
         {"messages": HI, "chat_template": READS, "reasoning_effort": "extreme"},
     ),
     "kwargs_tools_folder_template": (False, {"messages": HI, "chat_template_kwargs": {"tools": TOOLS}}),
+    "developer_as_system": (False, {"messages": [DEVELOPER, *HI]}),
+    "developer_after_system": (
+        False,
+        {
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                *HI[:2],
+                DEVELOPER,
+                HI[2],
+            ]
+        },
+    ),
+    "developer_with_tools": (
+        False,
+        {"messages": [{**DEVELOPER, "tools": TOOLS}, *HI], "tools": TOOLS, "tool_choice": "none"},
+    ),
+    "fields_that_reach_the_template": (
+        True,
+        {
+            "chat_template": FIELDS,
+            "messages": [
+                {"role": "user", "content": "hi", "foo": 1, "reasoning_content": "r", "tool_call_id": "x"},
+                {"role": "assistant", "content": "yo", "thinking": "t", "foo": 1},
+                {"role": "assistant", "content": "yo", "reasoning_content": "rc"},
+                {"role": "assistant", "content": "yo", "reasoning": "rr", "reasoning_content": "rc"},
+                {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+            ],
+        },
+    ),
 }
 
 

@@ -406,12 +406,14 @@ def _check_tool_calls(calls: Any, where: str) -> None:
     for j, call in enumerate(calls):
         here = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(call, dict) and call.get("type", "function") != "function":
+        if isinstance(call, dict) and call.get("type") != "function":  # vLLM's models require it
             raise ServiceError(
                 f"{here}.type must be 'function' (the only tool calls chat completions have)",
                 "invalid_request",
                 f"{here}.type",
             )
+        if isinstance(call, dict) and not isinstance(call.get("id"), str):
+            raise ServiceError(f"{here}.id must be a string (the call's id)", "invalid_request", f"{here}.id")
         if not isinstance(function, dict):
             raise ServiceError(
                 f"{here} must be an object with a function", "invalid_request", f"{here}.function"

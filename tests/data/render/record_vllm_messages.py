@@ -184,6 +184,51 @@ CASES: dict[str, tuple[bool, dict]] = {
         {"messages": HI, "chat_template": READS, "reasoning_effort": "extreme"},
     ),
     "kwargs_tools_folder_template": (False, {"messages": HI, "chat_template_kwargs": {"tools": TOOLS}}),
+    "tool_call_without_id": (
+        False,
+        {
+            "messages": [
+                HI[0],
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"type": "function", "function": {"name": "get", "arguments": "{}"}}],
+                },
+            ]
+        },
+    ),
+    "tool_call_arguments_an_object": (
+        False,
+        {
+            "messages": [
+                HI[0],
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get", "arguments": {"city": "Paris"}},
+                        }
+                    ],
+                },
+            ]
+        },
+    ),
+    "tool_call_without_type": (
+        False,
+        {
+            "messages": [
+                HI[0],
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": "c1", "function": {"name": "get", "arguments": "{}"}}],
+                },
+            ]
+        },
+    ),
     "developer_as_system": (False, {"messages": [DEVELOPER, *HI]}),
     "developer_after_system": (
         False,

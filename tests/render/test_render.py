@@ -139,6 +139,11 @@ def test_bad_options_are_400s_naming_the_field(renderers, options, param):
             [{"id": "1", "type": "function", "function": {"name": 3, "arguments": "{}"}}],
             "messages[1].tool_calls[0].function.name",
         ),
+        (
+            [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            "messages[1].tool_calls[0].id",
+        ),
+        ([{"id": "1", "function": {"name": "f", "arguments": "{}"}}], "messages[1].tool_calls[0].type"),
     ],
 )
 def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(renderers, calls, param):

@@ -81,7 +81,11 @@ class Preprocessor:
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
-            Renderer(load_model_folder(str(settings.model), settings.processor), settings.max_model_len)
+            Renderer(
+                load_model_folder(str(settings.model), settings.processor),
+                settings.max_model_len,
+                trust_request_chat_template=settings.trust_request_chat_template,
+            )
             if settings.model
             else None
         )
@@ -138,6 +142,8 @@ class Preprocessor:
             add_generation_prompt=extra.get("add_generation_prompt", True),
             continue_final_message=extra.get("continue_final_message", False),
             chat_template_kwargs=extra.get("chat_template_kwargs"),
+            chat_template=extra.get("chat_template"),
+            reasoning_effort=extra.get("reasoning_effort"),
         )
 
     # -- finding the parts -------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
 
 from mmprep.api.app import create_app
+from mmprep.cli import Mmprep, Serve
 from mmprep.core.config import Settings
 from mmprep.derender import Derendering
 from mmprep.engines.echo import EchoEngine
@@ -290,8 +291,8 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
     [
         ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq'"),
         (
-            {"tool_call_parser": "mistral", "enable_auto_tool_choice": True},
-            "unknown tool call parser 'mistral'",
+            {"tool_call_parser": "nonesuch", "enable_auto_tool_choice": True},
+            "unknown tool call parser 'nonesuch'",
         ),
         ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
         (
@@ -307,11 +308,25 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
 )
 def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
     with pytest.raises(ValueError, match=message):
-        Settings(**flags)
+        Serve(**flags)  # the command's settings: the names checked against derender's registries
 
 
-def test_the_settings_name_the_parsers_derender_has():
-    from mmprep.core import config
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq': choose one of deepseek_r1, .*qwen3"),
+        ({"tool_call_parser": "nonesuch"}, "unknown tool call parser 'nonesuch': choose one of .*hermes"),
+    ],
+)
+def test_a_service_built_with_an_unknown_parser_stops_naming_the_choices(setup, message):
+    with pytest.raises(ValueError, match=message):
+        Service(Settings(served_model_name=[MODEL], **setup), TokenReplayEngine())
+
+
+def test_the_commands_help_names_the_registered_parsers():
     from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
 
-    assert (config.REASONING_PARSERS, config.TOOL_PARSERS) == (REASONING_PARSERS, TOOL_PARSERS)
+    help_text = " ".join(Mmprep.__doc__.split())
+    for registry in (REASONING_PARSERS, TOOL_PARSERS):
+        assert registry.names() and all(name in help_text for name in registry.names())
+    assert f"{', '.join(TOOL_PARSERS.names()[:-1])} or {TOOL_PARSERS.names()[-1]}" in help_text

@@ -1,26 +1,29 @@
-"""Reasoning parsers: the model's thinking (<think>...</think>) apart from its answer, as
-vLLM's `--reasoning-parser qwen3` and `deepseek_r1` split it.
-
-qwen3 (vLLM 0.33's Qwen3Parser): the answer starts in reasoning (Qwen3's templates open
-<think> in the prompt, or the model writes it, and it is dropped) unless the request
-turned thinking off (chat_template_kwargs.enable_thinking: false) or the prompt already
-closed the block (`</think>` after the last <|im_start|>); </think> ends it, and so does
-a <tool_call> when tool calls are parsed (a call is never left inside the reasoning); a
-second </think> in the answer is dropped. deepseek_r1 (vLLM's DeepSeekR1ReasoningParser):
-everything up to </think> is reasoning, whatever the request says; <think> is dropped.
-With no </think>, all of the answer is reasoning, in both.
-"""
+"""The state machine reasoning parsers share: the answer's text, piece by piece, as
+(reasoning, content), split at <think> and </think> (markup held back while the tail could
+be its start). A format says where the answer starts (in reasoning or not), which markers
+also end the reasoning (a tool call's, kept in the content) and which are dropped from the
+content."""
 
 from __future__ import annotations
 
-from .markers import earliest, partial_tail
+from typing import ClassVar
+
+from ..markers import earliest, partial_tail
+from ..options import OutputOptions
 
 THINK_START, THINK_END = "<think>", "</think>"
-REASONING_PARSERS = ("qwen3", "deepseek_r1")
 
 
 class ReasoningParser:
     """Splits one answer's text, piece by piece, into (reasoning, content)."""
+
+    name: ClassVar[str]  # vLLM's --reasoning-parser name
+
+    @classmethod
+    def start(cls, options: OutputOptions, prompt_text: str, tool_start: str | None) -> ReasoningParser:
+        """This parser for one answer: the request's options, the rendered prompt and the
+        marker that opens a tool call (when calls are parsed)."""
+        raise NotImplementedError
 
     def __init__(self, reasoning: bool, ends_on: tuple[str, ...] = (), drop_in_content: tuple[str, ...] = ()):
         self._reasoning = reasoning
@@ -33,7 +36,8 @@ class ReasoningParser:
     def in_reasoning(self) -> bool:
         return self._reasoning
 
-    def feed(self, text: str) -> tuple[str, str]:
+    def feed(self, text: str, token_ids: tuple[int, ...] = ()) -> tuple[str, str]:
+        """`token_ids`: the ids this step's text came from (none for a text engine)."""
         if not self._held and "<" not in text:  # no marker can start here: the common case
             return (text, "") if self._reasoning else ("", text)
         text = self._held + text
@@ -75,25 +79,3 @@ class ReasoningParser:
         pieces.append(text[: len(text) - keep])
         self._held = text[len(text) - keep :]
         return "".join(pieces)
-
-
-def make_reasoning_parser(
-    name: str, *, enable_thinking: bool = True, prompt_closed: bool = False, tool_start: str | None = None
-) -> ReasoningParser:
-    """`tool_start`: the tool parser's opening marker, when tool calls are parsed."""
-    if name == "qwen3":
-        return ReasoningParser(
-            enable_thinking and not prompt_closed,
-            ends_on=(tool_start,) if tool_start else (),
-            drop_in_content=(THINK_END,),
-        )
-    if name == "deepseek_r1":
-        return ReasoningParser(True)
-    raise ValueError(f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}")
-
-
-def prompt_closes_reasoning(prompt_text: str) -> bool:
-    """Whether the rendered prompt closed this turn's thinking already (Qwen3's template
-    with enable_thinking false writes an empty <think></think> block)."""
-    turn = prompt_text[prompt_text.rfind("<|im_start|>") + 1 :]
-    return THINK_END in turn

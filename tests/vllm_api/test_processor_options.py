@@ -49,7 +49,9 @@ def test_keys_that_change_the_tensors_are_refused_by_name(folder, device):
 def test_without_a_processor_they_reach_the_engine_unchanged():
     """No processor here (the echo engine gets the frames): nothing to refuse."""
     with LiveServer(Settings()) as server:
-        body = chat(image(png_data_url(64, 48)), model="mmprep-echo", mm_processor_kwargs={"max_pixels": 1000})
+        body = chat(
+            image(png_data_url(64, 48)), model="mmprep-echo", mm_processor_kwargs={"max_pixels": 1000}
+        )
         answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=60)
     assert answer.status_code == 200, answer.text
     assert '"mm_processor_kwargs":{"max_pixels":1000}' in answer.json()["choices"][0]["message"]["content"]

@@ -331,8 +331,10 @@ def test_the_parsers_get_the_token_ids_each_step_came_from(monkeypatch):
     assert all(len(step) <= 5 for step in seen["tools"])
 
 
-def test_every_registered_parser_has_a_replayed_fixture():
-    from mmprep.derender import TOOL_PARSERS
+@pytest.mark.parametrize("kind", ["tool_call_parser", "reasoning_parser"])
+def test_every_registered_parser_has_a_replayed_fixture(kind):
+    from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
 
-    replayed = {load(name)["server"].get("tool_call_parser") for name in fixture_names()}
-    assert set(TOOL_PARSERS.names()) <= replayed
+    registry = TOOL_PARSERS if kind == "tool_call_parser" else REASONING_PARSERS
+    replayed = {load(name)["server"].get(kind) for name in fixture_names()}
+    assert set(registry.names()) <= replayed

@@ -25,12 +25,22 @@ class ReasoningParser:
         marker that opens a tool call (when calls are parsed)."""
         raise NotImplementedError
 
-    def __init__(self, reasoning: bool, ends_on: tuple[str, ...] = (), drop_in_content: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        reasoning: bool,
+        ends_on: tuple[str, ...] = (),
+        drop_in_content: tuple[str, ...] = (),
+        strip_end: bool = False,
+    ):
         self._reasoning = reasoning
         self._ends_on = ends_on  # markers that end reasoning and stay in the content
         self._reasoning_markers = (THINK_START, THINK_END, *ends_on)
         self._content_markers = drop_in_content
         self._held = ""
+        # strip_end: whitespace at the end of the reasoning is dropped (vLLM's parser engine's
+        # strip_trailing_reasoning_whitespace), held until more reasoning follows it
+        self._strip_end = strip_end
+        self._space = ""
 
     @property
     def in_reasoning(self) -> bool:
@@ -38,6 +48,25 @@ class ReasoningParser:
 
     def feed(self, text: str, token_ids: tuple[int, ...] = ()) -> tuple[str, str]:
         """`token_ids`: the ids this step's text came from (none for a text engine)."""
+        reasoning, content = self._split(text)
+        return self._trimmed(reasoning), content
+
+    def finish(self) -> tuple[str, str]:
+        held, self._held = self._held, ""
+        if not self._reasoning:
+            return "", held
+        reasoning, self._space = self._trimmed(held), ""  # nothing follows: the end's whitespace goes
+        return reasoning, ""
+
+    def _trimmed(self, reasoning: str) -> str:
+        if not self._strip_end:
+            return reasoning
+        reasoning = self._space + reasoning
+        kept = reasoning.rstrip()
+        self._space = reasoning[len(kept) :] if self._reasoning else ""
+        return kept
+
+    def _split(self, text: str) -> tuple[str, str]:
         if not self._held and "<" not in text:  # no marker can start here: the common case
             return (text, "") if self._reasoning else ("", text)
         text = self._held + text
@@ -59,10 +88,6 @@ class ReasoningParser:
             else:  # a tool call: the reasoning is over, the call is the answer's
                 self._reasoning, text = False, text[at:]
         return "".join(reasoning), self._content(text)
-
-    def finish(self) -> tuple[str, str]:
-        held, self._held = self._held, ""
-        return (held, "") if self._reasoning else ("", held)
 
     def _content(self, text: str) -> str:
         if not self._content_markers:

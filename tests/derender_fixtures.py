@@ -53,9 +53,10 @@ def derendering(fixture: dict) -> Derendering:
 
 
 def assert_message(found: dict, expected: dict) -> None:
-    """`found` is the expected message, tool call ids aside (each a vLLM-shaped id)."""
+    """`found` is the expected message, random tool call ids aside (a vLLM-shaped id where
+    the fixture says chatcmpl-tool-*; a format that writes its own, kimi_k2's, is compared)."""
     found = json.loads(json.dumps(found))
     for call in found.get("tool_calls") or []:
-        assert TOOL_ID.fullmatch(call["id"]), call["id"]
-        call["id"] = "chatcmpl-tool-*"
+        if TOOL_ID.fullmatch(call["id"]):
+            call["id"] = "chatcmpl-tool-*"
     assert found == expected

@@ -106,6 +106,11 @@ class ToolParser:
         closed (`closed`) or to the end of the answer; [] if it is not a call."""
         raise NotImplementedError
 
+    def identify(self, name: str) -> tuple[str, str]:
+        """The (id, name) a call goes out with, from the name `parse` and `streaming` give:
+        a fresh vLLM-shaped id unless the format writes its own (kimi_k2)."""
+        return self._new_id(), name
+
     def streaming(self, jail: str) -> list[tuple[str, str]]:
         """Of the block being written, each call that is certain so far (its name and first
         whole argument written): its name and the start of its arguments that is certain
@@ -160,7 +165,7 @@ class ToolParser:
         for i, (name, arguments) in enumerate(self.streaming(self._jail or "")):
             if i == len(self._shown_calls):
                 self._shown_calls.append(_Shown(self._begin_call(), name, ""))
-                step.calls.append(ToolCallDelta(self._shown_calls[i].index, self._new_id(), name))
+                step.calls.append(ToolCallDelta(self._shown_calls[i].index, *self.identify(name)))
             shown = self._shown_calls[i]
             if len(arguments) > len(shown.arguments) and arguments.startswith(shown.arguments):
                 step.calls.append(ToolCallDelta(shown.index, arguments=arguments[len(shown.arguments) :]))
@@ -179,7 +184,7 @@ class ToolParser:
         for call, (_, arguments) in zip(shown, parsed, strict=False):
             step.calls.append(ToolCallDelta(call.index, arguments=arguments[len(call.arguments) :]))
         for name, arguments in parsed[len(shown) :]:
-            step.calls.append(ToolCallDelta(self._begin_call(), self._new_id(), name, arguments))
+            step.calls.append(ToolCallDelta(self._begin_call(), *self.identify(name), arguments))
         self.bare = True
 
     def _begin_call(self) -> int:

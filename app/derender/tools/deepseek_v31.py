@@ -5,12 +5,11 @@ a JSON object: a block with one that is not comes back as content."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from . import REGISTRY
 from .base import TaggedToolParser
-from .json_calls import members, skip_space
+from .json_calls import is_object, written_prefix
 
 CALLS_START, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_START, SEPARATOR, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
@@ -26,7 +25,7 @@ class DeepSeekV31ToolParser(TaggedToolParser):
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:
         calls = [(name, arguments) for name, arguments in _CALL.findall(raw)]
-        if not calls or not all(name and _is_object(arguments) for name, arguments in calls):
+        if not calls or not all(name and is_object(arguments) for name, arguments in calls):
             return []
         return calls
 
@@ -34,24 +33,8 @@ class DeepSeekV31ToolParser(TaggedToolParser):
         found = []
         for match in _OPEN_CALL.finditer(jail):
             end = jail.find(CALL_END, match.end())
-            prefix = _certain_start(jail[match.end() : end if end >= 0 else len(jail)])
+            prefix = written_prefix(jail[match.end() : end if end >= 0 else len(jail)])
             if not match.group(1) or not prefix:
                 break  # the calls after it wait for it
             found.append((match.group(1), prefix))
         return found
-
-
-def _certain_start(arguments: str) -> str:
-    """The arguments as written up to the end of their last whole member ("" for none)."""
-    at = skip_space(arguments, 0)
-    if not arguments.startswith("{", at):
-        return ""
-    pairs, end, _ = members(arguments, at)
-    return arguments[:end] if pairs else ""
-
-
-def _is_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return False

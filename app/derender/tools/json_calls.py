@@ -129,3 +129,20 @@ def object_end(text: str, at: int) -> int | None:
             if depth == 0:
                 return i + 1
     return None
+
+
+def written_prefix(arguments: str) -> str:
+    """Of arguments kept as the model writes them (not rewritten by json.dumps): the text up
+    to the end of their last whole member ("" for none)."""
+    at = skip_space(arguments, 0)
+    if not arguments.startswith("{", at):
+        return ""
+    pairs, end, _ = members(arguments, at)
+    return arguments[:end] if pairs else ""
+
+
+def is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

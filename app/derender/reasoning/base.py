@@ -31,11 +31,16 @@ class ReasoningParser:
         ends_on: tuple[str, ...] = (),
         drop_in_content: tuple[str, ...] = (),
         strip_end: bool = False,
+        tags: tuple[str, str] = (THINK_START, THINK_END),
+        opens_in_content: bool = False,
     ):
         self._reasoning = reasoning
-        self._ends_on = ends_on  # markers that end reasoning and stay in the content
-        self._reasoning_markers = (THINK_START, THINK_END, *ends_on)
-        self._content_markers = drop_in_content
+        self._start, self._end = tags
+        self._reasoning_markers = (self._start, self._end, *ends_on)  # ends_on: end it, stay in the content
+        # opens_in_content: the opening tag starts reasoning in the answer too (mistral's);
+        # else it is text there
+        self._content_markers = (*drop_in_content, *((self._start,) if opens_in_content else ()))
+        self._firsts = {marker[0] for marker in (*self._reasoning_markers, *self._content_markers)}
         self._held = ""
         # strip_end: whitespace at the end of the reasoning is dropped (vLLM's parser engine's
         # strip_trailing_reasoning_whitespace), held until more reasoning follows it
@@ -67,40 +72,28 @@ class ReasoningParser:
         return kept
 
     def _split(self, text: str) -> tuple[str, str]:
-        if not self._held and "<" not in text:  # no marker can start here: the common case
+        if not self._held and not any(first in text for first in self._firsts):  # the common case
             return (text, "") if self._reasoning else ("", text)
         text = self._held + text
         self._held = ""
-        reasoning = []
-        while self._reasoning and text:
-            found = earliest(text, self._reasoning_markers)
+        reasoning: list[str] = []
+        content: list[str] = []
+        while text:
+            markers = self._reasoning_markers if self._reasoning else self._content_markers
+            found = earliest(text, markers) if markers else None
             if found is None:
-                keep = partial_tail(text, self._reasoning_markers)
-                reasoning.append(text[: len(text) - keep])
+                keep = partial_tail(text, markers) if markers else 0
+                (reasoning if self._reasoning else content).append(text[: len(text) - keep])
                 self._held = text[len(text) - keep :]
-                return "".join(reasoning), ""
+                break
             at, marker = found
-            reasoning.append(text[:at])
-            if marker == THINK_START:
+            (reasoning if self._reasoning else content).append(text[:at])
+            if not self._reasoning:  # dropped; the opening tag starts reasoning again
+                self._reasoning, text = marker == self._start, text[at + len(marker) :]
+            elif marker == self._start:
                 text = text[at + len(marker) :]
-            elif marker == THINK_END:
+            elif marker == self._end:
                 self._reasoning, text = False, text[at + len(marker) :]
             else:  # a tool call: the reasoning is over, the call is the answer's
                 self._reasoning, text = False, text[at:]
-        return "".join(reasoning), self._content(text)
-
-    def _content(self, text: str) -> str:
-        if not self._content_markers:
-            return text
-        pieces = []
-        while True:
-            found = earliest(text, self._content_markers)
-            if found is None:
-                break
-            at, marker = found
-            pieces.append(text[:at])
-            text = text[at + len(marker) :]
-        keep = partial_tail(text, self._content_markers)
-        pieces.append(text[: len(text) - keep])
-        self._held = text[len(text) - keep :]
-        return "".join(pieces)
+        return "".join(reasoning), "".join(content)

@@ -338,3 +338,20 @@ def test_every_registered_parser_has_a_replayed_fixture(kind):
     registry = TOOL_PARSERS if kind == "tool_call_parser" else REASONING_PARSERS
     replayed = {load(name)["server"].get(kind) for name in fixture_names()}
     assert set(registry.names()) <= replayed
+
+
+def test_a_long_call_is_reread_only_where_an_argument_can_end(monkeypatch):
+    """Each token does not re-read the whole call: `streaming` runs only on a step that
+    brings a `,` `}` (or a tag's `>`), and the end is searched for in the new text alone."""
+    from mmprep.derender.tools import make_tool_parser
+
+    arguments = {f"k{i}": f"value {i} " * 5 for i in range(50)}
+    text = "<tool_call>" + json.dumps({"name": "f", "arguments": arguments}) + "</tool_call>"
+    parser, reads = make_tool_parser("hermes"), []
+    read = parser.streaming
+    monkeypatch.setattr(parser, "streaming", lambda jail: reads.append(len(jail)) or read(jail))
+    pieces = [parser.feed(text[i : i + 3]) for i in range(0, len(text), 3)] + [parser.finish()]
+    deltas = [call for _, calls in pieces for call in calls]
+    assert len(reads) <= 2 * len(arguments) + 2  # not one per piece (about 470 of them)
+    assert [d.name for d in deltas if d.id] == ["f"] and len(deltas) == 1 + len(arguments) + 1
+    assert json.loads("".join(d.arguments for d in deltas)) == arguments

@@ -68,6 +68,10 @@ class ToolParser:
 
     name: ClassVar[str]  # vLLM's --tool-call-parser name
     reasoning_ends_on: ClassVar[str | None] = None  # the marker that opens a call: reasoning ends there
+    # The characters that can make more of an open call certain (JSON: a member is whole
+    # at the `,` or `}` after it; tags: at a `>`): `streaming` is asked only when one comes,
+    # so a long call is not re-read at every token.
+    certain_after: ClassVar[str] = ",}>"
 
     def __init__(self, tools: list[dict] | None = None, new_id: Callable[[], str] = new_tool_call_id):
         self.tools = tools or []
@@ -97,8 +101,9 @@ class ToolParser:
         """How many trailing characters of `text` could begin a call (held back)."""
         raise NotImplementedError
 
-    def find_end(self, jail: str) -> int | None:
-        """Where the call that `jail` holds ends (just past it); None: not yet."""
+    def find_end(self, jail: str, since: int) -> int | None:
+        """Where the call that `jail` holds ends (just past it); None: not yet. `since`: how
+        much of it was searched before (only an end that reaches past it can be new)."""
         raise NotImplementedError
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:
@@ -127,11 +132,13 @@ class ToolParser:
         self._held = ""
         while text:
             if self._jail is not None:
+                since = len(self._jail)
                 self._jail += text
                 text = ""
-                end = self.find_end(self._jail)
+                end = self.find_end(self._jail, since)
                 if end is None:
-                    self._show(step)
+                    if any(char in self.certain_after for char in self._jail[since:]):
+                        self._show(step)
                     break
                 raw, text = self._jail[:end], self._jail[end:]
                 self._jail = None
@@ -226,8 +233,8 @@ class TaggedToolParser(ToolParser):
     def partial_start(self, text: str) -> int:
         return partial_tail(text, self._starts())
 
-    def find_end(self, jail: str) -> int | None:
-        ends = dict(self.blocks)
+    def find_end(self, jail: str, since: int) -> int | None:
         start = next(s for s in self._starts() if jail.startswith(s))
-        at = jail.find(ends[start], len(start))
-        return None if at < 0 else at + len(ends[start])
+        end = dict(self.blocks)[start]
+        at = jail.find(end, max(len(start), since - len(end) + 1))  # the end may straddle pieces
+        return None if at < 0 else at + len(end)

@@ -25,6 +25,7 @@ class Glm45ToolParser(TaggedToolParser):
     name = "glm45"
     blocks = ((TOOL_START, TOOL_END),)
     reasoning_ends_on = TOOL_START
+    certain_after = ">"  # a parameter is whole at its closing tag
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -107,9 +107,12 @@ def dumped_prefix(pairs: list[tuple[str, Any]]) -> str:
     return json.dumps(dict(pairs), ensure_ascii=False)[:-1]
 
 
-def object_end(text: str, at: int) -> int | None:
-    """Just past the JSON object opening at text[at], by its braces (strings skipped); None
-    while it is open."""
+def object_end(text: str, at: int, since: int = 0) -> int | None:
+    """Just past the JSON object (or array) opening at text[at], by its brackets (strings
+    skipped); None while it is open. `since`: how much of `text` was read before, without
+    the object closing (it can close only at a bracket after that)."""
+    if not any(bracket in text[max(at, since) :] for bracket in "}]"):
+        return None
     depth, in_string, escaped = 0, False, False
     for i in range(at, len(text)):
         char = text[i]

@@ -44,8 +44,8 @@ class Llama3JsonToolParser(ToolParser):
         # all of it could still open a call: whitespace, a `;` after a call, a piece of the tag
         return len(text) if not rest or PYTHON_TAG.startswith(rest) else 0
 
-    def find_end(self, jail: str) -> int | None:
-        return object_end(jail, self._body(jail))
+    def find_end(self, jail: str, since: int) -> int | None:
+        return object_end(jail, self._body(jail), since)
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:
         call = parse_call(raw[self._body(raw) :], ARGUMENT_KEYS) if closed else None

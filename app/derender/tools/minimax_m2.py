@@ -32,6 +32,7 @@ class MinimaxM2ToolParser(TaggedToolParser):
     name = "minimax_m2"
     blocks = ((TOOL_START, TOOL_END), (INVOKE_START, INVOKE_END))
     reasoning_ends_on = TOOL_START
+    certain_after = ">"  # a parameter is whole at its closing tag
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

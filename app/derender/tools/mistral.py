@@ -33,12 +33,12 @@ class MistralToolParser(ToolParser):
     def partial_start(self, text: str) -> int:
         return partial_tail(text, (TOOL_CALLS,))
 
-    def find_end(self, jail: str) -> int | None:
+    def find_end(self, jail: str, since: int) -> int | None:
         at = skip_space(jail, len(TOOL_CALLS))
         if jail.startswith("[", at) and not jail.startswith(ARGS, at):
-            return object_end(jail, at)  # the legacy array
+            return object_end(jail, at, since)  # the legacy array
         name = _NAME.match(jail, len(TOOL_CALLS))
-        return None if name is None else object_end(jail, name.end())
+        return None if name is None else object_end(jail, name.end(), since)
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:
         if not closed:

@@ -26,6 +26,7 @@ class Qwen3CoderToolParser(TaggedToolParser):
     name = "qwen3_coder"
     blocks = ((TOOL_START, TOOL_END), (FUNCTION_START, FUNCTION_END))
     reasoning_ends_on = TOOL_START
+    certain_after = ">"  # a parameter is whole at its closing tag
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

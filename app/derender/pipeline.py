@@ -217,9 +217,10 @@ class Derenderer:
             if final:
                 more_content, more_calls = self._tools.finish()
                 content, calls = content + more_content, calls + more_calls
-            if not self._options.parallel_tool_calls:
-                calls = [call for call in calls if call.index == 0]
-            self.tool_calls += sum(call.id is not None for call in calls)
+            if calls:
+                if not self._options.parallel_tool_calls:
+                    calls = [call for call in calls if call.index == 0]
+                self.tool_calls += sum(call.id is not None for call in calls)
         if not self._options.include_reasoning:
             reasoning = ""
         return Delta(content=content, reasoning=reasoning, tool_calls=calls)

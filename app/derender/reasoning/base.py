@@ -40,7 +40,7 @@ class ReasoningParser:
         # opens_in_content: the opening tag starts reasoning in the answer too (mistral's);
         # else it is text there
         self._content_markers = (*drop_in_content, *((self._start,) if opens_in_content else ()))
-        self._firsts = {marker[0] for marker in (*self._reasoning_markers, *self._content_markers)}
+        self._firsts = frozenset(marker[0] for marker in (*self._reasoning_markers, *self._content_markers))
         self._held = ""
         # strip_end: whitespace at the end of the reasoning is dropped (vLLM's parser engine's
         # strip_trailing_reasoning_whitespace), held until more reasoning follows it
@@ -72,7 +72,7 @@ class ReasoningParser:
         return kept
 
     def _split(self, text: str) -> tuple[str, str]:
-        if not self._held and not any(first in text for first in self._firsts):  # the common case
+        if not self._held and self._firsts.isdisjoint(text):  # no marker can start here: the common case
             return (text, "") if self._reasoning else ("", text)
         text = self._held + text
         self._held = ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..markers import earliest, partial_tail
 from ..options import OutputOptions
@@ -77,6 +77,7 @@ class ToolParser:
         self.tools = tools or []
         self._new_id = new_id
         self._held = ""  # text that could be the start of a call
+        self._certain_after = frozenset(self.certain_after)
         self._jail: str | None = None  # the call being written, from where it opened
         self._shown_calls: list[_Shown] = []  # the open block's calls the client was shown
         self._space = ""  # trailing whitespace of the content, held: dropped at the end if calls came
@@ -100,6 +101,10 @@ class ToolParser:
     def partial_start(self, text: str) -> int:
         """How many trailing characters of `text` could begin a call (held back)."""
         raise NotImplementedError
+
+    def could_open(self, text: str) -> bool:
+        """Whether a call could open in `text` at all (a cheap test: most pieces are text)."""
+        return True
 
     def find_end(self, jail: str, since: int) -> int | None:
         """Where the call that `jail` holds ends (just past it); None: not yet. `since`: how
@@ -127,6 +132,8 @@ class ToolParser:
 
     def feed(self, text: str, token_ids: tuple[int, ...] = ()) -> tuple[str, list[ToolCallDelta]]:
         """`token_ids`: the ids this step's text came from (none for a text engine)."""
+        if self._jail is None and not self._held and not self.could_open(text):  # the common case
+            return self._content(text), []
         step = Step()
         text = self._held + text
         self._held = ""
@@ -137,7 +144,7 @@ class ToolParser:
                 text = ""
                 end = self.find_end(self._jail, since)
                 if end is None:
-                    if any(char in self.certain_after for char in self._jail[since:]):
+                    if not self._certain_after.isdisjoint(self._jail[since:]):
                         self._show(step)
                     break
                 raw, text = self._jail[:end], self._jail[end:]
@@ -222,19 +229,24 @@ class TaggedToolParser(ToolParser):
 
     blocks: ClassVar[tuple[tuple[str, str], ...]]  # (opening, closing) pairs
 
-    @classmethod
-    def _starts(cls) -> tuple[str, ...]:
-        return tuple(start for start, _ in cls.blocks)
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._starts = tuple(start for start, _ in self.blocks)
+        self._firsts = frozenset(start[0] for start in self._starts)
+        self._ends = dict(self.blocks)
 
     def find_start(self, text: str) -> tuple[int, int] | None:
-        found = earliest(text, self._starts())
+        found = earliest(text, self._starts)
         return None if found is None else (found[0], found[0])
 
     def partial_start(self, text: str) -> int:
-        return partial_tail(text, self._starts())
+        return partial_tail(text, self._starts)
+
+    def could_open(self, text: str) -> bool:
+        return not self._firsts.isdisjoint(text)
 
     def find_end(self, jail: str, since: int) -> int | None:
-        start = next(s for s in self._starts() if jail.startswith(s))
-        end = dict(self.blocks)[start]
+        start = next(s for s in self._starts if jail.startswith(s))
+        end = self._ends[start]
         at = jail.find(end, max(len(start), since - len(end) + 1))  # the end may straddle pieces
         return None if at < 0 else at + len(end)

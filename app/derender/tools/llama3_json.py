@@ -44,6 +44,9 @@ class Llama3JsonToolParser(ToolParser):
         # all of it could still open a call: whitespace, a `;` after a call, a piece of the tag
         return len(text) if not rest or PYTHON_TAG.startswith(rest) else 0
 
+    def could_open(self, text: str) -> bool:
+        return self.bare  # after text, no call opens
+
     def find_end(self, jail: str, since: int) -> int | None:
         return object_end(jail, self._body(jail), since)
 

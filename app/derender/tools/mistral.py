@@ -33,6 +33,9 @@ class MistralToolParser(ToolParser):
     def partial_start(self, text: str) -> int:
         return partial_tail(text, (TOOL_CALLS,))
 
+    def could_open(self, text: str) -> bool:
+        return "[" in text
+
     def find_end(self, jail: str, since: int) -> int | None:
         at = skip_space(jail, len(TOOL_CALLS))
         if jail.startswith("[", at) and not jail.startswith(ARGS, at):

@@ -165,6 +165,25 @@ def _check_tool_call_chunks(chunks) -> None:
                 assert call.id is None and call.function.name is None and call.function.arguments
 
 
+def test_a_calls_arguments_reach_the_openai_client_as_they_are_written(servers):
+    """On the wire, a token at a time: the call's arguments come in a chunk per parameter
+    as each one closes, and the official client's helper assembles the whole call."""
+    fixture = load("tool_call_qwen3_coder")
+    with servers.get(fixture).client.chat.completions.stream(
+        model=MODEL, messages=MESSAGES, extra_body=body(fixture, 1)
+    ) as stream:
+        pieces = [
+            call.function.arguments
+            for event in stream
+            if event.type == "chunk" and event.chunk.choices
+            for call in event.chunk.choices[0].delta.tool_calls or []
+            if call.function.arguments
+        ]
+        [streamed] = stream.current_completion_snapshot.choices[0].message.tool_calls
+    assert pieces == ['{"city": "São Paulo"', ', "days": 5', ', "metric": true', "}"]
+    assert streamed.function.arguments == '{"city": "São Paulo", "days": 5, "metric": true}'
+
+
 def test_a_stop_closes_the_engines_generation(servers):
     fixture = load("stop_string")
     server = servers.get(fixture)

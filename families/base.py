@@ -111,9 +111,9 @@ class Family:
         encode: Encode,
     ) -> list[int]:
         """The tokens that replace an item's one pad in the prompt, as transformers' processor
-        writes them: `grid` is its (t, h, w) grid, `config` its side of the processor, `token_ids` the ids of `token_names` in
-        this model folder, `video` the sampled video's facts (None for an image). A
-        ValueError where the item and its grid disagree."""
+        writes them: `grid` is its (t, h, w) grid, `config` its side of the processor,
+        `token_ids` the ids of `token_names` in this model folder, `video` the sampled video's
+        facts (None for an image). A ValueError where the item and its grid disagree."""
         raise NotImplementedError
 
     # -- the engines' inputs -------------------------------------------------------------

@@ -32,7 +32,9 @@ BY_VIDEO_PROCESSOR_CLASS = _table(
     [(name, family) for family in REGISTERED for name in family.video_processor_classes],
     "video_processor_type",
 )
-_IMAGE_PROCESSOR_CLASSES = [(name, family) for family in REGISTERED for name in family.image_processor_classes]
+_IMAGE_PROCESSOR_CLASSES = [
+    (name, family) for family in REGISTERED for name in family.image_processor_classes
+]
 
 FAMILIES = tuple(BY_NAME)  # the names, in registration order
 MODEL_TYPES = tuple(BY_MODEL_TYPE)

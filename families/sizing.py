@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-
 MAX_ASPECT_RATIO = 200
 
 

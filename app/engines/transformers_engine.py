@@ -70,7 +70,10 @@ MODEL_VARIABLE = PREFIX + "MODEL"
 DEVICE_VARIABLE = PREFIX + "DEVICE"
 DTYPE_VARIABLE = PREFIX + "DTYPE"
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TYPE_IDS = {"image": 1, "video": 2}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
+TYPE_IDS: dict[families.Kind, int] = {
+    "image": 1,
+    "video": 2,
+}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
 END = object()  # what the generate thread sends once generate has returned
 
 
@@ -302,7 +305,7 @@ class TransformersEngine:
             )
         return room if max_tokens is None else max_tokens
 
-    def _check_placeholders(self, ids: np.ndarray, kind: str, items: list[MediaItem]) -> None:
+    def _check_placeholders(self, ids: np.ndarray, kind: families.Kind, items: list[MediaItem]) -> None:
         processed = [_processed(item) for item in items]
         expected = sum(one.num_tokens for one in processed)
         token = self.token_ids[kind]
@@ -316,7 +319,7 @@ class TransformersEngine:
                 "messages",
             )
 
-    def _media_parts(self, kind: str, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
+    def _media_parts(self, kind: families.Kind, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
         """The items' tensors, to be joined as transformers' processor joins a batch's: pixels
         and grids in prompt order, under the family's names; for videos, what else the family's
         model takes (Qwen2.5-VL's second_per_grid_ts)."""
@@ -443,13 +446,15 @@ def _processed(item: MediaItem) -> ProcessedMedia:
     return item.processed
 
 
-def _media_in_prompt_order(prompt: TokenPrompt, media: list[MediaItem]) -> dict[str, list[MediaItem]]:
+def _media_in_prompt_order(
+    prompt: TokenPrompt, media: list[MediaItem]
+) -> dict[families.Kind, list[MediaItem]]:
     """Each kind's items in the order their placeholders come in the prompt, as
     transformers' processor lays out a batch's pixels."""
     placeholders = sorted(prompt.placeholders, key=lambda p: p.offset) or [
         Placeholder(item.kind, index, 0, 0) for index, item in enumerate(media)
     ]
-    ordered: dict[str, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
+    ordered: dict[families.Kind, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
     for placeholder in placeholders:
         if not 0 <= placeholder.media_index < len(media):
             raise EngineHTTPError(

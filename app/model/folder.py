@@ -122,7 +122,7 @@ class ModelFolder:
         config = _read_json(folder / "config.json", required=True)
         model_type = config.get("model_type")
         family = families.for_model_type(model_type)
-        if family is None:
+        if family is None or not isinstance(model_type, str):
             raise ModelFolderError(
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
                 f"({', '.join(sorted(families.MODEL_TYPES))})"
@@ -135,7 +135,9 @@ class ModelFolder:
             id_: SpecialToken(id_, token.content, token.special)
             for id_, token in tokenizer.get_added_tokens_decoder().items()
         }
-        ids = {key: _token_id(config, key, name, tokenizer, folder) for key, name in family.token_names.items()}
+        ids = {
+            key: _token_id(config, key, name, tokenizer, folder) for key, name in family.token_names.items()
+        }
         return cls(
             path=folder.resolve(),
             tokenizer=tokenizer,
@@ -233,7 +235,9 @@ def _token_id(config: dict[str, Any], key: str, name: str, tokenizer: Tokenizer,
         return value
     value = tokenizer.token_to_id(name)
     if value is None:
-        raise ModelFolderError(f"{folder / 'config.json'} has no {key}, and tokenizer.json has no {name} token")
+        raise ModelFolderError(
+            f"{folder / 'config.json'} has no {key}, and tokenizer.json has no {name} token"
+        )
     return value
 
 

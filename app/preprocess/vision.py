@@ -18,6 +18,7 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 
+
 def normalizes_on_device(settings: Settings, family: str) -> bool:
     """--mm-device-do-normalize as given, else vLLM's default for the model where mmprep
     speaks vLLM's wire (with --model: the render route, --engine vllm-generate). With

@@ -49,11 +49,6 @@ class Processor:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
         return self._family().tensor_names[kind]
 
-    @property
-    def raw_pixels(self) -> bool:
-        """Whether the patches are uint8 pixels (nothing rescaled or normalized)."""
-        return not (self.video_config.do_rescale or self.video_config.do_normalize)
-
     def __repr__(self) -> str:
         return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
 

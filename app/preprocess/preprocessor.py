@@ -31,7 +31,14 @@ from ..media.fetch import MediaFetcher
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import check_image_part, part_error, part_options, request_options, video_sampling
+from .options import (
+    check_image_part,
+    check_processor_kwargs,
+    part_error,
+    part_options,
+    request_options,
+    video_sampling,
+)
 from .pool import DecodePool
 from .timing import Timing
 from .vision import VisionProcessing
@@ -150,6 +157,8 @@ class Preprocessor:
 
     def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
         requested = request_options(request.media_io_kwargs, request.mm_processor_kwargs)
+        if self._vision is not None:
+            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
         messages: list[dict] = []
         parts: list[_MediaPart] = []
         for i, message in enumerate(request.messages):

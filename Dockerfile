@@ -16,6 +16,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY README.md ./
 COPY app ./app
 COPY decoders ./decoders
+COPY families ./families
 COPY processors ./processors
 RUN pip install --no-cache-dir --no-deps .
 

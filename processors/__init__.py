@@ -1,6 +1,7 @@
-"""Vision processors for Qwen-VL models in numpy: frames resized to the model's grid,
-rescaled, normalized and patchified exactly as transformers does it. Knows numpy and
-Pillow, nothing of HTTP or FFmpeg."""
+"""Vision processors for the Qwen-VL models in numpy: frames resized to the model's grid,
+rescaled, normalized and patchified exactly as transformers does it; each family's defaults
+and sizing rule are its module's in mmprep.families. Knows numpy and Pillow, nothing of HTTP
+or FFmpeg."""
 
 from .config import FAMILIES, ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError

@@ -14,44 +14,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import mmprep.families as families
+
 from .errors import ProcessorConfigError
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-
-OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-HALF = (0.5, 0.5, 0.5)
-
-# The class attributes of transformers' Qwen2VLImageProcessor, Qwen2VLVideoProcessor and
-# Qwen3VLVideoProcessor: what a key missing from a config file falls back to.
-_COMMON = {
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "rescale_factor": 1 / 255,
-    "do_resize": True,
-    "do_rescale": True,
-    "do_normalize": True,
-    "resample": 3,
-}
-QWEN2_IMAGE = _COMMON | {
-    "size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280},
-    "patch_size": 14,
-    "image_mean": OPENAI_CLIP_MEAN,
-    "image_std": OPENAI_CLIP_STD,
-}
-QWEN2_VIDEO = QWEN2_IMAGE | {
-    "size": {"shortest_edge": 128 * 28 * 28, "longest_edge": 28 * 28 * 768},
-    "cap_pixels_per_frame": False,
-    "max_video_tokens": 128000,
-}
-QWEN3_VIDEO = _COMMON | {
-    "size": {"shortest_edge": 128 * 32 * 32, "longest_edge": 32 * 32 * 768},
-    "patch_size": 16,
-    "image_mean": HALF,
-    "image_std": HALF,
-    "cap_pixels_per_frame": False,
-    "max_video_tokens": 768,
-}
+FAMILIES = families.FAMILIES
 
 # Keys transformers' configs carry that change nothing here: class names, and frame
 # sampling, which is the decoder's job (the processors take frames already sampled).
@@ -112,7 +79,7 @@ class ProcessorConfig:
     video, for the whole clip for Qwen3-VL video."""
 
     family: str
-    kind: str  # "image" or "video"
+    kind: families.Kind
     min_pixels: int
     max_pixels: int
     patch_size: int
@@ -143,11 +110,9 @@ class ProcessorConfig:
         return kwargs
 
 
-def class_defaults(family: str, kind: str) -> dict[str, Any]:
+def class_defaults(family: str, kind: families.Kind) -> dict[str, Any]:
     """What transformers' class for this side builds with no configuration at all."""
-    if kind == "image":
-        return dict(QWEN2_IMAGE)
-    return dict(QWEN3_VIDEO if family == "qwen3_vl" else QWEN2_VIDEO)
+    return families.get(family).processor_defaults(kind)
 
 
 def check_keys(values: dict[str, Any], source: str) -> None:
@@ -168,7 +133,7 @@ def check_keys(values: dict[str, Any], source: str) -> None:
         )
 
 
-def resolve(family: str, kind: str, layers: list[tuple[dict[str, Any], str]]) -> ProcessorConfig:
+def resolve(family: str, kind: families.Kind, layers: list[tuple[dict[str, Any], str]]) -> ProcessorConfig:
     """The class defaults with each (values, where they came from) layer applied in order."""
     values = class_defaults(family, kind)
     for layer, source in layers:
@@ -177,7 +142,7 @@ def resolve(family: str, kind: str, layers: list[tuple[dict[str, Any], str]]) ->
     return _build(family, kind, values)
 
 
-def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: str) -> None:
+def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: families.Kind) -> None:
     """One layer over `values`: `size` replaces the bounds, then `min_pixels` / `max_pixels`
     refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
     # A null means the class default (values already holds it), as transformers' __init__ reads it.
@@ -194,15 +159,15 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: str
                 f"size must be a dict with shortest_edge and longest_edge, got {size!r}"
             )
         values["size"] = dict(size)
-    # Qwen3VLVideoProcessor has no min_pixels / max_pixels: transformers ignores them there.
-    if family != "qwen3_vl" or kind == "image":
+    # A class without min_pixels / max_pixels (Qwen3VLVideoProcessor): transformers ignores them.
+    if families.get(family).takes_pixel_aliases(kind):
         for alias, value in aliases.items():
             if value is not None:
                 values["size"] = {**values["size"], PIXEL_ALIASES[alias]: value}
     values.update(layer)
 
 
-def _build(family: str, kind: str, values: dict[str, Any]) -> ProcessorConfig:
+def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> ProcessorConfig:
     size = values["size"]
     if values.get("resample", 3) != 3:
         raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")

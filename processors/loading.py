@@ -14,24 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import mmprep.families as families
+
 from .config import FAMILIES, resolve
 from .errors import ProcessorConfigError
 from .processor import Processor
 
 PRESETS = Path(__file__).parent / "presets"
-
-_MODEL_TYPES = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl",
-}
-_PROCESSOR_CLASSES = {
-    "Qwen2VLProcessor": "qwen2_vl",
-    "Qwen2_5_VLProcessor": "qwen2_5_vl",
-    "Qwen3VLProcessor": "qwen3_vl",
-}
-_VIDEO_CLASSES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
 
 Layer = tuple[dict[str, Any], str]
 
@@ -43,7 +32,7 @@ def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
     `overrides`: transformers' config keys (size, min_pixels, patch_size, image_mean, ...)
     applied over the config on both sides."""
     name = os.fspath(name)
-    if name in FAMILIES:
+    if families.find(name) is not None:
         family, image, video = _family(name)
     elif (preset := preset_models().get(name.lower())) is not None:
         family, image, video = _read_folder(PRESETS / preset)
@@ -68,10 +57,11 @@ def preset_models() -> dict[str, str]:
 
 
 def _family(family: str) -> tuple[str, list[Layer] | None, list[Layer]]:
-    if family == "qwen3_vl":
-        # transformers has no Qwen3-VL image processor class: its models run
-        # Qwen2VLImageProcessor with their published config, so that is the default here.
-        path = PRESETS / "qwen3_vl" / "preprocessor_config.json"
+    preset = families.get(family).image_preset
+    if preset is not None:
+        # transformers has no image processor class of this family's own: its models run
+        # another's with their published config, so that is the default here.
+        path = PRESETS / preset / "preprocessor_config.json"
         return family, [(_read_json(path), str(path))], []
     return family, [], []
 
@@ -97,17 +87,16 @@ def _read_folder(folder: Path) -> tuple[str, list[Layer] | None, list[Layer]]:
 def _detect_family(folder: Path, configs: list[dict[str, Any]]) -> str:
     model_config = folder / "config.json"
     if model_config.is_file():
-        model_type = _read_json(model_config).get("model_type")
-        if model_type in _MODEL_TYPES:
-            return _MODEL_TYPES[model_type]
-    for key, families in (("processor_class", _PROCESSOR_CLASSES), ("video_processor_type", _VIDEO_CLASSES)):
+        family = families.for_model_type(_read_json(model_config).get("model_type"))
+        if family is not None:
+            return family.name
+    for key in ("processor_class", "video_processor_type"):
         for config in configs:
-            if config.get(key) in families:
-                return families[config[key]]
-    if any(
-        str(config.get("image_processor_type", "")).startswith("Qwen2VLImageProcessor") for config in configs
-    ):
-        return "qwen2_vl"
+            if (family := families.for_processor_class(key, config.get(key))) is not None:
+                return family.name
+    for config in configs:
+        if (family := families.for_image_processor_type(config.get("image_processor_type"))) is not None:
+            return family.name
     raise ProcessorConfigError(
         f"{folder}: cannot tell the model family (one of {', '.join(FAMILIES)}) from config.json's "
         "model_type, processor_class, video_processor_type or image_processor_type"

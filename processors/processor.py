@@ -8,11 +8,12 @@ from dataclasses import replace
 
 import numpy as np
 
+import mmprep.families as families
+
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
 from .resize import resize_bicubic
-from .sizing import image_size, qwen3_video_size
 from .streaming import VideoStream
 
 
@@ -44,6 +45,10 @@ class Processor:
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
 
+    def tensor_names(self, kind: families.Kind) -> tuple[str, str]:
+        """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
+        return self._family().tensor_names[kind]
+
     def __repr__(self) -> str:
         return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
 
@@ -55,22 +60,10 @@ class Processor:
         _check_dimensions(height, width)
         if not config.do_resize:
             return _unresized(config, height, width)
-        if config.family != "qwen3_vl":
-            return image_size(
-                height, width, config.factor, config.min_pixels, self._qwen2_video_cap(num_frames)
-            )
-        # transformers refuses fewer frames than temporal_patch_size; we pad first (with the
-        # last frame), so the clip is sized as the padded one.
-        num_frames = max(num_frames, config.temporal_patch_size)
-        return qwen3_video_size(
-            num_frames,
-            height,
-            width,
-            config.temporal_patch_size,
-            config.factor,
-            config.min_pixels,
-            self._qwen3_video_cap(num_frames),
-        )
+        try:
+            return self._family().video_size(config, num_frames, height, width)
+        except families.SizeError as error:
+            raise ProcessorInputError(str(error)) from None
 
     def image_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) that an image of this size is resized to."""
@@ -78,7 +71,10 @@ class Processor:
         _check_dimensions(height, width)
         if not config.do_resize:
             return _unresized(config, height, width)
-        return image_size(height, width, config.factor, config.min_pixels, config.max_pixels)
+        try:
+            return self._family().image_size(config, height, width)
+        except families.SizeError as error:
+            raise ProcessorInputError(str(error)) from None
 
     def video_grid(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
         """The video_grid_thw (temporal blocks, patch rows, patch columns) of a clip of
@@ -127,7 +123,7 @@ class Processor:
         resized = resize_bicubic(image, resized_height, resized_width)
         for index in range(writer.temporal):
             writer.write(resized, index)
-        return writer.processed("pixel_values", "image_grid_thw")
+        return writer.processed(*self.tensor_names("image"))
 
     # -- helpers --
 
@@ -136,23 +132,9 @@ class Processor:
             raise ProcessorConfigError("this processor was loaded without an image processor config")
         return self.image_config
 
-    def _qwen2_video_cap(self, num_frames: int) -> int:
-        """Qwen2VLVideoProcessor.resize's per-frame pixel cap."""
-        config = self.video_config
-        if not config.cap_pixels_per_frame:
-            return config.max_pixels
-        total_pixels = int(config.max_video_tokens * config.factor * config.factor * 0.9)
-        share = total_pixels * config.temporal_patch_size // num_frames
-        return max(min(config.max_pixels, share), int(config.min_pixels * 1.05))
-
-    def _qwen3_video_cap(self, num_frames: int) -> int:
-        """Qwen3VLVideoProcessor.resize's whole-clip pixel cap."""
-        config = self.video_config
-        if not config.cap_pixels_per_frame:
-            return config.max_pixels
-        frame_cap = config.max_video_tokens * config.factor * config.factor
-        per_frame = max(min(frame_cap, config.max_pixels // num_frames), int(config.min_pixels * 1.05))
-        return per_frame * num_frames
+    def _family(self) -> families.Family:
+        """The family whose rules size this processor's frames and name its tensors."""
+        return families.get(self.video_config.family)
 
 
 def _check_dimensions(height: int, width: int) -> None:

@@ -84,7 +84,7 @@ class VideoStream:
             for position, frame in enumerate(frames):
                 self._submit(clip, position, frame)
             self._finish()
-        return clip.writer.processed("pixel_values_videos", "video_grid_thw")
+        return clip.writer.processed(*self._processor.tensor_names("video"))
 
     def _announced(self, clip: _Clip, frames: np.ndarray) -> bool:
         sources = self._sources

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The repository's static checks, as CI runs them: ruff's lint rules, ruff's formatting, and
-# mypy (strict on decoders/ and processors/; pyproject.toml says what it checks and why).
+# mypy (strict on decoders/, families/ and processors/; pyproject.toml says what it checks and why).
 # Every check runs even when an earlier one fails; the exit status is non-zero if any did.
 #
 #   bash scripts/lint.sh                          # check only: nothing is changed

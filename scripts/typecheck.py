@@ -3,11 +3,12 @@
     python scripts/typecheck.py                    # what pyproject.toml lists (lint.sh, pre-commit)
     python scripts/typecheck.py decoders app/api   # these folders or files only
 
-The installed names are not the folders: app/ is `mmprep`, decoders/ and processors/ are
-`mmprep.decoders` and `mmprep.processors` (pyproject.toml's package-dir). mypy finds a module
-by its path, and the editable install's import hook is invisible to it, so the folders are
-linked into the installed layout under build/import-tree/ (what pyproject.toml's mypy
-section checks), and each path mypy prints is turned back into the repository's own.
+The installed names are not the folders: app/ is `mmprep`, decoders/, families/ and processors/
+are `mmprep.decoders`, `mmprep.families` and `mmprep.processors` (pyproject.toml's
+package-dir). mypy finds a module by its path, and the editable install's import hook is
+invisible to it, so the folders are linked into the installed layout under build/import-tree/
+(what pyproject.toml's mypy section checks), and each path mypy prints is turned back into the
+repository's own.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rules of docs/ARCHITECTURE.md, checked on the imports themselves: each room imports
-only the rooms below it, only the two HTTP servers know the web framework, and the libraries
-know nothing of the service."""
+only the rooms below it, only the two HTTP servers know the web framework, the libraries
+know nothing of the service, and nothing outside families/ tells model families apart."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ LAYERS = [
     ["app/core"],
     ["app/model"],
     ["decoders", "processors", "app/__init__"],
+    ["families"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
 SERVES_HTTP = ("app/api", "app/workers/server.py", "app/testing", "app/cli.py")
@@ -55,9 +56,10 @@ def imports(path: Path) -> set[str]:
 
 def folder_name(module: str) -> str:
     """An installed name as the folder it lives in: mmprep.decoders.x is decoders/x,
-    mmprep.processors.x processors/x, and the rest of mmprep is app/."""
+    mmprep.families.x families/x, mmprep.processors.x processors/x, and the rest of mmprep is app/."""
     for installed, folder in (
         ("mmprep.decoders", "decoders"),
+        ("mmprep.families", "families"),
         ("mmprep.processors", "processors"),
         ("mmprep", "app"),
     ):
@@ -76,7 +78,8 @@ def project_imports(path: Path) -> set[str]:
     return rooms
 
 
-SOURCES = sorted(p for folder in ("app", "decoders", "processors") for p in (ROOT / folder).rglob("*.py"))
+CODE_FOLDERS = ("app", "decoders", "families", "processors")
+SOURCES = sorted(p for folder in CODE_FOLDERS for p in (ROOT / folder).rglob("*.py"))
 LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
 
 
@@ -97,3 +100,82 @@ def test_only_the_http_servers_know_the_web_framework(path):
     web = sorted(m for m in imports(path) if m.split(".")[0] in WEB_FRAMEWORK)
     if not relative.startswith(SERVES_HTTP):
         assert not web, f"{relative} imports {web}"
+
+
+# -- model families: what differs between them is asked of their module (families/), never
+# decided by comparing their names elsewhere.
+# app/testing builds the test vocabularies and model folders of each family by its name (test
+# data, not behaviour).
+FAMILY_NAMES_ALLOWED = ("families/", "app/testing/")
+
+
+def family_names() -> set[str]:
+    """Every family's name and config.json model_type, and the token names and string
+    placeholders of each (what a table of one family's tokens would hold)."""
+    from mmprep import families
+
+    names = set(families.FAMILIES) | set(families.MODEL_TYPES)
+    for name in families.FAMILIES:
+        family = families.get(name)
+        names |= set(family.token_names.values()) | set(family.string_placeholders.values())
+    return names
+
+
+def family_comparisons(path: Path, names: set[str]) -> list[str]:
+    """`family == "qwen3_vl"`, `family in SOME_FAMILIES`, `model_type in ("qwen2_vl", ...)`: a
+    comparison one side of which is named after a family or model type and the other a
+    literal or a module constant (a table of families); and any string literal that is a
+    family name, a model type or one of a family's token names (a table keyed by them, a
+    name held in a variable, a family's tokens written out)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_names_a_family(side) for side in sides) and any(_is_table(side) for side in sides):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            found.append((node.lineno, repr(node.value)))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def _names_a_family(node: ast.expr) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "famil" in name.lower() or "model_type" in name.lower()
+
+
+def _is_table(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)  # not `family is None`
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return True
+    return isinstance(node, ast.Name) and node.id.isupper()
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_the_family_modules_tell_families_apart(path):
+    relative = str(path.relative_to(ROOT))
+    if relative.startswith(FAMILY_NAMES_ALLOWED):
+        return
+    found = family_comparisons(path, family_names())
+    assert not found, f"{relative} tells model families apart (ask mmprep.families instead): {found}"
+
+
+def test_the_family_check_finds_what_it_is_for(tmp_path):
+    """The check itself, on the comparisons that main held before the family modules."""
+    code = tmp_path / "before.py"
+    code.write_text(
+        "if config.family != 'qwen3_vl': pass\n"
+        "ok = family in DEVICE_NORMALIZED_FAMILIES\n"
+        "if model_type in _MODEL_TYPES: pass\n"
+        "TABLE = {'qwen3_vl_moe': 1}\n"
+        "same = processor.family == folder.family\n"  # two families compared: allowed
+        "PAD = '<|image_pad|>'\n"
+    )
+    assert [line.split(":")[0] for line in family_comparisons(code, family_names())] == [
+        "line 1",
+        "line 1",
+        "line 2",
+        "line 3",
+        "line 4",
+        "line 6",
+    ]

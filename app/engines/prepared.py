@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mmprep.families import SampledVideo
 from mmprep.processors import ProcessedMedia
 
 
@@ -51,6 +52,24 @@ class MediaItem:
     # An image's file as fetched, kept when its pixels are exactly what vLLM's own loader
     # makes of it (not scaled down by --max-pixels): vLLM keys such an image by its bytes.
     source: SourceImage | None = None
+
+    def sampled_video(self) -> SampledVideo:
+        """What the model family's rules read of this video: its frames' source indices
+        (the metadata's, else `indices`, else their positions) and the source's rate."""
+        meta = self.hf_metadata or {}
+        given = meta.get("frames_indices")
+        if given is not None:
+            indices = [int(index) for index in given]
+        elif self.indices is not None:
+            indices = [int(index) for index in self.indices.tolist()]
+        else:
+            indices = list(range(len(self.tensor)))
+        return SampledVideo(
+            indices=tuple(indices),
+            fps=meta.get("fps"),
+            frames_indices=tuple(int(index) for index in given) if given is not None else None,
+            total_num_frames=meta.get("total_num_frames"),
+        )
 
 
 @dataclass(frozen=True)

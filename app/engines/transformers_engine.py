@@ -1,5 +1,6 @@
-"""TransformersEngine: a transformers vision-language model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
-from a model folder, token ids in and token ids out.
+"""TransformersEngine: a transformers vision-language model of a family mmprep knows
+(mmprep.families: Qwen2-VL, Qwen2.5-VL, Qwen3-VL) from a model folder, token ids in and
+token ids out; the family names the tensors and says what else its model takes.
 
 It takes what mmprep prepared with --model: the prompt's token ids with every placeholder
 expanded (`request.prompt`) and each item's processed tensors (`media[i].processed`),
@@ -50,6 +51,7 @@ from transformers import (
 )
 from transformers.generation.streamers import BaseStreamer
 
+from mmprep import families
 from mmprep.processors import ProcessedMedia
 
 from .base import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
@@ -68,11 +70,10 @@ MODEL_VARIABLE = PREFIX + "MODEL"
 DEVICE_VARIABLE = PREFIX + "DEVICE"
 DTYPE_VARIABLE = PREFIX + "DTYPE"
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TYPE_IDS = {"image": 1, "video": 2}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
-TENSOR_NAMES = {
-    "image": ("pixel_values", "image_grid_thw"),
-    "video": ("pixel_values_videos", "video_grid_thw"),
-}
+TYPE_IDS: dict[families.Kind, int] = {
+    "image": 1,
+    "video": 2,
+}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
 END = object()  # what the generate thread sends once generate has returned
 
 
@@ -139,6 +140,13 @@ class TransformersEngine:
             raise ValueError(f"{MODEL_VARIABLE}: transformers cannot load {self.folder}: {error}") from error
         model.to(self.device).eval()
         config = model.config
+        family = families.for_model_type(config.model_type)
+        if family is None:
+            raise ValueError(
+                f"{MODEL_VARIABLE}: {self.folder} is a {config.model_type!r} model, not of a family mmprep "
+                f"knows ({', '.join(families.MODEL_TYPES)})"
+            )
+        self.family = family  # its tensors' names, and what its model takes beside them
         defaults = model.generation_config
         self.eos_ids = _ids(defaults.eos_token_id)
         self.token_ids = {kind: getattr(config, f"{kind}_token_id", None) for kind in TYPE_IDS}
@@ -146,7 +154,6 @@ class TransformersEngine:
         self.context = config.get_text_config().max_position_embeddings
         self.vocab_size = config.get_text_config().vocab_size
         takes = inspect.signature(model.forward).parameters
-        self.takes_second_per_grid = "second_per_grid_ts" in takes  # Qwen2.5-VL
         self.takes_token_types = "mm_token_type_ids" in takes  # transformers 5.10 on: its M-RoPE reads them
         # Our per-request GenerationConfig fills only what we set; generate fills the rest from
         # the model's, so the model's keeps nothing a request did not ask for (its sampling
@@ -272,10 +279,11 @@ class TransformersEngine:
         part that needs no joining, writable and already right for the CPU, is used as it is
         (from a worker, the very buffer the request came in); a read-only one (the decode
         cache shares it) is copied once, straight to where it goes."""
+        pixels = {pixels_key for pixels_key, _ in self.family.tensor_names.values()}
         inputs = {}
         for key, arrays in parts.items():
             joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
-            dtype = pixel_dtype if key in ("pixel_values", "pixel_values_videos") else None
+            dtype = pixel_dtype if key in pixels else None
             if joined.flags.writeable:
                 inputs[key] = torch.from_numpy(joined).to(self.device, dtype=dtype)
             else:
@@ -297,7 +305,7 @@ class TransformersEngine:
             )
         return room if max_tokens is None else max_tokens
 
-    def _check_placeholders(self, ids: np.ndarray, kind: str, items: list[MediaItem]) -> None:
+    def _check_placeholders(self, ids: np.ndarray, kind: families.Kind, items: list[MediaItem]) -> None:
         processed = [_processed(item) for item in items]
         expected = sum(one.num_tokens for one in processed)
         token = self.token_ids[kind]
@@ -311,20 +319,21 @@ class TransformersEngine:
                 "messages",
             )
 
-    def _media_parts(self, kind: str, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
+    def _media_parts(self, kind: families.Kind, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
         """The items' tensors, to be joined as transformers' processor joins a batch's: pixels
-        and grids in prompt order; second_per_grid_ts for a model that takes it."""
-        pixels_key, grid_key = TENSOR_NAMES[kind]
+        and grids in prompt order, under the family's names; for videos, what else the family's
+        model takes (Qwen2.5-VL's second_per_grid_ts)."""
+        pixels_key, grid_key = self.family.tensor_names[kind]
         try:
             parts = {key: [_processed(item).tensors[key] for item in items] for key in (pixels_key, grid_key)}
         except KeyError as missing:
             raise EngineHTTPError(
                 f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
             ) from None
-        if kind == "video" and self.takes_second_per_grid:
-            parts["second_per_grid_ts"] = [
-                np.array([self.temporal_patch_size / _sampled_fps(item) for item in items], np.float32)
-            ]
+        if kind == "video":
+            videos = [item.sampled_video() for item in items]
+            inputs = self.family.transformers_video_inputs(videos, self.temporal_patch_size)
+            parts.update({key: [value] for key, value in inputs.items()})
         return parts
 
 
@@ -437,13 +446,15 @@ def _processed(item: MediaItem) -> ProcessedMedia:
     return item.processed
 
 
-def _media_in_prompt_order(prompt: TokenPrompt, media: list[MediaItem]) -> dict[str, list[MediaItem]]:
+def _media_in_prompt_order(
+    prompt: TokenPrompt, media: list[MediaItem]
+) -> dict[families.Kind, list[MediaItem]]:
     """Each kind's items in the order their placeholders come in the prompt, as
     transformers' processor lays out a batch's pixels."""
     placeholders = sorted(prompt.placeholders, key=lambda p: p.offset) or [
         Placeholder(item.kind, index, 0, 0) for index, item in enumerate(media)
     ]
-    ordered: dict[str, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
+    ordered: dict[families.Kind, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
     for placeholder in placeholders:
         if not 0 <= placeholder.media_index < len(media):
             raise EngineHTTPError(
@@ -454,17 +465,6 @@ def _media_in_prompt_order(prompt: TokenPrompt, media: list[MediaItem]) -> dict[
             )
         ordered[placeholder.modality].append(media[placeholder.media_index])
     return ordered
-
-
-def _sampled_fps(item: MediaItem) -> float:
-    """transformers' VideoMetadata.sampled_fps: the rate of the frames the model sees."""
-    meta = item.hf_metadata or {}
-    fps, indices, total = meta.get("fps"), meta.get("frames_indices"), meta.get("total_num_frames")
-    if not fps:
-        return 24.0
-    if indices is None or not total:
-        return float(fps)
-    return len(indices) / total * fps
 
 
 def _ids(value) -> tuple[int, ...]:

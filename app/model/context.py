@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mmprep import families
+
 # derive_max_model_len_and_key's keys, in its order
 LENGTH_KEYS = (
     "max_position_embeddings",
@@ -28,9 +30,6 @@ LENGTH_KEYS = (
     "max_seq_length",
     "seq_len",
 )
-# transformers' text-config defaults of max_position_embeddings (5.x) for the model types
-# mmprep reads, for a config.json that does not give it
-DEFAULT_POSITIONS = {"qwen2_vl": 32768, "qwen2_5_vl": 32768, "qwen3_vl": 128000, "qwen3_vl_moe": 128000}
 # rope types whose max_position_embeddings already includes the scaling
 PRESCALED = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 # rope_parameters nested by layer type (transformers' ALLOWED_LAYER_TYPES, DeepSeek-V4's)
@@ -62,8 +61,10 @@ def derive_max_model_len(config: dict[str, Any]) -> tuple[int, str]:
     """(the context length vLLM uses by default, the key it came from) for config.json."""
     text = text_config(config)
     found = {key: text[key] for key in LENGTH_KEYS if text.get(key) is not None}
-    if "max_position_embeddings" not in found and config.get("model_type") in DEFAULT_POSITIONS:
-        found["max_position_embeddings"] = DEFAULT_POSITIONS[config["model_type"]]
+    family = families.for_model_type(config.get("model_type"))
+    if "max_position_embeddings" not in found and family is not None and family.max_position_embeddings:
+        # transformers' text-config default (5.x), for a config.json that does not give it
+        found["max_position_embeddings"] = family.max_position_embeddings
     if found.get("model_max_length"):
         length, key = found["model_max_length"], "model_max_length"
     elif found:

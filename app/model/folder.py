@@ -11,7 +11,9 @@ once per process (`load_model_folder` caches it by path and processor).
                                     for requests with tools, vLLM takes the tokenizer's
                                     (chat_template.jinja, then tokenizer_config.json's) where
                                     there is one: `tools_chat_template`
-    config.json                     model_type, and the image/video/vision_start/vision_end ids
+    config.json                     model_type (its family: mmprep.families), and the ids of the
+                                    family's vision tokens (image/video/vision_start/vision_end
+                                    for Qwen-VL), else the family's token names' ids
     tokenizer_config.json           bos/eos/pad/unk tokens, which transformers passes to the
                                     template (optional)
     generation_config.json          the EOS ids (optional; else config.json's eos_token_id)
@@ -34,24 +36,11 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from mmprep import families
 from mmprep.processors import Processor, ProcessorConfigError, load_processor
 
 from .fast_bpe import fast_encoder
 
-# model_type in config.json -> the processor family whose placeholders the renderer expands
-MODEL_TYPES = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl",
-}
-# Qwen-VL processors fall back to these when config.json does not name the ids.
-_TOKEN_NAMES = {
-    "image_token_id": "<|image_pad|>",
-    "video_token_id": "<|video_pad|>",
-    "vision_start_token_id": "<|vision_start|>",
-    "vision_end_token_id": "<|vision_end|>",
-}
 # tokenizer_config.json keys transformers hands the template (its special_tokens_map)
 _TEMPLATE_TOKENS = (
     "bos_token",
@@ -87,11 +76,8 @@ class ModelFolder:
     tools_chat_template_source: str
     config: dict[str, Any]
     model_type: str
-    family: str  # the processor family: qwen2_vl, qwen2_5_vl or qwen3_vl
-    image_token_id: int
-    video_token_id: int
-    vision_start_token_id: int
-    vision_end_token_id: int
+    family: str  # the model family (mmprep.families), which is also its processor's
+    vision_token_ids: dict[str, int]  # the family's token_names' keys -> their ids in this model
     eos_token_ids: tuple[int, ...]
     added_tokens: dict[int, SpecialToken]  # id -> token, every added token of tokenizer.json
     template_tokens: dict[str, str]  # bos_token, eos_token, ... as the template sees them
@@ -106,6 +92,23 @@ class ModelFolder:
         return self.path.name
 
     @property
+    def image_token_id(self) -> int:
+        """The pad the template writes for an image (every family has one)."""
+        return self.vision_token_ids["image_token_id"]
+
+    @property
+    def video_token_id(self) -> int:
+        return self.vision_token_ids["video_token_id"]
+
+    @property
+    def vision_start_token_id(self) -> int:
+        return self.vision_token_ids["vision_start_token_id"]
+
+    @property
+    def vision_end_token_id(self) -> int:
+        return self.vision_token_ids["vision_end_token_id"]
+
+    @property
     def special_token_ids(self) -> frozenset[int]:
         return frozenset(token.id for token in self.added_tokens.values() if token.special)
 
@@ -118,10 +121,11 @@ class ModelFolder:
             raise ModelFolderError(f"--model {str(path)!r} is not a folder")
         config = _read_json(folder / "config.json", required=True)
         model_type = config.get("model_type")
-        if model_type not in MODEL_TYPES:
+        family = families.for_model_type(model_type)
+        if family is None or not isinstance(model_type, str):
             raise ModelFolderError(
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
-                f"({', '.join(sorted(MODEL_TYPES))})"
+                f"({', '.join(sorted(families.MODEL_TYPES))})"
             )
         tokenizer, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
@@ -131,8 +135,9 @@ class ModelFolder:
             id_: SpecialToken(id_, token.content, token.special)
             for id_, token in tokenizer.get_added_tokens_decoder().items()
         }
-        ids = {key: _token_id(config, key, tokenizer, folder) for key in _TOKEN_NAMES}
-        family = MODEL_TYPES[model_type]
+        ids = {
+            key: _token_id(config, key, name, tokenizer, folder) for key, name in family.token_names.items()
+        }
         return cls(
             path=folder.resolve(),
             tokenizer=tokenizer,
@@ -142,14 +147,14 @@ class ModelFolder:
             tools_chat_template_source=tools_source,
             config=config,
             model_type=model_type,
-            family=family,
+            family=family.name,
             eos_token_ids=_eos_ids(folder, config),
             added_tokens=added,
             template_tokens=_template_tokens(tokenizer_config),
-            processor=_processor(folder, processor, family),
+            processor=_processor(folder, processor, family.name),
             encode=fast or (lambda text: tokenizer.encode(text, add_special_tokens=False).ids),
             fast_encode=fast is not None,
-            **ids,
+            vision_token_ids=ids,
         )
 
 
@@ -220,16 +225,18 @@ def _tokenizer_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple
     return (template, "tokenizer_config.json") if isinstance(template, str) else None
 
 
-def _token_id(config: dict[str, Any], key: str, tokenizer: Tokenizer, folder: Path) -> int:
+def _token_id(config: dict[str, Any], key: str, name: str, tokenizer: Tokenizer, folder: Path) -> int:
+    """config.json's id for `key` (or its text config's), else the id of the token the
+    family's processor falls back to, `name`."""
     value = config.get(key)
     if value is None and isinstance(config.get("text_config"), dict):
         value = config["text_config"].get(key)
     if isinstance(value, int):
         return value
-    value = tokenizer.token_to_id(_TOKEN_NAMES[key])
+    value = tokenizer.token_to_id(name)
     if value is None:
         raise ModelFolderError(
-            f"{folder / 'config.json'} has no {key}, and tokenizer.json has no {_TOKEN_NAMES[key]} token"
+            f"{folder / 'config.json'} has no {key}, and tokenizer.json has no {name} token"
         )
     return value
 

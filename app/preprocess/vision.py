@@ -10,6 +10,7 @@ request's total is checked once everything is loaded, before any engine work.
 
 from __future__ import annotations
 
+from mmprep import families
 from mmprep.decoders import DecodedImage
 from mmprep.processors import ProcessedMedia, Processor, load_processor
 
@@ -17,24 +18,21 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 
-# vLLM's models that normalize the pixels on the device by default (vllm 0.32/0.33:
-# supports_mm_device_do_normalize in model_executor/models/qwen2_vl.py, qwen2_5_vl.py,
-# qwen3_vl.py); for them vLLM's renderer sends uint8 patches and the model's first layer
-# rescales and normalizes them.
-DEVICE_NORMALIZED_FAMILIES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl"})
-
 
 def normalizes_on_device(settings: Settings, family: str) -> bool:
     """--mm-device-do-normalize as given, else vLLM's default for the model where mmprep
     speaks vLLM's wire (with --model: the render route, --engine vllm-generate). With
     --processor alone, and for engines that run the model on these tensors themselves
     (workers, --engine-class: transformers' models take normalized pixels), transformers'
-    normalized form unless the raw one is asked for."""
+    normalized form unless the raw one is asked for. vLLM's default is its model's
+    supports_mm_device_do_normalize (the family's `device_normalizes`): for those models its
+    renderer sends uint8 patches and the model's first layer rescales and normalizes them."""
     if settings.mm_device_do_normalize is not None:
         return settings.mm_device_do_normalize
     if settings.model is None or settings.engine_class is not None or settings.engine == "workers":
         return False
-    return family in DEVICE_NORMALIZED_FAMILIES
+    known = families.find(family)  # a family mmprep does not know: transformers' form
+    return known is not None and known.device_normalizes
 
 
 class VisionProcessing:

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import jinja2
 
+from mmprep import families
+
 from ..core.errors import ServiceError
 from ..engines.prepared import MediaItem, Placeholder, TokenPrompt
 from ..model import ModelFolder, ModelFolderError
@@ -52,6 +54,7 @@ class Renderer:
         self, folder: ModelFolder, max_model_len: int | None = None, trust_request_chat_template: bool = False
     ):
         self.folder = folder
+        self.family = families.get(folder.family)
         self.max_model_len = max_model_len  # None: no limit (vLLM's max_model_len, --max-model-len)
         self.trust_request_chat_template = trust_request_chat_template
         self.template = _folder_template(folder, folder.chat_template, folder.chat_template_source)
@@ -187,12 +190,9 @@ class Renderer:
         return message
 
     def _joined(self, parts: list[dict[str, Any]]) -> str:
-        """vLLM's "string" form: the model's placeholder for each media item, then the text
-        parts, one per line."""
-        placeholders = {
-            "image": "<|vision_start|><|image_pad|><|vision_end|>",
-            "video": "<|vision_start|><|video_pad|><|vision_end|>",
-        }
+        """vLLM's "string" form: the model's placeholder for each media item (its family's),
+        then the text parts, one per line."""
+        placeholders = self.family.string_placeholders
         media = [placeholders[part["type"]] for part in parts if part["type"] != "text"]
         texts = [part["text"] for part in parts if part["type"] == "text"]
         return "\n".join(media + texts)

@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mmprep import families
+
 from ..engines.prepared import MediaItem
 
 HashAlgorithm = Literal["blake3", "sha256", "sha512"]
@@ -41,9 +43,6 @@ MODALITY_KWARGS = {"image": "images_kwargs", "video": "videos_kwargs", "audio": 
 _NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
 
 
-# The model families whose vLLM parser keeps a video's metadata with its frames
-# (video_needs_metadata in vllm 0.33.0's qwen2_5_vl.py and qwen3_vl.py); the others drop it.
-VIDEO_METADATA_FAMILIES = frozenset({"qwen2_5_vl", "qwen3_vl"})
 # What vLLM's image loader records of a conversion to RGB (ImageMediaIO's defaults).
 RGB_CONVERSION = {"image_mode": "RGB", "rgba_background_color": (255, 255, 255)}
 
@@ -67,7 +66,10 @@ def mm_hash(
 def hashed_media(item: MediaItem, family: str | None = None) -> Any:
     """What vLLM hashes for this item (see the module docstring)."""
     if item.kind == "video":
-        if family in VIDEO_METADATA_FAMILIES:
+        # Kept with the frames where the family's vLLM parser keeps a video's metadata
+        # (video_needs_metadata in vllm 0.33.0's qwen2_5_vl.py and qwen3_vl.py); else dropped.
+        known = families.find(family)
+        if known is not None and known.video_metadata_in_hash:
             return (item.tensor, video_metadata(item))
         return item.tensor
     if item.source is not None:

@@ -2,8 +2,9 @@
 
 vLLM runs the HF processor over all of a prompt's items of one modality, then splits its
 batched output into one item per image or video by each key's field (the model's
-`_get_mm_fields_config`). For the Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vllm 0.33.0,
-model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py):
+`_get_mm_fields_config`). The keys and what they hold are the model family's
+(mmprep.families: tensor_names, vllm_video_fields); for the Qwen2-VL, Qwen2.5-VL and Qwen3-VL
+models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py):
 
 - `pixel_values` / `pixel_values_videos`: a flat field (`flat_from_sizes` by the grid's
   patch count), so an item holds its own rows; the field keeps the slices of every item of
@@ -27,6 +28,8 @@ from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
+
+from mmprep import families
 
 from ..engines.prepared import MediaItem
 
@@ -68,24 +71,20 @@ def flat(sizes: Sequence[int], keep_on_cpu: bool = False) -> Field:
 
 def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: int) -> list[Item]:
     """The items of one modality's media, in prompt order (all images, or all videos),
-    each processed (`MediaItem.processed`) by the `family`'s processor."""
+    each processed (`MediaItem.processed`) by the `family`'s processor: its pixels and grid
+    under the family's tensor names, and for a video the keys the family adds."""
     if not media:
         return []
     kinds = {item.kind for item in media}
     if len(kinds) != 1:
         raise ValueError(f"items of one modality expected, got {sorted(kinds)}")
-    if media[0].kind == "image":
-        return _items(media, "pixel_values", "image_grid_thw")
-    items = _items(media, "pixel_values_videos", "video_grid_thw")
-    if family == "qwen2_5_vl":
+    rules = families.get(family)
+    kind = media[0].kind
+    items = _items(media, *rules.tensor_names[kind])
+    if kind == "video":
         for kwargs, entry in zip(items, media, strict=True):
-            seconds = temporal_patch_size / _sampled_fps(entry)
-            kwargs["second_per_grid_ts"] = FieldElem(np.array(seconds, np.float32), batched(keep_on_cpu=True))
-    elif family == "qwen3_vl":
-        for kwargs, entry in zip(items, media, strict=True):
-            kwargs["timestamps"] = FieldElem(
-                _timestamps(entry, temporal_patch_size), batched(keep_on_cpu=True)
-            )
+            for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
+                kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
     return items
 
 
@@ -108,36 +107,3 @@ def _processed_tensors(item: MediaItem) -> dict[str, np.ndarray]:
     if item.processed is None:
         raise ValueError(f"{item.param} was not processed: vLLM's token-in protocol needs --processor")
     return item.processed.tensors
-
-
-DEFAULT_FPS = 24.0  # transformers' fallback where a video's rate is unknown (as app/render's)
-
-
-def _indices_and_fps(item: MediaItem) -> tuple[list[int], float]:
-    """The sampled frames' source indices and the source's fps, as the renderer reads them."""
-    meta = item.hf_metadata or {}
-    indices = meta.get("frames_indices")
-    if indices is None:
-        indices = item.indices.tolist() if item.indices is not None else list(range(len(item.tensor)))
-    return [int(index) for index in indices], meta.get("fps") or DEFAULT_FPS
-
-
-def _sampled_fps(item: MediaItem) -> float:
-    """transformers' VideoMetadata.sampled_fps: the rate of the frames sent."""
-    meta = item.hf_metadata or {}
-    if not meta.get("frames_indices") or not meta.get("total_num_frames") or not meta.get("fps"):
-        return meta.get("fps") or DEFAULT_FPS
-    return len(meta["frames_indices"]) / meta["total_num_frames"] * meta["fps"]
-
-
-def _timestamps(item: MediaItem, temporal_patch_size: int) -> list[float]:
-    """vLLM's Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand:
-    each frame's index / the source fps, the last index repeated up to a whole number of
-    temporal blocks, then the mean of each block's first and last."""
-    indices, fps = _indices_and_fps(item)
-    if len(indices) % temporal_patch_size:
-        indices += [indices[-1]] * (temporal_patch_size - len(indices) % temporal_patch_size)
-    times = [index / fps for index in indices]
-    return [
-        (times[i] + times[i + temporal_patch_size - 1]) / 2 for i in range(0, len(times), temporal_patch_size)
-    ]

@@ -35,7 +35,7 @@ def copied_paths(dockerfile: Path) -> list[str]:
 
 def test_the_images_files_install_and_serve(tmp_path):
     paths = copied_paths(REPO / "Dockerfile")
-    assert {"pyproject.toml", "app", "decoders", "processors"} <= set(paths)
+    assert {"pyproject.toml", "app", "decoders", "families", "processors"} <= set(paths)
     source = tmp_path / "image"
     source.mkdir()
     for path in paths:
@@ -57,7 +57,7 @@ def test_the_images_files_install_and_serve(tmp_path):
         capture_output=True,
         cwd=tmp_path,
     )
-    # One import root: nothing named app, decoders or processors lands beside the user's code.
+    # One import root: nothing named app, decoders, families or processors lands beside the user's code.
     installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
     assert installed == {"mmprep"}
     assert (target / "mmprep" / "processors" / "presets" / "qwen3_vl" / "chat_template.json").is_file()

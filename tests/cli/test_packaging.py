@@ -1,5 +1,5 @@
 """The installed code has one import root, `mmprep`: a user's own `app/` (every FastAPI
-project has one), `decoders/` or `processors/` never collides with it. (The image's own
+project has one), `decoders/`, `families/` or `processors/` never collides with it. (The image's own
 install is checked in test_dockerfile.py: only `mmprep` lands in its site-packages.)"""
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ import pytest
 from mmprep.testing.servers import AppProcess
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = {"mmprep": "app", "mmprep.decoders": "decoders", "mmprep.processors": "processors"}
+FOLDERS = {
+    "mmprep": "app",
+    "mmprep.decoders": "decoders",
+    "mmprep.families": "families",
+    "mmprep.processors": "processors",
+}
 
 
 def test_every_folder_of_code_or_data_is_a_listed_package():
@@ -42,7 +47,7 @@ def test_only_mmprep_is_importable_from_a_users_folder(tmp_path):
     of ours, and the public names do."""
     code = (
         "import importlib.util as u\n"
-        "print([n for n in ('app', 'decoders', 'processors') if u.find_spec(n)])\n"
+        "print([n for n in ('app', 'decoders', 'families', 'processors') if u.find_spec(n)])\n"
         "from mmprep.decoders import decode_video\n"
         "from mmprep.processors import load_processor\n"
         "from mmprep.engines import EngineOutput\n"

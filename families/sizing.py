@@ -1,4 +1,4 @@
-"""The size each family resizes a frame to: transformers' `smart_resize` functions, ported
+"""The sizes the Qwen-VL families resize a frame to: transformers' `smart_resize` functions, ported
 line for line (Python's `round` included, which rounds halves to even), so the grid is
 always transformers' grid."""
 
@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import math
 
-from .errors import ProcessorInputError
-
 MAX_ASPECT_RATIO = 200
+
+
+class SizeError(ValueError):
+    """A frame no rule can size (too elongated); the processors raise it as their own
+    ProcessorInputError, since this package knows nothing of theirs."""
 
 
 def _check_aspect(height: int, width: int) -> None:
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise ProcessorInputError(
+        raise SizeError(
             f"a {width}x{height} frame is too elongated: the aspect ratio must be at most "
             f"{MAX_ASPECT_RATIO}, got {max(height, width) / min(height, width):.1f}"
         )

@@ -1,0 +1,32 @@
+"""The model families mmprep knows, one module each, behind one registry keyed by name and
+by config.json's `model_type`: what differs between families (token names, processor
+defaults and sizing, prompt expansion, the engines' tensors, vLLM's facts) lives here and
+nowhere else. Knows numpy, nothing else of mmprep's: the processors and the service use it."""
+
+from .base import Family, Kind, SideConfig
+from .registry import (
+    FAMILIES,
+    MODEL_TYPES,
+    find,
+    for_image_processor_type,
+    for_model_type,
+    for_processor_class,
+    get,
+)
+from .sizing import SizeError
+from .video import SampledVideo
+
+__all__ = [
+    "FAMILIES",
+    "MODEL_TYPES",
+    "Family",
+    "Kind",
+    "SampledVideo",
+    "SideConfig",
+    "SizeError",
+    "find",
+    "for_image_processor_type",
+    "for_model_type",
+    "for_processor_class",
+    "get",
+]

@@ -1,0 +1,119 @@
+"""Qwen3-VL (transformers' Qwen3VLProcessor and Qwen3VLVideoProcessor; vLLM's qwen3_vl.py).
+
+- Images: Qwen2-VL's image processor (transformers has no Qwen3-VL image class: its models
+  run Qwen2VLImageProcessor with their published config, the presets' qwen3_vl).
+- Videos: 16-pixel patches, mean and std 0.5, pixel bounds for the whole clip (frames rounded
+  to temporal blocks), `min_pixels` / `max_pixels` not read; a clip shorter than
+  temporal_patch_size is sized as that clip padded with its last frame (transformers raises).
+- The prompt, per temporal block of a video: the block's time as text, `<{t:.1f} seconds>`,
+  then `<|vision_start|>`, the block's `grid_h * grid_w // merge_size**2` pads, `<|vision_end|>`;
+  a block's time is the mean of its first and last frame's (frame index / the source's fps).
+  All of it replaces the template's one pad, so the item's placeholder covers the times and
+  wrappers too (transformers 5 keeps the template's own outer start and end tokens outside).
+- vLLM: each video's block `timestamps` beside its tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .base import Encode, Kind, SideConfig
+from .qwen_vl import COMMON, QWEN2_IMAGE, QwenVL
+from .sizing import qwen3_video_size
+from .video import SampledVideo, block_times
+
+# The class attributes of transformers' Qwen3VLVideoProcessor.
+QWEN3_VIDEO = COMMON | {
+    "size": {"shortest_edge": 128 * 32 * 32, "longest_edge": 32 * 32 * 768},
+    "patch_size": 16,
+    "image_mean": (0.5, 0.5, 0.5),
+    "image_std": (0.5, 0.5, 0.5),
+    "cap_pixels_per_frame": False,
+    "max_video_tokens": 768,
+}
+
+
+class Qwen3VL(QwenVL):
+    name = "qwen3_vl"
+    model_types = ("qwen3_vl", "qwen3_vl_moe")
+    processor_classes = ("Qwen3VLProcessor",)
+    video_processor_classes = ("Qwen3VLVideoProcessor",)
+    image_preset = "qwen3_vl"
+    max_position_embeddings = 128000
+    video_metadata_in_hash = True  # vLLM's video_needs_metadata
+
+    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
+        return dict(QWEN2_IMAGE if kind == "image" else QWEN3_VIDEO)
+
+    def takes_pixel_aliases(self, kind: Kind) -> bool:
+        return kind == "image"  # Qwen3VLVideoProcessor has no min_pixels / max_pixels
+
+    def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
+        # transformers refuses fewer frames than temporal_patch_size; we pad first (with the
+        # last frame), so the clip is sized as the padded one.
+        num_frames = max(num_frames, config.temporal_patch_size)
+        return qwen3_video_size(
+            num_frames,
+            height,
+            width,
+            config.temporal_patch_size,
+            config.factor,
+            config.min_pixels,
+            _clip_cap(config, num_frames),
+        )
+
+    def item_tokens(
+        self,
+        kind: Kind,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        if kind == "image" or video is None:
+            return super().item_tokens(kind, grid, config, token_ids, video, encode)
+        grid_t, grid_h, grid_w = grid
+        per_block = grid_h * grid_w // config.merge_size**2
+        frame = (
+            [token_ids["vision_start_token_id"]]
+            + [token_ids["video_token_id"]] * per_block
+            + [token_ids["vision_end_token_id"]]
+        )
+        times = block_times(video.indices, video.source_fps, config.temporal_patch_size)
+        if len(times) != grid_t:
+            raise ValueError(f"{len(times)} frame times for {grid_t} temporal blocks")
+        tokens: list[int] = []
+        for time in times:
+            # Between two special tokens the text is tokenized on its own, so alone is the same.
+            tokens += _encode(encode, f"<{time:.1f} seconds>")
+            tokens += frame
+        return tokens
+
+    def vllm_video_fields(
+        self, video: SampledVideo, temporal_patch_size: int
+    ) -> dict[str, np.ndarray | list[float]]:
+        """timestamps: a list of Python floats, one per temporal block (vLLM's
+        Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand)."""
+        return {"timestamps": block_times(video.indices, video.source_fps, temporal_patch_size)}
+
+
+def _clip_cap(config: SideConfig, num_frames: int) -> int:
+    """Qwen3VLVideoProcessor.resize's whole-clip pixel cap."""
+    if not config.cap_pixels_per_frame:
+        return config.max_pixels
+    frame_cap = config.max_video_tokens * config.factor * config.factor
+    per_frame = max(min(frame_cap, config.max_pixels // num_frames), int(config.min_pixels * 1.05))
+    return per_frame * num_frames
+
+
+@lru_cache(maxsize=4096)
+def _encode(encode: Encode, text: str) -> tuple[int, ...]:
+    return tuple(encode(text))
+
+
+FAMILY = Qwen3VL()

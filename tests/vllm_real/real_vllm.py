@@ -36,7 +36,7 @@ VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-# vLLM's own flag, and mmprep's planned one (issue 31, point 1) for the same form of tensors.
+# vLLM's flag; mmprep's has the same name (issue 31, point 1).
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
 NEW_TOKENS = 8
 # Both sides sample the same frames: 2 a second, t = k / 2 (mmprep: the frame on screen at t;
@@ -71,7 +71,8 @@ def data_url(data: bytes, mime: str) -> str:
 
 # name -> (kind, data URL). The same URL goes to both sides, so both fetch the same bytes.
 MEDIA_CASES = {
-    "png": ("image", data_url(png(112, 56), "image/png")),  # a multiple of 28 (Qwen2) and 32 (Qwen3): not resized
+    # 448 x 224: multiples of 28 (Qwen2 merge blocks) and 32 (Qwen3), within both pixel bounds: not resized
+    "png": ("image", data_url(png(448, 224), "image/png")),
     "png-resized": ("image", data_url(png(100, 70), "image/png")),  # resized by both processors
     "vp9": ("video", data_url((MEDIA / "224p_6_vp9.webm").read_bytes(), "video/webm")),
     "h264": ("video", data_url((MEDIA / "bframes_h264.mp4").read_bytes(), "video/mp4")),
@@ -262,27 +263,35 @@ class RecordingProxy(ThreadServer):
 
 
 @contextmanager
-def mmprep_server(folder: Path, upstream: str | None, normalize: bool | None) -> Iterator[str]:
+def mmprep_server(
+    folder: Path, upstream: str | None, normalize: bool | None, model: str | None = None
+) -> Iterator[str]:
     """`mmprep serve --model folder` in a thread: with `upstream`, --engine vllm-generate in front
-    of it. The model name and hash key are the path vLLM was given, as vLLM keys them.
-    `normalize`: mmprep's --upstream-mm-device-do-normalize (issue 31, point 1), passed when
-    this mmprep has it; None leaves mmprep's default."""
+    of it. The model name and hash key are `model` (default: the folder's path), as vLLM names
+    and keys the path it was given.
+    `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
+    point 1), passed when this mmprep has it; None leaves mmprep's default."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
-    settings = {"model": folder, "upstream_model_id": str(folder), "served_model_name": [str(folder)]}
+    model = model or str(folder)
+    settings = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
     if upstream:
-        settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": str(folder)}
-    if normalize is not None and "upstream_mm_device_do_normalize" in Settings.model_fields:
-        settings["upstream_mm_device_do_normalize"] = normalize
+        settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
+    if normalize is not None and mmprep_has_normalize_setting():
+        settings[NORMALIZE_SETTING] = normalize
     with LiveServer(Settings(**settings)) as live:
         yield live.url
 
 
+NORMALIZE_SETTING = "mm_device_do_normalize"  # vLLM's name for the same choice
+
+
 def mmprep_has_normalize_setting() -> bool:
+    """Whether this mmprep can send the uint8 patches of vLLM's default mode (issue 31, point 1)."""
     from mmprep.core.config import Settings
 
-    return "upstream_mm_device_do_normalize" in Settings.model_fields
+    return NORMALIZE_SETTING in Settings.model_fields
 
 
 def mmprep_chat(url: str, body: dict) -> str:

@@ -12,7 +12,7 @@ normalized by the processor). For a PNG, a VP9 and an H.264 clip, sampled alike 
 - vLLM's own render -> its own /inference/v1/generate gives its chat's ids (point 5: whether a
   Qwen3-VL video may go through generate as its render writes it).
 
-mmprep is told the tensor form with --upstream-mm-device-do-normalize / --no-... (issue 31,
+mmprep is told the tensor form with --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
 point 1) when it has that setting; without it, mmprep sends float32 normalized patches, so the
 default mode fails and --no-mm-device-do-normalize passes: the defect.
 

@@ -19,6 +19,7 @@ from .engines import EchoEngine, Engine
 from .engines.loading import make_engine
 from .model import load_model_folder
 from .preprocess import Preprocessing
+from .preprocess.vision import normalizes_on_device
 
 log = logging.getLogger("mmprep.service")
 
@@ -170,6 +171,7 @@ def build_engine(settings: Settings) -> Engine:
             api_key=settings.upstream_api_key,
             connect_timeout=settings.engine_connect_timeout,
             read_timeout=settings.engine_read_timeout,
+            allow_untested_version=settings.upstream_allow_untested_version,
         )
     raise ValueError(f"unknown engine {settings.engine!r}")
 
@@ -197,10 +199,14 @@ def vllm_options(settings: Settings):
 
     folder = load_model_folder(str(settings.model), settings.processor)
     return GenerateOptions(
-        model_id=settings.upstream_model_id or settings.upstream_model or settings.served_model_name[0],
+        # vLLM keys its hashes by the model `vllm serve` (or `vllm launch render`) was given:
+        # with no upstream named, the folder as mmprep was given it, as vLLM's render takes it.
+        model_id=settings.upstream_model_id or settings.upstream_model or str(settings.model),
         served_model=settings.upstream_model or settings.served_model_name[0],
         family=folder.family,
         temporal_patch_size=folder.processor.video_config.temporal_patch_size,
         hash_algorithm=settings.upstream_mm_hasher,
+        normalizes_on_device=normalizes_on_device(settings, folder.family),
         generation_defaults=generation_defaults(folder.path),
+        max_model_len=settings.max_model_len,
     )

@@ -40,6 +40,9 @@ class ImageMetadata:
 class DecodedImage:
     pixels: np.ndarray  # uint8 (H, W, 3) RGB, C-contiguous
     metadata: ImageMetadata
+    # The source's pixels were converted to RGB: from another mode, or transparency
+    # composited on white (vLLM's image loader then records the conversion in its hash).
+    converted: bool = False
 
 
 def decode_image(
@@ -66,12 +69,13 @@ def decode_image(
             image = ImageOps.exif_transpose(image)
             if image.size != size:
                 image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
-            pixels = np.ascontiguousarray(np.asarray(_to_rgb(image), dtype=np.uint8))
+            rgb = _to_rgb(image)
+            pixels = np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
     except UnidentifiedImageError as error:  # its message names a BytesIO object: of no use to anyone
         raise CorruptMediaError(_unidentified(source)) from error
     except (OSError, SyntaxError, ValueError, EOFError) as error:
         raise CorruptMediaError(f"Pillow cannot read this image: {error}") from error
-    return DecodedImage(pixels, metadata)
+    return DecodedImage(pixels, metadata, converted=rgb is not image)
 
 
 def _unidentified(source: Source) -> str:
@@ -113,10 +117,12 @@ def _check_size(image: Image.Image, max_source_pixels: int | None) -> None:
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
-    if image.mode == "RGB":
-        return image
-    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    return image.convert("RGB")
+    """The image in RGB, exactly as vLLM's loader converts it (multimodal/image.py
+    convert_image_mode): transparency (an alpha channel, or a PNG's tRNS in any mode) pasted
+    on white through its alpha, any other mode converted; the image itself if RGB already."""
+    if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+        rgba = image if image.mode == "RGBA" else image.convert("RGBA")
+        rgb = Image.new("RGB", rgba.size, (255, 255, 255))
+        rgb.paste(rgba, mask=rgba.split()[3])
+        return rgb
+    return image if image.mode == "RGB" else image.convert("RGB")

@@ -61,6 +61,17 @@ class Normalizer:
             step(out, operand, out=out)
 
 
+def normalized_patches(patches: np.ndarray, config: ProcessorConfig) -> np.ndarray:
+    """uint8 patches (the form `config` with rescale and normalize off makes) rescaled and
+    normalized as `config` does it: the same float32 values, to the bit, as the patches
+    `config` itself makes of the same pixels (what a model that normalizes on the device
+    computes first)."""
+    out = np.empty(patches.shape, np.float32)
+    channels = patches.reshape(len(patches), 1, 1, 3, -1, 1)  # a row is (channel, frame, row, column)
+    Normalizer(config)(channels, out.reshape(channels.shape))
+    return out
+
+
 class PatchWriter:
     """The output of one video or image: `grid_t * grid_h * grid_w` patches of
     `3 * temporal * patch * patch` values, filled frame by frame (threads may fill

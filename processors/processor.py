@@ -4,6 +4,7 @@ patchify) for videos and images, equal to transformers' output."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,6 +32,22 @@ class Processor:
     @property
     def family(self) -> str:
         return self.video_config.family
+
+    def with_raw_pixels(self) -> Processor:
+        """This processor with rescale and normalize off on both sides: the patches stay the
+        resized uint8 pixels, for a model that normalizes them itself on the device (as
+        vLLM's renderer calls transformers' processor with mm_device_do_normalize on)."""
+
+        def raw(config: ProcessorConfig) -> ProcessorConfig:
+            return replace(config, do_rescale=False, do_normalize=False)
+
+        image = raw(self.image_config) if self.image_config is not None else None
+        return Processor(video=raw(self.video_config), image=image)
+
+    @property
+    def raw_pixels(self) -> bool:
+        """Whether the patches are uint8 pixels (nothing rescaled or normalized)."""
+        return not (self.video_config.do_rescale or self.video_config.do_normalize)
 
     def __repr__(self) -> str:
         return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"

@@ -40,12 +40,34 @@ class Refused(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
-class VllmLike:
+class Lifecycle:
+    """vLLM's GET /version ({"version": ...}) and GET /health (an empty 200; a 503 while its
+    engine is dead). Set `version` or `healthy` to change what they answer; `health_probes`
+    counts the probes."""
+
+    version = "0.33.0"
+    healthy = True
+    health_probes = 0
+
+    def serve_lifecycle(self, app: FastAPI) -> None:
+        app.get("/version")(self.version_route)
+        app.get("/health")(self.health_route)
+
+    async def version_route(self) -> dict:
+        return {"version": self.version}
+
+    async def health_route(self) -> Response:
+        self.health_probes += 1
+        return Response(status_code=200 if self.healthy else 503)
+
+
+class VllmLike(Lifecycle):
     def __init__(self, model: str = "test-vlm", max_model_len: int = 4096):
         self.model, self.max_model_len = model, max_model_len
         self.received: list[dict[str, Any]] = []  # per request: the body and what was decoded
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.chat)
+        self.serve_lifecycle(self.app)
 
     async def chat(self, request: Request) -> Response:
         body = await request.json()
@@ -277,21 +299,44 @@ def processed_item(
     )
 
 
-class VllmGenerateLike:
+class VllmGenerateLike(Lifecycle):
     """vLLM's /inference/v1/generate for the tests, checking a request as vLLM 0.33.0's
     GenerateRequest, MultiModalFeatures and ServingTokens check it: token ids, the features'
     parallel lists and placeholder bounds, each kwargs_data item decoded (its keys, field
     types, dtypes and shapes) and its embedding count against its placeholder range, stop
-    strings without detokenization refused, the context limit. It answers ANSWER_IDS, cut
+    strings without detokenization refused, a prompt that fills the context. It answers ANSWER_IDS, cut
     at max_tokens, streamed as vLLM streams GenerateTokensStreamResponse or whole.
 
-    `received` keeps each request's body and decoded items."""
+    `received` keeps each request's body and decoded items.
 
-    def __init__(self, model: str = "test-vlm", max_model_len: int = 4096):
+    `pixel_dtype`: what its render route renders an image's pixel_values to, as a vLLM
+    started with --mm-device-do-normalize ("uint8", its default for the Qwen-VL families) or
+    --no-mm-device-do-normalize ("float32") renders them (only the image's pixels are
+    rendered: what mmprep's start-up check reads); None: no render route."""
+
+    def __init__(self, model: str = "test-vlm", max_model_len: int = 4096, pixel_dtype: str | None = None):
         self.model, self.max_model_len = model, max_model_len
+        self.pixel_dtype = pixel_dtype
         self.received: list[dict[str, Any]] = []
+        self.renders = 0
         self.app = FastAPI()
         self.app.post("/inference/v1/generate")(self.generate)
+        self.serve_lifecycle(self.app)
+        if pixel_dtype is not None:
+            self.app.post("/v1/chat/completions/render")(self.render)
+
+    async def render(self, request: Request) -> Response:
+        from mmprep.vllm.items import FieldElem, flat
+        from mmprep.vllm.serde import encode_item
+
+        body = await request.json()
+        self.renders += 1
+        if body.get("model") not in (None, self.model):
+            error = {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}
+            return JSONResponse({"error": error}, status_code=404)
+        pixels = np.zeros((16, 3 * 2 * 14 * 14), self.pixel_dtype)
+        item = {"pixel_values": FieldElem(pixels, flat([16]))}
+        return JSONResponse({"token_ids": [1], "features": {"kwargs_data": {"image": [encode_item(item)]}}})
 
     async def generate(self, request: Request) -> Response:
         body = await request.json()
@@ -355,9 +400,12 @@ class VllmGenerateLike:
             raise Refused(400, "sampling_params is required")
         if params.get("stop") and params.get("detokenize", True) is False:
             raise Refused(400, "stop strings are only supported when detokenize is True")
-        asked = params.get("max_tokens", 0)
-        if len(ids) + asked > self.max_model_len:
-            raise Refused(400, f"This model's maximum context length is {self.max_model_len} tokens.")
+        if len(ids) >= self.max_model_len:  # vLLM's input processor checks the prompt alone
+            raise Refused(
+                400,
+                f"The decoder prompt (length {len(ids)}) is longer than the maximum model length of "
+                f"{self.max_model_len}.",
+            )
         features = body.get("features")
         if features is None:
             return {}

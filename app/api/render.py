@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from ..core.disconnect import ClientGone, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..service import Service
-from ..vllm.request import generate_request_body
+from ..vllm.request import generate_request_body, random_request_id
 from .chat import client_gone, refuse
 from .json_body import read_json_body
 from .schemas import parse_chat_request
@@ -46,7 +46,7 @@ async def render_chat_request(service: Service, http: Request) -> Response:
     try:
         service.check_request(body.model, body.n)
         cancel = threading.Event()
-        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        request_id = _request_id(http, body.model_extra or {})
         prepared, _ = await until_disconnect(
             http, service.preprocessor.prepare(body, request_id, cancel), cancel
         )
@@ -59,3 +59,11 @@ async def render_chat_request(service: Service, http: Request) -> Response:
         return refuse(service, as_service_error(error))
     finally:
         slot.release()
+
+
+def _request_id(http: Request, extra: dict[str, Any]) -> str:
+    """As vLLM's render names the GenerateRequest: "chatcmpl-" and the client's X-Request-Id,
+    else the body's request_id, else vLLM's random id (16 hex digits)."""
+    given = extra.get("request_id")
+    base = http.headers.get("x-request-id") or (given if isinstance(given, str) else None)
+    return f"chatcmpl-{base or random_request_id()}"

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from mmprep.processors import load_processor
 
 from ..model import ModelFolderError, load_model_folder
+from ..model.context import check_max_model_len, derive_max_model_len
 from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
@@ -37,6 +38,7 @@ ENGINE_SETTINGS = {
     "upstream_url": ("openai", "vllm-generate"),
     "upstream_model": ("openai", "vllm-generate"),
     "upstream_api_key": ("openai", "vllm-generate"),
+    "upstream_allow_untested_version": ("vllm-generate",),
 }
 # How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
 # both of which need the model folder.
@@ -142,6 +144,13 @@ class Settings(BaseSettings):
         "ids, images and videos expanded to the processor's count, for token-in engines; the served model "
         "name defaults to the folder's name (default: none, engines get the messages)",
     )
+    max_model_len: int | None = Field(
+        None,
+        ge=1,
+        description="with --model: the model's context length, as vllm serve --max-model-len; a longer "
+        "prompt is refused with a 400 as vLLM refuses it (default: derived from the folder's config.json as "
+        "vLLM derives it: the text config's max_position_embeddings, RoPE scaling)",
+    )
 
     # -- the vision processor ------------------------------------------------------
     processor: str | None = Field(
@@ -161,6 +170,15 @@ class Settings(BaseSettings):
         None,
         ge=1,
         description="--processor: refuse a request whose images and videos come to more placeholder tokens",
+    )
+    mm_device_do_normalize: bool | None = Field(
+        None,
+        description="--processor: leave the pixels uint8, unrescaled and unnormalized, for an engine that "
+        "normalizes them on the device, as vLLM does by default for the Qwen-VL families (vllm serve "
+        "--mm-device-do-normalize; give --no-mm-device-do-normalize where vLLM has it); the render route "
+        "and --engine vllm-generate then send what vLLM's own renderer sends (default: as vLLM for the "
+        "model with --model, except for --engine workers and --engine-class, whose engines take "
+        "transformers' normalized float32)",
     )
 
     # -- capacity -------------------------------------------------------------------
@@ -242,8 +260,8 @@ class Settings(BaseSettings):
     upstream_model_id: str | None = Field(
         None,
         description="with --model (engine=vllm-generate, the render route): the model `vllm serve` was "
-        "started with, which vLLM keys its multimodal hashes by (default: --upstream-model, else the served "
-        "name; give it when vllm serve has --served-model-name)",
+        "started with, which vLLM keys its multimodal hashes by (default: --upstream-model, else --model as "
+        "given, as `vllm launch render FOLDER` keys them; give it when vllm serve has --served-model-name)",
     )
     upstream_mm_hasher: Literal["blake3", "sha256", "sha512"] = Field(
         "blake3",
@@ -252,6 +270,11 @@ class Settings(BaseSettings):
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
+    )
+    upstream_allow_untested_version: bool = Field(
+        False,
+        description="engine=vllm-generate: serve even when the upstream's GET /version names a vLLM release "
+        "whose wire mmprep was not tested against (a warning in the log instead of a refusal at start)",
     )
     engine_connect_timeout: float = Field(2.0, gt=0, description="seconds to connect to a worker or upstream")
     engine_read_timeout: float = Field(
@@ -419,6 +442,10 @@ class Settings(BaseSettings):
             raise ValueError(f"--model {self.model}: {error}") from None
         if "served_model_name" not in self.model_fields_set:
             self.served_model_name = [folder.name]
+        if self.max_model_len is None:
+            self.max_model_len = derive_max_model_len(folder.config)[0]
+        else:
+            check_max_model_len(self.max_model_len, folder.config)  # vLLM's refusal, a ValueError
         return self
 
     def _given(self, name: str) -> bool:
@@ -427,8 +454,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _processor_options_need_one(self) -> Settings:
+        if self.max_model_len is not None and self.model is None:
+            raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
         if self.processor is None and self.model is None:
-            given = [name for name in ("processor_resize", "max_vision_tokens") if self._given(name)]
+            given = [
+                name
+                for name in ("processor_resize", "max_vision_tokens", "mm_device_do_normalize")
+                if self._given(name)
+            ]
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
                 raise ValueError(f"{flags} only apply with --processor or --model")

@@ -3,15 +3,27 @@ started before the first request, stopped after the last."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
+
+log = logging.getLogger("mmprep")
+
+
+class StartupError(Exception):
+    """A component cannot start as it is configured; the message says what to change. The
+    server logs it on one line and does not start."""
 
 
 def lifespan_of(component: Any) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        await component.start()
+        try:
+            await component.start()
+        except StartupError as error:
+            log.error("cannot start: %s", error)
+            raise
         try:
             yield
         finally:

@@ -48,6 +48,18 @@ class MediaItem:
     # (pixel_values_videos float32 + video_grid_thw int64, or pixel_values + image_grid_thw),
     # and the placeholder tokens it stands for. `tensor` holds the frames they were made from.
     processed: ProcessedMedia | None = None
+    # An image's file as fetched, kept when its pixels are exactly what vLLM's own loader
+    # makes of it (not scaled down by --max-pixels): vLLM keys such an image by its bytes.
+    source: SourceImage | None = None
+
+
+@dataclass(frozen=True)
+class SourceImage:
+    """The bytes of an image file, and whether its pixels were `converted` to RGB (another
+    mode, or transparency composited on white), which vLLM's hash records too."""
+
+    data: bytes
+    converted: bool
 
 
 @dataclass(frozen=True)

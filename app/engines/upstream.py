@@ -19,6 +19,7 @@ import asyncio
 import base64
 import io
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,27 +33,101 @@ from .base import EngineHTTPError, EngineOutput, FinishReason
 from .prepared import MediaItem, PreparedRequest, SamplingParams
 
 JPEG_QUALITY = 90
+log = logging.getLogger("mmprep.engines")
+
+
+PROBE_INTERVAL = 2.0  # seconds between health probes of the upstream (--worker-probe-interval's default)
 
 
 class UpstreamClient:
     """What an engine that forwards requests to a model server keeps: one endpoint, one
-    connection pool (made at start, closed at stop), the bearer token and the timeouts."""
+    connection pool (made at start, closed at stop), the bearer token and the timeouts.
 
-    def __init__(self, endpoint: str, api_key: str | None, connect_timeout: float, read_timeout: float):
+    Readiness is the upstream's: `GET <root>/health` (vLLM's: 200, or 503 while its engine is
+    dead) at start and every `probe_interval` seconds in the background, so /ready reads a
+    cached answer and never makes a request of its own. A server without /health (404) is
+    probed at `GET <url>/models`, the OpenAI API's, instead. An upstream down at start is
+    logged, not fatal: it may come up later."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        api_key: str | None,
+        connect_timeout: float,
+        read_timeout: float,
+        base_url: str = "",
+        probe_interval: float = PROBE_INTERVAL,
+    ):
         self._endpoint = endpoint
+        self._base_url = base_url.rstrip("/")  # --upstream-url: the probes' root
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._probe_timeout = httpx.Timeout(connect_timeout)
+        self._probe_interval = probe_interval
+        self._probe_path = "/health"
         self._client: httpx.AsyncClient | None = None
+        self._prober: asyncio.Task | None = None
+        self.healthy = False
 
     async def start(self) -> None:
         self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+        reason = await self._probe()
+        if reason is not None:
+            log.warning(
+                "the upstream model server is not healthy at start (%s): /ready answers 503 until it is",
+                reason,
+                extra={"upstream": self._base_url},
+            )
+        else:
+            await self.reached()
+        self._prober = asyncio.create_task(self._probe_forever())
 
     async def stop(self) -> None:
+        if self._prober is not None:
+            self._prober.cancel()
+            await asyncio.gather(self._prober, return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()
 
     def ready(self) -> bool:
-        return self._client is not None
+        return self._client is not None and self.healthy
+
+    async def reached(self) -> None:
+        """Called when a probe finds the upstream up after it was not (at start, or later)."""
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._probe_interval)
+            was = self.healthy
+            reason = await self._probe()
+            if reason is None and not was:
+                log.info("the upstream model server is reachable", extra={"upstream": self._base_url})
+                await self.reached()
+            elif reason is not None and was:
+                log.warning(
+                    "the upstream model server is unhealthy: %s", reason, extra={"upstream": self._base_url}
+                )
+
+    async def _probe(self) -> str | None:
+        """One probe: sets `healthy`; returns None, or why the upstream is not healthy."""
+        reason = await self._ask_health()
+        if reason == "404" and self._probe_path == "/health":
+            self._probe_path = "/models"  # an OpenAI-compatible server without vLLM's /health
+            reason = await self._ask_health()
+        self.healthy = reason is None
+        return None if reason is None else f"GET {self._probe_url()}: {reason}"
+
+    def _probe_url(self) -> str:
+        if self._probe_path == "/health":
+            return server_root(self._base_url) + "/health"
+        return self._base_url + "/models"
+
+    async def _ask_health(self) -> str | None:
+        try:
+            response = await self._http.get(self._probe_url(), timeout=self._probe_timeout)
+        except httpx.HTTPError as error:
+            return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return None if response.status_code == 200 else str(response.status_code)
 
     @property
     def _http(self) -> httpx.AsyncClient:
@@ -70,8 +145,11 @@ class OpenAIUpstreamEngine(UpstreamClient):
         api_key: str | None = None,
         connect_timeout: float = 2.0,
         read_timeout: float = 300.0,
+        probe_interval: float = PROBE_INTERVAL,
     ):
-        super().__init__(url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout)
+        super().__init__(
+            url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout, url, probe_interval
+        )
         self._model = model
 
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
@@ -220,6 +298,11 @@ def _vllm_video_metadata(item: MediaItem) -> dict:
         "duration": meta["duration"],
         "do_sample_frames": False,
     }
+
+
+def server_root(url: str) -> str:
+    """The server's root: --upstream-url may be given with the OpenAI /v1 suffix."""
+    return url.rstrip("/").removesuffix("/v1")
 
 
 # -- the answer (shared with the other engines that forward to a server: vllm_generate.py) --

@@ -25,7 +25,7 @@ from mmprep.processors import ProcessedMedia, ProcessorError
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..engines.prepared import MediaItem, PreparedRequest
+from ..engines.prepared import MediaItem, PreparedRequest, SourceImage
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..model import load_model_folder
@@ -45,11 +45,13 @@ class _Loaded:
 
     decoded: Any
     processed: ProcessedMedia | None = None
+    source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
 
     @property
     def nbytes(self) -> int:
         processed = self.processed.tensors.values() if self.processed is not None else ()
-        return _tensor_of(self.decoded).nbytes + sum(tensor.nbytes for tensor in processed)
+        source = len(self.source.data) if self.source is not None else 0
+        return _tensor_of(self.decoded).nbytes + sum(tensor.nbytes for tensor in processed) + source
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,9 @@ class Preprocessor:
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
-            Renderer(load_model_folder(str(settings.model), settings.processor)) if settings.model else None
+            Renderer(load_model_folder(str(settings.model), settings.processor), settings.max_model_len)
+            if settings.model
+            else None
         )
 
     async def prepare(
@@ -265,9 +269,11 @@ class Preprocessor:
         image = decode_image(
             data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
         )
+        unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
+        source = SourceImage(data, image.converted) if unscaled else None
         if vision is None:
-            return _Loaded(image, None)
-        return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)))
+            return _Loaded(image, None, source)
+        return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)), source)
 
     def _timed_processing(self, kind: str, work) -> ProcessedMedia:
         """work(), timed for mmprep_process_seconds: for a video, what is left of the
@@ -333,6 +339,7 @@ def _media_item(part: _MediaPart, loaded: _Loaded) -> MediaItem:
         metadata=result.metadata.to_dict(),
         param=part.param,
         processed=processed,
+        source=loaded.source,
     )
 
 

@@ -17,6 +17,25 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 
+# vLLM's models that normalize the pixels on the device by default (vllm 0.32/0.33:
+# supports_mm_device_do_normalize in model_executor/models/qwen2_vl.py, qwen2_5_vl.py,
+# qwen3_vl.py); for them vLLM's renderer sends uint8 patches and the model's first layer
+# rescales and normalizes them.
+DEVICE_NORMALIZED_FAMILIES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl"})
+
+
+def normalizes_on_device(settings: Settings, family: str) -> bool:
+    """--mm-device-do-normalize as given, else vLLM's default for the model where mmprep
+    speaks vLLM's wire (with --model: the render route, --engine vllm-generate). With
+    --processor alone, and for engines that run the model on these tensors themselves
+    (workers, --engine-class: transformers' models take normalized pixels), transformers'
+    normalized form unless the raw one is asked for."""
+    if settings.mm_device_do_normalize is not None:
+        return settings.mm_device_do_normalize
+    if settings.model is None or settings.engine_class is not None or settings.engine == "workers":
+        return False
+    return family in DEVICE_NORMALIZED_FAMILIES
+
 
 class VisionProcessing:
     def __init__(self, processor: Processor, resize: str, max_tokens: int | None):
@@ -33,6 +52,8 @@ class VisionProcessing:
             processor = load_processor(settings.processor)
         else:
             return None
+        if normalizes_on_device(settings, processor.family):
+            processor = processor.with_raw_pixels()
         return cls(processor, settings.processor_resize, settings.max_vision_tokens)
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:

@@ -36,8 +36,9 @@ _OWN_INPUTS = frozenset({"messages", "tools", "documents", "add_generation_promp
 class Renderer:
     """One per model folder (the template compiled once, the tokenizer shared)."""
 
-    def __init__(self, folder: ModelFolder):
+    def __init__(self, folder: ModelFolder, max_model_len: int | None = None):
         self.folder = folder
+        self.max_model_len = max_model_len  # None: no limit (vLLM's max_model_len, --max-model-len)
         self.template = compile_template(folder.chat_template)
         self.content_format = detect_content_format(self.template.ast)
         # vLLM renders a request with tools with the tokenizer's template (the same one in
@@ -156,6 +157,7 @@ class Renderer:
         """`text` tokenized, each image and video pad expanded to its item's tokens. `media`
         in prompt order, each processed (MediaItem.processed)."""
         ids = self.folder.encode(text)
+        _check_tokens(len(ids), self.max_model_len)
         pads = sorted((at, kind) for pad, kind in self._pad_kinds.items() for at in _positions(ids, pad))
         _check_counts(pads, media)
         if not pads:
@@ -170,11 +172,39 @@ class Renderer:
             out += tokens
             start = at + 1
         out += ids[start:]
+        _check_expanded(len(out), self.max_model_len)
         return TokenPrompt(tuple(out), tuple(placeholders), text)
 
     def render(self, messages: list[dict[str, Any]], media: list[MediaItem], **options: Any) -> TokenPrompt:
         """render_text, then tokens: the prompt as a token-in engine takes it."""
         return self.tokens(self.render_text(messages, **options), media)
+
+
+def _check_tokens(count: int, limit: int | None) -> None:
+    """vLLM's first check (renderers/params.py _token_len_check), on the prompt with one pad
+    per item: its tokenizer stops at limit + 1 tokens, hence "at least"."""
+    if limit is None or count <= limit:
+        return
+    count = min(count, limit + 1)
+    qualifier = "at least " if count == limit + 1 else ""
+    raise ServiceError(
+        f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+        f"{qualifier}{count} input tokens, which exceeds this limit even without any output tokens. "
+        "Please reduce the length of the input prompt.",
+        "context_length_exceeded",
+        "messages",
+    )
+
+
+def _check_expanded(count: int, limit: int | None) -> None:
+    """vLLM's second check (entrypoints/serve/utils/api_utils.py get_max_tokens), on the prompt
+    with each image and video expanded to its tokens."""
+    if limit is not None and count > limit:
+        raise ServiceError(
+            f"Input length ({count}) exceeds model's maximum context length ({limit}).",
+            "context_length_exceeded",
+            "messages",
+        )
 
 
 def _positions(ids: list[int], token: int) -> list[int]:

@@ -33,11 +33,11 @@ def free_port() -> int:
 
 
 class ThreadServer:
-    """An ASGI app served by uvicorn on 127.0.0.1, on a free port, in a background thread."""
+    """An ASGI app served by uvicorn on 127.0.0.1, on a free port (or `port`), in a background thread."""
 
-    def __init__(self, app):
+    def __init__(self, app, port: int = 0):
         self.app = app
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 

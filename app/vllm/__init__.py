@@ -11,10 +11,14 @@ One concept per module:
 - sampling.py: OpenAI sampling fields -> vLLM's SamplingParams JSON.
 - request.py: a PreparedRequest with a token prompt -> the GenerateRequest JSON.
 - response.py: vLLM's GenerateResponse (whole or streamed) -> EngineOutput.
-- engine.py: VllmGenerateEngine (--engine vllm-generate), which POSTs them.
+- engine.py: VllmGenerateEngine (--engine vllm-generate), which POSTs them, after checking
+  the upstream's GET /version against TESTED_VLLM_VERSIONS.
 
 Matched against vLLM 0.33.0 (its vllm/entrypoints/scale_out/token_in_token_out/, the
 former vllm/entrypoints/serve/disagg/).
 """
 
-VLLM_VERSION = "0.33.0"
+VLLM_VERSION = "0.33.0"  # the sources the protocol was read from and the goldens made with
+# vLLM releases (major.minor) whose generate and render wire mmprep matches: 0.32's differs
+# from 0.33's only by fields mmprep's requests leave out or it ignores (docs/deployment.md).
+TESTED_VLLM_VERSIONS = ("0.32", "0.33")

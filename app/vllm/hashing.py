@@ -5,16 +5,23 @@ vLLM hashes the media before processing, not the processed tensors: for each ite
 `hash_kwargs(model_id=<vllm serve's model>, <modality>=<item>, mm_processor_kwargs=...)`,
 keys sorted, each value framed (lengths and container tags in front of every chunk) and fed
 to blake3 (or sha256 / sha512 with --mm-hasher-algorithm), hex digest, full width. The
-hash keys vLLM's encoder cache and the prefix cache's multimodal blocks, so the same video
-sent again hits both.
+hash keys vLLM's encoder cache and the prefix cache's multimodal blocks, so the same media
+sent again hits both, and two items share a hash only where their tensors are the same.
 
-The item is the media as vLLM's processor would be handed it for frames decoded
-elsewhere:
-- a video: (frames, metadata), the uint8 (T, H, W, 3) frames mmprep sampled and the
-  metadata vLLM's video loaders attach (transformers' VideoMetadata fields and
-  do_sample_frames=False: the frames are sampled already);
-- an image: the RGB image as a PIL image is hashed ({"mode": "RGB", "data": pixels}).
-A video vLLM fetched itself is hashed by its file's bytes instead; mmprep never sends one.
+The item is what vLLM's frontend would hash for the same media:
+- an image: the file's bytes, as vLLM hashes an image it fetched itself (MediaWithBytes:
+  `{"io_config": ..., "data": bytes}` when the loader converted it to RGB), whenever
+  mmprep's pixels are exactly what vLLM's loader makes of those bytes; so a fleet where
+  some requests reach vLLM through its own frontend and some through mmprep shares its
+  caches. An image mmprep scaled (--max-pixels) is hashed by its pixels, as vLLM hashes a
+  PIL image ({"mode": "RGB", "data": pixels});
+- a video: the uint8 (T, H, W, 3) frames mmprep sampled, as vLLM hashes frames decoded
+  elsewhere: bare for Qwen2-VL, whose parser drops a video's metadata, and with the
+  metadata vLLM's video loaders attach (transformers' VideoMetadata fields,
+  do_sample_frames=False) for the families that need it (Qwen2.5-VL, Qwen3-VL). Not by the
+  file's bytes: vLLM's own loader samples by frame index from the stream's claimed count,
+  so it may pick other frames than mmprep's (a VP9 WebM claims none), and a shared key
+  would hand one request the other's tensors.
 """
 
 from __future__ import annotations
@@ -34,24 +41,37 @@ MODALITY_KWARGS = {"image": "images_kwargs", "video": "videos_kwargs", "audio": 
 _NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
 
 
+# The model families whose vLLM parser keeps a video's metadata with its frames
+# (video_needs_metadata in vllm 0.33.0's qwen2_5_vl.py and qwen3_vl.py); the others drop it.
+VIDEO_METADATA_FAMILIES = frozenset({"qwen2_5_vl", "qwen3_vl"})
+# What vLLM's image loader records of a conversion to RGB (ImageMediaIO's defaults).
+RGB_CONVERSION = {"image_mode": "RGB", "rgba_background_color": (255, 255, 255)}
+
+
 def mm_hash(
     item: MediaItem,
     model_id: str,
     mm_processor_kwargs: Mapping[str, Any] | None = None,
     algorithm: HashAlgorithm = "blake3",
+    family: str | None = None,
 ) -> str:
-    """The hex digest vLLM computes for this image or video of a request to `model_id`."""
-    factors: dict[str, Any] = {"model_id": model_id, item.kind: hashed_media(item)}
+    """The hex digest vLLM computes for this image or video of a request to `model_id`
+    (a model of `family`, which decides whether a video's metadata counts)."""
+    factors: dict[str, Any] = {"model_id": model_id, item.kind: hashed_media(item, family)}
     kwargs = scoped_kwargs(item.kind, mm_processor_kwargs or {})
     if kwargs:
         factors["mm_processor_kwargs"] = kwargs
     return hash_kwargs(algorithm, factors)
 
 
-def hashed_media(item: MediaItem) -> Any:
+def hashed_media(item: MediaItem, family: str | None = None) -> Any:
     """What vLLM hashes for this item (see the module docstring)."""
     if item.kind == "video":
-        return (item.tensor, video_metadata(item))
+        if family in VIDEO_METADATA_FAMILIES:
+            return (item.tensor, video_metadata(item))
+        return item.tensor
+    if item.source is not None:
+        return FileBytes(item.source.data, RGB_CONVERSION if item.source.converted else None)
     return PilImage(item.tensor)
 
 
@@ -71,6 +91,14 @@ class PilImage:
 
     def __init__(self, pixels: np.ndarray):
         self.pixels = pixels
+
+
+class FileBytes:
+    """An image file hashed as vLLM hashes the MediaWithBytes its loader makes of it:
+    the bytes, with the loader's `io_config` when it converted the image."""
+
+    def __init__(self, data: bytes, io_config: dict[str, Any] | None):
+        self.data, self.io_config = data, io_config
 
 
 def hash_kwargs(algorithm: HashAlgorithm, kwargs: Mapping[str, Any]) -> str:
@@ -138,6 +166,11 @@ def _leaf(value: Any) -> Iterator[bytes | memoryview]:
         yield from _framed(np.array(value).tobytes())
     elif isinstance(value, PilImage):
         yield from _item("image", {"mode": "RGB", "data": value.pixels})
+    elif isinstance(value, FileBytes):
+        if value.io_config:
+            yield from _item("image", {"io_config": value.io_config, "data": value.data})
+        else:
+            yield from _item("image", value.data)
     elif isinstance(value, np.ndarray):
         yield from _item(
             "ndarray", {"dtype": value.dtype.str, "shape": value.shape, "data": _array_data(value)}

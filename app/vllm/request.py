@@ -39,7 +39,13 @@ class GenerateOptions:
     family: str | None = None  # the vision processor's family (qwen2_vl, qwen2_5_vl, qwen3_vl)
     temporal_patch_size: int = 2
     hash_algorithm: HashAlgorithm = "blake3"  # vllm serve --mm-hasher-algorithm
+    # The pixels go uint8 for the model to normalize on the device (vllm serve
+    # --mm-device-do-normalize), else rescaled and normalized float32.
+    normalizes_on_device: bool = False
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.generation_defaults
+    # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
+    # prompt leaves of it; None: max_tokens is left out unless the client gives it
+    max_model_len: int | None = None
 
 
 def generate_request_body(request: PreparedRequest, options: GenerateOptions) -> list[bytes]:
@@ -71,20 +77,27 @@ def generate_request(
     prompt = _token_prompt(request)
     extra = request.extra
     return {
-        "request_id": request.request_id,
+        "request_id": vllm_request_id(request.request_id),
         "token_ids": list(prompt.token_ids),
         "token_offsets": None,
         "features": features(request, options, encode),
         "content_parts": None,
         "sampling_params": sampling_params(
-            request.sampling, request.stream, options.generation_defaults, extra
+            request.sampling,
+            request.stream,
+            options.generation_defaults,
+            extra,
+            prompt_len=len(prompt.token_ids),
+            max_model_len=options.max_model_len,
         ),
         "model": options.served_model,
-        "reasoning_ended": None,
+        # vLLM's resolve_reasoning_ended without a reasoning parser: a request that hides the
+        # reasoning has it ended from the first token
+        "reasoning_ended": True if extra.get("include_reasoning") is False else None,
         "reasoning_parser_kwargs": None,
         "return_token_ids": None,
         "output_mode": "tokens",
-        "parse_context": None,
+        "parse_context": parse_context(request),
         "stream": request.stream,
         # Usage comes in a last chunk; mmprep reports it.
         "stream_options": {"include_usage": True, "continuous_usage_stats": False}
@@ -95,6 +108,91 @@ def generate_request(
         "kv_transfer_params": None,
         "ec_transfer_params": None,
     }
+
+
+def vllm_request_id(request_id: str) -> str:
+    """GenerateRequest.request_id as vLLM's render writes it: "chatcmpl-" and the client's
+    X-Request-Id (or the request's own id), which mmprep's ids already start with."""
+    return request_id if request_id.startswith("chatcmpl-") else f"chatcmpl-{request_id}"
+
+
+def random_request_id() -> str:
+    """vLLM's random_uuid(): 16 hex digits, the low 64 bits of a UUID4."""
+    return f"{uuid.uuid4().int & (2**64 - 1):016x}"
+
+
+def parse_context(request: PreparedRequest) -> dict[str, Any]:
+    """vLLM 0.33's ParseContext, as its render builds it from the chat request and dumps it:
+    what a generate server with output_mode "derender" needs to parse the answer (0.32 has
+    no such field and ignores it)."""
+    extra = request.extra
+    tools = extra.get("tools")
+    if "tool_choice" in extra:
+        tool_choice = extra["tool_choice"]
+    else:  # vLLM's check_tool_usage: "auto" when tools are given, else its default "none"
+        tool_choice = "auto" if tools else "none"
+    if isinstance(tool_choice, dict):
+        tool_choice = {"function": {"name": tool_choice["function"]["name"]}, "type": "function"}
+    return {
+        "tools": None if tools is None else [_tool(tool) for tool in tools],
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": extra.get("parallel_tool_calls", True),
+        "include_reasoning": extra.get("include_reasoning", True),
+        "chat_template_kwargs": effective_template_kwargs(extra),
+        "history_tool_call_cnt": sum(
+            _count_calls(message.get("tool_calls"))
+            for message in request.messages
+            if isinstance(message, dict) and message.get("role") == "assistant"
+        ),
+    }
+
+
+def effective_template_kwargs(extra: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's effective_chat_template_kwargs (build_chat_params, merge_kwargs): the client's
+    chat_template_kwargs, then the template options it set that are not None or "auto"."""
+    effort = extra.get("reasoning_effort")
+    given = extra.get("chat_template_kwargs") or {}
+    options = {
+        "add_generation_prompt": extra.get("add_generation_prompt", True),
+        "continue_final_message": extra.get("continue_final_message", False),
+        "documents": extra.get("documents"),
+        "reasoning_effort": effort,
+    }
+    if effort is not None and "enable_thinking" not in given:
+        options["enable_thinking"] = effort != "none"
+    return {**given, **{key: value for key, value in options.items() if value not in (None, "auto")}}
+
+
+def _tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as vLLM's ChatCompletionToolsParam dumps it: its own fields alone, strict and
+    defer_loading only when set."""
+    function = tool["function"]
+    defer = tool.get("defer_loading")
+    dumped = {
+        "name": function["name"],
+        "description": function.get("description"),
+        "parameters": function.get("parameters"),
+    }
+    if function.get("strict") is not None:
+        dumped["strict"] = function["strict"]
+    function_defer = function.get("defer_loading")
+    if function_defer is None:
+        function_defer = defer  # vLLM's _propagate_defer_loading
+    if function_defer is not None:
+        dumped["defer_loading"] = function_defer
+    out = {"type": "function", "function": dumped}
+    if defer is not None:
+        out["defer_loading"] = defer
+    return out
+
+
+def _count_calls(calls: Any) -> int:
+    """vLLM's count_tool_calls."""
+    if calls is None:
+        return 0
+    if isinstance(calls, str | bytes | dict):
+        return 1
+    return len(calls) if isinstance(calls, list | tuple) else 1
 
 
 def features(
@@ -174,7 +272,7 @@ def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateO
     for item in media:
         if id(item.tensor) not in done:
             done[id(item.tensor)] = mm_hash(
-                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm
+                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm, options.family
             )
     return [done[id(item.tensor)] for item in media]
 

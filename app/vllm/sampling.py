@@ -10,8 +10,11 @@ What is sent, as ChatCompletionRequest.to_sampling_params maps a chat request:
 - seed, stop_token_ids, ignore_eos, min_tokens as asked.
 - logprobs: top_logprobs when the client asked for logprobs (0: the sampled token's
   alone), else left out.
-- max_tokens: the client's; else left out, and the generate endpoint fills in what is
-  left of the model's context (or generation_config's max_new_tokens).
+- max_tokens: as vLLM's render computes it (get_max_tokens): the smallest of what is left
+  of the context (max_model_len - prompt length) and the client's max_tokens, else
+  generation_config's max_new_tokens. A max_tokens above max_model_len, or no room left for
+  one token, is a 400 with vLLM's message. Without a max_model_len (GenerateOptions), the
+  client's, else left out for the generate endpoint to fill in.
 - detokenize: false. mmprep detokenizes the token ids and applies stop strings itself, so
   `stop` is sent empty (vLLM refuses stop strings without detokenization).
 - stop [], stop_token_ids (deduplicated), bad_words [], skip_reading_prefix_cache false,
@@ -71,17 +74,61 @@ GENERATION_KEYS = (
 )
 
 
+# What transformers' GenerationConfig.from_model_config keeps of config.json (its own
+# attributes: the penalties OpenAI names are not among them).
+MODEL_CONFIG_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "max_new_tokens")
+
+
 def generation_defaults(model_dir: Path) -> dict[str, Any]:
-    """The model's sampling defaults from its folder's generation_config.json, named as
-    SamplingParams names them (max_new_tokens -> max_tokens); {} without the file."""
-    path = Path(model_dir) / "generation_config.json"
-    if not path.is_file():
+    """The model's sampling defaults as vLLM's --generation-config auto reads them, named as
+    SamplingParams names them (max_new_tokens -> max_tokens): the folder's
+    generation_config.json, else what transformers makes of config.json (its top level, then
+    its decoder's config for what that leaves unset); {} when neither says anything."""
+    path, model_config = Path(model_dir) / "generation_config.json", Path(model_dir) / "config.json"
+    if path.is_file():
+        config = json.loads(path.read_text())
+    elif model_config.is_file():
+        config = _from_model_config(json.loads(model_config.read_text()))
+    else:
         return {}
-    config = json.loads(path.read_text())
     defaults = {key: config[key] for key in GENERATION_KEYS if config.get(key) is not None}
     if "max_new_tokens" in defaults:
         defaults["max_tokens"] = defaults.pop("max_new_tokens")
     return defaults
+
+
+def _from_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """GenerationConfig.from_model_config's sampling fields for a config.json with no
+    generation_config.json beside it."""
+    if not isinstance(config, dict):
+        return {}
+    chosen = {key: config[key] for key in MODEL_CONFIG_KEYS if config.get(key) is not None}
+    decoder: Any = next(
+        (config[name] for name in ("decoder", "generator", "text_config") if config.get(name)), {}
+    )
+    if isinstance(decoder, dict):
+        chosen |= {key: decoder[key] for key in MODEL_CONFIG_KEYS if key in decoder and key not in chosen}
+    return chosen
+
+
+def max_tokens(asked: int | None, prompt_len: int, max_model_len: int, defaults: dict[str, Any]) -> int:
+    """vLLM's max_tokens for a prompt of `prompt_len` tokens (get_max_tokens, after
+    TokenizeParams' check of the client's)."""
+    if asked is not None and asked > max_model_len:
+        raise EngineHTTPError(
+            f"max_tokens={asked} cannot be greater than max_model_len={max_model_len}. "
+            "Please request fewer output tokens.",
+            400,
+            "invalid_request",
+            "max_tokens",
+        )
+    fallback = asked if asked is not None else defaults.get("max_tokens")
+    chosen = min(value for value in (max_model_len - prompt_len, fallback) if value is not None)
+    if chosen < 1:  # SamplingParams refuses it
+        raise EngineHTTPError(
+            f"max_tokens must be at least 1, got {chosen}.", 400, "invalid_request", "max_tokens"
+        )
+    return chosen
 
 
 PENALTY_FIELDS = ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p")
@@ -115,11 +162,18 @@ def sampling_params(
     stream: bool,
     defaults: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    prompt_len: int = 0,
+    max_model_len: int | None = None,
 ) -> dict[str, Any]:
     """The `sampling_params` object of a GenerateRequest. `extra`: the client's other
-    fields, of which the penalties and min_p (vLLM's chat fields) are read."""
+    fields, of which the penalties and min_p (vLLM's chat fields) are read; `prompt_len`
+    and `max_model_len` give max_tokens its default."""
     defaults, extra = defaults or {}, extra or {}
     sampling = with_extra_fields(sampling, extra)
+    if max_model_len is not None:
+        sampling = replace(
+            sampling, max_tokens=max_tokens(sampling.max_tokens, prompt_len, max_model_len, defaults)
+        )
     chosen: dict[str, Any] = {}
     for key in PENALTY_FIELDS:
         value = extra.get(key)

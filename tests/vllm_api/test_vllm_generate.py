@@ -107,10 +107,15 @@ def test_upstream_errors_keep_their_status(upstream, stream):
     with pytest.raises(EngineHTTPError) as refused:
         run(VllmGenerateEngine(upstream.url, wrong_model), replace(case.prepared, stream=stream))
     assert refused.value.status == 404 and "another-model" in refused.value.message
-    too_long = replace(case.prepared, stream=stream, sampling=SamplingParams(max_tokens=5000))
-    with pytest.raises(EngineHTTPError) as refused:
-        run(engine_for(upstream.url, case), too_long)
-    assert refused.value.status == 400 and "maximum context length" in refused.value.message
+    upstream.max_model_len = 8  # shorter than the prompt: vLLM's input processor refuses it
+    try:
+        with pytest.raises(EngineHTTPError) as refused:
+            run(engine_for(upstream.url, case), replace(case.prepared, stream=stream))
+    finally:
+        upstream.max_model_len = 4096
+    assert (
+        refused.value.status == 400 and "longer than the maximum model length of 8" in refused.value.message
+    )
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +197,7 @@ def front(upstream, qwen2_folder):
         upstream_model=MODEL,
         model=qwen2_folder,
         served_model_name=[MODEL],
+        max_model_len=4096,  # the upstream's, as vllm serve --max-model-len gives it
         allow_private_networks=True,
     )
     with LiveServer(settings) as live:

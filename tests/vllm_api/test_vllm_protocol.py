@@ -17,8 +17,16 @@ import numpy as np
 import pytest
 from vllm_like import IM_END, MERGE, VIDEO_PAD, VISION_END, VISION_START, processed_item, qwen_prompt
 
+from mmprep.decoders import decode_image
 from mmprep.engines.base import EngineHTTPError
-from mmprep.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.engines.prepared import (
+    MediaItem,
+    Placeholder,
+    PreparedRequest,
+    SamplingParams,
+    SourceImage,
+    TokenPrompt,
+)
 from mmprep.processors import load_processor
 from mmprep.vllm.hashing import mm_hash
 from mmprep.vllm.items import kwargs_items
@@ -30,17 +38,28 @@ GOLDENS = Path(__file__).parents[1] / "data" / "vllm" / "goldens.json"
 SMALL = {"size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 30}}  # no resize for these sizes
 SMALL3 = {"size": {"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 60}}
 
-# name: (processor, overrides, media [(kind, shape)], mm_processor_kwargs, sampling, stream, extra, defaults)
+# name: (processor, overrides, media [(kind, shape or an image file's name)], mm_processor_kwargs,
+# sampling, stream, extra, defaults)
 CaseSpec = tuple[
     str,
     Mapping[str, object],
-    list[tuple[str, tuple[int, ...]]],
+    list[tuple[str, tuple[int, ...] | str]],
     dict[str, object] | None,
     SamplingParams,
     bool,
     dict[str, object],
     dict[str, object],
 ]
+# vllm serve --max-model-len of the cases: max_tokens defaults to what the prompt leaves of it
+MAX_MODEL_LEN = 4096
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": True,
+    },
+}
 CASES: dict[str, CaseSpec] = {
     "qwen2_vl_video_image": (
         "qwen2_vl",
@@ -59,7 +78,11 @@ CASES: dict[str, CaseSpec] = {
         {"videos_kwargs": {"fps": 2}, "images_kwargs": {"max_pixels": 1000000}},
         SamplingParams(top_p=0.9, seed=7, stop=("\n\n",), stop_token_ids=(IM_END,), min_tokens=1, top_k=20),
         True,
-        {},
+        {
+            "tools": [WEATHER_TOOL],
+            "chat_template_kwargs": {"enable_thinking": False},
+            "include_reasoning": False,
+        },
         {},
     ),
     "qwen3_vl_image": (
@@ -73,7 +96,24 @@ CASES: dict[str, CaseSpec] = {
         {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05},
     ),
     "qwen3_vl_video": ("qwen3_vl", SMALL3, [("video", (3, 64, 64, 3))], None, SamplingParams(), True, {}, {}),
+    # Image files, keyed by their bytes as vLLM keys an image it fetched (tests/data/vllm/images)
+    "qwen2_vl_image_files": (
+        "qwen2_vl",
+        SMALL,
+        [
+            ("image_file", "rgb.png"),
+            ("image_file", "rgba.png"),
+            ("image_file", "gray.jpg"),
+            ("image_file", "palette_trns.png"),
+        ],
+        None,
+        SamplingParams(max_tokens=4),
+        False,
+        {},
+        {},
+    ),
 }
+IMAGES = GOLDENS.parent / "images"
 
 
 @dataclass(frozen=True)
@@ -97,11 +137,24 @@ def pattern(shape: tuple[int, ...], seed: int) -> np.ndarray:
     )
 
 
+def image_file(name: str, processor, param: str) -> MediaItem:
+    """An image file of tests/data/vllm/images as mmprep's preprocessing leaves it: its
+    pixels, their tensors and its bytes."""
+    data = (IMAGES / name).read_bytes()
+    decoded = decode_image(data)
+    item = processed_item("image", decoded.pixels, processor, param=param)
+    return replace(item, source=SourceImage(data, decoded.converted))
+
+
 def build_case(name: str) -> Case:
     family, overrides, shapes, kwargs, sampling, stream, extra, defaults = CASES[name]
     processor = load_processor(family, **overrides)
     media = [
-        processed_item(kind, pattern(shape, seed), processor, param=f"messages[0].content[{seed}].{kind}_url")
+        image_file(shape, processor, f"messages[0].content[{seed}].image_url")
+        if isinstance(shape, str)
+        else processed_item(
+            kind, pattern(shape, seed), processor, param=f"messages[0].content[{seed}].{kind}_url"
+        )
         for seed, (kind, shape) in enumerate(shapes)
     ]
     model_id = f"Qwen/{family}-test"
@@ -111,6 +164,7 @@ def build_case(name: str) -> Case:
         family=family,
         temporal_patch_size=processor.video_config.temporal_patch_size,
         generation_defaults=defaults,
+        max_model_len=MAX_MODEL_LEN,
     )
     prepared = PreparedRequest(
         f"chatcmpl-{name}",

@@ -5,12 +5,14 @@ which checks mmprep's encoding and hashes against it byte for byte without vLLM.
 
 The venv: `python3 -m venv /work/venvs/vllm && /work/venvs/vllm/bin/pip install vllm==0.33.0
 --no-deps`, then (also --no-deps) msgspec blake3 pybase64 pyzmq cloudpickle cbor2 psutil
-openai_harmony cachetools py-cpuinfo, and a .pth file naming mmprep's own site-packages
-(torch 2.14.1 on the CPU, transformers, numpy). vLLM's serial_utils, mm_serde, hasher and
-protocol then import; its model files do not (they pull in xgrammar and tvm_ffi), so each
-model's field config is written out below from vllm/model_executor/models/qwen2_vl.py
-(_create_qwen2vl_field_factory), qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py
-(+ timestamps), with vLLM's own MultiModalFieldConfig.
+openai_harmony cachetools py-cpuinfo, and a .pth file that adds mmprep's own site-packages
+(torch 2.14.1 on the CPU, transformers, numpy, mmprep's editable install) with the line
+`import site; site.addsitedir("<checkout>/.venv/lib/python3.11/site-packages")`. vLLM's
+serial_utils, mm_serde, hasher, parser, image loader and protocol then import; its model
+files do not (they pull in xgrammar and tvm_ffi), so each model's field config is written
+out below from vllm/model_executor/models/qwen2_vl.py (_create_qwen2vl_field_factory),
+qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py (+ timestamps), with vLLM's own
+MultiModalFieldConfig.
 
 For each case (cases in tests/vllm_api/test_vllm_protocol.py's CASES, made by `build_case`), vLLM:
 1. builds the MultiModalKwargsItems its renderer makes from the HF processor's batched
@@ -19,8 +21,10 @@ For each case (cases in tests/vllm_api/test_vllm_protocol.py's CASES, made by `b
    order comes from a set) -> compared here with mmprep's string, stored as its sha256;
 3. decodes mmprep's string with decode_mm_kwargs_item and compares the item with (1):
    keys, field types and values, dtypes, shapes, data;
-4. hashes each media item with MultiModalHasher.hash_kwargs as get_mm_hashes does ->
-   stored, and compared here with mmprep's hash;
+4. hashes each media item with MultiModalHasher.hash_kwargs as get_mm_hashes does, the
+   item as vLLM's own loader (an image file's bytes) and parser (a video's metadata kept or
+   dropped per family) make it -> stored, and compared here with mmprep's hash; an image
+   keyed by its file's bytes must decode to mmprep's very pixels;
 5. batches both sets of items as vLLM batches them for the model (get_data) and compares;
 6. validates mmprep's whole GenerateRequest with vLLM's pydantic model and checks that
    vLLM dumps it back unchanged (goldens.json keeps vLLM's dump of the request less its
@@ -33,7 +37,9 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import (
     decode_mm_kwargs_item,
     encode_mm_kwargs_item,
@@ -41,6 +47,8 @@ from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import (
 from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateRequest
 from vllm.multimodal.hasher import MultiModalHasher
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems
+from vllm.multimodal.media.image import ImageMediaIO
+from vllm.multimodal.parse import MultiModalDataParser
 from vllm.version import __version__
 
 from mmprep.vllm import hashing
@@ -141,19 +149,28 @@ def same_model_inputs(ours: dict, theirs) -> None:
 
 
 def vllm_hash(item, case) -> str:
-    """ProcessorInputs.get_mm_hashes for one item (blake3, no uuid, no media_io_kwargs)."""
+    """ProcessorInputs.get_mm_hashes for one item (blake3, no uuid, no media_io_kwargs), the
+    item as vLLM's own loader and parser hand it to the hasher: an image file loaded from
+    its bytes (ImageMediaIO: a MediaWithBytes), other pixels as a PIL image, a video's
+    frames with their metadata, which the family's parser keeps or drops."""
     kwargs = {
         key: value
         for key, value in (case.mm_processor_kwargs or {}).items()
         if key not in hashing.MODALITY_KWARGS.values() or key == hashing.MODALITY_KWARGS[item.kind]
     }
-    media: object  # the hasher takes a video as (frames, metadata), an image as a PIL image
+    data: dict[str, list[object]]
     if item.kind == "video":
-        media = (item.tensor, {**item.hf_metadata, "do_sample_frames": False})
+        data = {"video": [(item.tensor, {**item.hf_metadata, "do_sample_frames": False})]}
+    elif item.source is not None:
+        loaded = ImageMediaIO().load_bytes(item.source.data)
+        # Keyed by its bytes only if the pixels under that key are the same on both sides.
+        assert np.array_equal(np.asarray(loaded.media), item.tensor), f"{item.param}: pixels differ"
+        data = {"image": [loaded]}
     else:
-        from PIL import Image
-
-        media = Image.fromarray(item.tensor)
+        data = {"image": [Image.fromarray(item.tensor)]}
+    # Qwen2-VL's parser is the base one; Qwen2.5-VL's and Qwen3-VL's keep a video's metadata.
+    parser = MultiModalDataParser(video_needs_metadata=case.family in ("qwen2_5_vl", "qwen3_vl"))
+    (media,) = parser.parse_mm_data(data)[item.kind].get_all_items_for_hash()
     factors = {"mm_processor_kwargs": kwargs} if kwargs else {}
     return MultiModalHasher.hash_kwargs("blake3", model_id=case.model_id, **{item.kind: media}, **factors)
 

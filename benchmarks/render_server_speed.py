@@ -1,0 +1,240 @@
+"""The render route as a deployment calls it: `POST /v1/chat/completions/render` against
+real servers on loopback, one client, requests interleaved between the servers, each
+server's own CPU time read from /proc.
+
+    python benchmarks/render_server_speed.py                       # mmprep in both pixel forms
+    python benchmarks/render_server_speed.py --vllm .venv-vllm-render   # vLLM's render server too
+    python benchmarks/render_server_speed.py --quick --cases images
+
+Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
+real Qwen vocabulary, no weights; app/testing/model_folder.py):
+- `mmprep`: `mmprep serve --model FOLDER`, pixels uint8 (vLLM's default form);
+- `mmprep-float`: the same with `--no-mm-device-do-normalize` (float32, as mmprep sent
+  before it followed vLLM's default);
+- `vllm` (with --vllm VENV): `VLLM_TARGET_DEVICE=cpu VENV/bin/vllm launch render FOLDER`,
+  vLLM's own GPU-less render server, in its default mode (uint8 pixels).
+The first server listed is the baseline of the ratios: vLLM's when it runs, else mmprep-float.
+
+Cases (issue 29's): four new 1280x720 JPEG images per request; the same four again (a
+multi-turn chat resends them); one 32-frame 720p H.264 video; text chats of about 8k words
+and 64k tokens. Per case and server: requests per second at concurrency 1, the server's
+CPU-seconds per request (user + system, all its threads), and the answer's size. Figures
+move with the machine's load (printed): read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+from footage import camera_clip
+from PIL import Image
+
+from mmprep.testing.model_folder import make_model_folder
+
+MODEL = "bench-vlm"
+CASES = ("images", "images_again", "video", "text_8k", "text_64k")
+
+
+@dataclass
+class Server:
+    name: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+    process: subprocess.Popen | None = None
+
+    def start(self, log: Path) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        with log.open("w") as out:
+            self.process = subprocess.Popen(
+                [*self.command, "--port", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+            )
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"{self.name} exited at start ({self.process.returncode}); see {log}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise SystemExit(f"{self.name} did not come up in 600 s; see {log}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def cpu_seconds(self) -> float:
+        """User + system time of the server process and its children so far (/proc)."""
+        assert self.process is not None
+        total = 0.0
+        for pid in [self.process.pid, *children(self.process.pid)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for path in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in path.read_text().split():
+            found += [int(child), *children(int(child))]
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def jpeg_url(seed: int) -> str:
+    """A camera-like 1280x720 JPEG: a gradient with noise (noise keeps it from compressing to nothing)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:720, 0:1280]
+    pixels = np.stack([(x + seed * 7) % 256, (y * 2 + seed) % 256, (x + y) // 8 % 256], -1)
+    pixels = (pixels + rng.integers(-12, 12, pixels.shape)).clip(0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def chat(*parts: dict, **extra: object) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": list(parts)}], **extra}
+
+
+def images(seed: int) -> dict:
+    return chat(
+        *({"type": "image_url", "image_url": {"url": jpeg_url(seed + i)}} for i in range(4)),
+        {"type": "text", "text": "What changed between these pictures?"},
+    )
+
+
+def video_body() -> dict:
+    clip = camera_clip("render_720p_4s.mp4", 1280, 720, 4.0)
+    url = "data:video/mp4;base64," + base64.b64encode(clip.read_bytes()).decode()
+    # The same 32 frames asked of both: vLLM reads num_frames from media_io_kwargs, as mmprep does.
+    return chat(
+        {"type": "video_url", "video_url": {"url": url}},
+        {"type": "text", "text": "What happens?"},
+        media_io_kwargs={"video": {"num_frames": 32}},
+    )
+
+
+def text_body(words: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    vocabulary = ["the", "video", "model", "token", "frame", "Zürich", "東京", "because", "42", "x = f(y)"]
+    return chat({"type": "text", "text": " ".join(rng.choice(vocabulary) for _ in range(words))})
+
+
+def bodies(case: str, count: int) -> list[dict]:
+    """The requests of one case, one per round: new media each round where the case says new."""
+    if case == "images":
+        return [images(4 * i + 100) for i in range(count)]
+    if case == "images_again":
+        return [images(0)] * count
+    if case == "video":
+        return [video_body()] * count  # the video's frames are decoded anew each time on both sides
+    words = 8000 if case == "text_8k" else 40000  # 40k of these words come to about 64k tokens
+    return [text_body(words, i) for i in range(count)]
+
+
+def run_case(client: httpx.Client, servers: list[Server], case: str, rounds: int) -> dict[str, dict]:
+    requests = bodies(case, rounds + 1)
+    for server in servers:  # one warm-up each (the first request loads what is loaded lazily)
+        answered = client.post(server.url + "/v1/chat/completions/render", json=requests[0])
+        if answered.status_code != 200:
+            raise SystemExit(f"{server.name} refused the {case} request: {answered.text[:500]}")
+    took = {server.name: 0.0 for server in servers}
+    sizes = {server.name: 0 for server in servers}
+    cpu = {server.name: -server.cpu_seconds() for server in servers}
+    for body in requests[1:]:
+        for server in servers:  # interleaved: the machine's moods fall on every server alike
+            started = time.perf_counter()
+            answered = client.post(server.url + "/v1/chat/completions/render", json=body)
+            took[server.name] += time.perf_counter() - started
+            sizes[server.name] += len(answered.content)
+            assert answered.status_code == 200, answered.text[:300]
+    return {
+        server.name: {
+            "req_s": rounds / took[server.name],
+            "cpu_s": (cpu[server.name] + server.cpu_seconds()) / rounds,
+            "mb": sizes[server.name] / rounds / 1e6,
+        }
+        for server in servers
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--vllm", type=Path, help="a venv with vLLM 0.33 (scripts/vllm_venv.sh): its render server too"
+    )
+    parser.add_argument("--family", default="qwen2_5_vl")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--rounds", type=int, default=10, help="requests per case and server")
+    parser.add_argument("--quick", action="store_true", help="3 rounds")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else args.rounds
+
+    work = Path(tempfile.mkdtemp(prefix="render-bench-"))
+    folder = make_model_folder(args.family, work / MODEL)
+    mmprep = [sys.executable, "-m", "mmprep", "serve", "--model", str(folder), "--log-level", "warning"]
+    servers = [Server("mmprep-float", [*mmprep, "--no-mm-device-do-normalize"]), Server("mmprep", mmprep)]
+    if args.vllm:
+        vllm = Server(
+            "vllm",
+            [str(args.vllm / "bin" / "vllm"), "launch", "render", str(folder), "--served-model-name", MODEL],
+            {"VLLM_TARGET_DEVICE": "cpu"},
+        )
+        servers.insert(0, vllm)
+    try:
+        for server in servers:
+            server.start(work / f"{server.name}.log")
+        with httpx.Client(timeout=600) as client:
+            cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
+            print(f"{cores} cores, load {load:.1f}; baseline {servers[0].name}")
+            print(
+                f"{'case':<14}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}"
+            )
+            for case in args.cases:
+                figures = run_case(client, servers, case, rounds)
+                base = figures[servers[0].name]
+                for name, row in figures.items():
+                    print(
+                        f"{case:<14}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
+                        f"{row['req_s'] / base['req_s']:>9.2f}{base['cpu_s'] / row['cpu_s']:>8.2f}"
+                    )
+        print(f"load {os.getloadavg()[0]:.1f} at the end")
+    finally:
+        for server in servers:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -253,7 +253,7 @@ class RecordingProxy(ThreadServer):
                     scope["method"], upstream + scope["path"], content=body,
                     headers={"content-type": "application/json"},
                 )
-            if answer.headers.get("content-type", "").startswith("application/json"):
+            if scope["path"] == "/inference/v1/generate" and answer.status_code == 200:
                 self.exchanges.append((json.loads(body), answer.json()))
             await send({"type": "http.response.start", "status": answer.status_code,
                         "headers": [(b"content-type", answer.headers.get("content-type", "").encode())]})

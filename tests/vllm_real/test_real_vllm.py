@@ -59,6 +59,12 @@ SETUPS = [pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMI
 # them on vllm-generate (400 unsupported_placeholder, issue 31 point 5).
 REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")}
 POINT_5 = "vLLM's own render -> generate fails for Qwen3-VL videos (no is_embed): issue 31, point 5"
+REFUSED_RENDER = "mmprep's render refuses Qwen3-VL videos (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
+
+
+def mark_refused(request, setup, case):
+    if (setup["family"], case) in REFUSED:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=REFUSED_RENDER))
 
 
 @pytest.fixture(scope="module", params=SETUPS)
@@ -98,8 +104,9 @@ def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_render_is_vllm_serves_render(setup, case):
+def test_render_is_vllm_serves_render(request, setup, case):
     """Ids, placeholders and tensors (hashes: below) equal those of the engine's own render."""
+    mark_refused(request, setup, case)
     body = body_for(setup, case)
     theirs = render_fields(render(setup["vllm"], body))
     ours = render_fields(render(setup["mmprep"], body))
@@ -108,7 +115,8 @@ def test_render_is_vllm_serves_render(setup, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_render_is_vllm_launch_renders(setup, render_server, case):
+def test_render_is_vllm_launch_renders(request, setup, render_server, case):
+    mark_refused(request, setup, case)
     body = body_for(setup, case)
     theirs = render_fields(render(render_server, body))
     ours = render_fields(render(setup["mmprep"], body))
@@ -117,8 +125,9 @@ def test_render_is_vllm_launch_renders(setup, render_server, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_mm_hashes_are_vllms(setup, case):
+def test_mm_hashes_are_vllms(request, setup, case):
     """vLLM keys its encoder and prefix caches by these (issue 31, point 2)."""
+    mark_refused(request, setup, case)
     body = body_for(setup, case)
     assert render(setup["mmprep"], body)["features"]["mm_hashes"] == render(setup["vllm"], body)["features"]["mm_hashes"]
 

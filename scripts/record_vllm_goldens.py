@@ -90,7 +90,10 @@ def main(families: list[str]) -> None:
 def dumps(goldens: dict) -> str:
     """Indented JSON with each list of numbers on one line (token ids run to hundreds)."""
     text = json.dumps(goldens, indent=1, sort_keys=True)
-    return re.sub(r"\[[\d,\s.-]*\]", lambda match: re.sub(r"\s+", "", match.group()).replace(",", ", "), text) + "\n"
+    return (
+        re.sub(r"\[[\d,\s.-]*\]", lambda match: re.sub(r"\s+", "", match.group()).replace(",", ", "), text)
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

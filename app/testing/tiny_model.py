@@ -67,7 +67,11 @@ VLLM_TEXT = {
 }
 VLLM_TEXT_FOR = {"qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}}}
 # and the vision tower's output is the text's hidden size
-VLLM_VISION = {"qwen2_vl": {"hidden_size": 64}, "qwen2_5_vl": {"out_hidden_size": 64}, "qwen3_vl": {"out_hidden_size": 64}}
+VLLM_VISION = {
+    "qwen2_vl": {"hidden_size": 64},
+    "qwen2_5_vl": {"out_hidden_size": 64},
+    "qwen3_vl": {"out_hidden_size": 64},
+}
 
 
 def save_tiny_model(
@@ -86,7 +90,8 @@ def save_tiny_model(
     }[family]
     torch.manual_seed(0)
     config = config_class(
-        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family] | (vision or {})
+        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text,
+        vision_config=VISION_CONFIGS[family] | (vision or {}),
     )
     model_class(config).save_pretrained(folder)
     return Path(folder)

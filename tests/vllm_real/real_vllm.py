@@ -47,7 +47,14 @@ FPS = 2.0
 # vLLM's CPU build: the CPU platform, a small KV cache (GiB), no torch.compile.
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 # --trust-request-mm-kwargs: vLLM refuses a request's media_io_kwargs (the frames to sample) without it.
-COMMON_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "4096", "--trust-request-mm-kwargs"]
+COMMON_ARGS = [
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "4096",
+    "--trust-request-mm-kwargs",
+]
 
 
 def missing_venv(venv: Path = VENV) -> str | None:
@@ -250,13 +257,20 @@ class RecordingProxy(ThreadServer):
                     break
             async with httpx.AsyncClient(timeout=600) as client:
                 answer = await client.request(
-                    scope["method"], upstream + scope["path"], content=body,
+                    scope["method"],
+                    upstream + scope["path"],
+                    content=body,
                     headers={"content-type": "application/json"},
                 )
             if scope["path"] == "/inference/v1/generate" and answer.status_code == 200:
                 self.exchanges.append((json.loads(body), answer.json()))
-            await send({"type": "http.response.start", "status": answer.status_code,
-                        "headers": [(b"content-type", answer.headers.get("content-type", "").encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": answer.status_code,
+                    "headers": [(b"content-type", answer.headers.get("content-type", "").encode())],
+                }
+            )
             await send({"type": "http.response.body", "body": answer.content})
 
         super().__init__(app)
@@ -314,7 +328,11 @@ def tensors(request: dict) -> dict:
             for key, elem in decode_item(text).items():
                 data = elem.data
                 if isinstance(data, np.ndarray):
-                    value = [str(data.dtype), list(data.shape), hashlib.sha256(data.tobytes()).hexdigest()[:16]]
+                    value = [
+                        str(data.dtype),
+                        list(data.shape),
+                        hashlib.sha256(data.tobytes()).hexdigest()[:16],
+                    ]
                 else:
                     value = list(data)
                 entries[key] = {"data": value, "field": [elem.field.kind, repr(elem.field.keywords)]}

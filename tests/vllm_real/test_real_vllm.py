@@ -59,7 +59,9 @@ SETUPS = [pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMI
 # them on vllm-generate (400 unsupported_placeholder, issue 31 point 5).
 REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")}
 POINT_5 = "vLLM's own render -> generate fails for Qwen3-VL videos (no is_embed): issue 31, point 5"
-REFUSED_RENDER = "mmprep's render refuses Qwen3-VL videos (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
+REFUSED_RENDER = (
+    "mmprep's render refuses Qwen3-VL videos (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
+)
 
 
 def mark_refused(request, setup, case):
@@ -75,7 +77,14 @@ def setup(request):
     folder = model_folder(family)
     with vllm_serve(folder, mode) as server, RecordingProxy(server.url) as proxy:
         with mmprep_server(folder, proxy.url, normalize=mode == "normalize") as mmprep:
-            yield {"family": family, "mode": mode, "folder": folder, "vllm": server.url, "proxy": proxy, "mmprep": mmprep}
+            yield {
+                "family": family,
+                "mode": mode,
+                "folder": folder,
+                "vllm": server.url,
+                "proxy": proxy,
+                "mmprep": mmprep,
+            }
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +138,10 @@ def test_mm_hashes_are_vllms(request, setup, case):
     """vLLM keys its encoder and prefix caches by these (issue 31, point 2)."""
     mark_refused(request, setup, case)
     body = body_for(setup, case)
-    assert render(setup["mmprep"], body)["features"]["mm_hashes"] == render(setup["vllm"], body)["features"]["mm_hashes"]
+    assert (
+        render(setup["mmprep"], body)["features"]["mm_hashes"]
+        == render(setup["vllm"], body)["features"]["mm_hashes"]
+    )
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -16,7 +16,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from real_vllm import MEDIA_CASES, REPO, chat_body, differences, mmprep_has_normalize_setting, mmprep_server, render, render_fields
+from real_vllm import (
+    MEDIA_CASES,
+    REPO,
+    chat_body,
+    differences,
+    mmprep_has_normalize_setting,
+    mmprep_server,
+    render,
+    render_fields,
+)
 
 from mmprep.testing.model_folder import make_model_folder
 
@@ -35,7 +44,13 @@ def setup(request, tmp_path_factory):
     folder = make_model_folder(family, tmp_path_factory.mktemp(family))
     (folder / "config.json").write_text(json.dumps(recorded["config"]))
     with mmprep_server(folder, None, normalize=mode == "normalize", model=recorded["model"]) as url:
-        yield {"family": family, "mode": mode, "url": url, "model": recorded["model"], "cases": recorded["modes"][mode]}
+        yield {
+            "family": family,
+            "mode": mode,
+            "url": url,
+            "model": recorded["model"],
+            "cases": recorded["modes"][mode],
+        }
 
 
 def mmprep_render(setup, case) -> dict:
@@ -47,7 +62,10 @@ def mark_known(request, setup, case):
     if setup["mode"] == "normalize" and not mmprep_has_normalize_setting():
         reason, strict = "issue 31 point 1: mmprep sends float32 normalized patches", True
     elif setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
-        reason, strict = "issue 31 point 5: mmprep refuses Qwen3-VL videos (400 unsupported_placeholder)", False
+        reason, strict = (
+            "issue 31 point 5: mmprep refuses Qwen3-VL videos (400 unsupported_placeholder)",
+            False,
+        )
     elif case == "png-resized":
         reason = "mmprep's resize is not transformers' torchvision resize, which vLLM's processor uses"
         strict = False
@@ -69,5 +87,7 @@ def test_render_is_vllms(request, setup, case, route):
 @pytest.mark.parametrize("case", list(MEDIA_CASES))
 def test_mm_hashes_are_vllms(request, setup, case):
     if MEDIA_CASES[case][0] == "video":
-        request.applymarker(pytest.mark.xfail(strict=False, reason="issue 31 point 2: a video's hash is not vLLM's"))
+        request.applymarker(
+            pytest.mark.xfail(strict=False, reason="issue 31 point 2: a video's hash is not vLLM's")
+        )
     assert mmprep_render(setup, case)["mm_hashes"] == setup["cases"][case]["serve_render"]["mm_hashes"]

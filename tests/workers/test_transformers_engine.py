@@ -57,6 +57,8 @@ QUESTION = "What happens in this video?"
 # frames 0, 2, 4 and 7.
 ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
 SAMPLED = [0, 2, 4, 7]
+
+
 def lossless_video() -> bytes:
     """ENCODED as FFV1 in Matroska: decoded, the same pixels."""
     buffer = io.BytesIO()

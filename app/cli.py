@@ -36,6 +36,7 @@ class Serve(Settings):
 
         log_config = configure_logging(self.log_level)
         settings = Settings(**self.model_dump())
+        _check_chat_templates(settings)
         if self.runtime == "ray":
             from .rayserve.run import run_on_ray
 
@@ -45,6 +46,23 @@ class Serve(Settings):
 
             raise SystemExit(serve_processes(settings, settings.processes))
         serve(create_app(settings), settings, log_config)
+
+
+def _check_chat_templates(settings: Settings) -> None:
+    """With --model, its chat templates compiled before any server starts: one that does not
+    compile stops the command naming its file and line, as a bad setting does (else the
+    server's start would fail on it with jinja's traceback). Compiled once: the service's
+    renderer takes the same from the cache."""
+    if settings.model is None:
+        return
+    from .model import ModelFolderError, load_model_folder
+    from .render import Renderer
+
+    try:
+        Renderer(load_model_folder(str(settings.model), settings.processor))
+    except ModelFolderError as error:
+        print(f"mmprep: invalid model: --model {settings.model}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 WORKER_KEEP_ALIVE_SECONDS = 75

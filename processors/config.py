@@ -10,6 +10,7 @@ pixel bounds whichever key the file used (transformers' from_pretrained would le
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -95,8 +96,13 @@ _SIDE_KEYS = frozenset(
     }
 )
 _VIDEO_KEYS = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
+# Steps transformers' Qwen-VL classes have but never take (their class default is off):
+# accepted off (false or null), refused on, since that would change the output.
+OFF_SWITCHES = frozenset({"do_center_crop", "do_pad"})
+# What those steps would use: nothing while they are off, which is the only way they load.
+OFF_SETTINGS = frozenset({"crop_size", "pad_size", "size_divisor"})
 PIXEL_ALIASES = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
-KNOWN_KEYS = _SIDE_KEYS | _VIDEO_KEYS | PIXEL_ALIASES.keys() | IGNORED_KEYS
+KNOWN_KEYS = _SIDE_KEYS | _VIDEO_KEYS | PIXEL_ALIASES.keys() | IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -145,12 +151,20 @@ def class_defaults(family: str, kind: str) -> dict[str, Any]:
 
 
 def check_keys(values: dict[str, Any], source: str) -> None:
-    """Refuse keys this package does not know, rather than guess what they would change."""
-    unknown = sorted(set(values) - KNOWN_KEYS)
+    """Refuse keys this package does not know, rather than guess what they would change, and
+    steps it does not take switched on. A null is the class default, as transformers reads
+    it (a fast processor's saved config writes every attribute, unset ones as null)."""
+    unknown = sorted(key for key, value in values.items() if key not in KNOWN_KEYS and value is not None)
     if unknown:
         raise ProcessorConfigError(
             f"{source}: unknown processor setting(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(KNOWN_KEYS - IGNORED_KEYS))}"
+            f"known: {', '.join(sorted(KNOWN_KEYS - IGNORED_KEYS - OFF_SETTINGS))}"
+        )
+    on = [f"{key}={json.dumps(values[key], default=repr)}" for key in sorted(OFF_SWITCHES) if values.get(key)]
+    if on:
+        raise ProcessorConfigError(
+            f"{source}: {', '.join(on)}: the Qwen-VL processors never take this step (transformers' "
+            "default is off); set it to false or leave it out"
         )
 
 
@@ -166,7 +180,9 @@ def resolve(family: str, kind: str, layers: list[tuple[dict[str, Any], str]]) ->
 def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: str) -> None:
     """One layer over `values`: `size` replaces the bounds, then `min_pixels` / `max_pixels`
     refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
-    layer = {key: value for key, value in layer.items() if key not in IGNORED_KEYS}
+    # A null means the class default (values already holds it), as transformers' __init__ reads it.
+    skipped = IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
+    layer = {key: value for key, value in layer.items() if key in KNOWN_KEYS - skipped and value is not None}
     size = layer.pop("size", None)
     aliases = {key: layer.pop(key) for key in PIXEL_ALIASES if key in layer}
     if kind == "image":

@@ -44,11 +44,6 @@ class Processor:
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
 
-    @property
-    def raw_pixels(self) -> bool:
-        """Whether the patches are uint8 pixels (nothing rescaled or normalized)."""
-        return not (self.video_config.do_rescale or self.video_config.do_normalize)
-
     def __repr__(self) -> str:
         return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
 

@@ -87,7 +87,7 @@ class ChatCompletionRequest(BaseModel):
             tool_choice=answer.tool_choice
             if isinstance(answer.tool_choice, str | None)
             else answer.tool_choice.model_dump(),
-            enable_thinking=kwargs.get("enable_thinking", True) is not False,
+            enable_thinking=_enable_thinking(kwargs, (self.model_extra or {}).get("reasoning_effort")),
             include_reasoning=answer.include_reasoning,
             parallel_tool_calls=answer.parallel_tool_calls,
         )
@@ -115,6 +115,14 @@ class NamedFunction(BaseModel):
 class NamedToolChoice(BaseModel):
     type: Literal["function"] = "function"
     function: NamedFunction
+
+
+def _enable_thinking(kwargs: dict[str, Any], reasoning_effort: Any) -> bool:
+    """Whether the template was told to think, as vLLM's merged chat_template_kwargs say: the
+    request's enable_thinking, else false for reasoning_effort "none" (app/render applies both)."""
+    if kwargs.get("enable_thinking") is not None:
+        return kwargs["enable_thinking"] is not False
+    return reasoning_effort != "none"
 
 
 class AnswerFields(BaseModel):
@@ -161,7 +169,9 @@ class AnswerFields(BaseModel):
 # template's, through app/render): an engine gets them as SamplingParams and the prompt, so
 # its accepted_fields do not refuse them.
 READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {
+    "chat_template",
     "documents",
+    "reasoning_effort",
     "add_generation_prompt",
     "continue_final_message",
 }

@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         "vLLM derives it: the text config's max_position_embeddings, RoPE scaling)",
     )
 
+    trust_request_chat_template: bool = Field(
+        False,
+        description="--model: render a request that brings its own chat_template (top-level, or in "
+        "chat_template_kwargs) with it, as vLLM's flag of that name; without it such a request is a 400 "
+        "(a template is code run on the server)",
+    )
+
     # -- the vision processor ------------------------------------------------------
     processor: str | None = Field(
         None,
@@ -513,6 +520,11 @@ class Settings(BaseSettings):
                 # Clients then ask for the upstream's model by its own name.
                 assert self.upstream_model is not None  # else `missing` named it above
                 self.served_model_name = [self.upstream_model]
+        if self._given("trust_request_chat_template") and self.model is None:
+            raise ValueError(
+                "--trust-request-chat-template only applies with --model (mmprep renders the template "
+                "only then; without it the engine reads the request's chat_template, if at all)"
+            )
         for name in VLLM_REQUEST_SETTINGS:
             if self._given(name) and self.model is None:
                 raise ValueError(

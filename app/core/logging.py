@@ -33,13 +33,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class NoStartupTraceback(logging.Filter):
+    """Drops uvicorn's copy of a StartupError's traceback: mmprep has logged the error on one
+    line (core/lifespan.py), which says what to change; the stack says nothing more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "uvicorn.error" and "core.lifespan.StartupError: " in record.getMessage())
+
+
 def configure_logging(level: str) -> dict:
     """Set up mmprep's and uvicorn's loggers; returns uvicorn's log_config."""
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "stream": "ext://sys.stderr",
+        "filters": ["startup"],
+    }
     config = {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
+        "filters": {"startup": {"()": NoStartupTraceback}},
         "handlers": {"default": handler},
         "loggers": {
             "mmprep": {"handlers": ["default"], "level": level.upper(), "propagate": False},

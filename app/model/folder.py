@@ -84,6 +84,7 @@ class ModelFolder:
     chat_template: str
     chat_template_source: str  # the file it came from, for messages
     tools_chat_template: str  # for requests with tools (vLLM's resolve_hf_chat_template)
+    tools_chat_template_source: str
     config: dict[str, Any]
     model_type: str
     family: str  # the processor family: qwen2_vl, qwen2_5_vl or qwen3_vl
@@ -125,6 +126,7 @@ class ModelFolder:
         tokenizer, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
         template, source = _chat_template(folder, tokenizer_config)
+        tools_template, tools_source = _tokenizer_template(folder, tokenizer_config) or (template, source)
         added = {
             id_: SpecialToken(id_, token.content, token.special)
             for id_, token in tokenizer.get_added_tokens_decoder().items()
@@ -136,7 +138,8 @@ class ModelFolder:
             tokenizer=tokenizer,
             chat_template=template,
             chat_template_source=source,
-            tools_chat_template=_tokenizer_template(folder, tokenizer_config) or template,
+            tools_chat_template=tools_template,
+            tools_chat_template_source=tools_source,
             config=config,
             model_type=model_type,
             family=family,
@@ -191,30 +194,30 @@ def _chat_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str,
         if not isinstance(template, str):
             raise ModelFolderError(f'{legacy} has no "chat_template" string')
         return template, "chat_template.json"
-    jinja = folder / "chat_template.jinja"
     template = _tokenizer_template(folder, tokenizer_config)
     if template is not None:
-        return template, "chat_template.jinja" if jinja.is_file() else "tokenizer_config.json"
+        return template
     raise ModelFolderError(
         f"{folder} has no chat template: expected chat_template.json, chat_template.jinja or a "
         '"chat_template" in tokenizer_config.json'
     )
 
 
-def _tokenizer_template(folder: Path, tokenizer_config: dict[str, Any]) -> str | None:
-    """The tokenizer's own template, as transformers' tokenizer loads it: chat_template.jinja
-    over tokenizer_config.json's "chat_template" (a string, or named ones: the "default")."""
+def _tokenizer_template(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[str, str] | None:
+    """The tokenizer's own template and the file it is in, as transformers' tokenizer loads it:
+    chat_template.jinja over tokenizer_config.json's "chat_template" (a string, or named
+    ones: the "default")."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
         try:
-            return jinja.read_text(encoding="utf-8")
+            return jinja.read_text(encoding="utf-8"), jinja.name
         except (OSError, UnicodeDecodeError) as error:
             raise ModelFolderError(f"cannot read {jinja}: {error}") from None
     template = tokenizer_config.get("chat_template")
     if isinstance(template, list):  # named templates: [{"name": ..., "template": ...}]
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
         template = named.get("default")
-    return template if isinstance(template, str) else None
+    return (template, "tokenizer_config.json") if isinstance(template, str) else None
 
 
 def _token_id(config: dict[str, Any], key: str, tokenizer: Tokenizer, folder: Path) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
 from mmprep.processors import ProcessorError
+from mmprep.processors.config import IGNORED_KEYS, KNOWN_KEYS
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -34,6 +35,11 @@ REFUSED_KEYS = {
     "max_duration": "mmprep samples the whole video; cut it shorter, or bound the frames with max_frames",
 }
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
+# mm_processor_kwargs keys that change what transformers' processor makes (its config keys),
+# and the scopes vLLM passes to one modality's processor.
+PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS)
+PROCESSOR_SCOPES = ("images_kwargs", "videos_kwargs")
+DEVICE_NORMALIZE_KEYS = frozenset({"do_rescale", "do_normalize"})
 IMAGE_PART_KEYS = ("url", "detail")
 
 
@@ -54,6 +60,31 @@ def request_options(media_io_kwargs: dict | None, mm_processor_kwargs: dict | No
             "mm_processor_kwargs",
         )
     return {**processor, **video}
+
+
+def check_processor_kwargs(mm_processor_kwargs: dict | None, normalizes_on_device: bool) -> None:
+    """With mmprep's own vision processor (--processor, --model): a 400 naming any key of
+    `mm_processor_kwargs` that would change the processor's tensors (vLLM's processor honours
+    `max_pixels` and the rest per request; mmprep's runs with the server's settings, and a
+    key silently left out would give tensors vLLM's own frontend never makes under that
+    request's hash). do_rescale and do_normalize change nothing where the model normalizes
+    on the device: vLLM ignores them there, and so does mmprep."""
+    kwargs = _object(mm_processor_kwargs, "mm_processor_kwargs")
+    scopes = [("mm_processor_kwargs", kwargs)] + [
+        (f"mm_processor_kwargs.{scope}", _object(kwargs[scope], f"mm_processor_kwargs.{scope}"))
+        for scope in PROCESSOR_SCOPES
+        if scope in kwargs
+    ]
+    ignored = DEVICE_NORMALIZE_KEYS if normalizes_on_device else frozenset()
+    for where, values in scopes:
+        for key in sorted(set(values) & PROCESSING_KEYS - ignored):
+            raise ServiceError(
+                f"{where}.{key}: mmprep's vision processor runs with the server's settings, not per "
+                f"request: start mmprep with a --processor folder whose config sets {key} (as vllm "
+                "serve --mm-processor-kwargs sets it), or leave it out",
+                "unsupported_processor_option",
+                where,
+            )
 
 
 def part_options(value: dict, param: str) -> dict[str, Any]:

@@ -31,7 +31,14 @@ from ..media.fetch import MediaFetcher
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import check_image_part, part_error, part_options, request_options, video_sampling
+from .options import (
+    check_image_part,
+    check_processor_kwargs,
+    part_error,
+    part_options,
+    request_options,
+    video_sampling,
+)
 from .pool import DecodePool
 from .timing import Timing
 from .vision import VisionProcessing
@@ -81,7 +88,11 @@ class Preprocessor:
         self._vision = VisionProcessing.from_settings(settings)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
-            Renderer(load_model_folder(str(settings.model), settings.processor), settings.max_model_len)
+            Renderer(
+                load_model_folder(str(settings.model), settings.processor),
+                settings.max_model_len,
+                trust_request_chat_template=settings.trust_request_chat_template,
+            )
             if settings.model
             else None
         )
@@ -138,12 +149,16 @@ class Preprocessor:
             add_generation_prompt=extra.get("add_generation_prompt", True),
             continue_final_message=extra.get("continue_final_message", False),
             chat_template_kwargs=extra.get("chat_template_kwargs"),
+            chat_template=extra.get("chat_template"),
+            reasoning_effort=extra.get("reasoning_effort"),
         )
 
     # -- finding the parts -------------------------------------------------------------
 
     def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
         requested = request_options(request.media_io_kwargs, request.mm_processor_kwargs)
+        if self._vision is not None:
+            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
         messages: list[dict] = []
         parts: list[_MediaPart] = []
         for i, message in enumerate(request.messages):

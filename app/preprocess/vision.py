@@ -38,8 +38,11 @@ def normalizes_on_device(settings: Settings, family: str) -> bool:
 
 
 class VisionProcessing:
-    def __init__(self, processor: Processor, resize: str, max_tokens: int | None):
+    def __init__(
+        self, processor: Processor, resize: str, max_tokens: int | None, normalizes_on_device: bool = False
+    ):
         self.processor = processor
+        self.normalizes_on_device = normalizes_on_device  # the processor leaves the pixels uint8 for it
         self._ffmpeg_resize = resize == "ffmpeg"
         self._max_tokens = max_tokens
 
@@ -52,9 +55,10 @@ class VisionProcessing:
             processor = load_processor(settings.processor)
         else:
             return None
-        if normalizes_on_device(settings, processor.family):
+        on_device = normalizes_on_device(settings, processor.family)
+        if on_device:
             processor = processor.with_raw_pixels()
-        return cls(processor, settings.processor_resize, settings.max_vision_tokens)
+        return cls(processor, settings.processor_resize, settings.max_vision_tokens, on_device)
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;

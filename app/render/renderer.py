@@ -14,36 +14,53 @@ videos=..., do_sample_frames=False)["input_ids"]`).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Literal
 
 import jinja2
 
 from ..core.errors import ServiceError
 from ..engines.prepared import MediaItem, Placeholder, TokenPrompt
-from ..model import ModelFolder
+from ..model import ModelFolder, ModelFolderError
 from .content_format import detect_content_format
 from .placeholders import item_tokens
-from .template import TemplateInputError, compile_template
+from .template import CompiledTemplate, TemplateInputError, compile_template
+
+log = logging.getLogger("mmprep.render")
 
 MediaKind = Literal["image", "video"]  # as MediaItem.kind
 
-# chat_template_kwargs that would replace what mmprep itself gives the template (vLLM
-# refuses chat_template and tokenize there too); the rest reach the template if it reads them.
-_REFUSED_KWARGS = ("chat_template", "tokenize")
+# The chat_template_kwargs mmprep gives the template itself: the rest reach it if it reads them.
 _OWN_INPUTS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
+# Neither reaches the template: chat_template is the template itself (chosen per request), and
+# tokenize changes nothing in the ids (vLLM passes it to apply_chat_template, which tokenizes
+# the same text as vLLM would after it).
+_NOT_PASSED = _OWN_INPUTS | {"chat_template", "tokenize"}
+# vLLM's words (OnlineRenderer.validate_chat_template), so a client sees the same refusal.
+UNTRUSTED_TEMPLATE = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+    "Refused request with untrusted chat template."
+)
 
 
 class Renderer:
-    """One per model folder (the template compiled once, the tokenizer shared)."""
+    """One per model folder (the template compiled once, the tokenizer shared).
+    `trust_request_chat_template`: a request's own `chat_template` is used, as vLLM's flag of
+    that name makes it; else such a request is refused."""
 
-    def __init__(self, folder: ModelFolder, max_model_len: int | None = None):
+    def __init__(
+        self, folder: ModelFolder, max_model_len: int | None = None, trust_request_chat_template: bool = False
+    ):
         self.folder = folder
         self.max_model_len = max_model_len  # None: no limit (vLLM's max_model_len, --max-model-len)
-        self.template = compile_template(folder.chat_template)
+        self.trust_request_chat_template = trust_request_chat_template
+        self.template = _folder_template(folder, folder.chat_template, folder.chat_template_source)
         self.content_format = detect_content_format(self.template.ast)
         # vLLM renders a request with tools with the tokenizer's template (the same one in
         # the Qwen-VL folders)
-        self.tools_template = compile_template(folder.tools_chat_template)
+        self.tools_template = _folder_template(
+            folder, folder.tools_chat_template, folder.tools_chat_template_source
+        )
         self.tools_content_format = detect_content_format(self.tools_template.ast)
         self._pad_kinds: dict[int, MediaKind] = {
             folder.image_token_id: "image",
@@ -61,6 +78,8 @@ class Renderer:
         add_generation_prompt: Any = True,
         continue_final_message: Any = False,
         chat_template_kwargs: Any = None,
+        chat_template: Any = None,
+        reasoning_effort: Any = None,
     ) -> str:
         """The rendered template. `messages` are OpenAI-shaped, with media parts as
         {"type": "image" | "video", ...} (PreparedRequest.messages). A ServiceError (400)
@@ -76,18 +95,20 @@ class Renderer:
                 "continue_final_message",
             )
         tools = _tool_list(tools)
-        template, content_format = (
-            (self.template, self.content_format)
-            if tools is None
-            else (self.tools_template, self.tools_content_format)
-        )
+        chat_template_kwargs = _effective_kwargs(_kwargs_object(chat_template_kwargs), reasoning_effort)
+        # vLLM merges the request's tools and documents under chat_template_kwargs: theirs win
+        if chat_template_kwargs.get("tools") is not None:
+            tools = _given_tools(chat_template_kwargs["tools"])
+        if documents is None:
+            documents = chat_template_kwargs.get("documents")
+        template, content_format = self._template_for(tools, chat_template, chat_template_kwargs)
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
+            chat = [
+                self._message(message, content_format, f"messages[{i}]") for i, message in enumerate(messages)
+            ]
             return template.render(
-                [
-                    self._message(message, content_format, f"messages[{i}]")
-                    for i, message in enumerate(messages)
-                ],
+                _developer_as_system(chat, template.source),
                 tools=tools,
                 documents=_document_list(documents),
                 add_generation_prompt=add_generation_prompt,
@@ -108,36 +129,61 @@ class Renderer:
                 "messages",
             ) from None
 
-    def _template_kwargs(self, template, given: Any) -> dict[str, Any]:
+    def _template_for(
+        self, tools: list[dict[str, Any]] | None, chat_template: Any, kwargs: dict[str, Any]
+    ) -> tuple[CompiledTemplate, str]:
+        """The template this request renders with, and its content format: the request's own
+        where trusted (top-level `chat_template`, else chat_template_kwargs' one, as vLLM
+        merges them), else the folder's (the tokenizer's for a request with tools)."""
+        given, param = chat_template, "chat_template"
+        if given is None and kwargs.get("chat_template") is not None:
+            given, param = kwargs["chat_template"], "chat_template_kwargs.chat_template"
         if given is None:
-            return {}
-        if not isinstance(given, dict):
+            if tools is None:
+                return self.template, self.content_format
+            return self.tools_template, self.tools_content_format
+        if not self.trust_request_chat_template:
+            raise ServiceError(UNTRUSTED_TEMPLATE, "invalid_request", param)
+        if not isinstance(given, str):
+            raise ServiceError(f"{param} must be a string (a Jinja chat template)", "invalid_request", param)
+        try:
+            template = compile_template(given)
+        except jinja2.exceptions.TemplateSyntaxError as error:
             raise ServiceError(
-                "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
-            )
-        for name in _REFUSED_KWARGS:
-            if name in given:
-                raise ServiceError(
-                    f"chat_template_kwargs may not set {name!r}",
-                    "invalid_request",
-                    f"chat_template_kwargs.{name}",
-                )
-        # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...);
-        # never one of the inputs mmprep passes itself.
-        return {k: v for k, v in given.items() if k in template.variables and k not in _OWN_INPUTS}
+                f"{param} does not compile: line {error.lineno}: {error.message}", "invalid_request", param
+            ) from None
+        return template, detect_content_format(template.ast)
+
+    def _template_kwargs(self, template, given: dict[str, Any]) -> dict[str, Any]:
+        # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...).
+        return {k: v for k, v in given.items() if k in template.variables and k not in _NOT_PASSED}
 
     def _message(self, message: dict[str, Any], content_format: str, where: str) -> dict[str, Any]:
-        """A message as vLLM hands it to the template: media parts as {"type": kind}, text parts
-        as {"type": "text", "text": ...} ("openai" templates) or everything joined ("string"),
-        and a tool call's JSON arguments parsed (templates write them with tojson)."""
-        message = dict(message)
-        content = message.get("content")
-        if isinstance(content, list):
-            parts = [_template_part(part) for part in content]
+        """A message as vLLM hands it to the template (renderers/chat_utils
+        `parse_chat_message_content`): its content as parts, a string being one text part and
+        none no parts; media parts as {"type": kind}, text parts as {"type": "text", "text": ...}
+        ("openai" templates) or everything joined ("string"); a tool message's text parts
+        joined into one string; a tool call's arguments parsed to an object (templates write
+        them with tojson). Parts, not a string, matter where a template tests the content: an
+        assistant turn of "" with tool calls is `[{"type": "text", "text": ""}]` to vLLM, which
+        the Qwen templates find not empty."""
+        message = _fields_vllm_keeps(message)
+        parts = [_template_part(part) for part in _as_parts(message.get("content"))]
+        if message.get("role") == "tool" and all(part["type"] == "text" for part in parts):
+            # as vLLM joins them: most templates write a tool's result only as a string
+            message["content"] = "\n".join(part["text"] for part in parts)
+        else:
             message["content"] = parts if content_format == "openai" else self._joined(parts)
         if message.get("role") == "assistant" and message.get("tool_calls") is not None:
-            _check_tool_calls(message["tool_calls"], f"{where}.tool_calls")
-            message["tool_calls"] = [_parsed_arguments(call) for call in message["tool_calls"]]
+            calls = message["tool_calls"]
+            _check_tool_calls(calls, f"{where}.tool_calls")
+            if calls:
+                message["tool_calls"] = [
+                    _parsed_arguments(call, f"{where}.tool_calls[{j}].function.arguments")
+                    for j, call in enumerate(calls)
+                ]
+            else:  # vLLM drops an empty list, so the template takes its plain assistant path
+                del message["tool_calls"]
         return message
 
     def _joined(self, parts: list[dict[str, Any]]) -> str:
@@ -217,6 +263,61 @@ def _positions(ids: list[int], token: int) -> list[int]:
     return found
 
 
+def _folder_template(folder: ModelFolder, text: str, source: str) -> CompiledTemplate:
+    """A folder's template compiled, or a ModelFolderError naming its file and line (the
+    template's own line: for a template inside a JSON file, of the template text)."""
+    try:
+        return compile_template(text)
+    except jinja2.exceptions.TemplateSyntaxError as error:
+        raise ModelFolderError(
+            f"{folder.path / source}: the chat template does not compile: line {error.lineno} of the "
+            f"template: {error.message}"
+        ) from None
+
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # vLLM's ReasoningEffort
+
+
+def _effective_kwargs(given: dict[str, Any], reasoning_effort: Any) -> dict[str, Any]:
+    """chat_template_kwargs as vLLM merges them (ChatCompletionRequest.build_chat_params, then
+    ChatParams.with_defaults): a value of null or "auto" counts as not given, and the request's
+    reasoning_effort reaches the template under that name, with enable_thinking (false for
+    "none") unless the request's kwargs say."""
+    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+        raise ServiceError(
+            f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}",
+            "invalid_request",
+            "reasoning_effort",
+        )
+    kwargs = {key: value for key, value in given.items() if value is not None and value != "auto"}
+    if reasoning_effort is not None:
+        kwargs["reasoning_effort"] = reasoning_effort
+        if "enable_thinking" not in given:
+            kwargs["enable_thinking"] = reasoning_effort != "none"
+    return kwargs
+
+
+def _given_tools(tools: Any) -> list[dict[str, Any]]:
+    """chat_template_kwargs' tools, which vLLM hands the template as they came."""
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        raise ServiceError(
+            "chat_template_kwargs.tools must be a list of objects",
+            "invalid_request",
+            "chat_template_kwargs.tools",
+        )
+    return tools
+
+
+def _kwargs_object(given: Any) -> dict[str, Any]:
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise ServiceError(
+            "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
+        )
+    return given
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ServiceError(f"{name} must be true or false", "invalid_request", name)
@@ -228,7 +329,27 @@ def _tool_list(tools: Any) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
         raise ServiceError("tools must be a list of objects", "invalid_request", "tools")
-    return tools
+    return [_as_vllm_dumps_it(tool) for tool in tools]
+
+
+def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as vLLM hands it to the template (ChatCompletionToolsParam's model_dump): the
+    function's name, description and parameters, null where not given (templates write the
+    tool with tojson, so a missing description is `"description": null`), strict and
+    defer_loading only where set, nothing else."""
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        function = {}
+    dumped = {key: function.get(key) for key in ("name", "description", "parameters")}
+    defer = tool.get("defer_loading")
+    # the function's defer_loading, else the tool's (vLLM's _propagate_defer_loading)
+    own = function.get("defer_loading")
+    extras = {"strict": function.get("strict"), "defer_loading": defer if own is None else own}
+    dumped |= {key: value for key, value in extras.items() if value is not None}
+    as_dumped = {"type": tool.get("type", "function"), "function": dumped}
+    if defer is not None:
+        as_dumped["defer_loading"] = defer
+    return as_dumped
 
 
 def _document_list(documents: Any) -> list[dict[str, Any]] | None:
@@ -237,6 +358,70 @@ def _document_list(documents: Any) -> list[dict[str, Any]] | None:
     if not isinstance(documents, list) or not all(isinstance(document, dict) for document in documents):
         raise ServiceError("documents must be a list of objects", "invalid_request", "documents")
     return documents
+
+
+def _fields_vllm_keeps(message: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a message that reach the template in vLLM, which builds each message anew
+    (renderers/chat_utils `parse_chat_message_content`): role and content; name and task if
+    strings; an assistant's tool_calls and its reasoning (under reasoning and reasoning_content,
+    read from either); a tool's tool_call_id; a developer's tools. Others never reach it."""
+    role = message.get("role")
+    kept: dict[str, Any] = {"role": role, "content": message.get("content")}
+    kept |= {key: message[key] for key in ("name", "task") if isinstance(message.get(key), str)}
+    if role == "assistant":
+        if message.get("tool_calls") is not None:
+            kept["tool_calls"] = message["tool_calls"]
+        reasoning = message.get("reasoning")
+        if reasoning is None:
+            reasoning = message.get("reasoning_content")  # vLLM's deprecated name, renamed
+        if reasoning is not None:
+            kept["reasoning"] = kept["reasoning_content"] = reasoning
+    elif role == "tool" and "tool_call_id" in message:
+        kept["tool_call_id"] = message["tool_call_id"]
+    elif role == "developer":
+        kept["tools"] = message.get("tools")
+    return kept
+
+
+def _developer_as_system(chat: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    """vLLM's safe_apply_chat_template: for a template that never names the developer role,
+    developer messages become system ones (their tools dropped); where that leaves a system
+    message past the first place, or more than one, their texts are merged into one first
+    system message (lines joined within a message, paragraphs between them)."""
+    if all(message["role"] != "developer" for message in chat) or any(
+        quoted in source for quoted in ('"developer"', "'developer'")
+    ):
+        return chat
+    chat = [
+        {**{k: v for k, v in message.items() if k != "tools"}, "role": "system"}
+        if message["role"] == "developer"
+        else message
+        for message in chat
+    ]
+    if [i for i, message in enumerate(chat) if message["role"] == "system"] == [0]:
+        return chat
+    texts = [_system_text(message.get("content")) for message in chat if message["role"] == "system"]
+    merged = {"role": "system", "content": "\n\n".join(text for text in texts if text)}
+    return [merged, *(message for message in chat if message["role"] != "system")]
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"] if isinstance(part, dict) else part
+            for part in content
+            if isinstance(part, str) or (isinstance(part, dict) and "text" in part)
+        )
+    return content or ""
+
+
+def _as_parts(content: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """A message's content as parts, as vLLM reads it: a string is one text part, none is none."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content
 
 
 def _template_part(part: dict[str, Any]) -> dict[str, Any]:
@@ -253,6 +438,14 @@ def _check_tool_calls(calls: Any, where: str) -> None:
     for j, call in enumerate(calls):
         here = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(call, dict) and call.get("type") != "function":  # vLLM's models require it
+            raise ServiceError(
+                f"{here}.type must be 'function' (the only tool calls chat completions have)",
+                "invalid_request",
+                f"{here}.type",
+            )
+        if isinstance(call, dict) and not isinstance(call.get("id"), str):
+            raise ServiceError(f"{here}.id must be a string (the call's id)", "invalid_request", f"{here}.id")
         if not isinstance(function, dict):
             raise ServiceError(
                 f"{here} must be an object with a function", "invalid_request", f"{here}.function"
@@ -264,17 +457,27 @@ def _check_tool_calls(calls: Any, where: str) -> None:
                 )
 
 
-def _parsed_arguments(call: Any) -> Any:
-    """vLLM parses a tool call's `arguments` JSON string to an object before rendering."""
-    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-        return call
-    arguments = call["function"].get("arguments")
-    if not isinstance(arguments, str):
-        return call
+def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
+    """The call with its `arguments` (a string: _check_tool_calls) as the object vLLM parses it
+    to before rendering (renderers/chat_utils `_postprocess_messages`): "" and "null" are {};
+    so is text that is not a JSON object, which vLLM renders as {} with a warning rather than
+    refusing, since the call is history: a 400 would fail every later turn of the conversation."""
+    arguments = call["function"]["arguments"]
     try:
-        parsed = json.loads(arguments)
+        parsed = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError:
-        return call  # left as the string, which templates write as it is
+        log.warning(
+            "%s is not valid JSON (%d chars): rendered as {}, as vLLM renders it", where, len(arguments)
+        )
+        parsed = {}
+    if parsed is not None and not isinstance(parsed, dict):
+        log.warning(
+            "%s is JSON but not an object (%s): rendered as {}, as vLLM renders it",
+            where,
+            type(parsed).__name__,
+        )
+    if not isinstance(parsed, dict):
+        parsed = {}
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 

@@ -40,16 +40,26 @@ def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str
 
 
 def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as mmprep renders them, as transformers' users pass them to
-    apply_chat_template (the oracle's side): media parts bare ({"type": "video"}, no
-    media_index), tool-call arguments as objects (what vLLM parses them to before rendering)."""
+    """Messages as mmprep receives them, as vLLM hands them to transformers'
+    apply_chat_template for a template that takes content as parts (the Qwen-VL ones): the
+    oracle's side. Every content as parts (a string one text part, none no parts), a tool
+    message's all-text parts joined by line breaks, media parts bare ({"type": "video"}, no
+    media_index), tool-call arguments as objects (vllm/renderers/chat_utils)."""
     messages = copy.deepcopy(messages)
     for message in messages:
-        if isinstance(message.get("content"), list):
-            message["content"] = [
-                {"type": part["type"]} if part["type"] in ("image", "video") else part
-                for part in message["content"]
-            ]
+        content = message.get("content")
+        parts = (
+            []
+            if content is None
+            else [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else content
+        )
+        parts = [{"type": part["type"]} if part["type"] in ("image", "video") else part for part in parts]
+        if message["role"] == "tool" and all(part["type"] == "text" for part in parts):
+            message["content"] = "\n".join(part["text"] for part in parts)
+        else:
+            message["content"] = parts
         for call in message.get("tool_calls", []):
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
     return messages

@@ -83,15 +83,17 @@ class VllmGenerateEngine(UpstreamClient):
         # Why requests are refused, found when the upstream is reached: (code, message).
         self._refusal: tuple[str, str] | None = None
         self._pixel_form = PixelFormCheck()
+        self._started = False
 
     async def start(self) -> None:
         """Probes the upstream, reads its version and checks its pixel form; an untested
         version (unless allowed) or the other pixel form stops mmprep. One that cannot be
         reached is checked when it can."""
         await super().start()
+        self._started = True  # refusals found from now on are logged where they are found
         if self._refusal is not None:
             await self.stop()
-            raise StartupError(self._refusal[1])
+            raise StartupError(self._refusal[1])  # logged where the server stops
 
     def ready(self) -> bool:
         return super().ready() and self._refusal is None
@@ -119,15 +121,21 @@ class VllmGenerateEngine(UpstreamClient):
         elif self.allow_untested_version:
             log.warning("%s; serving anyway (--upstream-allow-untested-version)", problem)
         else:
-            refusal = problem + ": give --upstream-allow-untested-version to serve anyway"
-            self._refusal = ("upstream_version_untested", refusal)
-            log.error("%s", refusal)
+            self._refuse(
+                "upstream_version_untested",
+                problem + ": give --upstream-allow-untested-version to serve anyway",
+            )
 
     async def _check_pixel_form(self) -> None:
         problem = await self._pixel_form.check(self._http, server_root(self._base_url), self.options)
         if problem is not None and self._refusal is None:
-            self._refusal = ("upstream_pixel_form", problem)
-            log.error("%s", problem)
+            self._refuse("upstream_pixel_form", problem)
+
+    def _refuse(self, code: str, message: str) -> None:
+        """Refuse every request from now on (a 502 `code`); after start, say so in the log."""
+        self._refusal = (code, message)
+        if self._started:
+            log.error("%s", message)
 
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         if request.media and self._refusal is None:  # come up since the last probe: asked now

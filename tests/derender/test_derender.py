@@ -247,3 +247,18 @@ def test_parallel_tool_calls_false_keeps_the_first_call_only():
     deltas = [derender.feed(EngineOutput(token_ids=tuple(fixture["token_ids"]))), derender.finish()]
     assert [call.name for d in deltas for call in d.tool_calls] == ["get_weather"]
     assert derender.finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    ("fields", "thinking"),
+    [
+        ({}, True),
+        ({"reasoning_effort": "low"}, True),
+        ({"reasoning_effort": "none"}, False),  # vLLM tells the template enable_thinking=false
+        ({"reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": True}}, True),
+        ({"chat_template_kwargs": {"enable_thinking": False}}, False),
+    ],
+)
+def test_the_answer_expects_thinking_as_the_template_was_told(fields, thinking):
+    body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields})
+    assert body.output_options().enable_thinking is thinking

@@ -5,6 +5,7 @@ that agree with the tensors, padding, threads, and clear errors for bad input.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,7 +97,9 @@ def test_folder_family_from_config_json(tmp_path):
     [
         ("llava", {}, "neither a processor family"),
         ("Qwen/Qwen9-VL", {}, "neither a processor family"),
-        ("qwen2_vl", {"do_center_crop": True}, "unknown processor setting.*do_center_crop"),
+        ("qwen2_vl", {"do_center_crop": True}, "do_center_crop=true: the Qwen-VL processors never take"),
+        ("qwen2_vl", {"do_pad": True, "pad_size": {"height": 8}}, "do_pad=true"),
+        ("qwen2_vl", {"tile_size": 448}, "unknown processor setting.*tile_size"),
         ("qwen2_vl", {"resample": 2}, "only bicubic"),
         ("qwen2_vl", {"patch_size": 0}, "patch_size must be a positive integer"),
         ("qwen2_vl", {"image_std": [0.5, 0]}, "image_std must be a number or a list of 3"),
@@ -108,6 +111,43 @@ def test_folder_family_from_config_json(tmp_path):
 def test_bad_names_and_settings_say_what_is_wrong(name, overrides, message):
     with pytest.raises(ProcessorConfigError, match=message):
         load_processor(name, **overrides)
+
+
+HUB_QWEN3_VL = Path(__file__).parents[1] / "data" / "processors" / "Qwen3-VL-8B-Instruct"
+
+
+def test_a_fast_processor_dump_loads_as_the_published_config():
+    # Qwen3-VL's configs as a fast processor saves them: every attribute, unset ones as null,
+    # steps the Qwen-VL classes never take (center crop, pad) among them, off
+    dumped = json.loads((HUB_QWEN3_VL / "preprocessor_config.json").read_text())
+    assert dumped["do_center_crop"] is None and dumped["crop_size"] is None and dumped["do_pad"] is None
+    proc, published = load_processor(HUB_QWEN3_VL), load_processor("Qwen/Qwen3-VL-8B-Instruct")
+    assert proc.family == "qwen3_vl"
+    assert (proc.image_config, proc.video_config) == (published.image_config, published.video_config)
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"do_center_crop": False, "crop_size": {"height": 224, "width": 224}},  # off: the size is unused
+        {"do_pad": False, "pad_size": {"height": 32, "width": 32}, "size_divisor": None},
+        {
+            "tile_size": None,
+            "do_resize": None,
+            "size": None,
+        },  # null: the class default, as transformers reads it
+    ],
+)
+def test_a_knob_that_changes_nothing_is_accepted(knobs):
+    assert load_processor("qwen2_vl", **knobs).video_config == load_processor("qwen2_vl").video_config
+
+
+def test_a_step_that_would_change_the_output_is_refused_naming_it_and_the_file(tmp_path):
+    for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
+        dumped = json.loads((HUB_QWEN3_VL / name).read_text())
+        (tmp_path / name).write_text(json.dumps(dumped | {"do_center_crop": name.startswith("video")}))
+    with pytest.raises(ProcessorConfigError, match=r"video_preprocessor_config.json: do_center_crop=true"):
+        load_processor(tmp_path)
 
 
 def test_unreadable_folders_say_which_file(tmp_path):

@@ -6,6 +6,7 @@ rendered prompt's tokens."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -146,9 +147,9 @@ def test_a_request_the_template_cannot_take_is_a_400_before_any_fetch(qwen3_fold
         body = {
             "model": "Qwen3-VL-Test",
             "messages": [{"role": "user", "content": "hi"}],
-            "chat_template_kwargs": {"tokenize": True},
+            "chat_template_kwargs": {"chat_template": "{{ messages }}"},
         }
-        assert_error(post(server, body), 400, param="chat_template_kwargs.tokenize")
+        assert_error(post(server, body), 400, param="chat_template_kwargs.chat_template")
         response = post(server, {"model": "Qwen3-VL-Test", "messages": [{"role": "user", "content": "hi"}]})
         assert response.status_code == 200
         timing = dict(item.strip().split(";dur=") for item in response.headers["server-timing"].split(","))
@@ -178,3 +179,101 @@ def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_
     # the Qwen-VL folders carry no second template: the same one either way
     plain = Renderer(ModelFolder.load(make_model_folder("qwen3_vl", tmp_path / "q")))
     assert plain.tools_template is plain.template
+
+
+def _render(server, body: dict) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=60)
+
+
+def test_tool_call_arguments_and_tool_messages_over_http_as_vllm_reads_them(qwen3_folder):
+    def history(arguments, tool_message):
+        call = {"id": "c1", "type": "function", "function": {"name": "get", "arguments": arguments}}
+        return {
+            "model": "Qwen3-VL-Test",
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                tool_message,
+            ],
+        }
+
+    answered = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+    with LiveServer(model=qwen3_folder) as server:
+        expected = _render(server, history("{}", answered)).json()["token_ids"]
+        text = ModelFolder.load(qwen3_folder).tokenizer.decode(expected, skip_special_tokens=False)
+        assert '"arguments": {}}' in text
+        # "", "null" and text that is not JSON are {} to vLLM: the same ids, each a 200
+        for arguments in ("", "null", "not json {"):
+            response = _render(server, history(arguments, answered))
+            assert response.status_code == 200 and response.json()["token_ids"] == expected, arguments
+        # a tool message without tool_call_id is accepted and rendered as vLLM renders it
+        without_id = _render(server, history("{}", {"role": "tool", "content": "sunny"}))
+        assert without_id.status_code == 200 and without_id.json()["token_ids"] == expected
+        client = openai_client(server)
+        answer = client.chat.completions.create(**history("", {"role": "tool", "content": "sunny"}))
+        assert json.loads(answer.choices[0].message.content)["prompt"]["tokens"] == len(expected)
+
+
+def test_a_requests_chat_template_needs_trust_request_chat_template(qwen3_folder):
+    import openai
+
+    messages = [{"role": "user", "content": "hi"}]
+    mine = "{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"
+    with LiveServer(model=qwen3_folder) as server:
+        with pytest.raises(openai.BadRequestError) as caught:
+            openai_client(server).chat.completions.create(
+                model="Qwen3-VL-Test", messages=messages, extra_body={"chat_template": mine}
+            )
+        error = caught.value.body
+        assert error["param"] == "chat_template" and "--trust-request-chat-template" in error["message"]
+        body = {
+            "model": "Qwen3-VL-Test",
+            "messages": messages,
+            "chat_template_kwargs": {"chat_template": mine},
+        }
+        assert_error(_render(server, body), 400, param="chat_template_kwargs.chat_template")
+    with LiveServer(model=qwen3_folder, trust_request_chat_template=True) as server:
+        rendered = _render(server, {"model": "Qwen3-VL-Test", "messages": messages, "chat_template": mine})
+        assert rendered.status_code == 200, rendered.text
+        folder = ModelFolder.load(qwen3_folder)
+        assert rendered.json()["token_ids"] == folder.encode("<|im_start|>hi")
+        assert (
+            _render(server, {"model": "Qwen3-VL-Test", "messages": messages, "chat_template": 3}).status_code
+            == 400
+        )
+
+
+def test_trust_request_chat_template_needs_a_model_folder():
+    from mmprep.core.config import Settings
+
+    with pytest.raises(ValueError, match="--trust-request-chat-template only applies with --model"):
+        Settings(trust_request_chat_template=True)
+
+
+def test_a_folder_as_the_hub_publishes_it_loads(tmp_path):
+    # Qwen3-VL-8B-Instruct's processor configs as a fast processor writes them (nulls and
+    # steps left off among them): --model takes the folder, with the published processor
+    folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-8B-Instruct")
+    hub = Path(__file__).parents[1] / "data" / "processors" / "Qwen3-VL-8B-Instruct"
+    for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
+        (folder / name).write_bytes((hub / name).read_bytes())
+    loaded = ModelFolder.load(folder)
+    published = load_processor("Qwen/Qwen3-VL-8B-Instruct")
+    assert (loaded.processor.image_config, loaded.processor.video_config) == (
+        published.image_config,
+        published.video_config,
+    )
+
+
+@pytest.mark.slow  # `python -m mmprep serve` as a process
+def test_serve_with_a_template_that_does_not_compile_stops_naming_file_and_line(tmp_path):
+    folder = make_model_folder("qwen3_vl", tmp_path / "m")
+    template = json.loads((folder / "chat_template.json").read_text())
+    template["chat_template"] = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"
+    (folder / "chat_template.json").write_text(json.dumps(template))
+    result = run_mmprep("serve", "--model", str(folder))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"mmprep: invalid model: --model {folder}: {folder.resolve() / 'chat_template.json'}: the chat "
+        "template does not compile: line 2 of the template: unexpected '}'"
+    ]

@@ -12,7 +12,8 @@ import pytest
 from render_cases import media_item
 
 from mmprep.core.errors import ServiceError
-from mmprep.model import load_model_folder
+from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
+from mmprep.processors.loading import PRESETS
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import make_model_folder
 
@@ -138,6 +139,11 @@ def test_bad_options_are_400s_naming_the_field(renderers, options, param):
             [{"id": "1", "type": "function", "function": {"name": 3, "arguments": "{}"}}],
             "messages[1].tool_calls[0].function.name",
         ),
+        (
+            [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            "messages[1].tool_calls[0].id",
+        ),
+        ([{"id": "1", "function": {"name": "f", "arguments": "{}"}}], "messages[1].tool_calls[0].type"),
     ],
 )
 def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(renderers, calls, param):
@@ -217,3 +223,128 @@ def test_a_string_template_gets_the_text_joined_with_the_placeholders_first(tmp_
     assert renderer.render_text([{"role": "user", "content": content}]) == (
         "[<|vision_start|><|image_pad|><|vision_end|>\na\nb]"
     )
+
+
+# -- messages as vLLM reads them (vllm/renderers/chat_utils, OnlineRenderer) --
+
+
+def _history(arguments):
+    return [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get", "arguments": arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+
+
+@pytest.mark.parametrize("arguments", ["", "null", "not json {", "[1, 2]", "42"])
+def test_tool_call_arguments_that_are_no_object_render_as_an_empty_one(renderers, arguments):
+    # vLLM's _postprocess_messages: "" and "null" are {}; so is text that is not a JSON object
+    # (a warning, not a 400: the call is history, and a 400 would fail every later turn)
+    renderer = renderers["qwen3_vl"]
+    rendered = renderer.render_text(_history(arguments))
+    assert rendered == renderer.render_text(_history("{}"))
+    assert '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>' in rendered
+    assert '"arguments": {"city": "Paris"}}' in renderer.render_text(_history('{"city": "Paris"}'))
+
+
+def test_a_tool_message_renders_as_vllm_renders_it(renderers):
+    renderer = renderers["qwen3_vl"]
+    with_id = _history("{}")
+    without_id = [*with_id[:2], {"role": "tool", "content": "sunny"}]  # accepted: vLLM's custom message
+    assert renderer.render_text(without_id) == renderer.render_text(with_id)
+    # text parts joined with a line break, as vLLM joins them (the template alone would not)
+    parts = [
+        *with_id[:2],
+        {"role": "tool", "content": [{"type": "text", "text": "sun"}, {"type": "text", "text": "ny"}]},
+    ]
+    assert "<tool_response>\nsun\nny\n</tool_response>" in renderer.render_text(parts)
+
+
+def test_an_empty_tool_call_list_takes_the_plain_assistant_path(renderers):
+    renderer = renderers["qwen3_vl"]
+    plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert renderer.render_text([plain[0], {**plain[1], "tool_calls": []}]) == renderer.render_text(plain)
+
+
+def test_a_call_of_another_type_is_a_400_naming_it(renderers):
+    messages = _history("{}")
+    messages[1]["tool_calls"][0]["type"] = "custom"
+    with pytest.raises(ServiceError) as caught:
+        renderers["qwen3_vl"].render_text(messages)
+    assert caught.value.status == 400 and caught.value.param == "messages[1].tool_calls[0].type"
+
+
+@pytest.mark.parametrize(
+    ("options", "param"),
+    [
+        ({"chat_template": "{{ 'mine' }}"}, "chat_template"),
+        ({"chat_template_kwargs": {"chat_template": "{{ 'mine' }}"}}, "chat_template_kwargs.chat_template"),
+    ],
+)
+def test_a_requests_own_template_is_refused_unless_trusted(renderers, options, param):
+    with pytest.raises(ServiceError) as caught:
+        renderers["qwen3_vl"].render_text([{"role": "user", "content": "hi"}], **options)
+    assert (caught.value.status, caught.value.param) == (400, param)
+    assert "--trust-request-chat-template is not set" in caught.value.message  # vLLM's words
+
+
+def test_a_trusted_request_template_is_used_as_vllm_uses_it(renderers):
+    trusted = Renderer(renderers["qwen3_vl"].folder, trust_request_chat_template=True)
+    messages = [{"role": "user", "content": "hi"}]
+    mine = "{% for m in messages %}[{{ m.content }}]{% endfor %}{% if flavour %}{{ flavour }}{% endif %}"
+    assert trusted.render_text(messages, chat_template=mine) == "[hi]"
+    # chat_template_kwargs reach it where it reads them; tokenize changes nothing
+    kwargs = {"flavour": "!", "enable_thinking": False, "tokenize": True}
+    assert trusted.render_text(messages, chat_template=mine, chat_template_kwargs=kwargs) == "[hi]!"
+    # chat_template_kwargs' template where the top level gives none, the top level's over it
+    assert trusted.render_text(messages, chat_template_kwargs={"chat_template": mine}) == "[hi]"
+    assert (
+        trusted.render_text(messages, chat_template="top", chat_template_kwargs={"chat_template": mine})
+        == "top"
+    )
+    # and for a request with tools too (vLLM's first choice, before the tokenizer's)
+    assert (
+        trusted.render_text(
+            messages, chat_template=mine, tools=[{"type": "function", "function": {"name": "f"}}]
+        )
+        == "[hi]"
+    )
+    # the folder's own when the request brings none
+    assert trusted.render_text(messages) == renderers["qwen3_vl"].render_text(messages)
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [(3, "chat_template must be a string"), ("{% for m in messages %}\n{{ m }", "does not compile: line 2")],
+)
+def test_a_trusted_template_that_cannot_be_used_is_a_400(renderers, template, says):
+    trusted = Renderer(renderers["qwen3_vl"].folder, trust_request_chat_template=True)
+    with pytest.raises(ServiceError) as caught:
+        trusted.render_text([{"role": "user", "content": "hi"}], chat_template=template)
+    assert (caught.value.status, caught.value.param) == (
+        400,
+        "chat_template",
+    ) and says in caught.value.message
+
+
+@pytest.mark.parametrize("source", ["chat_template.json", "chat_template.jinja", "tokenizer_config.json"])
+def test_a_folder_template_that_does_not_compile_is_refused_naming_file_and_line(tmp_path, source):
+    folder = make_model_folder("qwen2_vl", tmp_path / "m", omit=("chat_template.json",))
+    bad = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"
+    if source == "chat_template.jinja":
+        (folder / source).write_text(bad)
+    else:
+        config = (
+            json.loads((PRESETS / "qwen2_vl" / source).read_text()) if source != "chat_template.json" else {}
+        )
+        (folder / source).write_text(json.dumps({**config, "chat_template": bad}))
+    with pytest.raises(
+        ModelFolderError, match=rf"{folder / source}: the chat template does not compile: line 2 of"
+    ):
+        Renderer(ModelFolder.load(folder))

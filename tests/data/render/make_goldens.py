@@ -5,7 +5,8 @@ with the tokenizers library alone (CI's 3.13 run has no torch).
 
 For each family's test model folder (app/testing/model_folder.py: the published templates
 and configs, the real Qwen vocabulary) and each case below, transformers renders and
-tokenizes as its users do: `processor.apply_chat_template(messages, ...)`, then
+tokenizes the messages as vLLM hands them to it (`as_transformers`: content as parts, tool
+calls' arguments as objects): `processor.apply_chat_template(messages, ...)`, then
 `processor(text=..., images=..., videos=..., video_metadata=..., do_sample_frames=False)`,
 with vLLM's default add_generation_prompt=True where a case does not say.
 Frames are black (the ids depend on sizes and metadata only). goldens.json keeps each case's

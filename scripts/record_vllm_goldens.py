@@ -9,8 +9,8 @@ normalize modes, it starts `vllm serve --enable-scale-out` (vLLM's CPU build, 0.
 launch render` (0.33) and keeps, per media case, each render route's answer (token ids,
 placeholders, mm_hashes; the kwargs tensors as dtype, shape and a digest of their bytes, so
 the file stays small), the engine's greedy ids for the chat, and the ids its
-/inference/v1/generate gives for its own render's answer (issue 31, point 5). Some 15 minutes
-on 2 cores. Families not named keep what the file has.
+/inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
+on 2 shared cores. Families not named keep what the file has.
 """
 
 from __future__ import annotations

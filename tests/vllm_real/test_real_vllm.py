@@ -16,7 +16,7 @@ mmprep is told the tensor form with --mm-device-do-normalize / --no-mm-device-do
 point 1) when it has that setting; without it, mmprep sends float32 normalized patches, so the
 default mode fails and --no-mm-device-do-normalize passes: the defect.
 
-Slow (some 25 minutes on 2 cores: a vLLM start-up is about a minute); skipped without the
+Slow (15-22 minutes on 2 shared cores: a vLLM start-up is 1-4 minutes); skipped without the
 venvs of scripts/vllm_venv.sh. tests/vllm_real/test_vllm_goldens.py checks mmprep against what
 these servers answered, without vLLM.
 """

@@ -44,6 +44,7 @@ from mmprep.engines.transformers_engine import (  # noqa: E402 (imports torch: a
     MODEL_VARIABLE,
     TransformersEngine,
 )
+from mmprep.testing.tiny_model import build_model_folder  # noqa: E402
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 
@@ -56,61 +57,6 @@ QUESTION = "What happens in this video?"
 # frames 0, 2, 4 and 7.
 ENCODED = np.random.default_rng(1).integers(0, 256, (8, 224, 224, 3), dtype=np.uint8)
 SAMPLED = [0, 2, 4, 7]
-ROPE_PARAMETERS = {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6}
-TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
-    "vocab_size": 151936,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 4096,
-    "rope_parameters": ROPE_PARAMETERS,
-}
-VISION_CONFIGS = {
-    "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
-    "qwen2_5_vl": {
-        "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 4,
-        "out_hidden_size": 32,
-        "fullatt_block_indexes": [1],
-        "tokens_per_second": 25,
-    },
-    "qwen3_vl": {
-        "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 4,
-        "out_hidden_size": 32,
-        "deepstack_visual_indexes": [1],
-        "num_position_embeddings": 64,
-    },
-}
-TEXT_FOR = {
-    "qwen3_vl": {
-        "head_dim": 8,
-        "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
-    }
-}
-
-
-def build_model_folder(folder, family: str = "qwen2_vl", **text):
-    """`family`'s model folder (published configs, real tokenizer) with a tiny random model in
-    it; `text`: text config keys over TEXT_CONFIG."""
-    make_model_folder(family, folder)
-    config_class, model_class = {
-        "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
-        "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
-        "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
-    }[family]
-    torch.manual_seed(0)
-    config = config_class(
-        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text, vision_config=VISION_CONFIGS[family]
-    )
-    model_class(config).save_pretrained(folder)
-    return folder
 
 
 def lossless_video() -> bytes:

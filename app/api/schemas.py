@@ -88,6 +88,7 @@ class ChatCompletionRequest(BaseModel):
             if isinstance(answer.tool_choice, str | None)
             else answer.tool_choice.model_dump(),
             enable_thinking=_enable_thinking(kwargs, (self.model_extra or {}).get("reasoning_effort")),
+            chat_template_kwargs=dict(kwargs),
             include_reasoning=answer.include_reasoning,
             parallel_tool_calls=answer.parallel_tool_calls,
         )

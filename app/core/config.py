@@ -43,10 +43,6 @@ ENGINE_SETTINGS = {
 # How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
 # both of which need the model folder.
 VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
-# app/derender's parsers, by vLLM's names (its REASONING_PARSERS and TOOL_PARSERS: a test
-# checks they agree; core cannot import the room above it)
-REASONING_PARSERS = ("qwen3", "deepseek_r1")
-TOOL_PARSERS = ("hermes", "qwen3_coder")
 
 
 class Settings(BaseSettings):
@@ -296,16 +292,17 @@ class Settings(BaseSettings):
     # -- the answer's text (app/derender) ----------------------------------------------
     reasoning_parser: str | None = Field(
         None,
-        description="split the model's thinking from its answer, as vLLM's parser of that name: qwen3 or "
-        "deepseek_r1 (message.reasoning and reasoning_content)",
+        # the names are app/derender's registry's: checked, and listed in --help, by the
+        # command (app/cli.py) and where the service is built (core cannot import derender)
+        description="split the model's thinking from its answer, as vLLM's parser of that name "
+        "(message.reasoning and reasoning_content)",
     )
     enable_auto_tool_choice: bool = Field(
         False, description="turn the tool calls a model writes into tool_calls (needs --tool-call-parser)"
     )
     tool_call_parser: str | None = Field(
         None,
-        description="the format of the model's tool calls, as vLLM's parser of that name: hermes or "
-        "qwen3_coder",
+        description="the format of the model's tool calls, as vLLM's parser of that name",
     )
 
     # -- runtime=ray ----------------------------------------------------------------
@@ -348,26 +345,10 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         return engine
 
-    @field_validator("reasoning_parser")
-    @classmethod
-    def _reasoning_parser_known(cls, name: str | None) -> str | None:
-        if name is not None and name not in REASONING_PARSERS:
-            raise ValueError(
-                f"unknown reasoning parser {name!r}: choose one of {', '.join(REASONING_PARSERS)}"
-            )
-        return name
-
-    @field_validator("tool_call_parser")
-    @classmethod
-    def _tool_call_parser_known(cls, name: str | None) -> str | None:
-        if name is not None and name not in TOOL_PARSERS:
-            raise ValueError(f"unknown tool call parser {name!r}: choose one of {', '.join(TOOL_PARSERS)}")
-        return name
-
     @model_validator(mode="after")
     def _parsers_fit(self) -> Settings:
         if self.enable_auto_tool_choice and self.tool_call_parser is None:
-            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)")
+            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser")
         given = [
             flag
             for flag, value in (

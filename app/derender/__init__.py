@@ -1,10 +1,13 @@
 """derender: what an engine produced, as the OpenAI answer's parts. Token ids to text
-(DecodeStream), stop strings and ids, reasoning and tool-call parsers, logprobs. Knows
-the tokenizers library and the answer's pieces, nothing of HTTP."""
+(DecodeStream), stop strings and ids, reasoning and tool-call parsers (packages of their
+own, one module per format, registered by vLLM's names), logprobs. Knows the tokenizers
+library and the answer's pieces, nothing of HTTP."""
 
-from .pipeline import Delta, Derenderer, Derendering, ModelFacts, OutputOptions
-from .reasoning import REASONING_PARSERS
-from .tools import TOOL_PARSERS, ToolCall
+from .options import OutputOptions
+from .pipeline import Delta, Derenderer, Derendering, ModelFacts
+from .reasoning import REGISTRY as REASONING_PARSERS
+from .tools import REGISTRY as TOOL_PARSERS
+from .tools import ToolCallDelta
 
 __all__ = [
     "REASONING_PARSERS",
@@ -14,5 +17,5 @@ __all__ = [
     "Derendering",
     "ModelFacts",
     "OutputOptions",
-    "ToolCall",
+    "ToolCallDelta",
 ]

@@ -18,11 +18,12 @@ def earliest(text: str, markers: tuple[str, ...]) -> tuple[int, str] | None:
 def partial_tail(text: str, markers: tuple[str, ...]) -> int:
     """How many trailing characters of `text` are a proper start of some marker."""
     longest = 0
-    last = text.rfind("<")  # every marker here starts with "<": only from there can one begin
-    if last < 0:
-        return 0
-    tail = text[last:]
-    for marker in markers:
-        if len(tail) < len(marker) and marker.startswith(tail):
-            longest = max(longest, len(tail))
+    for first in {marker[0] for marker in markers}:
+        last = text.rfind(first)  # only from a marker's first character can one begin
+        if last < 0:
+            continue
+        tail = text[last:]
+        for marker in markers:
+            if len(tail) < len(marker) and marker.startswith(tail):
+                longest = max(longest, len(tail))
     return longest

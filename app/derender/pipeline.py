@@ -17,9 +17,12 @@ from ..engines.base import EngineError, EngineOutput
 from ..engines.prepared import SamplingParams
 from .detokenize import Detokenizer
 from .logprobs import LogprobFormatter
-from .reasoning import REASONING_PARSERS, ReasoningParser, make_reasoning_parser, prompt_closes_reasoning
+from .options import OutputOptions
+from .reasoning import REGISTRY as REASONING_PARSERS
+from .reasoning import ReasoningParser, make_reasoning_parser
 from .stops import StopChecker, StopRules
-from .tools import TOOL_PARSERS, ToolCall, ToolParser, make_tool_parser, new_tool_call_id
+from .tools import REGISTRY as TOOL_PARSERS
+from .tools import ToolCallDelta, ToolParser, new_tool_call_id
 
 
 @dataclass(frozen=True)
@@ -31,28 +34,13 @@ class ModelFacts:
     eos_token_ids: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class OutputOptions:
-    """The request's fields about its answer's text, beyond SamplingParams (validated by
-    app/api/schemas.py)."""
-
-    include_stop_str_in_output: bool = False
-    skip_special_tokens: bool = True
-    spaces_between_special_tokens: bool = True
-    tools: tuple[dict, ...] = ()
-    tool_choice: str | dict | None = None
-    enable_thinking: bool = True  # chat_template_kwargs.enable_thinking
-    include_reasoning: bool = True  # vLLM's: false drops the reasoning from the answer
-    parallel_tool_calls: bool = True  # false: only the first call is kept, as vLLM keeps it
-
-
 @dataclass
 class Delta:
     """What one step adds to the answer."""
 
     content: str = ""
     reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
     logprobs: list[dict] | None = None  # None: not asked for
 
     def __bool__(self) -> bool:
@@ -70,27 +58,20 @@ class Derendering:
         enable_auto_tool_choice: bool = False,
         new_tool_id=new_tool_call_id,
     ):
-        if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
-            raise ValueError(
-                f"unknown reasoning parser {reasoning_parser!r}: choose one of {', '.join(REASONING_PARSERS)}"
-            )
-        if tool_call_parser is not None and tool_call_parser not in TOOL_PARSERS:
-            raise ValueError(
-                f"unknown tool call parser {tool_call_parser!r}: choose one of {', '.join(TOOL_PARSERS)}"
-            )
         self.model = model
-        self.reasoning_parser = reasoning_parser
+        self.reasoning_parser = REASONING_PARSERS.check(reasoning_parser)  # a ValueError naming the choices
+        TOOL_PARSERS.check(tool_call_parser)
         self.tool_call_parser = tool_call_parser if enable_auto_tool_choice else None
         self._new_tool_id = new_tool_id
 
     def start(
         self,
         sampling: SamplingParams,
-        options: OutputOptions = OutputOptions(),
+        options: OutputOptions | None = None,
         prompt_text: str = "",
         prompt_tokens: int = 0,
     ) -> Derenderer:
-        return Derenderer(self, sampling, options, prompt_text, prompt_tokens)
+        return Derenderer(self, sampling, options or OutputOptions(), prompt_text, prompt_tokens)
 
     def parses_tools(self, options: OutputOptions) -> bool:
         """vLLM's rule: calls are parsed with --enable-auto-tool-choice, when the request
@@ -110,6 +91,10 @@ class Derenderer:
         prompt_text: str,
         prompt_tokens: int,
     ):
+        tool_name = setup.tool_call_parser if setup.parses_tools(options) else None
+        tool_parser = TOOL_PARSERS.get(tool_name) if tool_name else None
+        if tool_parser is not None:
+            options = tool_parser.adjust(options)  # before the detokenizer reads them
         self._setup, self._options = setup, options
         self._logprobs = None
         self._stops = None
@@ -131,15 +116,15 @@ class Derenderer:
             if sampling.logprobs:
                 self._logprobs = LogprobFormatter(model.tokenizer, sampling.top_logprobs)
         self._tools: ToolParser | None = None
-        if setup.tool_call_parser is not None and setup.parses_tools(options):
-            self._tools = make_tool_parser(setup.tool_call_parser, list(options.tools), setup._new_tool_id)
+        if tool_parser is not None:
+            self._tools = tool_parser(list(options.tools), setup._new_tool_id)
         self._reasoning: ReasoningParser | None = None
         if setup.reasoning_parser is not None:
             self._reasoning = make_reasoning_parser(
                 setup.reasoning_parser,
-                enable_thinking=options.enable_thinking,
-                prompt_closed=prompt_closes_reasoning(prompt_text),
-                tool_start=self._tools.start_marker if self._tools else None,
+                options,
+                prompt_text,
+                tool_start=self._tools.reasoning_ends_on if self._tools else None,
             )
         self._passthrough = self._reasoning is None and self._tools is None
         self._engine_finish: str | None = None
@@ -171,6 +156,7 @@ class Derenderer:
         if output.completion_tokens is not None:
             self._engine_tokens = output.completion_tokens
         logprobs = None
+        token_ids: tuple[int, ...] = ()
         if output.token_ids:
             if self._stops is None:
                 raise EngineError(
@@ -178,13 +164,14 @@ class Derenderer:
                     "(serve with --model)"
                 )
             text, taken = _detokenize(self._stops, output.token_ids)
+            token_ids = output.token_ids[:taken]
             if self._logprobs is not None:
                 if len(output.logprobs) < taken:
                     raise EngineError(f"the engine gave {len(output.logprobs)} logprobs for {taken} tokens")
                 logprobs = self._logprobs.entries(output.logprobs[:taken])
         else:
             text = output.text
-        delta = self._parse(text, final=False)
+        delta = self._parse(text, token_ids, final=False)
         delta.logprobs = logprobs
         return delta
 
@@ -194,7 +181,7 @@ class Derenderer:
             return Delta()
         self._finished = True
         text = self._stops.flush() if self._stops is not None else ""
-        return self._parse(text, final=True)
+        return self._parse(text, (), final=True)
 
     @property
     def finish_reason(self) -> str:
@@ -213,26 +200,27 @@ class Derenderer:
             return self._stops.tokens
         return self._engine_tokens or 0
 
-    def _parse(self, text: str, final: bool) -> Delta:
+    def _parse(self, text: str, token_ids: tuple[int, ...], final: bool) -> Delta:
         if self._passthrough:
             return Delta(content=text)
         reasoning, content = text, ""
         if self._reasoning is not None:
-            reasoning, content = self._reasoning.feed(text)
+            reasoning, content = self._reasoning.feed(text, token_ids)
             if final:
                 more_reasoning, more_content = self._reasoning.finish()
                 reasoning, content = reasoning + more_reasoning, content + more_content
         else:
             reasoning, content = "", text
-        calls: list[ToolCall] = []
+        calls: list[ToolCallDelta] = []
         if self._tools is not None:
-            content, calls = self._tools.feed(content)
+            content, calls = self._tools.feed(content, token_ids)
             if final:
                 more_content, more_calls = self._tools.finish()
                 content, calls = content + more_content, calls + more_calls
-            if not self._options.parallel_tool_calls:
-                calls = calls[: max(0, 1 - self.tool_calls)]
-            self.tool_calls += len(calls)
+            if calls:
+                if not self._options.parallel_tool_calls:
+                    calls = [call for call in calls if call.index == 0]
+                self.tool_calls += sum(call.id is not None for call in calls)
         if not self._options.include_reasoning:
             reasoning = ""
         return Delta(content=content, reasoning=reasoning, tool_calls=calls)

@@ -6,6 +6,8 @@ edges."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from derender_fixtures import (
     CHUNK_SIZES,
@@ -262,3 +264,94 @@ def test_parallel_tool_calls_false_keeps_the_first_call_only():
 def test_the_answer_expects_thinking_as_the_template_was_told(fields, thinking):
     body = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields})
     assert body.output_options().enable_thinking is thinking
+
+
+# -- the parser plugins -------------------------------------------------------------------
+
+
+def test_a_calls_arguments_stream_as_they_are_written_each_piece_whole_json_so_far():
+    deltas, _ = replay(load("tool_call_qwen3_coder"), 1)
+    pieces = [call.arguments for d in deltas for call in d.tool_calls if call.id is None]
+    # one piece per parameter as its </parameter> comes, then the closing brace
+    assert pieces == ['{"city": "São Paulo"', ', "days": 5', ', "metric": true', "}"]
+    for n in range(1, len(pieces)):  # every prefix closes as valid JSON: nothing broken was sent
+        assert json.loads("".join(pieces[:n]) + "}")
+
+
+def test_a_json_calls_name_waits_for_its_first_whole_argument():
+    from mmprep.derender.tools import make_tool_parser
+
+    parser = make_tool_parser("hermes")
+    steps = [parser.feed(piece)[1] for piece in ('<tool_call>{"name": "f", ', '"arguments": {"a": 1', ", ")]
+    assert steps[:2] == [[], []]  # "1" may go on as "12": not whole yet
+    assert [(c.name, c.arguments) for c in steps[2]] == [("f", ""), (None, '{"a": 1')]
+    content, calls = parser.feed('"b": [2]}}</tool_call>')
+    assert content == "" and [c.arguments for c in calls] == [', "b": [2]}']
+
+
+def test_hermes_keeps_special_tokens_when_it_parses_calls_as_vllms_adjust_request():
+    from mmprep.derender import TOOL_PARSERS
+
+    options = OutputOptions(tools=({"type": "function", "function": {"name": "f"}},))
+    assert TOOL_PARSERS.get("hermes").adjust(options).skip_special_tokens is False
+    assert TOOL_PARSERS.get("qwen3_coder").adjust(options).skip_special_tokens is True
+    # and the detokenizer reads the adjusted options: a special token stays in the content
+    setup = Derendering(facts(), None, "hermes", enable_auto_tool_choice=True)
+    ids = tuple(tokenizer().encode("<|box_start|>ok").ids)
+    assert (
+        setup.start(SamplingParams(), options).feed(EngineOutput(token_ids=ids)).content == "<|box_start|>ok"
+    )
+    plain = Derendering(facts(), None, "hermes", enable_auto_tool_choice=True).start(SamplingParams())
+    assert plain.feed(EngineOutput(token_ids=ids)).content == "ok"  # no tools: nothing adjusted
+
+
+def test_the_parsers_get_the_token_ids_each_step_came_from(monkeypatch):
+    from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
+    from mmprep.derender.reasoning.qwen3 import Qwen3ReasoningParser
+    from mmprep.derender.tools.hermes import HermesToolParser
+
+    seen: dict[str, list] = {"tools": [], "reasoning": []}
+
+    class Tools(HermesToolParser):
+        def feed(self, text, token_ids=()):
+            seen["tools"].append(token_ids)
+            return super().feed(text, token_ids)
+
+    class Reasoning(Qwen3ReasoningParser):
+        def feed(self, text, token_ids=()):
+            seen["reasoning"].append(token_ids)
+            return super().feed(text, token_ids)
+
+    monkeypatch.setitem(TOOL_PARSERS._classes, "hermes", Tools)
+    monkeypatch.setitem(REASONING_PARSERS._classes, "qwen3", Reasoning)
+    fixture = load("tool_call_after_reasoning")
+    deltas, _ = replay(fixture, 5)
+    # every id taken, the EOS that ended the answer among them
+    assert sum(seen["tools"], ()) == sum(seen["reasoning"], ()) == tuple(fixture["token_ids"])
+    assert all(len(step) <= 5 for step in seen["tools"])
+
+
+@pytest.mark.parametrize("kind", ["tool_call_parser", "reasoning_parser"])
+def test_every_registered_parser_has_a_replayed_fixture(kind):
+    from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
+
+    registry = TOOL_PARSERS if kind == "tool_call_parser" else REASONING_PARSERS
+    replayed = {load(name)["server"].get(kind) for name in fixture_names()}
+    assert set(registry.names()) <= replayed
+
+
+def test_a_long_call_is_reread_only_where_an_argument_can_end(monkeypatch):
+    """Each token does not re-read the whole call: `streaming` runs only on a step that
+    brings a `,` `}` (or a tag's `>`), and the end is searched for in the new text alone."""
+    from mmprep.derender.tools import make_tool_parser
+
+    arguments = {f"k{i}": f"value {i} " * 5 for i in range(50)}
+    text = "<tool_call>" + json.dumps({"name": "f", "arguments": arguments}) + "</tool_call>"
+    parser, reads = make_tool_parser("hermes"), []
+    read = parser.streaming
+    monkeypatch.setattr(parser, "streaming", lambda jail: reads.append(len(jail)) or read(jail))
+    pieces = [parser.feed(text[i : i + 3]) for i in range(0, len(text), 3)] + [parser.finish()]
+    deltas = [call for _, calls in pieces for call in calls]
+    assert len(reads) <= 2 * len(arguments) + 2  # not one per piece (about 470 of them)
+    assert [d.name for d in deltas if d.id] == ["f"] and len(deltas) == 1 + len(arguments) + 1
+    assert json.loads("".join(d.arguments for d in deltas)) == arguments

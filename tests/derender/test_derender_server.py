@@ -12,6 +12,7 @@ import pytest
 from derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
 
 from mmprep.api.app import create_app
+from mmprep.cli import Mmprep, Serve
 from mmprep.core.config import Settings
 from mmprep.derender import Derendering
 from mmprep.engines.echo import EchoEngine
@@ -164,6 +165,25 @@ def _check_tool_call_chunks(chunks) -> None:
                 assert call.id is None and call.function.name is None and call.function.arguments
 
 
+def test_a_calls_arguments_reach_the_openai_client_as_they_are_written(servers):
+    """On the wire, a token at a time: the call's arguments come in a chunk per parameter
+    as each one closes, and the official client's helper assembles the whole call."""
+    fixture = load("tool_call_qwen3_coder")
+    with servers.get(fixture).client.chat.completions.stream(
+        model=MODEL, messages=MESSAGES, extra_body=body(fixture, 1)
+    ) as stream:
+        pieces = [
+            call.function.arguments
+            for event in stream
+            if event.type == "chunk" and event.chunk.choices
+            for call in event.chunk.choices[0].delta.tool_calls or []
+            if call.function.arguments
+        ]
+        [streamed] = stream.current_completion_snapshot.choices[0].message.tool_calls
+    assert pieces == ['{"city": "São Paulo"', ', "days": 5', ', "metric": true', "}"]
+    assert streamed.function.arguments == '{"city": "São Paulo", "days": 5, "metric": true}'
+
+
 def test_a_stop_closes_the_engines_generation(servers):
     fixture = load("stop_string")
     server = servers.get(fixture)
@@ -290,8 +310,8 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
     [
         ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq'"),
         (
-            {"tool_call_parser": "mistral", "enable_auto_tool_choice": True},
-            "unknown tool call parser 'mistral'",
+            {"tool_call_parser": "nonesuch", "enable_auto_tool_choice": True},
+            "unknown tool call parser 'nonesuch'",
         ),
         ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
         (
@@ -307,11 +327,25 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
 )
 def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
     with pytest.raises(ValueError, match=message):
-        Settings(**flags)
+        Serve(**flags)  # the command's settings: the names checked against derender's registries
 
 
-def test_the_settings_name_the_parsers_derender_has():
-    from mmprep.core import config
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"reasoning_parser": "qwq"}, "unknown reasoning parser 'qwq': choose one of deepseek_r1, .*qwen3"),
+        ({"tool_call_parser": "nonesuch"}, "unknown tool call parser 'nonesuch': choose one of .*hermes"),
+    ],
+)
+def test_a_service_built_with_an_unknown_parser_stops_naming_the_choices(setup, message):
+    with pytest.raises(ValueError, match=message):
+        Service(Settings(served_model_name=[MODEL], **setup), TokenReplayEngine())
+
+
+def test_the_commands_help_names_the_registered_parsers():
     from mmprep.derender import REASONING_PARSERS, TOOL_PARSERS
 
-    assert (config.REASONING_PARSERS, config.TOOL_PARSERS) == (REASONING_PARSERS, TOOL_PARSERS)
+    help_text = " ".join(Mmprep.__doc__.split())
+    for registry in (REASONING_PARSERS, TOOL_PARSERS):
+        assert registry.names() and all(name in help_text for name in registry.names())
+    assert f"{', '.join(TOOL_PARSERS.names()[:-1])} or {TOOL_PARSERS.names()[-1]}" in help_text

@@ -28,10 +28,15 @@ COMPARED = [name for name in fixture_names() if "vllm" in load(name)]
 
 def ours(name: str) -> dict:
     deltas, _ = replay(load(name), 1)
+    calls: list[list[str]] = []
+    for call in (call for d in deltas for call in d.tool_calls):
+        if call.id is not None:
+            calls.append([call.name, ""])
+        calls[call.index][1] += call.arguments
     return {
         "reasoning": "".join(d.reasoning for d in deltas) or None,
         "content": "".join(d.content for d in deltas) or None,
-        "tool_calls": [[c.name, c.arguments] for d in deltas for c in d.tool_calls],
+        "tool_calls": calls,
     }
 
 

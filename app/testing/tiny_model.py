@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROPE_PARAMETERS = {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6}
 TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
@@ -26,7 +27,7 @@ TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token 
     "max_position_embeddings": 4096,
     "rope_parameters": ROPE_PARAMETERS,
 }
-VISION_CONFIGS = {
+VISION_CONFIGS: dict[str, dict[str, Any]] = {
     "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
     "qwen2_5_vl": {
         "depth": 2,

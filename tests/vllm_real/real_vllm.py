@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -289,23 +290,13 @@ def mmprep_server(
     from mmprep.testing.servers import LiveServer
 
     model = model or str(folder)
-    settings = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    settings: dict[str, Any] = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
     if upstream:
         settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
-    if normalize is not None and mmprep_has_normalize_setting():
-        settings[NORMALIZE_SETTING] = normalize
+    if normalize is not None:
+        settings["mm_device_do_normalize"] = normalize
     with LiveServer(Settings(**settings)) as live:
         yield live.url
-
-
-NORMALIZE_SETTING = "mm_device_do_normalize"  # vLLM's name for the same choice
-
-
-def mmprep_has_normalize_setting() -> bool:
-    """Whether this mmprep can send the uint8 patches of vLLM's default mode (issue 31, point 1)."""
-    from mmprep.core.config import Settings
-
-    return NORMALIZE_SETTING in Settings.model_fields
 
 
 def mmprep_chat(url: str, body: dict) -> str:
@@ -320,13 +311,14 @@ def mmprep_chat(url: str, body: dict) -> str:
 def tensors(request: dict) -> dict:
     """A GenerateRequest's kwargs_data decoded (app/vllm/serde.py reads vLLM's msgpack):
     modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
-    decoded = {}
+    decoded: dict[str, list[dict[str, Any]]] = {}
     for modality, items in (request["features"].get("kwargs_data") or {}).items():
         decoded[modality] = []
         for text in items:
             entries = {}
             for key, elem in decode_item(text).items():
                 data = elem.data
+                value: list[Any]
                 if isinstance(data, np.ndarray):
                     value = [
                         str(data.dtype),

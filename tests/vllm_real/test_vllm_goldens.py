@@ -21,7 +21,6 @@ from real_vllm import (
     REPO,
     chat_body,
     differences,
-    mmprep_has_normalize_setting,
     mmprep_server,
     render,
     render_fields,
@@ -58,20 +57,16 @@ def mmprep_render(setup, case) -> dict:
 
 
 def mark_known(request, setup, case):
-    """What issue 31 has not settled yet (found on the real servers, tests/vllm_real/README.md)."""
-    if setup["mode"] == "normalize" and not mmprep_has_normalize_setting():
-        reason, strict = "issue 31 point 1: mmprep sends float32 normalized patches", True
-    elif setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
-        reason, strict = (
-            "issue 31 point 5: mmprep refuses Qwen3-VL videos (400 unsupported_placeholder)",
-            False,
-        )
+    """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
+    the day one goes away the test says so."""
+    if setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
+        # vLLM's own render -> generate fails on them too (no is_embed in 0.32/0.33's protocol)
+        reason = "mmprep refuses Qwen3-VL videos (400 unsupported_placeholder) where vLLM's render answers"
     elif case == "png-resized":
-        reason = "mmprep's resize is not transformers' torchvision resize, which vLLM's processor uses"
-        strict = False
+        reason = "mmprep's resize is within one uint8 level of torchvision's, which vLLM's processor runs"
     else:
         return
-    request.applymarker(pytest.mark.xfail(strict=strict, reason=reason))
+    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -84,10 +79,12 @@ def test_render_is_vllms(request, setup, case, route):
     assert differences(ours, theirs) == []
 
 
-@pytest.mark.parametrize("case", list(MEDIA_CASES))
-def test_mm_hashes_are_vllms(request, setup, case):
-    if MEDIA_CASES[case][0] == "video":
-        request.applymarker(
-            pytest.mark.xfail(strict=False, reason="issue 31 point 2: a video's hash is not vLLM's")
-        )
+IMAGE_CASES = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "image"]
+
+
+@pytest.mark.parametrize("case", IMAGE_CASES)
+def test_mm_hashes_are_vllms(setup, case):
+    """An image is keyed by its file as vLLM keys it. A video is not, on purpose: vLLM's own
+    loader may sample other frames of the same file, so the two must never share a key
+    (app/vllm/hashing.py)."""
     assert mmprep_render(setup, case)["mm_hashes"] == setup["cases"][case]["serve_render"]["mm_hashes"]

@@ -1,27 +1,139 @@
-"""Bicubic resizing that matches torchvision's antialiased uint8 resize, which is what
-transformers' Qwen processors run.
+"""Bicubic resizing equal, byte for byte, to torchvision's antialiased uint8 resize, which
+is what transformers' Qwen processors run (`torch.nn.functional.interpolate(...,
+mode="bicubic", antialias=True)` on a uint8 tensor: PyTorch's `_upsample_bicubic2d_aa`).
 
-torchvision resizes horizontally first, then vertically, rounding to uint8 in between.
-One Pillow `resize` call does the vertical pass first when one side shrinks and the other
-grows, which lands up to 8 levels away; two explicit Pillow passes in torchvision's order
-use the same kernel (a = -0.5, widened when shrinking) and the same rounding.
+PyTorch's uint8 path (`separable_upsample_generic_Nd_kernel_impl`, or its AVX2 twin
+`upsample_avx_bilinear_bicubic_uint8`; both give the same bytes) resizes horizontally
+first, then vertically, rounding to uint8 in between and skipping a pass whose size does
+not change. Each pass has the same taps as Pillow's (the Keys kernel with a = -0.5, its
+support widened by the scale when shrinking, weights normalized by their sum), but turns
+the double weights into int16 with a precision chosen per pass from the largest weight
+(`_compute_index_ranges_int16_weights`), where Pillow keeps 22 bits: Pillow lands one
+level away on about 0.7% of values of noise. This module does that integer arithmetic in
+numpy.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
-from PIL import Image
+
+_A = -0.5  # Keys' a, as PyTorch's `HelperInterpCubic::aa_filter` uses with antialias (Pillow's)
+
+
+def _cubic(x: np.ndarray) -> np.ndarray:
+    """PyTorch's `aa_filter` for bicubic (`cubic_convolution1` / `cubic_convolution2`),
+    the same operations in the same order so the doubles agree to the last bit."""
+    x = np.abs(x)
+    near = ((_A + 2) * x - (_A + 3)) * x * x + 1
+    far = ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(sources, weights, precision) of one pass from `in_size` to `out_size` pixels:
+    output pixel i is `(sum_j in[sources[i, j]] * weights[i, j] + 2**(precision - 1))
+    >> precision`, clamped to 0..255. Both tables are (out_size, taps); taps whose weight
+    is zero everywhere are dropped (they add nothing to the integer sums)."""
+    # `_compute_indices_min_size_weights_aa`, in doubles, as PyTorch (and Pillow) computes it
+    scale = in_size / out_size  # `area_pixel_compute_scale` (align_corners=False, no scale given)
+    support = 2.0 * scale if scale >= 1.0 else 2.0  # interp_size 4, halved, widened when shrinking
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    max_taps = math.ceil(support) * 2 + 1
+    center = scale * (np.arange(out_size) + 0.5)
+    xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)  # C casts truncate
+    xsize = np.minimum((center + support + 0.5).astype(np.int64), in_size) - xmin
+    xsize = np.clip(xsize, 0, max_taps)
+    j = np.arange(max_taps)
+    weights = _cubic(((xmin[:, None] + j) - center[:, None] + 0.5) * invscale)
+    weights[j >= xsize[:, None]] = 0.0
+    total = np.zeros(out_size)
+    for column in weights.T:  # summed left to right, as the C loop does (numpy's sum pairs them)
+        total += column
+    weights[total != 0] /= total[total != 0, None]
+
+    # `_compute_index_ranges_int16_weights`: the most bits for which the largest weight,
+    # doubled, still fits in int16; weights rounded half away from zero
+    wt_max = float(weights.max())
+    precision = 0
+    while precision < 22 and int(0.5 + wt_max * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    scaled = weights * (1 << precision)
+    ints = np.where(scaled < 0, np.trunc(scaled - 0.5), np.trunc(scaled + 0.5)).astype(np.int32)
+
+    # keep the columns from the first to the last nonzero weight of each output pixel
+    nonzero = ints != 0
+    first = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)
+    last = max_taps - 1 - nonzero[:, ::-1].argmax(axis=1)
+    taps = int((last - first).max()) + 1
+    columns = first[:, None] + np.arange(taps)
+    rows = np.arange(out_size)[:, None]
+    inside = columns < max_taps
+    kept = np.where(inside, ints[rows, np.minimum(columns, max_taps - 1)], 0).astype(np.int32)
+    sources = np.minimum(xmin[:, None] + columns, in_size - 1)  # past the end: weight 0
+    sources.flags.writeable = kept.flags.writeable = False  # cached and shared between threads
+    return sources, kept, precision
+
+
+def _finish(sums: np.ndarray, precision: int) -> np.ndarray:
+    """int32 sums (rounding term included) to uint8, as `basic_loop_aa_horizontal<uint8_t>`."""
+    sums >>= precision
+    return np.clip(sums, 0, 255, out=sums).astype(np.uint8)
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(in_width: int, width: int, channels: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """`_taps` for rows of interleaved channels: (taps, width * channels) source columns
+    (pixel index times the channel count, plus the channel) and weights, one tap's row
+    contiguous (numpy multiplies a contiguous row twice as fast as a strided one)."""
+    sources, weights, precision = _taps(in_width, width)
+    offsets = np.arange(channels)[None, :, None]
+    columns = (sources[:, None, :] * channels + offsets).reshape(width * channels, -1)
+    tables = np.ascontiguousarray(columns.T), np.ascontiguousarray(np.repeat(weights, channels, axis=0).T)
+    for table in tables:
+        table.flags.writeable = False
+    return tables[0], tables[1], precision
+
+
+def _horizontal(rows: np.ndarray, channels: int, width: int) -> np.ndarray:
+    """(H, W * C) uint8, channels interleaved, to (H, width * C)."""
+    columns, weights, precision = _columns(rows.shape[1] // channels, width, channels)
+    sums = np.full((rows.shape[0], width * channels), 1 << (precision - 1), np.int32)
+    gathered = np.empty(sums.shape, np.uint8)
+    product = np.empty_like(sums)
+    for tap_columns, tap_weights in zip(columns, weights, strict=True):
+        np.take(rows, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
+        np.multiply(gathered, tap_weights, out=product)
+        sums += product
+    return _finish(sums, precision)
+
+
+def _vertical(rows: np.ndarray, height: int) -> np.ndarray:
+    """(H, X) uint8 to (height, X): whole rows weighted and summed."""
+    sources, weights, precision = _taps(rows.shape[0], height)
+    sums = np.full((height, rows.shape[1]), 1 << (precision - 1), np.int32)
+    gathered = np.empty(sums.shape, np.uint8)
+    product = np.empty_like(sums)
+    for tap_sources, tap_weights in zip(sources.T, weights.T, strict=True):
+        np.take(rows, tap_sources, axis=0, out=gathered)
+        np.multiply(gathered, tap_weights[:, None], out=product)
+        sums += product
+    return _finish(sums, precision)
 
 
 def resize_bicubic(frame: np.ndarray, height: int, width: int) -> np.ndarray:
-    """`frame` (H, W, 3) uint8 resized to (height, width, 3); the frame itself if the size
-    already matches."""
-    old_height, old_width = frame.shape[:2]
+    """`frame` (H, W, 3) uint8 resized to (height, width, 3), exactly as torchvision's
+    antialiased bicubic resize of the same pixels; the frame itself if the size already
+    matches."""
+    old_height, old_width, channels = frame.shape
     if (old_height, old_width) == (height, width):
         return frame
-    image = Image.fromarray(frame)
+    rows = np.ascontiguousarray(frame).reshape(old_height, old_width * channels)
     if width != old_width:
-        image = image.resize((width, old_height), Image.Resampling.BICUBIC)
+        rows = _horizontal(rows, channels, width)
     if height != old_height:
-        image = image.resize((width, height), Image.Resampling.BICUBIC)
-    return np.asarray(image)
+        rows = _vertical(rows, height)
+    return rows.reshape(height, width, channels)

@@ -1,4 +1,5 @@
-"""The processors against transformers itself, run here and now: skipped unless torch,
+"""The processors against transformers itself, and `resize_bicubic` against torchvision's
+resize, run here and now, all to the bit: skipped unless torch,
 torchvision and transformers are installed (mmprep does not depend on them; CI checks the
 stored goldens in test_processors_golden.py instead)."""
 
@@ -8,9 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
-from make_goldens import to_levels, transformers_output  # its oracle imports torch when called
+from make_goldens import transformers_output  # its oracle imports torch when called
 
 from mmprep.processors import load_processor
+from mmprep.processors.resize import resize_bicubic
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)
@@ -52,19 +54,18 @@ def test_same_as_transformers(name, overrides, kind, shape):
         warnings.simplefilter("ignore")
         theirs = transformers_output(processor, kind, pixels)
     if kind == "image":
-        config, ours = processor.image_config, processor.process_image(pixels)
+        ours = processor.process_image(pixels)
     else:
-        config, ours = processor.video_config, processor.process_video(pixels)
+        ours = processor.process_video(pixels)
 
     assert list(ours.tensors) == list(theirs)
     for key, value in theirs.items():
         assert ours.tensors[key].shape == value.shape and ours.tensors[key].dtype == value.dtype, key
     values_key, grid_key = list(theirs)
     np.testing.assert_array_equal(ours.tensors[grid_key], theirs[grid_key])
-    off = np.abs(
-        to_levels(ours.tensors[values_key], config).astype(np.int16) - to_levels(theirs[values_key], config)
-    )
-    assert (off <= 1).mean() >= 0.999 and off.max() <= 3
+    # the resize is torchvision's exactly and the normalization torch's float32 operations,
+    # so the values are the same bits
+    np.testing.assert_array_equal(ours.tensors[values_key], theirs[values_key])
 
 
 def test_no_resize_is_bit_exact():
@@ -76,3 +77,52 @@ def test_no_resize_is_bit_exact():
     np.testing.assert_array_equal(
         processor.process_video(pixels).tensors["pixel_values_videos"], theirs["pixel_values_videos"]
     )
+
+
+# (input height, width) -> (output height, width): resize_bicubic against torchvision itself
+RESIZES = [
+    ((720, 1280), (728, 1288)),  # Qwen's grid for 720p: both sides up a little
+    ((1080, 1920), (252, 448)),  # a large factor down (support 8.6 pixels, 18 taps)
+    ((2160, 3840), (224, 392)),  # larger still
+    ((97, 131), (112, 140)),  # odd sizes, up
+    ((131, 97), (56, 196)),  # one side down, the other up
+    ((300, 170), (308, 84)),  # one side up, the other down
+    ((1000, 11), (1008, 28)),
+    ((9, 40), (32, 64)),  # sides under the patch
+    ((333, 250), (333, 252)),  # only the width changes
+    ((250, 333), (56, 333)),  # only the height changes
+    ((5, 3000), (5, 2)),  # weights small enough for 22 bits of precision
+    ((1, 1), (3, 5)),
+]
+
+
+def torchvision_resize(frame: np.ndarray, height: int, width: int) -> np.ndarray:
+    """What transformers' fast Qwen processors run: v2's resize of a uint8 CHW tensor."""
+    import torch
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2.functional import resize
+
+    chw = torch.from_numpy(frame).permute(2, 0, 1)
+    out = resize(chw, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    return out.permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize(("size", "resized"), RESIZES)
+def test_resize_is_torchvisions(size, resized):
+    # noise: every tap's weight shows in the sums, the hardest content to agree on
+    frame = np.random.default_rng(sum(size + resized)).integers(0, 256, size + (3,), dtype=np.uint8)
+    np.testing.assert_array_equal(resize_bicubic(frame, *resized), torchvision_resize(frame, *resized))
+
+
+def test_resize_is_torchvisions_on_random_sizes():
+    rng = np.random.default_rng(31)
+    for _ in range(60):
+        height, width, out_height, out_width = (int(side) for side in rng.integers(1, 200, 4))
+        if rng.random() < 0.3:  # large factors down
+            out_height = max(1, height // int(rng.integers(2, 40)))
+        frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        ours, theirs = (
+            resize_bicubic(frame, out_height, out_width),
+            torchvision_resize(frame, out_height, out_width),
+        )
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"{(height, width)} -> {(out_height, out_width)}")

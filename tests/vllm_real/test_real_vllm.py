@@ -64,16 +64,11 @@ REFUSED_RENDER = (
 )
 
 
-RESIZED = "mmprep's resize is within one uint8 level of torchvision's, which vLLM's processor runs"
-
-
 def mark_refused(request, setup, case):
     """The render differences left, known (tests/vllm_real/README.md); strict, so the day one
     goes away the test says so."""
     if (setup["family"], case) in REFUSED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=REFUSED_RENDER))
-    elif case == "png-resized":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=RESIZED))
 
 
 @pytest.fixture(scope="module", params=SETUPS)

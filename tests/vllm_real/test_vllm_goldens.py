@@ -62,11 +62,7 @@ def mark_known(request, setup, case):
     if setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
         # vLLM's own render -> generate fails on them too (no is_embed in 0.32/0.33's protocol)
         reason = "mmprep refuses Qwen3-VL videos (400 unsupported_placeholder) where vLLM's render answers"
-    elif case == "png-resized":
-        reason = "mmprep's resize is within one uint8 level of torchvision's, which vLLM's processor runs"
-    else:
-        return
-    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -7,8 +7,8 @@ Inputs are generated from a seed (`case_input`), so only the outputs are stored,
 goldens.npz beside cases.json (what each case ran, and the keys, shapes, dtypes and grids
 transformers returned). Where no resize happens the float32 values are stored as they are;
 where one does, they are stored as uint8 levels (value * std / rescale_factor + mean /
-rescale_factor, rounded), which is exact for transformers' output and is the unit the
-tolerance is stated in.
+rescale_factor, rounded), which is exact for transformers' output; the test compares
+those levels for equality.
 """
 
 from __future__ import annotations

@@ -53,7 +53,10 @@ def serve(
     app: FastAPI, settings: Settings, log_config: dict, sockets: list[socket.socket] | None = None
 ) -> None:
     settings = within_open_files(settings)
-    uvicorn.Server(server_config(app, settings, log_config=log_config)).run(sockets=sockets)
+    server = uvicorn.Server(server_config(app, settings, log_config=log_config))
+    server.run(sockets=sockets)
+    if not server.started:  # the start failed, logged; older uvicorns' Server.run returns 0 then
+        raise SystemExit(3)  # uvicorn.run's own status for a failed start
 
 
 def within_open_files(settings: Settings) -> Settings:

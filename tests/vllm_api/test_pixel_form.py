@@ -58,7 +58,8 @@ def test_raw_patches_are_the_pixels_whose_normalizing_gives_transformers_values(
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("transformers") is None, reason="needs transformers (the oracle)"
+    not all(importlib.util.find_spec(name) for name in ("torch", "transformers")),
+    reason="needs torch and transformers (the oracle)",
 )
 @pytest.mark.parametrize("shape", [(2, 336, 336), (4, 90, 160)], ids=["no resize", "resized"])
 def test_raw_patches_are_transformers_with_rescale_and_normalize_off(shape):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, CliSubCommand, SettingsConfigDict
@@ -199,8 +200,29 @@ class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
         return text.replace("(default: null)", "(default: none)")
 
 
+def _vllms_list_form(args: list[str]) -> list[str]:
+    """`mmprep serve`'s list flags also in vLLM's form, several values after one flag
+    (`--allowed-media-domains a.com b.org`, argparse's nargs="+"), as repeated flags."""
+    if args[:1] != ["serve"]:  # other commands have positional arguments a list could swallow
+        return args
+    lists = {
+        "--" + name.replace("_", "-")
+        for name, field in Serve.model_fields.items()
+        if typing.get_origin(field.annotation) is list
+    }
+    out, flag = [], None
+    for arg in args:
+        if arg.startswith("-"):
+            name = arg.partition("=")[0]
+            flag = name if name in lists else None
+        elif flag is not None and out[-1] != flag:
+            out.append(flag)  # a second value of the same list flag
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = _vllms_list_form(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["--version"], ["-V"]):
         from . import __version__
 

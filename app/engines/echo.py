@@ -28,6 +28,8 @@ YIELD_EVERY = 16
 
 
 class EchoEngine(NothingToStart):
+    gives_logprobs = False  # its answer is an account of the request, not a model's tokens
+
     def __init__(self, chars_per_token: int = 8):
         self._chars = chars_per_token
 

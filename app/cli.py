@@ -210,7 +210,8 @@ def _vllms_list_form(args: list[str]) -> list[str]:
         for name, field in Serve.model_fields.items()
         if typing.get_origin(field.annotation) is list
     }
-    out, flag = [], None
+    out: list[str] = []
+    flag: str | None = None
     for arg in args:
         if arg.startswith("-"):
             name = arg.partition("=")[0]

@@ -26,7 +26,7 @@ from .front import RayEngine, RayPreprocessing
 from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable, portable
 
 if TYPE_CHECKING:
-    from ..api.schemas import ChatCompletionRequest
+    from ..preprocess import ChatInput
 
 # An engine replica sends its outputs in batches: what the engine produced within this long
 # of a batch's first output. Ray streams each item as an object of its own (about 0.2 ms
@@ -51,7 +51,7 @@ class DecodeReplica:
         await self._preprocessing.start()
 
     async def prepare(
-        self, request: ChatCompletionRequest, request_id: str
+        self, request: ChatInput, request_id: str
     ) -> tuple[PreparedInStore, Timing] | ServiceError:
         """The request's PreparedRequest put in the object store; a refusal as a value (a 400 is
         an answer, not a failure of this replica for Ray to log). If the front door cancels

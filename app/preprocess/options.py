@@ -23,7 +23,7 @@ from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
 from mmprep.processors import ProcessorError
 from mmprep.processors.config import IGNORED_KEYS, KNOWN_KEYS
 
-from ..core.config import Settings
+from ..core.config import MediaSettings
 from ..core.errors import ServiceError
 
 # What a request may say of a video's sampling: VideoSampling's fields but the server's max_pixels.
@@ -105,7 +105,7 @@ def check_image_part(value: dict, param: str) -> None:
 
 
 def video_sampling(
-    request: dict[str, Any], part: dict[str, Any], settings: Settings, param: str
+    request: dict[str, Any], part: dict[str, Any], settings: MediaSettings, param: str
 ) -> VideoSampling:
     """The part's VideoSampling: its own keys over the request's over the server's defaults."""
     merged = dict(request)

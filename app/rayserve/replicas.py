@@ -20,8 +20,9 @@ from ..core.errors import ServiceError
 from ..core.logging import request_id_var
 from ..core.metrics import Metrics
 from ..engines.base import Engine, EngineOutput
+from ..engines.registry import build_engine
 from ..preprocess import Preprocessing, Timing
-from ..service import Service, build_engine
+from ..service import Service, load_resources
 from .front import RayEngine, RayPreprocessing
 from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable, portable
 
@@ -47,7 +48,7 @@ class FrontDoor:
 
 class DecodeReplica:
     async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
-        self._preprocessing = Preprocessing(settings, Metrics())
+        self._preprocessing = Preprocessing(load_resources(settings), Metrics())
         await self._preprocessing.start()
 
     async def prepare(
@@ -74,7 +75,7 @@ class DecodeReplica:
 
 class EngineReplica:
     async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
-        self._engine = build_engine(settings)
+        self._engine = build_engine(load_resources(settings))
         await self._engine.start()
 
     def accepted_fields(self) -> list[str] | None:

@@ -326,13 +326,7 @@ def _check_tool_calls(calls: Any) -> None:
 # With --model, fields mmprep applies itself (the answer's, through app/derender; the
 # template's, through app/render): an engine gets them as SamplingParams and the prompt, so
 # its accepted_fields do not refuse them.
-READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {
-    "chat_template",
-    "documents",
-    "reasoning_effort",
-    "add_generation_prompt",
-    "continue_final_message",
-}
+READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | frozenset(PromptFields.model_fields)
 
 
 class _FieldError(ValueError):

@@ -57,7 +57,7 @@ class Serve(Settings):
         from .core.logging import configure_logging
 
         log_config = configure_logging(self.log_level)
-        settings = Settings(**self.model_dump())
+        settings = _loaded(Settings(**self.model_dump(exclude_unset=True)))
         _check_chat_templates(settings)
         if self.runtime == "ray":
             from .rayserve.run import run_on_ray
@@ -68,6 +68,19 @@ class Serve(Settings):
 
             raise SystemExit(serve_processes(settings, settings.processes))
         serve(create_app(settings), settings, log_config)
+
+
+def _loaded(settings: Settings) -> Settings:
+    """What the settings name loaded before any server starts (app/service.py's
+    load_resources, whose loads the service then takes from their caches): one that does not
+    load stops the command naming the setting, as a wrong setting does."""
+    from .service import SettingsError, load_resources
+
+    try:
+        return load_resources(settings)
+    except SettingsError as error:
+        print(f"mmprep: invalid {error.setting}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _check_chat_templates(settings: Settings) -> None:
@@ -112,7 +125,7 @@ class Worker(WorkerSettings):
             port=self.port,
             log_config=log_config,
             timeout_graceful_shutdown=30,
-            # Longer than the frontend keeps an idle connection (5 s, workers/remote.py), so it
+            # Longer than the frontend keeps an idle connection (5 s, engines/workers.py), so it
             # closes idle connections first and never sends a request into one being closed.
             timeout_keep_alive=WORKER_KEEP_ALIVE_SECONDS,
         )

@@ -18,10 +18,10 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError, as_service_error
+from ..core.errors import ServiceError
 from ..service import Service
 from ..vllm.request import generate_request_body, random_request_id
-from .chat import client_gone, refuse
+from .errors import client_gone, refuse
 from .json_body import read_json_body
 from .schemas import parse_chat_request
 
@@ -48,7 +48,7 @@ async def render_chat_request(service: Service, http: Request) -> Response:
         cancel = threading.Event()
         request_id = _request_id(http, body.model_extra or {})
         prepared, _ = await until_disconnect(
-            http, service.preprocessor.prepare(body, request_id, cancel), cancel
+            http, service.preprocessor.prepare(body.chat_input(), request_id, cancel), cancel
         )
         pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
         service.record(200)
@@ -56,7 +56,7 @@ async def render_chat_request(service: Service, http: Request) -> Response:
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, as_service_error(error))
+        return refuse(service, error)
     finally:
         slot.release()
 

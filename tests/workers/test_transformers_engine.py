@@ -29,12 +29,12 @@ from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client
 from mmprep.testing.model_folder import make_model_folder, video_item
 from mmprep.testing.servers import LiveServer, WorkerProcess
-from mmprep.workers.remote import RemoteWorkersEngine
 
 REASON = "needs torch and transformers (pip install -e '.[transformers]')"
 torch = pytest.importorskip("torch", reason=REASON)

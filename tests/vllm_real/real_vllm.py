@@ -37,8 +37,14 @@ VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-# vLLM's flag; mmprep's has the same name (issue 31, point 1).
+# Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only: their
+# model files have no supports_mm_device_do_normalize, so the two modes are one (LLaVA-OneVision).
+RENDER_ONLY = ("llava_onevision",)
+# vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
+DEFAULT_MODE = {"default": []}
+# mmprep's --mm-device-do-normalize for each mode (None: mmprep's default, the family's)
+NORMALIZE = {"normalize": True, "no-normalize": False, "default": None}
 NEW_TOKENS = 8
 # Both sides sample the same frames: 2 a second, t = k / 2 (mmprep: the frame on screen at t;
 # transformers' processor in vLLM: indices arange(0, total, total / n)); on these clips, the same
@@ -210,7 +216,7 @@ def vllm_serve(folder: Path, mode: str) -> VllmProcess:
 
 def vllm_render(folder: Path, mode: str) -> VllmProcess:
     """vLLM 0.33's GPU-less render server."""
-    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *MODES[mode])
+    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode])
 
 
 # -- asking -----------------------------------------------------------------------------------

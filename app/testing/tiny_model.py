@@ -59,7 +59,7 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "vision_use_head": False,
     },
 }
-TEXT_FOR = {
+TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
         "head_dim": 8,
         "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
@@ -93,7 +93,7 @@ VLLM_TEXT = {
     "num_key_value_heads": 1,
     "rope_parameters": VLLM_ROPE,
 }
-VLLM_TEXT_FOR = {
+VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}},
     "llava_onevision": TEXT_FOR["llava_onevision"],
 }

@@ -42,7 +42,7 @@ FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 RENDER_ONLY = ("llava_onevision",)
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
-DEFAULT_MODE = {"default": []}
+DEFAULT_MODE: dict[str, list[str]] = {"default": []}
 # mmprep's --mm-device-do-normalize for each mode (None: mmprep's default, the family's)
 NORMALIZE = {"normalize": True, "no-normalize": False, "default": None}
 NEW_TOKENS = 8

@@ -44,6 +44,16 @@ def test_the_registry_knows_it_by_model_type_and_class_names():
     assert FAMILY.vllm_pixels_field == "batched" and FAMILY.layout == "tiles"
 
 
+def test_the_presets_are_the_llava_hf_models():
+    """The class defaults are OpenAI CLIP's mean and std; the published models say SigLIP's 0.5."""
+    assert load_processor("llava_onevision").image_config.image_mean[0] == 0.48145466
+    for model in ("llava-hf/llava-onevision-qwen2-0.5b-ov-hf", "llava-hf/llava-onevision-qwen2-72B-si-hf"):
+        processor = load_processor(model)
+        assert processor.family == "llava_onevision"
+        assert processor.image_config.image_mean == processor.video_config.image_std == (0.5, 0.5, 0.5)
+        assert processor.image_config.fixed_size == processor.video_config.fixed_size == (384, 384)
+
+
 def test_the_grid_resolution_is_transformers_choice():
     pinpoints = load_processor("llava_onevision").image_config.grid_pinpoints
     assert len(pinpoints) == 36 and pinpoints[0] == (384, 384) and pinpoints[-1] == (2304, 2304)

@@ -17,6 +17,7 @@ import json
 
 import pytest
 from real_vllm import (
+    MEDIA,
     MEDIA_CASES,
     NORMALIZE,
     REPO,
@@ -35,6 +36,7 @@ if not GOLDENS_FILE.exists():
 GOLDENS = json.loads(GOLDENS_FILE.read_text())
 SETUPS = [(family, mode) for family, recorded in GOLDENS["families"].items() for mode in recorded["modes"]]
 ROUTES = ("serve_render", "launch_render")
+MEDIA_CASES_FILES = {"h264": MEDIA / "bframes_h264.mp4"}
 
 
 @pytest.fixture(scope="module", params=SETUPS, ids=[f"{family}-{mode}" for family, mode in SETUPS])
@@ -68,7 +70,8 @@ def mark_known(request, setup, case):
         reason = (
             "other frames, as many: for a model whose processor does not sample (LLaVA-OneVision), "
             "vLLM's loader takes linspace(0, total - 1, floor(duration * fps)) of the frames; mmprep "
-            "takes the frame on screen at k / fps (its sampling contract). Equal on the VP9 clip"
+            "takes the frame on screen at k / fps (its sampling contract). Equal on the VP9 clip, and on "
+            "vLLM's frames (test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames)"
         )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
@@ -96,3 +99,26 @@ def test_mm_hashes_are_vllms(setup, case):
     recorded = setup["cases"][case]
     theirs = recorded.get("serve_render", recorded.get("launch_render"))
     assert mmprep_render(setup, case)["mm_hashes"] == theirs["mm_hashes"]
+
+
+@pytest.mark.skipif("llava_onevision" not in GOLDENS["families"], reason="no LLaVA-OneVision goldens")
+def test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames():
+    """The H.264 case's one difference is which frames: given the ones vLLM's loader takes
+    (linspace(0, 47, 4): mmprep's num_frames=4 on this constant-rate clip), mmprep's tensors
+    are vLLM's to the byte."""
+    import hashlib
+
+    from mmprep.decoders import decode_video
+    from mmprep.processors import load_processor
+
+    video = decode_video(MEDIA_CASES_FILES["h264"].read_bytes(), num_frames=4)
+    assert video.indices.tolist() == [0, 15, 31, 47]
+    pixels = (
+        load_processor("llava-hf/llava-onevision-qwen2-0.5b-ov-hf")
+        .process_video(video.frames)
+        .tensors["pixel_values_videos"][0]
+    )
+    recorded = GOLDENS["families"]["llava_onevision"]["modes"]["default"]["h264"]["launch_render"]
+    dtype, shape, digest = recorded["tensors"]["video"][0]["pixel_values_videos"]["data"]
+    assert (str(pixels.dtype), list(pixels.shape)) == (dtype, shape)
+    assert hashlib.sha256(pixels.tobytes()).hexdigest()[:16] == digest

@@ -31,6 +31,7 @@ from real_vllm import (  # noqa: E402 (after the path)
     FAMILIES,
     MEDIA_CASES,
     MODES,
+    MULTI_CASES,
     RENDER_ONLY,
     chat_body,
     generate_ids,
@@ -81,14 +82,19 @@ def record(family: str) -> dict:
 
 
 def record_render_only(folder: Path, recorded: dict) -> dict:
-    """`vllm launch render` (0.33) alone, in its default mode (RENDER_ONLY's families)."""
+    """`vllm launch render` (0.33) alone, in its default mode (RENDER_ONLY's families): the
+    single cases, then the MULTI_CASES on a fresh server (vLLM's processor cache keeps an
+    image's tensors as the first request that sent it padded them)."""
     for mode in DEFAULT_MODE:
-        with vllm_render(folder, mode) as server:
-            print(f"{folder.name} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
-            recorded["modes"][mode] = {
-                case: {"launch_render": render_fields(render(server.url, chat_body(str(folder), case)))}
-                for case in MEDIA_CASES
-            }
+        recorded["modes"][mode] = {}
+        for cases in (MEDIA_CASES, MULTI_CASES):
+            with vllm_render(folder, mode) as server:
+                print(
+                    f"{folder.name} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True
+                )
+                for case in cases:
+                    answer = render(server.url, chat_body(str(folder), case))
+                    recorded["modes"][mode][case] = {"launch_render": render_fields(answer)}
     return recorded
 
 

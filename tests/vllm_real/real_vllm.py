@@ -94,18 +94,25 @@ MEDIA_CASES = {
 QUESTION = "Describe it."
 
 
+# Several media parts in one message, recorded for RENDER_ONLY's families: name -> the
+# MEDIA_CASES it sends, in order (LLaVA-OneVision pads a prompt's images to one tile count).
+MULTI_CASES = {"png+png-resized": ("png", "png-resized")}
+
+
 def chat_body(model: str, case: str) -> dict:
-    """The chat request both sides get: one media part, a question, greedy, a few tokens.
-    Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
-    kind, url = MEDIA_CASES[case]
-    part = {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
+    """The chat request both sides get: the case's media parts, a question, greedy, a few
+    tokens. Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    kinds = [MEDIA_CASES[name] for name in MULTI_CASES.get(case, (case,))]
+    parts: list[dict[str, Any]] = [
+        {"type": f"{kind}_url", f"{kind}_url": {"url": url}} for kind, url in kinds
+    ]
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": [part, {"type": "text", "text": QUESTION}]}],
+        "messages": [{"role": "user", "content": [*parts, {"type": "text", "text": QUESTION}]}],
         "max_tokens": NEW_TOKENS,
         "temperature": 0,
     }
-    if kind == "video":
+    if any(kind == "video" for kind, _ in kinds):
         body["media_io_kwargs"] = {"video": {"fps": FPS}}
     return body
 

@@ -19,6 +19,7 @@ import pytest
 from real_vllm import (
     MEDIA,
     MEDIA_CASES,
+    MULTI_CASES,
     NORMALIZE,
     REPO,
     chat_body,
@@ -62,7 +63,7 @@ def mmprep_render(setup, case) -> dict:
 def mark_known(request, setup, case):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
-    if setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
+    if setup["family"] == "qwen3_vl" and case in MEDIA_CASES and MEDIA_CASES[case][0] == "video":
         # vLLM's own render -> generate fails on them too (no is_embed in 0.32/0.33's protocol)
         reason = "mmprep refuses Qwen3-VL videos (400 unsupported_placeholder) where vLLM's render answers"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
@@ -77,8 +78,10 @@ def mark_known(request, setup, case):
 
 
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("case", list(MEDIA_CASES))
+@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES])
 def test_render_is_vllms(request, setup, case, route):
+    if case not in setup["cases"]:
+        pytest.skip(f"{case} was not recorded for {setup['family']} (MULTI_CASES: RENDER_ONLY's families)")
     if route not in setup["cases"][case]:
         pytest.skip(f"{setup['family']} was recorded from vLLM's {' and '.join(setup['cases'][case])} only")
     mark_known(request, setup, case)

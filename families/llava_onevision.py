@@ -51,7 +51,7 @@ COMMON = {
     "merge_size": 1,
 }
 IMAGE = COMMON | {"image_grid_pinpoints": [list(pair) for pair in PINPOINTS]}
-VIDEO = COMMON | {"max_video_tokens": 1}
+VIDEO = COMMON | {"max_video_tokens": 1}  # a Qwen-VL cap, read by no rule of this family
 # The processor's own settings (processor_config.json of the published models): SigLIP's
 # 27 x 27 patches of a 384 tile, all of them kept ("full"), at most 9 tiles' worth unpooled.
 NUM_IMAGE_TOKENS = 729

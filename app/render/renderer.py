@@ -191,9 +191,9 @@ class Renderer:
         out: list[int] = []
         placeholders = []
         start = 0
-        for index, ((at, kind), item) in enumerate(zip(pads, media, strict=True)):
+        for (at, kind), index in zip(pads, _item_order(pads, media), strict=True):
             out += ids[start:at]
-            tokens = item_tokens(self.folder, item)
+            tokens = item_tokens(self.folder, media[index])
             placeholders.append(Placeholder(kind, index, len(out), len(tokens)))
             out += tokens
             start = at + 1
@@ -386,11 +386,21 @@ def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 
+def _item_order(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> list[int]:
+    """Each pad's item (its index in `media`): the k-th image pad is the k-th image, the
+    k-th video pad the k-th video, as transformers' processor and vLLM pair them (a
+    template may write a message's images before its videos, as LLaVA-OneVision's does)."""
+    queues = {
+        kind: [index for index, item in enumerate(media) if item.kind == kind] for kind in ("image", "video")
+    }
+    return [queues[kind].pop(0) for _, kind in pads]
+
+
 def _check_counts(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> None:
-    """Each media item needs its pad in the rendered prompt, in the same order."""
+    """Each media item needs its pad in the rendered prompt: as many of each kind."""
     in_prompt = [kind for _, kind in pads]
     given = [item.kind for item in media]
-    if in_prompt == given:
+    if all(in_prompt.count(kind) == given.count(kind) for kind in ("image", "video")):
         return
     counts = {kind: (in_prompt.count(kind), given.count(kind)) for kind in ("image", "video")}
     detail = ", ".join(

@@ -108,7 +108,6 @@ EXTRA = {
     "tool_choice": "auto",
     "response_format": {"type": "json_object"},
     "chat_template_kwargs": {"enable_thinking": False},
-    "logprobs": True,
 }
 PROCESSOR = {"fps": 1, "do_sample_frames": True, "max_pixels": 200_704}
 
@@ -131,11 +130,12 @@ def test_fields_and_processor_options_reach_a_vllm_upstream_unchanged():
     with ThreadServer(upstream.app) as vllm:
         settings = Settings(engine="openai", upstream_url=f"{vllm.url}/v1", upstream_model="test-vlm")
         with LiveServer(settings) as front:
-            body = chat(video(WEBM), **EXTRA, mm_processor_kwargs=PROCESSOR)
+            # logprobs too: the upstream gives them (the echo engine refuses them)
+            body = chat(video(WEBM), **EXTRA, logprobs=True, mm_processor_kwargs=PROCESSOR)
             response = post(front, {**body, "model": "test-vlm"})
     assert response.status_code == 200, response.text
     sent = upstream.received[-1]["body"]
-    assert {key: sent[key] for key in EXTRA} == EXTRA
+    assert {key: sent[key] for key in EXTRA} == EXTRA and sent["logprobs"] is True
     assert sent["mm_processor_kwargs"] == PROCESSOR
 
 

@@ -111,6 +111,29 @@ def _columns(in_width: int, width: int, channels: int) -> tuple[np.ndarray, np.n
     return tables[0], tables[1], precision
 
 
+Runs = tuple[tuple[int, int, int], ...]  # (first output column, end, first source column)
+MIN_RUN = 256  # output columns a stretch has on average, at least, to be read as slices
+
+
+@functools.lru_cache(maxsize=64)
+def _runs(in_width: int, width: int, channels: int) -> tuple[Runs | None, ...]:
+    """Per tap, the stretches of output columns whose source columns go up one by one, as
+    they do nearly everywhere when the size changes little (1280 -> 1288: 9 stretches per
+    tap): each is then read as a slice, straight into the multiply, instead of gathered
+    column by column (numpy's take, two thirds of the pass's time). None for a tap whose
+    stretches are too short to be worth it (a shrink: every source column is skipped over)."""
+    columns, _, _ = _columns(in_width, width, channels)
+    runs: list[Runs | None] = []
+    for tap_columns in columns:
+        breaks = np.flatnonzero(np.diff(tap_columns) != 1) + 1
+        if len(breaks) + 1 > len(tap_columns) // MIN_RUN:
+            runs.append(None)
+            continue
+        starts, stops = [0, *breaks.tolist()], [*breaks.tolist(), len(tap_columns)]
+        runs.append(tuple((a, b, int(tap_columns[a])) for a, b in zip(starts, stops, strict=True)))
+    return tuple(runs)
+
+
 class _Scratch:
     """One chunk's int32 sums and products and its gathered uint8 bytes, reused chunk after chunk."""
 
@@ -126,6 +149,7 @@ class _Scratch:
 def _horizontal(rows: np.ndarray, channels: int, width: int) -> np.ndarray:
     """(H, W * C) uint8, channels interleaved, to (H, width * C)."""
     columns, weights, precision = _columns(rows.shape[1] // channels, width, channels)
+    runs = _runs(rows.shape[1] // channels, width, channels)
     out = np.empty((rows.shape[0], width * channels), np.uint8)
     step = _chunk_rows(HORIZONTAL_CHUNK_BYTES, width * channels)
     scratch = _Scratch(step, width * channels)
@@ -133,9 +157,17 @@ def _horizontal(rows: np.ndarray, channels: int, width: int) -> np.ndarray:
         chunk = rows[start : start + step]
         sums, product, gathered = scratch.first(len(chunk))
         sums.fill(1 << (precision - 1))
-        for tap_columns, tap_weights in zip(columns, weights, strict=True):
-            np.take(chunk, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
-            np.multiply(gathered, tap_weights, out=product)
+        for tap_columns, tap_runs, tap_weights in zip(columns, runs, weights, strict=True):
+            if tap_runs is None:
+                np.take(chunk, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
+                np.multiply(gathered, tap_weights, out=product)
+            else:
+                for first, end, source in tap_runs:
+                    np.multiply(
+                        chunk[:, source : source + end - first],
+                        tap_weights[first:end],
+                        out=product[:, first:end],
+                    )
             sums += product
         _finish(sums, precision, out[start : start + len(chunk)])
     return out

@@ -87,6 +87,11 @@ class Preprocessor:
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
+        # What decides an item's tensors besides its bytes and sampling (the cache's key): the
+        # server's image scale, and the vision processor as it is built (family, both configs
+        # with their pixel form, the resize). Per-request processor options that would change
+        # the tensors are refused (check_processor_kwargs), so none are part of it.
+        self._made_with = (settings.max_pixels, self._vision.cache_key if self._vision else None)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
             Renderer(
@@ -237,7 +242,7 @@ class Preprocessor:
 
         if self._cache is None:
             return await decode()
-        key = await content_key(part.kind, data, part.sampling)
+        key = await content_key(part.kind, data, (part.sampling, self._made_with))
         return await self._cache.get_or_decode(key, decode, lambda loaded: loaded.nbytes)
 
     # -- in the pool's threads --

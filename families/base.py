@@ -34,12 +34,12 @@ Layout = Literal["patches", "tiles"]
 class View:
     """One resized copy of an image that a tiled processor cuts tiles from: resized to
     `size` (h, w), pasted at `offset` (top, left) into zeros of `canvas` (h, w), cut into
-    `tile` x `tile` squares row by row (0: the canvas is one tile)."""
+    tiles of `tile` (h, w) row by row ((0, 0): the canvas is one tile)."""
 
     size: tuple[int, int]
     canvas: tuple[int, int]
     offset: tuple[int, int] = (0, 0)
-    tile: int = 0
+    tile: tuple[int, int] = (0, 0)
 
 
 class SideConfig(Protocol):
@@ -63,6 +63,7 @@ class SideConfig(Protocol):
     def fixed_size(self) -> tuple[int, int]: ...
     @property
     def grid_pinpoints(self) -> tuple[tuple[int, int], ...]: ...
+    def option(self, name: str) -> Any: ...
 
 
 class Family:
@@ -91,9 +92,11 @@ class Family:
     # None where it returns no grid (the pixels' shape is the item's size)
     tensor_names: Mapping[Kind, tuple[str, str | None]] = {}
     layout: Layout = "patches"
-    # processor config keys beyond the Qwen-VL ones that this family's classes read, and
-    # the steps transformers' Qwen-VL classes never take (do_pad, ...) that this family's
-    # take without changing one item (its do_pad pads a batch's images to one tile count)
+    # processor config keys beyond the Qwen-VL ones that this family's classes read (their
+    # defaults in processor_defaults; SideConfig.option reads them, image_grid_pinpoints is
+    # grid_pinpoints), and the steps transformers' Qwen-VL classes never take (do_pad, ...)
+    # that this family's take without changing one item (its do_pad pads a batch's images
+    # to one tile count)
     extra_keys: frozenset[str] = frozenset()
     item_switches: frozenset[str] = frozenset()
     # per kind: what vLLM writes for a media part in a template that takes its content as a
@@ -109,6 +112,9 @@ class Family:
     vllm_pixels_field: Literal["flat", "batched"] = "flat"
     device_normalizes: bool = False
     video_metadata_in_hash: bool = False
+    # whether the transformers engine (app/engines/transformers_engine.py) can feed its model
+    # the tensors as the engine batches them
+    transformers_engine: bool = True
 
     def __repr__(self) -> str:
         return f"<family {self.name}>"
@@ -142,14 +148,21 @@ class Family:
         patches layout counts its grid instead)."""
         raise NotImplementedError
 
+    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """For a tiled family: an item's processed tensors, as transformers' processor returns
+        them, from its normalized tiles (N, 3, H, W) and its size (an image's as given, a
+        video's frames' as resized)."""
+        raise NotImplementedError
+
     # -- the prompt ----------------------------------------------------------------------
 
     def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
-        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row."""
+        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row, a
+        (t, h, w) grid or a count of tiles."""
         grid_key = self.tensor_names[kind][1]
         if grid_key is None:
             raise NotImplementedError(f"{self.name} has no {kind} grid: item_grid reads its own")
-        return [int(size) for size in tensors[grid_key][0]]
+        return [int(size) for size in np.ravel(tensors[grid_key][0])]
 
     def item_tokens(
         self,
@@ -167,6 +180,11 @@ class Family:
         raise NotImplementedError
 
     # -- the engines' inputs -------------------------------------------------------------
+
+    def vllm_shared_fields(self, kind: Kind, token_ids: Mapping[str, int]) -> dict[str, int]:
+        """Keys vLLM's items of this kind share (a shared field kept on the CPU: every item
+        holds the same 0-d int64), from the model's token ids."""
+        return {}
 
     def vllm_video_fields(
         self, video: SampledVideo, temporal_patch_size: int

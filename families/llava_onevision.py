@@ -93,10 +93,17 @@ class LlavaOnevision(Family):
         best = best_resolution(height, width, config.grid_pinpoints)
         inner = patch_output_size(height, width, best)
         top, left = (best[0] - inner[0]) // 2, (best[1] - inner[1]) // 2
-        return [View((tile_h, tile_w), (tile_h, tile_w)), View(inner, best, (top, left), tile_h)]
+        return [View((tile_h, tile_w), (tile_h, tile_w)), View(inner, best, (top, left), (tile_h, tile_w))]
 
     def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
         return video_tokens(num_frames) if kind == "video" else image_tokens(height, width, config)
+
+    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """A batch of one: (1, tiles, 3, H, W); an image's (height, width) as given beside it."""
+        pixels_key, sizes_key = self.tensor_names[kind]
+        if sizes_key is None:
+            return {pixels_key: tiles[None]}
+        return {pixels_key: tiles[None], sizes_key: np.array([[height, width]], np.int64)}
 
     def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
         """An image's (height, width) as given; a video's frame count."""

@@ -97,11 +97,18 @@ class ProcessorConfig:
     # min_pixels = max_pixels = its area; (0, 0) for pixel bounds
     fixed_size: tuple[int, int] = (0, 0)
     grid_pinpoints: tuple[tuple[int, int], ...] = ()  # image_grid_pinpoints, (h, w) each
+    # the family's other extra keys (Family.extra_keys: InternVL's min_patches, ...), as
+    # (key, value) pairs, its class defaults filled in
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def factor(self) -> int:
         """Both sides of a resized frame are multiples of this."""
         return self.patch_size * self.merge_size
+
+    def option(self, name: str) -> Any:
+        """One of the family's extra settings (a KeyError for a name it has not)."""
+        return dict(self.options)[name]
 
     def transformers_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that build the same processor in transformers."""
@@ -109,6 +116,7 @@ class ProcessorConfig:
         del kwargs["family"], kwargs["kind"]
         kwargs["size"] = {"shortest_edge": kwargs.pop("min_pixels"), "longest_edge": kwargs.pop("max_pixels")}
         fixed, pinpoints = kwargs.pop("fixed_size"), kwargs.pop("grid_pinpoints")
+        del kwargs["options"]  # read by mmprep's rules; transformers' classes split them otherwise
         if self.fixed_size != (0, 0):
             kwargs["size"] = {"height": fixed[0], "width": fixed[1]}
         if pinpoints:
@@ -205,14 +213,29 @@ def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> Processo
         else 0,
         fixed_size=fixed,
         grid_pinpoints=_pinpoints(values.get("image_grid_pinpoints") or []) if kind == "image" else (),
+        options=_options(family, values),
     )
 
 
+# extra keys that have a field of their own, checked as it is built
+TYPED_EXTRA_KEYS = frozenset({"image_grid_pinpoints"})
+
+
+def _options(family: str, values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The family's other extra keys, each a JSON scalar (the config stays hashable: the
+    media cache keys by it)."""
+    keys = sorted(families.get(family).extra_keys - TYPED_EXTRA_KEYS)
+    for key in keys:
+        if key in values and (values[key] is None or not isinstance(values[key], (bool, int, float, str))):
+            raise ProcessorConfigError(f"{key} must be a number, a string or a boolean, got {values[key]!r}")
+    return tuple((key, values[key]) for key in keys if key in values)
+
+
 def _fixed_size(size: dict[str, Any]) -> tuple[int, int]:
-    """transformers' {"height", "width"} size as (h, w), which a tiled family resizes to
-    (the patches layout's Qwen-VL classes take pixel bounds only); (0, 0) for pixel bounds."""
+    """transformers' {"height", "width"} size as (h, w): the tile a tiled family resizes to
+    (the patches layout's Qwen-VL classes take pixel bounds only)."""
     if "height" not in size and "width" not in size:
-        return 0, 0
+        raise ProcessorConfigError(f"size must give a tile's height and width, got {size!r}")
     return _positive_int(size.get("height"), "size.height"), _positive_int(size.get("width"), "size.width")
 
 

@@ -1,12 +1,14 @@
 """The "tiles" layout (mmprep.families: Family.layout): frames and image tiles kept whole,
-(3, H, W) each, one after another, as transformers' LLaVA-style processors return them
-(`pixel_values` (1, tiles, 3, H, W), `pixel_values_videos` (1, frames, 3, H, W)); the
-Qwen-VL families' temporal-patch rows are patches.py's.
+(3, H, W) each, one after another, as transformers' tiling processors return them
+(LLaVA-OneVision's `pixel_values` (1, tiles, 3, H, W), InternVL's (tiles, 3, H, W): the
+family's `tile_tensors` says which, and what goes beside them); the Qwen-VL families'
+temporal-patch rows are patches.py's.
 
 An image is cut from its family's views (`Family.image_views`): each view resized
 (resize.py: torchvision's antialiased bicubic), pasted into zeros (transformers pads the
 uint8 pixels before it rescales them) and cut into tiles row by row. Every tile is then
-rescaled and normalized as the patches are (patches.Normalizer), to the same bits."""
+rescaled and normalized as the patches are (patches.Normalizer), to the same bits. A video's
+frames are one tile each, resized to the family's video_size."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def image_tiles(image: np.ndarray, views: list[families.View]) -> list[np.ndarra
             canvas = np.zeros((*view.canvas, 3), np.uint8)
             top, left = view.offset
             canvas[top : top + view.size[0], left : left + view.size[1]] = resized
-        side_h, side_w = (view.tile, view.tile) if view.tile else view.canvas
+        side_h, side_w = view.tile if view.tile != (0, 0) else view.canvas
         for row in range(0, view.canvas[0], side_h):
             for column in range(0, view.canvas[1], side_w):
                 tiles.append(canvas[row : row + side_h, column : column + side_w].transpose(2, 0, 1))
@@ -39,34 +41,35 @@ def image_tiles(image: np.ndarray, views: list[families.View]) -> list[np.ndarra
 
 
 def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -> ProcessedMedia:
-    """`image` uint8 (H, W, 3): its tiles under transformers' names, with its size as given."""
+    """`image` uint8 (H, W, 3): its tiles under transformers' names (Family.tile_tensors)."""
     rules = families.get(config.family)
     height, width = image.shape[:2]
     tiles = np.stack(image_tiles(image, rules.image_views(config, height, width)))
     normalize = Normalizer(config, CHANNELS_FIRST)
     pixels = np.empty(tiles.shape, normalize.dtype)
     normalize(tiles, pixels)
-    pixels_key, sizes_key = rules.tensor_names["image"]
-    tensors = {pixels_key: pixels[None]}
-    if sizes_key is not None:
-        tensors[sizes_key] = np.array([[height, width]], np.int64)
-    return ProcessedMedia(tensors=tensors, num_tokens=num_tokens)
+    return ProcessedMedia(tensors=rules.tile_tensors("image", pixels, height, width), num_tokens=num_tokens)
 
 
 class TileWriter:
     """A clip's output in the tiles layout: frame `index` resized to the family's size, one
-    (3, H, W) slot each (PatchWriter's interface, so the streaming video path takes either)."""
+    (3, H, W) slot each (PatchWriter's interface, so the streaming video path takes either).
+    Threads may fill different slots at once."""
 
     temporal = 1  # no temporal blocks: a frame is written once
 
     def __init__(self, config: ProcessorConfig, num_frames: int, height: int, width: int, num_tokens: int):
         self.grid_t = num_frames
+        self._rules = families.get(config.family)
         self._normalize = Normalizer(config, CHANNELS_FIRST)
         self._num_tokens = num_tokens
-        self.output = np.empty((1, num_frames, 3, height, width), self._normalize.dtype)
+        self.output = np.empty((num_frames, 3, height, width), self._normalize.dtype)
 
     def write(self, frame: np.ndarray, index: int) -> None:
-        self._normalize(frame.transpose(2, 0, 1)[None], self.output[0, index : index + 1])
+        self._normalize(frame.transpose(2, 0, 1)[None], self.output[index : index + 1])
 
     def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
-        return ProcessedMedia(tensors={pixels_key: self.output}, num_tokens=self._num_tokens)
+        """The frames under the family's names (Family.tile_tensors; the keys are its own)."""
+        height, width = self.output.shape[2:]
+        tensors = self._rules.tile_tensors("video", self.output, height, width)
+        return ProcessedMedia(tensors=tensors, num_tokens=self._num_tokens)

@@ -146,6 +146,12 @@ class TransformersEngine:
                 f"{MODEL_VARIABLE}: {self.folder} is a {config.model_type!r} model, not of a family mmprep "
                 f"knows ({', '.join(families.MODEL_TYPES)})"
             )
+        if not family.transformers_engine:
+            raise ValueError(
+                f"{MODEL_VARIABLE}: {self.folder} is of the {family.name} family, which this engine "
+                "cannot feed yet (its model takes its tensors in another form); serve it with --engine "
+                "vllm-generate or --engine openai"
+            )
         self.family = family  # its tensors' names, and what its model takes beside them
         defaults = model.generation_config
         self.eos_ids = _ids(defaults.eos_token_id)

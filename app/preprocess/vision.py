@@ -26,13 +26,23 @@ def normalizes_on_device(settings: Settings, family: str) -> bool:
     (workers, --engine-class: transformers' models take normalized pixels), transformers'
     normalized form unless the raw one is asked for. vLLM's default is its model's
     supports_mm_device_do_normalize (the family's `device_normalizes`): for those models its
-    renderer sends uint8 patches and the model's first layer rescales and normalizes them."""
-    if settings.mm_device_do_normalize is not None:
-        return settings.mm_device_do_normalize
-    if settings.model is None or settings.engine_class is not None or settings.engine == "workers":
-        return False
+    renderer sends uint8 patches and the model's first layer rescales and normalizes them.
+    Asked for a model without it, vLLM turns it off (ModelConfig, with a warning): so does
+    mmprep where it speaks vLLM's wire."""
     known = families.find(family)  # a family mmprep does not know: transformers' form
-    return known is not None and known.device_normalizes
+    speaks_vllm = (
+        settings.model is not None and settings.engine_class is None and settings.engine != "workers"
+    )
+    if settings.mm_device_do_normalize is not None:
+        if (
+            settings.mm_device_do_normalize
+            and speaks_vllm
+            and known is not None
+            and not known.device_normalizes
+        ):
+            return False
+        return settings.mm_device_do_normalize
+    return speaks_vllm and known is not None and known.device_normalizes
 
 
 class VisionProcessing:

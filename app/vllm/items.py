@@ -19,13 +19,16 @@ models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.
 - Qwen3-VL videos: `timestamps`, batched on the CPU: a list of Python floats, one per
   temporal block (the mean time of its frames), as vLLM's `_calculate_timestamps`.
 
+A family's items may also share keys (Family.vllm_shared_fields, from the model's token ids):
+a shared field kept on the CPU, every item the same 0-d int64.
+
 Keys go in the order of the model's field config (vLLM's own order comes from a set, so
 it varies between its processes; its decoder reads a mapping, so order carries nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
@@ -72,10 +75,16 @@ def flat(sizes: Sequence[int], keep_on_cpu: bool = False) -> Field:
     return Field("flat", {"keep_on_cpu": keep_on_cpu, "slices": slices, "dim": 0})
 
 
-def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: int) -> list[Item]:
+def kwargs_items(
+    media: Sequence[MediaItem],
+    family: str,
+    temporal_patch_size: int,
+    token_ids: Mapping[str, int] | None = None,
+) -> list[Item]:
     """The items of one modality's media, in prompt order (all images, or all videos),
     each processed (`MediaItem.processed`) by the `family`'s processor: its pixels and grid
-    under the family's tensor names, and for a video the keys the family adds."""
+    under the family's tensor names, for a video the keys the family adds, and the keys the
+    family's items share (from the model's vision `token_ids`)."""
     if not media:
         return []
     kinds = {item.kind for item in media}
@@ -94,6 +103,10 @@ def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: i
         for kwargs, entry in zip(items, media, strict=True):
             for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
                 kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
+    for key, value in rules.vllm_shared_fields(kind, token_ids or {}).items():
+        shared = Field("shared", {"keep_on_cpu": True, "batch_size": len(items)})
+        for kwargs in items:
+            kwargs[key] = FieldElem(np.array(value, np.int64), shared)
     return items
 
 
@@ -106,7 +119,8 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
     return [
         {
             pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field),
-            grid_key: FieldElem(grid.reshape(3), grid_field),
+            # the item's row of the batch: a (t, h, w) grid, or a 0-d count of tiles
+            grid_key: FieldElem(np.array(grid[0]), grid_field),
         }
         for rows, grid in zip(pixels, grids, strict=True)
     ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ class GenerateOptions:
     served_model: str | None = None  # GenerateRequest.model (None: the server's own)
     family: str | None = None  # the vision processor's family (qwen2_vl, qwen2_5_vl, qwen3_vl)
     temporal_patch_size: int = 2
+    vision_token_ids: Mapping[str, int] = field(default_factory=dict)  # ModelFolder.vision_token_ids
     hash_algorithm: HashAlgorithm = "blake3"  # vllm serve --mm-hasher-algorithm
     # The pixels go uint8 for the model to normalize on the device (vllm serve
     # --mm-device-do-normalize), else rescaled and normalized float32.
@@ -63,6 +64,7 @@ def generate_options(settings: Settings) -> GenerateOptions:
         served_model=settings.upstream_model or settings.served_model_name[0],
         family=folder.family,
         temporal_patch_size=folder.processor.video_config.temporal_patch_size,
+        vision_token_ids=folder.vision_token_ids,
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
         generation_defaults=generation_defaults(folder.path),
@@ -236,7 +238,9 @@ def features(
         media = [_media(request, placeholder) for placeholder in group]
         for placeholder, item in zip(group, media, strict=True):
             _check_range(placeholder, item)
-        items = kwargs_items(media, options.family or "", options.temporal_patch_size)
+        items = kwargs_items(
+            media, options.family or "", options.temporal_patch_size, options.vision_token_ids
+        )
         hashes[modality] = _hashes(media, request, options)
         ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
         kwargs_data[modality] = [encode(item) for item in items]

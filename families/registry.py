@@ -6,7 +6,7 @@ line in REGISTERED; the tables below are built from the families' own attributes
 
 from __future__ import annotations
 
-from . import llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_vl
+from . import internvl, llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_vl
 from .base import Family
 
 REGISTERED: tuple[Family, ...] = (
@@ -14,6 +14,7 @@ REGISTERED: tuple[Family, ...] = (
     qwen2_5_vl.FAMILY,
     qwen3_vl.FAMILY,
     llava_onevision.FAMILY,
+    internvl.FAMILY,
 )
 
 

@@ -1,10 +1,10 @@
 """`load_processor`: a family name, a preset model id, or a model folder, to a `Processor`.
 
-Presets are the published preprocessor configs of the common Qwen-VL models, shipped in
-`presets/` (nothing is downloaded). A folder is read as transformers reads it: the image side
-from `processor_config.json`'s `image_processor`, else `preprocessor_config.json`; the video
-side from `processor_config.json`'s `video_processor`, else `video_preprocessor_config.json`,
-else `preprocessor_config.json`.
+Presets are the published preprocessor configs of the common Qwen-VL, LLaVA-OneVision and
+InternVL models, shipped in `presets/` (nothing is downloaded). A folder is read as
+transformers reads it: the image side from `processor_config.json`'s `image_processor`, else
+`preprocessor_config.json`; the video side from `processor_config.json`'s `video_processor`,
+else `video_preprocessor_config.json`, else `preprocessor_config.json`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ Layer = tuple[dict[str, Any], str]
 
 
 def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
-    """`name`: "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" (transformers' classes as they are
-    built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct", or a
-    folder with preprocessor_config.json and/or video_preprocessor_config.json.
+    """`name`: a family (families.FAMILIES: "qwen2_vl", ..., "internvl"; transformers' classes
+    as they are built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct",
+    or a folder with preprocessor_config.json and/or video_preprocessor_config.json.
     `overrides`: transformers' config keys (size, min_pixels, patch_size, image_mean, ...)
     applied over the config on both sides."""
     name = os.fspath(name)

@@ -67,11 +67,30 @@ _QWEN3 = [
 # LLaVA-OneVision (llava-hf's conversion of Qwen2's tokenizer): Qwen2's three, then its
 # two media tokens added at the next ids
 _LLAVA_ONEVISION = [*_QWEN2_VL[:3], (151646, "<image>", True), (151647, "<video>", True)]
+# InternVL 3.5 (HF form) on Qwen3's vocabulary: its image tokens after Qwen3's, and `<video>`
+_INTERNVL = [
+    (151669 + offset, content, True)
+    for offset, content in enumerate(
+        [
+            "<img>",
+            "</img>",
+            "<IMG_CONTEXT>",
+            "<quad>",
+            "</quad>",
+            "<ref>",
+            "</ref>",
+            "<box>",
+            "</box>",
+            "<video>",
+        ]
+    )
+]
 ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
     "qwen2_vl": _QWEN2_VL,
     "qwen2_5_vl": _QWEN2_VL + _QWEN2_5,
     "qwen3_vl": _QWEN2_VL + _QWEN2_5 + _QWEN3,
     "llava_onevision": _LLAVA_ONEVISION,
+    "internvl": _QWEN2_VL + _QWEN2_5 + _QWEN3 + _INTERNVL,
 }
 
 

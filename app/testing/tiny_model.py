@@ -1,9 +1,10 @@
-"""Tiny random-weight Qwen-VL and LLaVA-OneVision models for tests: a family's published model folder
-(model_folder.make_model_folder: configs, chat template, the real Qwen vocabulary) with a
-config.json of tiny text and vision sizes (the real vocabulary size and special token ids) and
-weights from a fixed seed, saved by transformers. The transformers engine's tests load them in
-process; tests/vllm_real/ serves them with a real vLLM, whose venv has torch and transformers
-but not mmprep: so this file imports nothing of mmprep at its top and runs on its own too,
+"""Tiny random-weight vision-language models for tests (the Qwen-VL families, LLaVA-OneVision,
+InternVL): a family's published model folder (model_folder.make_model_folder: configs, chat
+template, the real Qwen vocabulary) with a config.json of tiny text and vision sizes (the real
+vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
+The transformers engine's tests load them in process; tests/vllm_real/ serves them with a real
+vLLM, whose venv has torch and transformers but not mmprep: so this file imports nothing of
+mmprep at its top and runs on its own too,
 
     python app/testing/tiny_model.py FOLDER FAMILY [--vllm]  # weights + config.json into FOLDER
 
@@ -58,6 +59,15 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "patch_size": 14,
         "vision_use_head": False,
     },
+    # tiles of 448 (256 tokens each, as the published models): the tower is small, not its input
+    "internvl": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": [448, 448],
+        "patch_size": [14, 14],
+    },
 }
 TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
@@ -69,8 +79,16 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
         "model_type": "qwen2",
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
     },
+    # a Qwen3 language model, its rope one-dimensional
+    "internvl": {
+        "model_type": "qwen3",
+        "head_dim": 8,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
 }
 # the model's own keys beside the two configs, as the published config.json has them
+# (InternVL's context token in this vocabulary: InternVLConfig's default is InternVL3's,
+# which Qwen3's vocabulary gives to <think>)
 MODEL_FOR: dict[str, dict[str, Any]] = {
     "llava_onevision": {
         "image_token_index": 151646,
@@ -79,7 +97,8 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
         "vision_feature_layer": -1,
         "vision_aspect_ratio": "anyres_max_9",
         "use_image_newline_parameter": True,
-    }
+    },
+    "internvl": {"image_token_id": 151671},
 }
 FAMILIES = tuple(VISION_CONFIGS)
 # vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
@@ -96,6 +115,7 @@ VLLM_TEXT = {
 VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}},
     "llava_onevision": TEXT_FOR["llava_onevision"],
+    "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
 }
 # and the vision tower's output is the text's hidden size
 VLLM_VISION = {
@@ -103,6 +123,7 @@ VLLM_VISION = {
     "qwen2_5_vl": {"out_hidden_size": 64},
     "qwen3_vl": {"out_hidden_size": 64},
     "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
+    "internvl": {},  # its projector maps the tower's output to the text's size
 }
 
 
@@ -123,6 +144,7 @@ def save_tiny_model(
             transformers.LlavaOnevisionConfig,
             transformers.LlavaOnevisionForConditionalGeneration,
         ),
+        "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
     config = config_class(

@@ -9,23 +9,24 @@ import numpy as np
 import pytest
 
 from mmprep import families
-from mmprep.families import SampledVideo
+from mmprep.families import SampledVideo, View
 from mmprep.families.registry import _table
 from mmprep.families.video import block_times
 
 
 def test_the_registry_is_keyed_by_name_and_model_type():
-    assert families.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision")
+    assert families.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "internvl")
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
         "qwen2_5_vl": "qwen2_5_vl",
         "qwen3_vl": "qwen3_vl",
         "qwen3_vl_moe": "qwen3_vl",
         "llava_onevision": "llava_onevision",
+        "internvl": "internvl",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
-    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision"):
+    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision, internvl"):
         families.get("qwen9_vl")
 
 
@@ -38,6 +39,9 @@ def test_a_folder_without_config_json_is_told_by_its_class_names():
     assert by_class("processor_class", None) is None
     assert families.for_image_processor_type("Qwen2VLImageProcessorFast").name == "qwen2_vl"
     assert families.for_image_processor_type("SiglipImageProcessor") is None
+    assert by_class("processor_class", "InternVLProcessor").name == "internvl"
+    assert by_class("video_processor_type", "InternVLVideoProcessor").name == "internvl"
+    assert families.for_image_processor_type("GotOcr2ImageProcessorFast").name == "internvl"
 
 
 def test_two_families_cannot_claim_one_name():
@@ -47,7 +51,8 @@ def test_two_families_cannot_claim_one_name():
 
 
 def test_vllms_facts_per_family():
-    """supports_mm_device_do_normalize and video_needs_metadata in vllm 0.33.0's model files."""
+    """supports_mm_device_do_normalize and video_needs_metadata in vllm 0.33.0's model files
+    (interns1.py, which serves InternVL's HF form, has neither)."""
     facts = {name: families.get(name) for name in families.FAMILIES}
     assert {name for name, family in facts.items() if family.device_normalizes} == {
         "qwen2_vl",
@@ -63,10 +68,11 @@ def test_vllms_facts_per_family():
         "qwen2_5_vl": 32768,
         "qwen3_vl": 128000,
         "llava_onevision": 32768,
+        "internvl": 32768,
     }
 
 
-def test_only_qwen3_vl_video_ignores_the_pixel_aliases():
+def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
     takes = {
         (name, kind): families.get(name).takes_pixel_aliases(kind)
         for name in families.FAMILIES
@@ -76,6 +82,8 @@ def test_only_qwen3_vl_video_ignores_the_pixel_aliases():
         ("qwen3_vl", "video"),
         ("llava_onevision", "image"),  # a fixed size: min_pixels / max_pixels mean nothing to it
         ("llava_onevision", "video"),
+        ("internvl", "image"),
+        ("internvl", "video"),
     ]
 
 
@@ -98,3 +106,50 @@ def test_a_video_without_a_rate_is_taken_at_24_fps():
     video = SampledVideo(indices=(0, 1))
     assert video.source_fps == video.sampled_fps == 24.0
     assert block_times([0, 1, 2], 24.0, 2) == [1 / 48, 2 / 24]  # the last index repeated to a whole block
+
+
+def test_internvl_tiles_and_prompt():
+    """InternVL's rules as transformers states them: the grids GotOcr2's
+    get_all_supported_aspect_ratios lists (its docstring's example), the canvas, the tile
+    count with its thumbnail, and the tokens InternVLProcessor writes for an image and a video."""
+    from mmprep.families.internvl import supported_grids, tiled_canvas
+    from mmprep.processors import load_processor
+
+    assert supported_grids(1, 4) == [(1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (1, 4), (2, 2), (4, 1)]
+    assert tiled_canvas(300, 800, 448, 448, 1, 12) == (5, 2)  # 2.67 is nearest 5:2
+    assert tiled_canvas(448, 448, 448, 448, 1, 12) == (1, 1)  # ties favour more tiles only for larger images
+    family = families.get("internvl")
+    config = load_processor("OpenGVLab/InternVL3_5-1B-HF").image_config
+    assert family.image_size(config, 300, 800) == (896, 2240)
+    # the canvas's ten tiles and the thumbnail; one tile alone has none
+    assert family.image_views(config, 300, 800) == [
+        View((896, 2240), (896, 2240), tile=(448, 448)),
+        View((448, 448), (448, 448)),
+    ]
+    assert family.tile_tokens("image", config, 1, 300, 800) == 11 * 256
+    assert family.image_views(config, 448, 448) == [View((448, 448), (448, 448), tile=(448, 448))]
+    assert family.tile_tokens("image", config, 1, 448, 448) == 256
+    ids = {"image_token_id": 9, "video_token_id": 8, "start_image_token_id": 1, "end_image_token_id": 2}
+    assert family.item_tokens("image", (3,), config, ids, None, list) == [1] + [9] * 768 + [2]
+
+    def encode(text):
+        return [ord(char) for char in text]
+
+    video = family.item_tokens("video", (2,), config, ids, SampledVideo(indices=(0, 5)), encode)
+    frame = [1] + [9] * 256 + [2]
+    assert video == encode("Frame1: ") + frame + encode("\nFrame2: ") + frame
+    assert family.vllm_shared_fields("video", ids) == {"video_token_id": 8}
+
+
+def test_internvl_config_keys_are_read_and_bad_ones_refused():
+    """Its extra keys reach the rules (ProcessorConfig.option), a tile's size is a height and
+    a width, and a setting that is not a plain value is a ProcessorConfigError naming it."""
+    from mmprep.processors import ProcessorConfigError, load_processor
+
+    config = load_processor("internvl", max_patches=4, size={"height": 56, "width": 28}).image_config
+    assert config.option("max_patches") == 4 and config.option("min_patches") == 1
+    assert config.fixed_size == (56, 28) and config.min_pixels == config.max_pixels == 56 * 28
+    with pytest.raises(ProcessorConfigError, match="size must give a tile's height and width"):
+        load_processor("internvl", size={"shortest_edge": 448})
+    with pytest.raises(ProcessorConfigError, match="max_patches must be a number"):
+        load_processor("internvl", max_patches=[4])

@@ -79,6 +79,57 @@ def test_no_resize_is_bit_exact():
     )
 
 
+# InternVL's tiles (processors/tiles.py): (overrides, kind, shape). Landscape, portrait,
+# square, one tile, the thumbnail, an aspect no grid fits, a small max_patches, tiles of
+# another size.
+TILE_CASES = [
+    ({}, "image", (300, 800)),
+    ({}, "image", (448, 448)),
+    ({}, "image", (100, 70)),
+    ({}, "image", (1000, 11)),
+    ({}, "image", (500, 1000)),
+    ({"max_patches": 4}, "image", (333, 250)),
+    ({"max_patches": 1}, "image", (240, 320)),
+    ({"size": {"height": 56, "width": 56}, "min_patches": 2}, "image", (90, 120)),
+    ({}, "video", (3, 100, 120)),
+    ({"size": {"height": 28, "width": 28}}, "video", (2, 448, 448)),
+]
+
+
+@pytest.mark.parametrize(("overrides", "kind", "shape"), TILE_CASES)
+def test_internvl_tiles_are_transformers(overrides, kind, shape):
+    """InternVL 3.5's published configs, against GotOcr2ImageProcessor with crop_to_patches
+    (as InternVLProcessor calls it) and InternVLVideoProcessor: every tile, to the bit."""
+    processor = load_processor("OpenGVLab/InternVL3_5-1B-HF", **overrides)
+    pixels = np.random.default_rng(sum(shape)).integers(0, 256, shape + (3,), dtype=np.uint8)
+    config = processor.image_config if kind == "image" else processor.video_config
+    assert config is not None
+    kwargs = {
+        "size": dict(zip(("height", "width"), config.fixed_size, strict=True)),
+        "image_mean": list(config.image_mean),
+        "image_std": list(config.image_std),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if kind == "image":
+            reference = transformers.GotOcr2ImageProcessor(
+                **kwargs, min_patches=config.option("min_patches"), max_patches=config.option("max_patches")
+            )
+            theirs = reference(images=[pixels], crop_to_patches=True, return_tensors="np")
+            values, count = np.asarray(theirs["pixel_values"]), int(theirs["num_patches"][0])
+            ours = processor.process_image(pixels)
+            assert ours.num_tokens == processor.image_tokens(*shape) == 256 * count
+        else:
+            theirs = transformers.InternVLVideoProcessor(**kwargs)(videos=[pixels], return_tensors="np")
+            values, count = np.asarray(theirs["pixel_values_videos"])[0], len(pixels)
+            ours = processor.process_video(pixels)
+            assert ours.num_tokens == processor.video_tokens(*shape) == 256 * count
+    pixels_key, count_key = processor.tensor_names(kind)
+    assert ours.tensors[count_key].tolist() == [count]
+    assert ours.tensors[pixels_key].dtype == values.dtype and ours.tensors[pixels_key].shape == values.shape
+    np.testing.assert_array_equal(ours.tensors[pixels_key], values)
+
+
 # (input height, width) -> (output height, width): resize_bicubic against torchvision itself
 RESIZES = [
     ((720, 1280), (728, 1288)),  # Qwen's grid for 720p: both sides up a little

@@ -48,7 +48,7 @@ def family(request, tmp_path_factory):
     return ModelFolder.load(path), processor
 
 
-def media(folder: ModelFolder) -> list[MediaItem]:
+def media(folder: ModelFolder, videos: dict = VIDEOS) -> list[MediaItem]:
     items = []
     for name in ("webm", "image", "mp4"):
         if name == "image":
@@ -57,7 +57,7 @@ def media(folder: ModelFolder) -> list[MediaItem]:
                 MediaItem("image", pixels, {}, "image", processed=folder.processor.process_image(pixels))
             )
             continue
-        path, frames = VIDEOS[name]
+        path, frames = videos[name]
         items.append(video_item(decode_video(path.read_bytes(), num_frames=frames), folder.processor, name))
     return items
 
@@ -87,9 +87,57 @@ def test_the_prompt_equals_transformers_on_decoded_frames(family):
     ]
 
 
-def test_splicing_equals_tokenizing_the_expanded_text(family):
-    folder, processor = family
-    items = media(folder)
-    prompt = Renderer(folder).render(CONVERSATION, items)
+def assert_splicing_is_tokenizing(folder: ModelFolder, conversation: list, items: list[MediaItem]) -> None:
+    """The spliced ids equal the tokenizer's ids of their own decoded text."""
+    prompt = Renderer(folder).render(conversation, items)
     expanded = folder.tokenizer.decode(list(prompt.token_ids), skip_special_tokens=False)
     assert folder.tokenizer.encode(expanded, add_special_tokens=False).ids == list(prompt.token_ids)
+
+
+def test_splicing_equals_tokenizing_the_expanded_text(family):
+    folder, _ = family
+    assert_splicing_is_tokenizing(folder, CONVERSATION, media(folder))
+
+
+# InternVL (families/internvl.py): transformers' processor takes the videos of one call as
+# one batch, so they must have as many frames each.
+INTERNVL_VIDEOS = {"webm": (MEDIA / "224p_6_vp9.webm", 6), "mp4": (MEDIA / "rotated_90_h264.mp4", 6)}
+INTERNVL_CONVERSATION = [
+    *CONVERSATION[:3],
+    # text glued to the video: transformers tokenizes "Again" and "Frame1: " as one text
+    {"role": "user", "content": [{"type": "text", "text": "Again"}, {"type": "video", "media_index": 2}]},
+]
+
+
+@pytest.fixture(scope="module")
+def internvl(tmp_path_factory):
+    path = make_model_folder("internvl", tmp_path_factory.mktemp("internvl") / "internvl")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        processor = transformers.AutoProcessor.from_pretrained(str(path))
+    folder = ModelFolder.load(path)
+    items = media(folder, INTERNVL_VIDEOS)  # the 90 x 120 image: six tiles and the thumbnail
+    return folder, processor, items
+
+
+def test_internvl_prompt_and_tiles_equal_transformers_on_decoded_frames(internvl):
+    """The ids InternVLProcessor gives (each image's tiles, each video's `Frame{i}:` lines),
+    and its one pixel_values: every item's tiles in prompt order, to the bit."""
+    folder, processor, items = internvl
+    prompt = Renderer(folder).render(INTERNVL_CONVERSATION, items)
+    text = processor.apply_chat_template(as_transformers(INTERNVL_CONVERSATION), add_generation_prompt=True)
+    videos = [item for item in items if item.kind == "video"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = processor(
+            text=text, images=[items[1].tensor], videos=[v.tensor for v in videos], return_tensors="pt"
+        )
+    assert prompt.text == text
+    assert list(prompt.token_ids) == expected["input_ids"][0].tolist()
+    tiles = [item.processed.tensors[folder.processor.tensor_names(item.kind)[0]] for item in items]
+    np.testing.assert_array_equal(np.concatenate(tiles), expected["pixel_values"].numpy())
+
+
+def test_internvl_splicing_equals_tokenizing_the_expanded_text(internvl):
+    folder, _, items = internvl
+    assert_splicing_is_tokenizing(folder, INTERNVL_CONVERSATION, items)

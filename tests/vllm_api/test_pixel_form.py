@@ -95,6 +95,12 @@ def test_the_default_is_vllms_where_mmprep_speaks_its_wire(folder):
     assert normalizes_on_device(settings(), "qwen2_vl")  # the render route, as vLLM's default
     assert not normalizes_on_device(settings(), "llava")  # a family vLLM does not normalize on the device
     assert not normalizes_on_device(settings(mm_device_do_normalize=False), "qwen2_vl")
+    # asked for a model whose vLLM file lacks supports_mm_device_do_normalize (interns1.py),
+    # vLLM forces it off: so does mmprep where it speaks vLLM's wire, not for its own workers
+    assert not normalizes_on_device(settings(mm_device_do_normalize=True), "internvl")
+    assert normalizes_on_device(
+        settings(engine="workers", worker_url=["http://127.0.0.1:1"], mm_device_do_normalize=True), "internvl"
+    )
     # engines that run transformers' model on the tensors take its normalized form
     workers = settings(engine="workers", worker_url=["http://127.0.0.1:1"])
     assert not normalizes_on_device(workers, "qwen2_vl")

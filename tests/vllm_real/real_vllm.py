@@ -36,7 +36,7 @@ SCRIPT = "scripts/vllm_venv.sh"
 VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only: their
 # model files have no supports_mm_device_do_normalize, so the two modes are one (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
@@ -324,25 +324,83 @@ def mmprep_chat(url: str, body: dict) -> str:
 def tensors(request: dict) -> dict:
     """A GenerateRequest's kwargs_data decoded (app/vllm/serde.py reads vLLM's msgpack):
     modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
-    decoded: dict[str, list[dict[str, Any]]] = {}
-    for modality, items in (request["features"].get("kwargs_data") or {}).items():
-        decoded[modality] = []
-        for text in items:
-            entries = {}
-            for key, elem in decode_item(text).items():
-                data = elem.data
-                value: list[Any]
-                if isinstance(data, np.ndarray):
-                    value = [
-                        str(data.dtype),
-                        list(data.shape),
-                        hashlib.sha256(data.tobytes()).hexdigest()[:16],
-                    ]
-                else:
-                    value = list(data)
-                entries[key] = {"data": value, "field": [elem.field.kind, repr(elem.field.keywords)]}
-            decoded[modality].append(entries)
-    return decoded
+    return {
+        modality: [item_digest(text) for text in items]
+        for modality, items in (request["features"].get("kwargs_data") or {}).items()
+    }
+
+
+def item_digest(text: str) -> dict[str, Any]:
+    """One encoded MultiModalKwargsItem: key -> its data's digest and its field."""
+    entries = {}
+    for key, elem in decode_item(text).items():
+        data = elem.data
+        value: list[Any]
+        if isinstance(data, np.ndarray):
+            value = [str(data.dtype), list(data.shape), hashlib.sha256(data.tobytes()).hexdigest()[:16]]
+        else:
+            value = list(data)
+        entries[key] = {"data": value, "field": [elem.field.kind, repr(elem.field.keywords)]}
+    return entries
+
+
+def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) -> dict:
+    """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
+    before the route's range check: for the families whose ranges hold more than the
+    embeddings (InternVL's `<img>`/`</img>`), which the route refuses since vLLM 0.33's
+    generate cannot take them, though vLLM's render answers them."""
+    import asyncio
+    import threading
+
+    from mmprep.api.schemas import parse_chat_request
+    from mmprep.core.config import Settings
+    from mmprep.service import Service
+    from mmprep.vllm.hashing import mm_hash
+    from mmprep.vllm.items import kwargs_items
+    from mmprep.vllm.serde import encode_item
+
+    settings: dict[str, Any] = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    if normalize is not None:
+        settings["mm_device_do_normalize"] = normalize
+
+    async def run() -> dict:
+        service = Service(Settings(**settings))
+        await service.start()
+        try:
+            prepared, _ = await service.preprocessor.prepare(
+                parse_chat_request(body).chat_input(), "pieces", threading.Event()
+            )
+        finally:
+            await service.stop()
+        options = service.generate_options
+        assert prepared.prompt is not None
+        placeholders: dict[str, list[dict[str, int]]] = {}
+        items: dict[str, list[dict[str, Any]]] = {}
+        hashes: dict[str, list[str]] = {}
+        for kind in ("image", "video"):
+            group = [
+                placeholder for placeholder in prepared.prompt.placeholders if placeholder.modality == kind
+            ]
+            if not group:
+                continue
+            placeholders[kind] = [{"offset": p.offset, "length": p.length} for p in group]
+            media = [prepared.media[p.media_index] for p in group]
+            made = kwargs_items(
+                media, options.family or "", options.temporal_patch_size, options.vision_token_ids
+            )
+            items[kind] = [item_digest(encode_item(item)) for item in made]
+            hashes[kind] = [
+                mm_hash(item, model, prepared.mm_processor_kwargs, options.hash_algorithm, options.family)
+                for item in media
+            ]
+        return {
+            "token_ids": list(prepared.prompt.token_ids),
+            "mm_placeholders": placeholders,
+            "mm_hashes": hashes,
+            "tensors": items,
+        }
+
+    return asyncio.run(run())
 
 
 def render_fields(request: dict) -> dict:

@@ -57,10 +57,16 @@ SETUPS = [pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMI
 # core when the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache
 # entry ... holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing
 # them on vllm-generate (400 unsupported_placeholder, issue 31 point 5).
-REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")}
-POINT_5 = "vLLM's own render -> generate fails for Qwen3-VL videos (no is_embed): issue 31, point 5"
+# InternVL, every item: an image's range holds <img> and </img>, a video's its frames' labels
+# too; vLLM's own render -> generate answered a 500 for each (tests/data/vllm_real/goldens.json).
+REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")} | {("internvl", case) for case in CASES}
+POINT_5 = (
+    "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's items (no is_embed): "
+    "issue 31, point 5"
+)
 REFUSED_RENDER = (
-    "mmprep's render refuses Qwen3-VL videos (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
+    "mmprep's render refuses Qwen3-VL videos and InternVL's items (400 unsupported_placeholder), "
+    "vLLM's answers: issue 31, point 5"
 )
 
 
@@ -105,7 +111,7 @@ def body_for(setup, case):
 @pytest.mark.parametrize("case", CASES)
 def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
     if (setup["family"], case) in REFUSED:
-        pytest.xfail("mmprep refuses Qwen3-VL videos on vllm-generate: " + POINT_5)
+        pytest.xfail("mmprep refuses these items on vllm-generate: " + POINT_5)
     body = body_for(setup, case)
     expected, text = vllm_chat_ids(setup["vllm"], body)
     answered = mmprep_chat(setup["mmprep"], body)
@@ -136,10 +142,11 @@ def test_render_is_vllm_launch_renders(request, setup, render_server, case):
 
 
 @pytest.mark.parametrize("case", [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "image"])
-def test_mm_hashes_are_vllms(setup, case):
+def test_mm_hashes_are_vllms(request, setup, case):
     """vLLM keys its encoder and prefix caches by these (issue 31, point 2): an image by its
     file, as vLLM does. A video on purpose not: vLLM's own loader may sample other frames of
     the same file, so the two must never share a key (app/vllm/hashing.py)."""
+    mark_refused(request, setup, case)
     body = body_for(setup, case)
     assert (
         render(setup["mmprep"], body)["features"]["mm_hashes"]

@@ -434,3 +434,13 @@ def test_greedy_ids_are_transformers(tmp_path, family):
         assert generated(asyncio.run(collect(engine.generate(request)))) == tokens
     finally:
         asyncio.run(engine.stop())
+
+
+def test_a_family_it_cannot_feed_stops_the_start_naming_it(tmp_path):
+    """InternVL's model takes every tile, images' and videos', as one pixel_values: the engine
+    refuses its folder at start rather than hand the model what it does not take."""
+    folder = build_model_folder(tmp_path / "tiny-internvl", "internvl")
+    engine = TransformersEngine(folder, device="cpu")
+    with pytest.raises(ValueError, match="is of the internvl family, which this engine cannot feed yet"):
+        asyncio.run(engine.start())
+    asyncio.run(engine.stop())

@@ -15,50 +15,26 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
-from starlette.requests import ClientDisconnect
 
-from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError, as_service_error
 from ..service import Service
 from ..vllm.request import generate_request_body, random_request_id
-from .chat import client_gone, refuse
-from .json_body import read_json_body
+from .model_routes import answer_with_model
 from .schemas import parse_chat_request
 
 
 async def render_chat_request(service: Service, http: Request) -> Response:
-    if service.settings.model is None:
-        return refuse(
-            service,
-            ServiceError(
-                "this server renders no prompts: start mmprep with --model (the model folder)",
-                "render_unavailable",
-                status=404,
-            ),
-        )
-    try:
-        body = parse_chat_request(await read_json_body(http))
-        slot = service.admit()
-    except ServiceError as error:
-        return refuse(service, error)
-    except ClientDisconnect:
-        return client_gone(service)
-    try:
-        service.check_request(body.model, body.n)
-        cancel = threading.Event()
-        request_id = _request_id(http, body.model_extra or {})
-        prepared, _ = await until_disconnect(
-            http, service.preprocessor.prepare(body, request_id, cancel), cancel
-        )
-        pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
-        service.record(200)
-        return Response(b"".join(pieces), media_type="application/json")
-    except ClientGone:
-        return client_gone(service)
-    except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, as_service_error(error))
-    finally:
-        slot.release()
+    return await answer_with_model(
+        service, http, lambda document, http, cancel: _render(service, document, http, cancel)
+    )
+
+
+async def _render(service: Service, document: Any, http: Request, cancel: threading.Event) -> Response:
+    body = parse_chat_request(document)
+    service.check_request(body.model, body.n)
+    request_id = _request_id(http, body.model_extra or {})
+    prepared, _ = await service.preprocessor.prepare(body, request_id, cancel)
+    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
+    return Response(b"".join(pieces), media_type="application/json")
 
 
 def _request_id(http: Request, extra: dict[str, Any]) -> str:

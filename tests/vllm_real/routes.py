@@ -1,0 +1,317 @@
+"""The differential test of vLLM's render-server routes (issue 28, point 3): the same requests
+to `vllm launch render` (0.33) and to `mmprep serve --model`, and what of each answer must
+agree, route by route.
+
+Shared by scripts/record_vllm_routes.py (which records vLLM's answers into
+tests/data/vllm_real/routes.json), tests/vllm_real/test_vllm_routes.py (mmprep against that
+file, no vLLM needed) and tests/vllm_real/test_real_vllm_routes.py (both live).
+
+Each case is (method, path, body, headers). `comparable` reduces an answer to what must be
+equal; what it leaves out is a difference kept on purpose (docs/deployment.md lists them):
+the error body's `type` and `code` (mmprep's one error shape: a string code), the random
+part of an id nobody named, the fields of /v1/models and /health beyond the model ids,
+/version's value, and the sampling params mmprep writes for its own derender (detokenize
+false, no stop strings: app/vllm/sampling.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from real_vllm import COMMON_ARGS, MEDIA_CASES
+
+FAMILY = "qwen2_vl"
+MAX_MODEL_LEN = 4096  # COMMON_ARGS's --max-model-len
+ROUTES_ARGS = COMMON_ARGS
+QUESTION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Hello there, how are you?"},
+]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+IMAGE = {"type": "image_url", "image_url": {"url": MEDIA_CASES["png"][1]}}
+# Ids of Qwen's tokenizer: "Hello", " world", "<|im_end|>", "<|im_start|>".
+HELLO, WORLD, IM_END, IM_START = 9707, 1879, 151645, 151644
+OUT_OF_VOCAB = 10_000_000
+
+
+def cases(model: str) -> dict[str, tuple[str, str, dict | None, dict]]:
+    """name -> (method, path, JSON body or None, headers). `model`: the name both serve."""
+    post = "POST"
+    chat = {"model": model, "messages": QUESTION}
+    out: dict[str, tuple[str, str, dict | None, dict]] = {
+        # /tokenize, the prompt form
+        "tokenize-prompt": (post, "/tokenize", {"model": model, "prompt": "Hello, world! Ünïcödé 🎬"}, {}),
+        "tokenize-prompt-no-model": (post, "/tokenize", {"prompt": "Hello world"}, {}),
+        "tokenize-prompt-strs": (
+            post,
+            "/tokenize",
+            {"prompt": "Hello<|im_end|> world  \n\tok", "return_token_strs": True},
+            {},
+        ),
+        "tokenize-prompt-no-special": (post, "/tokenize", {"prompt": "Hi", "add_special_tokens": False}, {}),
+        "tokenize-prompt-empty": (post, "/tokenize", {"prompt": ""}, {}),
+        # /tokenize, the chat form
+        "tokenize-chat": (post, "/tokenize", chat, {}),
+        "tokenize-chat-strs": (post, "/tokenize", {**chat, "return_token_strs": True}, {}),
+        "tokenize-chat-no-generation-prompt": (
+            post,
+            "/tokenize",
+            {**chat, "add_generation_prompt": False},
+            {},
+        ),
+        "tokenize-chat-continue": (
+            post,
+            "/tokenize",
+            {
+                "messages": [*QUESTION, {"role": "assistant", "content": "I am"}],
+                "add_generation_prompt": False,
+                "continue_final_message": True,
+            },
+            {},
+        ),
+        "tokenize-chat-special-tokens": (post, "/tokenize", {**chat, "add_special_tokens": True}, {}),
+        "tokenize-chat-tools": (post, "/tokenize", {**chat, "tools": TOOLS}, {}),
+        "tokenize-chat-empty-tools": (post, "/tokenize", {**chat, "tools": []}, {}),
+        "tokenize-chat-image": (
+            post,
+            "/tokenize",
+            {"messages": [{"role": "user", "content": [IMAGE, {"type": "text", "text": "What is it?"}]}]},
+            {},
+        ),
+        # /tokenize refused
+        "tokenize-unknown-model": (post, "/tokenize", {"model": "no-such-model", "prompt": "a"}, {}),
+        "tokenize-no-prompt": (post, "/tokenize", {"model": model}, {}),
+        "tokenize-prompt-number": (post, "/tokenize", {"prompt": 3}, {}),
+        "tokenize-messages-string": (post, "/tokenize", {"messages": "Hello"}, {}),
+        "tokenize-both-prompts": (
+            post,
+            "/tokenize",
+            {**chat, "add_generation_prompt": True, "continue_final_message": True},
+            {},
+        ),
+        "tokenize-untrusted-template": (post, "/tokenize", {**chat, "chat_template": "{{ 'x' }}"}, {}),
+        "tokenize-not-object": (post, "/tokenize", None, {}),
+        # /detokenize
+        "detokenize": (post, "/detokenize", {"model": model, "tokens": [HELLO, WORLD]}, {}),
+        "detokenize-special": (post, "/detokenize", {"tokens": [IM_START, HELLO, IM_END, WORLD]}, {}),
+        "detokenize-empty": (post, "/detokenize", {"tokens": []}, {}),
+        "detokenize-negative": (post, "/detokenize", {"tokens": [HELLO, -1]}, {}),
+        "detokenize-out-of-vocab": (post, "/detokenize", {"tokens": [HELLO, OUT_OF_VOCAB]}, {}),
+        "detokenize-string": (post, "/detokenize", {"tokens": "Hello"}, {}),
+        "detokenize-no-tokens": (post, "/detokenize", {}, {}),
+        "detokenize-unknown-model": (post, "/detokenize", {"model": "no-such-model", "tokens": [HELLO]}, {}),
+        # /v1/completions/render
+        "completion-text": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "Once upon a time", "max_tokens": 5, "temperature": 0},
+            {"X-Request-Id": "text-1"},
+        ),
+        "completion-default-max-tokens": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "Hi"},
+            {},
+        ),
+        "completion-list": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": ["One", "Two three"]},
+            {},
+        ),
+        "completion-ids": (post, "/v1/completions/render", {"model": model, "prompt": [HELLO, WORLD]}, {}),
+        "completion-id-lists": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": [[HELLO], [WORLD, IM_END]]},
+            {"X-Request-Id": "lists"},
+        ),
+        "completion-stream": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "Hi", "stream": True, "stream_options": {"include_usage": True}},
+            {},
+        ),
+        "completion-body-request-id": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "Hi", "request_id": "from-body"},
+            {},
+        ),
+        "completion-sampling": (
+            post,
+            "/v1/completions/render",
+            {
+                "model": model,
+                "prompt": "Hi",
+                "max_tokens": 7,
+                "temperature": 0.5,
+                "top_p": 0.9,
+                "top_k": 5,
+                "seed": 3,
+                "logprobs": 2,
+                "min_tokens": 1,
+                "stop_token_ids": [IM_END],
+            },
+            {},
+        ),
+        "completion-no-special": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "Hi", "add_special_tokens": False},
+            {},
+        ),
+        # /v1/completions/render refused
+        "completion-no-prompt": (post, "/v1/completions/render", {"model": model}, {}),
+        "completion-empty-list": (post, "/v1/completions/render", {"model": model, "prompt": []}, {}),
+        "completion-empty-string": (post, "/v1/completions/render", {"model": model, "prompt": ""}, {}),
+        "completion-mixed": (post, "/v1/completions/render", {"model": model, "prompt": [[HELLO], "a"]}, {}),
+        "completion-bool": (post, "/v1/completions/render", {"model": model, "prompt": True}, {}),
+        "completion-negative-id": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": [HELLO, -1]},
+            {},
+        ),
+        "completion-out-of-vocab": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": [HELLO, OUT_OF_VOCAB]},
+            {},
+        ),
+        "completion-suffix": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "a", "suffix": "b"},
+            {},
+        ),
+        "completion-beam-search": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "a", "use_beam_search": True},
+            {},
+        ),
+        "completion-unknown-model": (
+            post,
+            "/v1/completions/render",
+            {"model": "no-such-model", "prompt": "a"},
+            {},
+        ),
+        "completion-max-tokens-too-many": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "a", "max_tokens": 5000},
+            {},
+        ),
+        "completion-max-tokens-string": (
+            post,
+            "/v1/completions/render",
+            {"model": model, "prompt": "a", "max_tokens": "many"},
+            {},
+        ),
+        # the chat render, text only (tests/vllm_real/test_vllm_goldens.py has the media)
+        "chat-render": (
+            post,
+            "/v1/chat/completions/render",
+            {**chat, "max_tokens": 4},
+            {"X-Request-Id": "c1"},
+        ),
+        # the routes without a body
+        "models": ("GET", "/v1/models", None, {}),
+        "health": ("GET", "/health", None, {}),
+        "load": ("GET", "/load", None, {}),
+        "version": ("GET", "/version", None, {}),
+    }
+    return out
+
+
+@contextmanager
+def mmprep_routes_server(folder: Path, model: str) -> Iterator[str]:
+    """`mmprep serve --model folder --max-model-len 4096` in a thread, serving `model`."""
+    from mmprep.core.config import Settings
+    from mmprep.testing.servers import LiveServer
+
+    settings = Settings(model=folder, served_model_name=[model], max_model_len=MAX_MODEL_LEN)
+    with LiveServer(settings) as live:
+        yield live.url
+
+
+def ask(url: str, case: tuple[str, str, dict | None, dict]) -> dict[str, Any]:
+    """One case's answer: its status and its JSON (or None)."""
+    method, path, body, headers = case
+    if method == "GET":
+        response = httpx.get(url + path, timeout=120)
+    elif body is None:
+        response = httpx.post(url + path, content=b"[1, 2]", headers={"content-type": "application/json"})
+    else:
+        response = httpx.post(url + path, json=body, headers=headers, timeout=120)
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    return {"status": response.status_code, "body": payload}
+
+
+# Sampling params mmprep writes as its derender needs them (app/vllm/sampling.py): compared
+# for what the client asked (these keys), not for the rest.
+SAMPLING_KEYS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "min_tokens",
+    "logprobs",
+    "stop_token_ids",
+)
+RANDOM_ID = re.compile(r"^(cmpl|chatcmpl)-[0-9a-f]{16,32}((?:-\d+)?)$")
+
+
+def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """What of an answer both servers must give alike (the module's docstring says what not)."""
+    status, body = answer["status"], answer["body"]
+    if status != 200:
+        error = body.get("error") if isinstance(body, dict) else None
+        return {"status": status, "has_message": bool(error and error.get("message"))}
+    if path == "/v1/models":
+        return {"status": status, "ids": [model["id"] for model in body["data"]]}
+    if path in ("/health", "/version"):
+        return {
+            "status": status,
+            "keys": sorted(body) if isinstance(body, dict) and path == "/version" else None,
+        }
+    if path.endswith("/render"):
+        requests = body if isinstance(body, list) else [body]
+        return {"status": status, "requests": [_generate_request(request) for request in requests]}
+    return {"status": status, "body": body}
+
+
+def _generate_request(request: dict[str, Any]) -> dict[str, Any]:
+    sampling = request["sampling_params"]
+    return {
+        "request_id": RANDOM_ID.sub(r"\1-<random>\2", request["request_id"]),
+        "token_ids": request["token_ids"],
+        "features": request["features"],
+        "model": request["model"],
+        "stream": request["stream"],
+        "stream_options": request["stream_options"],
+        "sampling_params": {key: sampling.get(key) for key in SAMPLING_KEYS},
+    }

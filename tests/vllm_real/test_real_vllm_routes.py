@@ -1,0 +1,35 @@
+"""The differential test live (issue 28, point 3): `vllm launch render` 0.33 and mmprep on one
+tiny Qwen2-VL folder, every case of tests/vllm_real/routes.py asked of both and compared as
+it says. Skipped, saying why, where vLLM's render venv is absent (scripts/vllm_venv.sh makes
+it; VLLM_RENDER_VENV points elsewhere); test_vllm_routes.py checks the recorded answers
+without it."""
+
+from __future__ import annotations
+
+import pytest
+from real_vllm import RENDER_VENV, VllmProcess, missing_venv
+from routes import FAMILY, ROUTES_ARGS, ask, cases, comparable, mmprep_routes_server
+
+from mmprep.testing.model_folder import make_model_folder
+
+pytestmark = pytest.mark.slow
+if reason := missing_venv(RENDER_VENV):
+    pytest.skip(reason, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    folder = make_model_folder(FAMILY, tmp_path_factory.mktemp("routes") / f"tiny-{FAMILY}")
+    with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS) as vllm:
+        with mmprep_routes_server(folder, str(folder)) as mmprep:
+            yield vllm.url, mmprep, cases(str(folder))
+
+
+def test_every_route_answers_as_vllm(servers):
+    vllm, mmprep, asked = servers
+    differing = []
+    for name, case in asked.items():
+        theirs, ours = comparable(case[1], ask(vllm, case)), comparable(case[1], ask(mmprep, case))
+        if theirs != ours:
+            differing.append(f"{name}: vLLM {theirs} != mmprep {ours}")
+    assert not differing, "\n".join(differing)

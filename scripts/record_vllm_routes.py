@@ -23,9 +23,7 @@ sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
 
 from real_vllm import RENDER_VENV, VllmProcess, missing_venv  # noqa: E402 (after the path)
 from record_vllm_goldens import dumps  # noqa: E402
-from routes import FAMILY, ROUTES_ARGS, ask, cases  # noqa: E402
-
-from mmprep.testing.model_folder import make_model_folder  # noqa: E402
+from routes import FAMILY, ROUTES_ARGS, ask, cases, routes_folder  # noqa: E402
 
 GOLDENS = REPO / "tests" / "data" / "vllm_real" / "routes.json"
 
@@ -33,7 +31,7 @@ GOLDENS = REPO / "tests" / "data" / "vllm_real" / "routes.json"
 def main() -> None:
     if reason := missing_venv(RENDER_VENV):
         sys.exit(reason)
-    folder = make_model_folder(FAMILY, Path(tempfile.mkdtemp(prefix="mmprep-routes-")) / f"tiny-{FAMILY}")
+    folder = routes_folder(Path(tempfile.mkdtemp(prefix="mmprep-routes-")) / f"tiny-{FAMILY}")
     model = str(folder)
     began = time.monotonic()
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS) as server:

@@ -38,6 +38,9 @@ _REFUSED = {
 }
 
 
+_EMPTY = "Either prompt or prompt_embeds must be provided and non-empty."
+
+
 class StreamOptions(BaseModel):
     include_usage: bool | None = True
     continuous_usage_stats: bool | None = False
@@ -127,39 +130,46 @@ def _check_refused(request: CompletionRenderRequest) -> None:
 
 
 def _prompt_ids(folder: ModelFolder, request: CompletionRenderRequest) -> list[list[int]]:
-    """Each prompt's token ids, in order: vLLM's prompt_to_seq over its four forms."""
+    """Each prompt's token ids, in order: vLLM's four forms (prompt_to_seq), none empty."""
     prompt = request.prompt
+    if prompt is None or prompt == "":
+        raise ServiceError(_EMPTY, "invalid_request", "prompt")
+    if isinstance(prompt, list) and not prompt:
+        raise ServiceError("You must pass at least one prompt", "invalid_request", "prompt")
     if isinstance(prompt, str):
-        return [encode_prompt(folder, prompt, request.add_special_tokens)]
-    if not isinstance(prompt, list) or not prompt:
+        prompts: list[str | list[int]] = [prompt]
+    elif isinstance(prompt, list) and all(_is_id(item) for item in prompt):
+        prompts = [prompt]
+    elif isinstance(prompt, list) and all(isinstance(item, str) for item in prompt):
+        prompts = list(prompt)
+    elif isinstance(prompt, list) and all(
+        isinstance(item, list) and all(map(_is_id, item)) for item in prompt
+    ):
+        prompts = list(prompt)
+    else:
         raise ServiceError(
-            "prompt: a string, a list of strings, a list of token ids or a list of lists of token ids, "
-            "not empty",
+            "prompt: a string, a list of strings, a list of token ids or a list of lists of token ids "
+            "(one form for all prompts)",
             "invalid_request",
             "prompt",
         )
-    if all(_is_id(item) for item in prompt):
-        check_ids(folder, prompt, "prompt")
-        return [list(prompt)]
     out = []
-    for index, item in enumerate(prompt):
-        where = f"prompt[{index}]"
-        if isinstance(item, str):
-            out.append(encode_prompt(folder, item, request.add_special_tokens))
-        elif isinstance(item, list) and item and all(_is_id(token) for token in item):
-            check_ids(folder, item, where)
-            out.append(list(item))
-        else:
-            raise ServiceError(
-                f"{where}: a string or a non-empty list of token ids (integers), as the other prompts",
-                "invalid_request",
-                where,
-            )
+    for index, item in enumerate(prompts):
+        where = "prompt" if item is prompt else f"prompt[{index}]"
+        ids = encode_prompt(folder, item, request.add_special_tokens) if isinstance(item, str) else item
+        if not ids:
+            raise ServiceError(_EMPTY, "invalid_request", where)
+        check_ids(folder, ids, where)
+        out.append(list(ids))
     return out
 
 
 def _is_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id_list(value: Any) -> bool:
+    return isinstance(value, list) and all(map(_is_id, value))
 
 
 def _where(prompts: list, index: int) -> str:

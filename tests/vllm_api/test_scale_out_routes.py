@@ -74,11 +74,15 @@ def test_completion_render_one_request_per_prompt(url):
     answer = post(
         url,
         "/v1/completions/render",
-        {"model": MODEL, "prompt": ["One", "Two three", ids], "max_tokens": 3, "stream": True},
+        {"model": MODEL, "prompt": ["One", "Two three"], "max_tokens": 3, "stream": True},
         headers={"X-Request-Id": "abc"},
     ).json()
-    assert [request["request_id"] for request in answer] == ["cmpl-abc-0", "cmpl-abc-1", "cmpl-abc-2"]
-    assert answer[1]["token_ids"] == answer[2]["token_ids"] == ids
+    assert [request["request_id"] for request in answer] == ["cmpl-abc-0", "cmpl-abc-1"]
+    assert answer[1]["token_ids"] == ids
+    body = {"model": MODEL, "prompt": [ids, [5]], "max_tokens": 3, "stream": True}
+    as_ids = post(url, "/v1/completions/render", body).json()
+    assert [request["token_ids"] for request in as_ids] == [ids, [5]]
+    answer += as_ids
     assert all(request["sampling_params"]["max_tokens"] == 3 and request["stream"] for request in answer)
     assert all(request["features"] is None and request["model"] == MODEL for request in answer)
 
@@ -113,7 +117,9 @@ BAD = [
     ("/v1/completions/render", {}, 400, "prompt"),
     ("/v1/completions/render", {"prompt": []}, 400, "prompt"),
     ("/v1/completions/render", {"prompt": True}, 400, "prompt"),
-    ("/v1/completions/render", {"prompt": [[1], "a", [2.5]]}, 400, "prompt[2]"),
+    ("/v1/completions/render", {"prompt": [[1], "a"]}, 400, "prompt"),  # one form for all, as vLLM
+    ("/v1/completions/render", {"prompt": [[1], [2.5]]}, 400, "prompt"),
+    ("/v1/completions/render", {"prompt": ["a", ""]}, 400, "prompt[1]"),
     ("/v1/completions/render", {"prompt": [1, 10**9]}, 400, "prompt[1]"),
     ("/v1/completions/render", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens"),
     ("/v1/completions/render", {"prompt": "a", "max_tokens": 513}, 400, "max_tokens"),

@@ -16,6 +16,7 @@ false, no stop strings: app/vllm/sampling.py).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,9 @@ from typing import Any
 
 import httpx
 from real_vllm import COMMON_ARGS, MEDIA_CASES
+
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.vllm.sampling import VLLM_DEFAULTS
 
 FAMILY = "qwen2_vl"
 MAX_MODEL_LEN = 4096  # COMMON_ARGS's --max-model-len
@@ -243,6 +247,16 @@ def cases(model: str) -> dict[str, tuple[str, str, dict | None, dict]]:
     return out
 
 
+def routes_folder(target: Path) -> Path:
+    """The tiny folder, with its chat template also the tokenizer's (chat_template.jinja), as
+    the published Qwen-VL folders have it: vLLM renders a request with tools with the
+    tokenizer's template alone, and refuses it where there is none."""
+    folder = make_model_folder(FAMILY, target)
+    template = json.loads((folder / "chat_template.json").read_text())["chat_template"]
+    (folder / "chat_template.jinja").write_text(template)
+    return folder
+
+
 @contextmanager
 def mmprep_routes_server(folder: Path, model: str) -> Iterator[str]:
     """`mmprep serve --model folder --max-model-len 4096` in a thread, serving `model`."""
@@ -252,6 +266,18 @@ def mmprep_routes_server(folder: Path, model: str) -> Iterator[str]:
     settings = Settings(model=folder, served_model_name=[model], max_model_len=MAX_MODEL_LEN)
     with LiveServer(settings) as live:
         yield live.url
+
+
+# Where mmprep answers otherwise on purpose (docs/deployment.md): the tests expect these to
+# differ (strict), so a change on either side shows.
+KNOWN = {
+    "completion-out-of-vocab": "a token id the tokenizer lacks is a 400 naming it; vLLM's render passes "
+    "it on (its engine then refuses the prompt)",
+    "detokenize-out-of-vocab": "a token id the tokenizer lacks is a 400 naming it; vLLM leaves it out of "
+    "the text",
+    "tokenize-messages-string": "a body that fits neither form: mmprep names the field of the form it has "
+    "(messages), vLLM the first form's (prompt)",
+}
 
 
 def ask(url: str, case: tuple[str, str, dict | None, dict]) -> dict[str, Any]:
@@ -304,8 +330,31 @@ def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "body": body}
 
 
+def differences(path: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """How mmprep's answer differs from vLLM's: what `comparable` keeps, and the field a
+    refusal names where vLLM's names one."""
+    mine, vllms = comparable(path, ours), comparable(path, theirs)
+    found = [] if mine == vllms else [f"mmprep {mine} != vLLM {vllms}"]
+    if theirs["status"] >= 400 and (named := field(theirs)) and field(ours) != named:
+        found.append(f"mmprep names the field {field(ours)!r}, vLLM {named!r}")
+    return found
+
+
+def field(answer: dict[str, Any]) -> str | None:
+    """The top-level field a refusal names: vLLM's validation errors say `body.tokens.1`,
+    mmprep (as OpenAI) `tokens[1]`; both `tokens`."""
+    body = answer["body"]
+    param = (body.get("error") or {}).get("param") if isinstance(body, dict) else None
+    if not param:
+        return None
+    name = re.split(r"[.\[]", param.removeprefix("body."))[0]
+    return None if name == "body" else name  # the body as a whole: no field
+
+
 def _generate_request(request: dict[str, Any]) -> dict[str, Any]:
-    sampling = request["sampling_params"]
+    # What each field is, a default left out or not (vLLM leaves out max_tokens 16, mmprep
+    # temperature 1): the values the engine reads.
+    sampling = {**VLLM_DEFAULTS, **request["sampling_params"]}
     return {
         "request_id": RANDOM_ID.sub(r"\1-<random>\2", request["request_id"]),
         "token_ids": request["token_ids"],

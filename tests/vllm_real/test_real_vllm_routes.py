@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 from real_vllm import RENDER_VENV, VllmProcess, missing_venv
-from routes import FAMILY, ROUTES_ARGS, ask, cases, comparable, mmprep_routes_server
-
-from mmprep.testing.model_folder import make_model_folder
+from routes import FAMILY, KNOWN, ROUTES_ARGS, ask, cases, differences, mmprep_routes_server, routes_folder
 
 pytestmark = pytest.mark.slow
 if reason := missing_venv(RENDER_VENV):
@@ -19,7 +17,7 @@ if reason := missing_venv(RENDER_VENV):
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    folder = make_model_folder(FAMILY, tmp_path_factory.mktemp("routes") / f"tiny-{FAMILY}")
+    folder = routes_folder(tmp_path_factory.mktemp("routes") / f"tiny-{FAMILY}")
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS) as vllm:
         with mmprep_routes_server(folder, str(folder)) as mmprep:
             yield vllm.url, mmprep, cases(str(folder))
@@ -27,9 +25,12 @@ def servers(tmp_path_factory):
 
 def test_every_route_answers_as_vllm(servers):
     vllm, mmprep, asked = servers
-    differing = []
+    differing, known = [], []
     for name, case in asked.items():
-        theirs, ours = comparable(case[1], ask(vllm, case)), comparable(case[1], ask(mmprep, case))
-        if theirs != ours:
-            differing.append(f"{name}: vLLM {theirs} != mmprep {ours}")
+        found = differences(case[1], ask(mmprep, case), ask(vllm, case))
+        if name in KNOWN:
+            known += [name] if found else []
+        else:
+            differing += [f"{name}: {difference}" for difference in found]
     assert not differing, "\n".join(differing)
+    assert sorted(known) == sorted(KNOWN)  # each difference kept on purpose is still there

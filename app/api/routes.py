@@ -11,6 +11,7 @@ from .. import __version__
 from ..service import Service
 from .chat import chat_completion
 from .completions_render import render_completion
+from .derender import derender_chat, derender_completion
 from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
@@ -42,6 +43,22 @@ async def render_completion_request(service: ServiceDep, request: Request) -> Re
     """vLLM's completion render: a GenerateRequest per prompt (needs --model)."""
     return await answer_with_model(
         service, request, lambda body, http, cancel: render_completion(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/chat/completions/derender")
+async def derender_chat_completion(service: ServiceDep, request: Request) -> Response:
+    """vLLM's chat derender: a generate answer's ids as the chat completion (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: derender_chat(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/completions/derender")
+async def derender_completion_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's completion derender: generate answers' ids as the completion (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: derender_completion(service, body, http, cancel)
     )
 
 

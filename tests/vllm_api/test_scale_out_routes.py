@@ -21,6 +21,7 @@ from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer
 
 MODEL = "tiny"
+HELLO_ID, IM_END = 9707, 151645
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello, how are you?"}]
 
 
@@ -33,6 +34,10 @@ def folder(tmp_path_factory):
 def url(folder):
     with LiveServer(Settings(model=folder, served_model_name=[MODEL], max_model_len=512)) as live:
         yield live.url
+
+
+def ids(url: str, text: str) -> list[int]:
+    return post(url, "/tokenize", {"prompt": text}).json()["tokens"]
 
 
 def png_url(width: int, height: int) -> str:
@@ -130,6 +135,89 @@ BAD = [
     ("/v1/completions/render", {"prompt": "a", "n": 2}, 400, "n"),
     ("/v1/completions/render", {"prompt": "a", "model": "other"}, 404, "model"),
     ("/v1/completions/render", {"prompt": "a", "cache_salt": ""}, 400, "cache_salt"),
+    ("/v1/chat/completions/derender", {}, 400, "generate_response"),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{}]}},
+        400,
+        "generate_response.choices.token_ids",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{"token_ids": [1, -1]}]}},
+        400,
+        "generate_response.choices[0].token_ids[1]",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{"token_ids": [10**9]}]}},
+        400,
+        "generate_response.choices[0].token_ids[0]",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{"token_ids": [1]}]}, "stream": True},
+        400,
+        "stream",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{"token_ids": [1]}]}, "model": "other"},
+        404,
+        "model",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"generate_response": {"choices": [{"token_ids": [1]}]}, "chat_request": {"messages": "x"}},
+        400,
+        "chat_request.messages",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {"stream": True, "generate_chunk": {"choices": [{}, {}]}},
+        400,
+        "generate_chunk.choices",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {
+            "stream": True,
+            "generate_chunk": {"choices": []},
+            "stream_state": {"output_token_ids": [1], "output_chunk_lens": [2]},
+        },
+        400,
+        "stream_state",
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {
+            "stream": True,
+            "generate_chunk": {"choices": [{"token_ids": [1]}]},
+            "chat_request": {"messages": [{"role": "user", "content": "x"}], "stop": ["a"]},
+        },
+        400,
+        "chat_request.stop",
+    ),
+    ("/v1/completions/derender", {"generate_responses": []}, 400, "generate_responses"),
+    (
+        "/v1/completions/derender",
+        {"generate_responses": [{"choices": [{"token_ids": [1]}]}], "prompt_tokens": [1, 2]},
+        400,
+        None,
+    ),
+    (
+        "/v1/completions/derender",
+        {"generate_responses": [{"choices": [{"token_ids": [1]}]}], "stream": True},
+        400,
+        "stream",
+    ),
+    (
+        "/v1/completions/derender",
+        {"generate_responses": [{"choices": [{"token_ids": [1]}]}], "model": "other"},
+        404,
+        "model",
+    ),
+    ("/v1/completions/derender", {"generate_responses": "x"}, 400, "generate_responses"),
 ]
 
 
@@ -145,14 +233,14 @@ def test_bad_input_is_a_4xx_naming_the_field(url, path, body, status, param):
 
 
 def test_a_body_that_is_not_json_is_a_400(url):
-    for path in ("/tokenize", "/detokenize", "/v1/completions/render"):
+    for path in ("/tokenize", "/detokenize", "/v1/completions/render", "/v1/completions/derender"):
         response = httpx.post(url + path, content=b"{", headers={"content-type": "application/json"})
         assert response.status_code == 400, response.text
 
 
 def test_without_a_model_folder_the_routes_say_so():
     with LiveServer(Settings()) as live:
-        for path in ("/tokenize", "/detokenize", "/v1/completions/render"):
+        for path in ("/tokenize", "/detokenize", "/v1/completions/render", "/v1/chat/completions/derender"):
             response = post(live.url, path, {"prompt": "a", "tokens": [1]})
             assert response.status_code == 404
             assert "--model" in response.json()["error"]["message"]
@@ -168,3 +256,95 @@ def test_a_chat_with_an_image_counts_its_tokens(url):
             post(url, "/tokenize", {"messages": [{"role": "user", "content": [part]}]}).json()["count"]
         )
     assert counts[1] - counts[0] == (448 - 224) * 224 // (28 * 28)
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+ANSWER = (
+    '<think>Cold?</think>\nLet me look.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    "\n</tool_call>"
+)
+
+
+@pytest.fixture(scope="module")
+def parsing_url(folder):
+    settings = Settings(
+        model=folder,
+        served_model_name=[MODEL],
+        reasoning_parser="qwen3",
+        enable_auto_tool_choice=True,
+        tool_call_parser="hermes",
+    )
+    with LiveServer(settings) as live:
+        yield live.url
+
+
+def test_derender_parses_reasoning_and_tool_calls(parsing_url):
+    url = parsing_url
+    chat_request = {"model": MODEL, "messages": CHAT, "tools": TOOLS}
+    prompt = post(url, "/tokenize", {"messages": CHAT, "tools": TOOLS}).json()["tokens"]
+    output = [*ids(url, ANSWER), IM_END]
+    body = {
+        "generate_response": {"request_id": "chatcmpl-x", "choices": [{"index": 0, "token_ids": output}]},
+        "prompt_token_ids": prompt,
+        "prompt_tokens": len(prompt),
+        "chat_request": chat_request,
+    }
+    answer = post(url, "/v1/chat/completions/derender", body).json()
+    [choice] = answer["choices"]
+    assert choice["message"]["reasoning"] == "Cold?" and choice["message"]["content"] == "\nLet me look."
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+    assert choice["finish_reason"] == "tool_calls" and answer["id"] == "chatcmpl-x"
+    assert answer["usage"] == {
+        "prompt_tokens": len(prompt),
+        "completion_tokens": len(output),
+        "total_tokens": len(prompt) + len(output),
+    }
+    # streamed a token at a time, the state carried by the client: the same answer
+    state, content, reasoning, arguments, finish, call_ids = None, "", "", "", None, set()
+    for at, token_id in enumerate(output):
+        last = at == len(output) - 1
+        chunk_body = {
+            "stream": True,
+            "generate_chunk": {
+                "request_id": "chatcmpl-x",
+                "choices": [{"index": 0, "token_ids": [token_id], "finish_reason": "stop" if last else None}],
+            },
+            "prompt_token_ids": prompt,
+            "chat_request": chat_request,
+            "stream_state": state,
+        }
+        reply = post(url, "/v1/chat/completions/derender", chunk_body).json()
+        state = reply["stream_state"]
+        [streamed] = reply["chunk"]["choices"]
+        content += streamed["delta"].get("content") or ""
+        reasoning += streamed["delta"].get("reasoning") or ""
+        for delta in streamed["delta"].get("tool_calls") or []:
+            arguments += delta["function"].get("arguments", "")
+            call_ids |= {delta["id"]} if "id" in delta else set()
+        finish = streamed["finish_reason"] or finish
+    assert (content, reasoning, arguments, finish) == (
+        "\nLet me look.",
+        "Cold?",
+        '{"city": "Oslo"}',
+        "tool_calls",
+    )
+    assert len(call_ids) == 1
+
+
+def test_derender_needs_the_chat_request_with_parsers(parsing_url):
+    body = {"generate_response": {"choices": [{"token_ids": [HELLO_ID]}]}}
+    response = post(parsing_url, "/v1/chat/completions/derender", body)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "chat_request"
+
+
+def test_completion_derender_applies_the_request_stop_strings(url):
+    output = ids(url, "Once upon a time there was")
+    body = {
+        "generate_responses": [{"request_id": "cmpl-1", "choices": [{"token_ids": output}]}],
+        "prompt_tokens": [2],
+        "completion_request": {"prompt": "x", "stop": [" time"]},
+    }
+    answer = post(url, "/v1/completions/derender", body).json()
+    assert answer["choices"][0]["text"] == "Once upon a" and answer["choices"][0]["stop_reason"] == " time"
+    assert answer["object"] == "text_completion" and answer["usage"]["completion_tokens"] == len(output)

@@ -247,6 +247,178 @@ def cases(model: str) -> dict[str, tuple[str, str, dict | None, dict]]:
     return out
 
 
+# The derender routes, on a server with parsers (a second one: vLLM's are set when it starts).
+PARSER_ARGS = ["--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+PARSER_SETTINGS: dict[str, Any] = {
+    "reasoning_parser": "qwen3",
+    "enable_auto_tool_choice": True,
+    "tool_call_parser": "hermes",
+}
+ANSWERS = {
+    "plain": "Hello there! I am fine.",
+    "reasoning": "<think>\nThe user greets me.\n</think>\n\nHello! I am well.",
+    "tool-call": "<think>I need the weather.</think>\n<tool_call>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+}
+
+
+def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
+    """name -> (method, path, body or a list of stream chunk bodies, headers) for the
+    derender routes. `encode`: text -> token ids (the folder's tokenizer)."""
+    post = "POST"
+    prompt = encode("<|im_start|>user\nHello there, how are you?<|im_end|>\n<|im_start|>assistant\n")
+    chat_request = {"model": model, "messages": QUESTION, "max_tokens": 100}
+    tools_request = {**chat_request, "tools": TOOLS}
+
+    def answer(text: str, finish: str = "stop", eos: bool = True) -> list[int]:
+        return encode(text) + ([IM_END] if eos and finish == "stop" else [])
+
+    def whole(ids: list[int], request: dict | None, finish: str = "stop", **more) -> dict:
+        choice = {"index": 0, "finish_reason": finish, "stop_reason": None, "token_ids": ids}
+        return {
+            "model": model,
+            "generate_response": {"request_id": "chatcmpl-d1", "choices": [choice]},
+            "prompt_tokens": len(prompt),
+            "prompt_token_ids": prompt,
+            "chat_request": request,
+            **more,
+        }
+
+    def stream(ids: list[int], request: dict | None, size: int = 3, **more) -> list[dict]:
+        pieces = [ids[start : start + size] for start in range(0, len(ids), size)]
+        chunks = []
+        for number, piece in enumerate(pieces):
+            last = number == len(pieces) - 1
+            choice = {"index": 0, "token_ids": piece, "finish_reason": "stop" if last else None}
+            chunks.append(
+                {
+                    "stream": True,
+                    "model": model,
+                    "generate_chunk": {"request_id": "chatcmpl-s1", "choices": [choice]},
+                    "prompt_tokens": len(prompt),
+                    "prompt_token_ids": prompt,
+                    "chat_request": request,
+                    **more,
+                }
+            )
+        return chunks
+
+    chat, completion = "/v1/chat/completions/derender", "/v1/completions/derender"
+    out: dict[str, tuple[str, str, Any, dict]] = {}
+    for name, text in ANSWERS.items():
+        request = tools_request if name == "tool-call" else chat_request
+        out[f"derender-chat-{name}"] = (post, chat, whole(answer(text), request), {})
+        out[f"derender-chat-stream-{name}"] = (post, chat, stream(answer(text), request), {})
+    cut = answer(ANSWERS["reasoning"], eos=False)[:9]
+    out |= {
+        "derender-chat-length": (post, chat, whole(cut, chat_request, "length"), {}),
+        "derender-chat-stop-string": (
+            post,
+            chat,
+            whole(answer(ANSWERS["reasoning"]), {**chat_request, "stop": ["well"]}),
+            {},
+        ),
+        "derender-chat-no-model": (post, chat, {**whole(answer("Hi."), chat_request), "model": None}, {}),
+        # refused
+        "derender-chat-no-chat-request": (post, chat, whole(answer("Hi."), None), {}),
+        "derender-chat-empty-token-ids": (post, chat, whole([], chat_request), {}),
+        "derender-chat-unknown-model": (
+            post,
+            chat,
+            {**whole(answer("Hi."), chat_request), "model": "nope"},
+            {},
+        ),
+        "derender-chat-stream-on-batch-form": (
+            post,
+            chat,
+            {**whole(answer("Hi."), chat_request), "stream": True},
+            {},
+        ),
+        "derender-chat-no-response": (post, chat, {"model": model, "chat_request": chat_request}, {}),
+        "derender-chat-negative-id": (post, chat, whole([HELLO, -5], chat_request), {}),
+        "derender-chat-stream-stop-strings": (
+            post,
+            chat,
+            stream(answer("Hi."), {**chat_request, "stop": ["x"]}),
+            {},
+        ),
+        "derender-chat-stream-no-prompt-ids": (
+            post,
+            chat,
+            [{**chunk, "prompt_token_ids": None} for chunk in stream(answer("Hi."), chat_request)],
+            {},
+        ),
+        "derender-chat-stream-bad-state": (
+            post,
+            chat,
+            [
+                {
+                    **stream(answer("Hi."), chat_request)[0],
+                    "stream_state": {"output_token_ids": [1], "output_chunk_lens": [2]},
+                }
+            ],
+            {},
+        ),
+    }
+    # /v1/completions/derender
+    texts = [answer("Once upon a time there was"), answer("a cat.", "length")]
+    responses = [
+        {"request_id": "cmpl-c1", "choices": [{"index": 0, "finish_reason": finish, "token_ids": ids}]}
+        for ids, finish in zip(texts, ("stop", "length"), strict=True)
+    ]
+    completion_request = {"model": model, "prompt": ["a", "b"], "max_tokens": 16}
+    completion_body = {"model": model, "generate_responses": responses, "prompt_tokens": [1, 1]}
+    chunk_choices = [
+        {"index": 0, "token_ids": texts[0][:3]},
+        {"index": 0, "token_ids": texts[0][3:], "finish_reason": "stop"},
+    ]
+    out |= {
+        "derender-completion": (
+            post,
+            completion,
+            {**completion_body, "completion_request": completion_request},
+            {},
+        ),
+        "derender-completion-no-request": (post, completion, completion_body, {}),
+        "derender-completion-stream": (
+            post,
+            completion,
+            [
+                {
+                    "stream": True,
+                    "model": model,
+                    "generate_chunk": {"request_id": "cmpl-s", "choices": [choice]},
+                    "prompt_tokens": 1,
+                }
+                for choice in chunk_choices
+            ],
+            {},
+        ),
+        "derender-completion-prompt-tokens-mismatch": (
+            post,
+            completion,
+            {**completion_body, "prompt_tokens": [1]},
+            {},
+        ),
+        "derender-completion-empty": (post, completion, {"model": model, "generate_responses": []}, {}),
+        "derender-completion-unknown-model": (post, completion, {**completion_body, "model": "nope"}, {}),
+        "derender-completion-stream-on-batch-form": (
+            post,
+            completion,
+            {**completion_body, "stream": True},
+            {},
+        ),
+    }
+    return out
+
+
+def encoder(folder: Path):
+    """The folder's tokenizer, text -> ids (no special tokens added)."""
+    from mmprep.model import load_model_folder
+
+    return load_model_folder(str(folder)).encode
+
+
 def routes_folder(target: Path) -> Path:
     """The tiny folder, with its chat template also the tokenizer's (chat_template.jinja), as
     the published Qwen-VL folders have it: vLLM renders a request with tools with the
@@ -258,12 +430,14 @@ def routes_folder(target: Path) -> Path:
 
 
 @contextmanager
-def mmprep_routes_server(folder: Path, model: str) -> Iterator[str]:
-    """`mmprep serve --model folder --max-model-len 4096` in a thread, serving `model`."""
+def mmprep_routes_server(folder: Path, model: str, parsers: bool = False) -> Iterator[str]:
+    """`mmprep serve --model folder --max-model-len 4096` in a thread, serving `model`;
+    with `parsers`, PARSER_SETTINGS (vLLM's PARSER_ARGS)."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
-    settings = Settings(model=folder, served_model_name=[model], max_model_len=MAX_MODEL_LEN)
+    more = PARSER_SETTINGS if parsers else {}
+    settings = Settings(model=folder, served_model_name=[model], max_model_len=MAX_MODEL_LEN, **more)
     with LiveServer(settings) as live:
         yield live.url
 
@@ -277,12 +451,29 @@ KNOWN = {
     "the text",
     "tokenize-messages-string": "a body that fits neither form: mmprep names the field of the form it has "
     "(messages), vLLM the first form's (prompt)",
+    "derender-chat-stream-bad-state": "a stream_state whose chunk lengths do not add up: mmprep names "
+    "stream_state, vLLM the first form's field (stream)",
+    "derender-chat-stream-tool-call": "mmprep's stream adds up to its whole answer; vLLM's stream sends the "
+    "line break between the reasoning and the call as content, which its whole answer does not",
 }
 
 
-def ask(url: str, case: tuple[str, str, dict | None, dict]) -> dict[str, Any]:
-    """One case's answer: its status and its JSON (or None)."""
+def ask(url: str, case: tuple[str, str, Any, dict]) -> dict[str, Any]:
+    """One case's answer: its status and its JSON (or None). A list of bodies is a stream's
+    chunks, each sent with the stream_state the previous one answered: the answers' list
+    (until one is refused)."""
     method, path, body, headers = case
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        answers, state = [], None
+        for chunk in body:
+            answer = ask(
+                url, (method, path, {**chunk, "stream_state": chunk.get("stream_state", state)}, headers)
+            )
+            answers.append(answer)
+            if answer["status"] != 200:
+                break
+            state = answer["body"]["stream_state"]
+        return {"status": answers[-1]["status"], "body": answers[-1]["body"], "chunks": answers}
     if method == "GET":
         response = httpx.get(url + path, timeout=120)
     elif body is None:
@@ -324,6 +515,11 @@ def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
             "status": status,
             "keys": sorted(body) if isinstance(body, dict) and path == "/version" else None,
         }
+    if path.endswith("/derender"):
+        return {
+            "status": status,
+            **(_streamed(answer["chunks"]) if "chunks" in answer else _derendered(body)),
+        }
     if path.endswith("/render"):
         requests = body if isinstance(body, list) else [body]
         return {"status": status, "requests": [_generate_request(request) for request in requests]}
@@ -347,8 +543,67 @@ def field(answer: dict[str, Any]) -> str | None:
     param = (body.get("error") or {}).get("param") if isinstance(body, dict) else None
     if not param:
         return None
-    name = re.split(r"[.\[]", param.removeprefix("body."))[0]
-    return None if name == "body" else name  # the body as a whole: no field
+    # vLLM's names start with the union member tried (body.DerenderChatRequest.stream)
+    parts = [part for part in re.split(r"[.\[]", param) if part != "body" and not part.startswith("Derender")]
+    return parts[0] if parts else None  # none: the body as a whole
+
+
+def _derendered(body: dict[str, Any]) -> dict[str, Any]:
+    """A derendered answer: each choice's message (or text), finish and stop reasons, usage."""
+    choices = []
+    for choice in body["choices"]:
+        kept = {key: choice.get(key) for key in ("index", "text", "finish_reason", "stop_reason")}
+        if "message" in choice:
+            kept["message"] = _message(choice["message"])
+        choices.append(kept)
+    return {
+        "id": body["id"],
+        "object": body["object"],
+        "model": body["model"],
+        "choices": choices,
+        # the counts (vLLM adds its *_details, null here)
+        "usage": {key: body["usage"][key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")},
+    }
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": message.get("role"),
+        "content": message.get("content"),
+        "reasoning": message.get("reasoning"),
+        "tool_calls": [
+            {"type": call.get("type"), "function": call["function"], "id": bool(call.get("id"))}
+            for call in message.get("tool_calls") or []
+        ],
+    }
+
+
+def _streamed(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stream's chunks put together: the text, reasoning and calls they add up to, the
+    finish reason, and the role sent once (how the deltas are cut may differ)."""
+    text, reasoning, roles, finish = "", "", 0, None
+    calls: dict[int, dict[str, Any]] = {}
+    for answer in chunks:
+        chunk = answer["body"]["chunk"]
+        for choice in chunk["choices"]:
+            delta = choice.get("delta") or {}
+            roles += delta.get("role") == "assistant"
+            text += delta.get("content") or choice.get("text") or ""
+            reasoning += delta.get("reasoning") or ""
+            for call in delta.get("tool_calls") or []:
+                entry = calls.setdefault(call["index"], {"name": None, "arguments": "", "id": False})
+                function = call.get("function") or {}
+                entry["name"] = function.get("name") or entry["name"]
+                entry["arguments"] += function.get("arguments") or ""
+                entry["id"] = entry["id"] or bool(call.get("id"))
+            finish = choice.get("finish_reason") or finish
+    return {
+        "text": text,
+        "reasoning": reasoning,
+        "tool_calls": [calls[index] for index in sorted(calls)],
+        "roles": roles,
+        "finish_reason": finish,
+    }
 
 
 def _generate_request(request: dict[str, Any]) -> dict[str, Any]:

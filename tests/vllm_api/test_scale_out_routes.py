@@ -348,3 +348,11 @@ def test_completion_derender_applies_the_request_stop_strings(url):
     answer = post(url, "/v1/completions/derender", body).json()
     assert answer["choices"][0]["text"] == "Once upon a" and answer["choices"][0]["stop_reason"] == " time"
     assert answer["object"] == "text_completion" and answer["usage"]["completion_tokens"] == len(output)
+
+
+def test_logprobs_from_the_echo_engine_are_a_400_with_a_model_or_without(url):
+    body = {"model": MODEL, "messages": CHAT, "logprobs": True}
+    with LiveServer(Settings(served_model_name=[MODEL])) as bare:
+        for server in (url, bare.url):
+            response = post(server, "/v1/chat/completions", body)
+            assert response.status_code == 400 and response.json()["error"]["param"] == "logprobs"

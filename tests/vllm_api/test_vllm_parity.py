@@ -113,16 +113,20 @@ EXTRA = {
 PROCESSOR = {"fps": 1, "do_sample_frames": True, "max_pixels": 200_704}
 
 
+# The echo engine gives no logprobs: asked for, they are a 400 (test_scale_out_routes.py).
+ECHO_EXTRA = {name: value for name, value in EXTRA.items() if name != "logprobs"}
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_the_echo_account_lists_fields_it_does_not_read(server, stream):
     text, _, _ = ask(
         openai_client(server),
         [video(WEBM)],
         stream=stream,
-        extra_body={**EXTRA, "mm_processor_kwargs": PROCESSOR},
+        extra_body={**ECHO_EXTRA, "mm_processor_kwargs": PROCESSOR},
     )
     account = json.loads(text)
-    assert account["extra"] == EXTRA
+    assert account["extra"] == ECHO_EXTRA
     assert account["mm_processor_kwargs"] == PROCESSOR
 
 

@@ -12,6 +12,7 @@ from ..service import Service
 from .chat import chat_completion
 from .completions_render import render_completion
 from .derender import derender_chat, derender_completion
+from .messages_render import render_messages
 from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
@@ -43,6 +44,14 @@ async def render_completion_request(service: ServiceDep, request: Request) -> Re
     """vLLM's completion render: a GenerateRequest per prompt (needs --model)."""
     return await answer_with_model(
         service, request, lambda body, http, cancel: render_completion(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/messages/render")
+async def render_messages_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's Messages render: an Anthropic Messages request's GenerateRequest (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: render_messages(service, body, http, cancel)
     )
 
 

@@ -22,6 +22,7 @@ from mmprep.testing.servers import LiveServer
 
 MODEL = "tiny"
 HELLO_ID, IM_END = 9707, 151645
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello, how are you?"}]
 
 
@@ -218,6 +219,58 @@ BAD = [
         "model",
     ),
     ("/v1/completions/derender", {"generate_responses": "x"}, 400, "generate_responses"),
+    ("/v1/messages/render", {"model": MODEL, "messages": []}, 400, "max_tokens"),
+    ("/v1/messages/render", {"model": MODEL, "max_tokens": 5, "messages": "hi"}, 400, "messages"),
+    (
+        "/v1/messages/render",
+        {"model": MODEL, "max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]},
+        400,
+        "messages[0].role",
+    ),
+    (
+        "/v1/messages/render",
+        {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
+        400,
+        "messages[0].content[0].type",
+    ),
+    (
+        "/v1/messages/render",
+        {
+            "model": MODEL,
+            "max_tokens": 5,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+                        }
+                    ],
+                }
+            ],
+        },
+        400,
+        "messages[0].content[0].image_url",
+    ),
+    (
+        "/v1/messages/render",
+        {
+            "model": MODEL,
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "x"}],
+            "output_config": {},
+        },
+        400,
+        "output_config",
+    ),
+    (
+        "/v1/messages/render",
+        {"model": "other", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+        404,
+        "model",
+    ),
+    ("/v1/chat/completions/render", {"model": MODEL, "messages": CHAT, "tools": TOOLS}, 400, "tool_choice"),
 ]
 
 
@@ -233,7 +286,14 @@ def test_bad_input_is_a_4xx_naming_the_field(url, path, body, status, param):
 
 
 def test_a_body_that_is_not_json_is_a_400(url):
-    for path in ("/tokenize", "/detokenize", "/v1/completions/render", "/v1/completions/derender"):
+    paths = (
+        "/tokenize",
+        "/detokenize",
+        "/v1/completions/render",
+        "/v1/completions/derender",
+        "/v1/messages/render",
+    )
+    for path in paths:
         response = httpx.post(url + path, content=b"{", headers={"content-type": "application/json"})
         assert response.status_code == 400, response.text
 
@@ -258,7 +318,6 @@ def test_a_chat_with_an_image_counts_its_tokens(url):
     assert counts[1] - counts[0] == (448 - 224) * 224 // (28 * 28)
 
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 ANSWER = (
     '<think>Cold?</think>\nLet me look.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}'
     "\n</tool_call>"
@@ -356,3 +415,43 @@ def test_logprobs_from_the_echo_engine_are_a_400_with_a_model_or_without(url):
         for server in (url, bare.url):
             response = post(server, "/v1/chat/completions", body)
             assert response.status_code == 400 and response.json()["error"]["param"] == "logprobs"
+
+
+def test_messages_render_is_the_chat_render_of_the_converted_chat(url):
+    """An Anthropic conversation with a tool call and its result renders as the chat vLLM
+    converts it to (tool_choice "none": this server parses no calls)."""
+    anthropic = {
+        "model": MODEL,
+        "max_tokens": 9,
+        "system": "Be brief.",
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "none"},
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}]},
+        ],
+    }
+    chat = {
+        "model": MODEL,
+        "max_tokens": 9,
+        "tools": TOOLS,
+        "tool_choice": "none",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "t1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "Sunny"},
+        ],
+    }
+    ours = post(url, "/v1/messages/render", anthropic).json()
+    theirs = post(url, "/v1/chat/completions/render", chat).json()
+    assert ours["token_ids"] == theirs["token_ids"] and ours["sampling_params"]["max_tokens"] == 9

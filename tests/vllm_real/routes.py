@@ -51,6 +51,7 @@ TOOLS = [
     }
 ]
 IMAGE = {"type": "image_url", "image_url": {"url": MEDIA_CASES["png"][1]}}
+IMAGE_BASE64 = MEDIA_CASES["png"][1].split(",", 1)[1]
 # Ids of Qwen's tokenizer: "Hello", " world", "<|im_end|>", "<|im_start|>".
 HELLO, WORLD, IM_END, IM_START = 9707, 1879, 151645, 151644
 OUT_OF_VOCAB = 10_000_000
@@ -231,12 +232,144 @@ def cases(model: str) -> dict[str, tuple[str, str, dict | None, dict]]:
             {"model": model, "prompt": "a", "max_tokens": "many"},
             {},
         ),
+        # /v1/messages/render (Anthropic's Messages API)
+        "messages-render": (
+            post,
+            "/v1/messages/render",
+            {"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": "Hello there"}]},
+            {"X-Request-Id": "m1"},
+        ),
+        "messages-render-system-blocks": (
+            post,
+            "/v1/messages/render",
+            {
+                "model": model,
+                "max_tokens": 20,
+                "system": [{"type": "text", "text": "Be brief. "}, {"type": "text", "text": "Be kind."}],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "thinking", "thinking": "Greet."},
+                            {"type": "text", "text": "Hello!"},
+                        ],
+                    },
+                    {"role": "user", "content": "How are you?"},
+                ],
+                "temperature": 0.3,
+                "top_k": 4,
+                "stop_sequences": ["END"],
+            },
+            {},
+        ),
+        "messages-render-image": (
+            post,
+            "/v1/messages/render",
+            {
+                "model": model,
+                "max_tokens": 20,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_BASE64},
+                            },
+                            {"type": "text", "text": "What is it?"},
+                        ],
+                    }
+                ],
+            },
+            {},
+        ),
+        "messages-render-tools": (
+            post,
+            "/v1/messages/render",
+            {
+                "model": model,
+                "max_tokens": 50,
+                "tools": [
+                    {
+                        "name": "get_weather",
+                        "description": "The weather in a city",
+                        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+                    }
+                ],
+                "messages": [
+                    {"role": "user", "content": "Weather in Paris?"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "Let me look."},
+                            {
+                                "type": "tool_use",
+                                "id": "toolu_1",
+                                "name": "get_weather",
+                                "input": {"city": "Paris"},
+                            },
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny, 21 C"}
+                        ],
+                    },
+                ],
+            },
+            {},
+        ),
+        "messages-render-tool-choice": (
+            post,
+            "/v1/messages/render",
+            {
+                "model": model,
+                "max_tokens": 20,
+                "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "none"},
+                "thinking": {"type": "disabled"},
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
+            {},
+        ),
+        "messages-render-no-max-tokens": (
+            post,
+            "/v1/messages/render",
+            {"model": model, "messages": [{"role": "user", "content": "Hi"}]},
+            {},
+        ),
+        "messages-render-bad-role": (
+            post,
+            "/v1/messages/render",
+            {"model": model, "max_tokens": 5, "messages": [{"role": "robot", "content": "Hi"}]},
+            {},
+        ),
+        "messages-render-unknown-model": (
+            post,
+            "/v1/messages/render",
+            {"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]},
+            {},
+        ),
         # the chat render, text only (tests/vllm_real/test_vllm_goldens.py has the media)
         "chat-render": (
             post,
             "/v1/chat/completions/render",
             {**chat, "max_tokens": 4},
             {"X-Request-Id": "c1"},
+        ),
+        "chat-render-tools-without-parser": (
+            post,
+            "/v1/chat/completions/render",
+            {**chat, "tools": TOOLS},
+            {},
+        ),
+        "chat-render-tools-none": (
+            post,
+            "/v1/chat/completions/render",
+            {**chat, "tools": TOOLS, "tool_choice": "none"},
+            {},
         ),
         # the routes without a body
         "models": ("GET", "/v1/models", None, {}),
@@ -304,7 +437,12 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
         return chunks
 
     chat, completion = "/v1/chat/completions/derender", "/v1/completions/derender"
-    out: dict[str, tuple[str, str, Any, dict]] = {}
+    plain = cases(model)
+    out: dict[str, tuple[str, str, Any, dict]] = {
+        # renders with tools, which need the parsers
+        "parsed-messages-render-tools": plain["messages-render-tools"],
+        "parsed-chat-render-tools": plain["chat-render-tools-without-parser"],
+    }
     for name, text in ANSWERS.items():
         request = tools_request if name == "tool-call" else chat_request
         out[f"derender-chat-{name}"] = (post, chat, whole(answer(text), request), {})
@@ -437,7 +575,13 @@ def mmprep_routes_server(folder: Path, model: str, parsers: bool = False) -> Ite
     from mmprep.testing.servers import LiveServer
 
     more = PARSER_SETTINGS if parsers else {}
-    settings = Settings(model=folder, served_model_name=[model], max_model_len=MAX_MODEL_LEN, **more)
+    settings = Settings(
+        model=folder,
+        served_model_name=[model],
+        upstream_model_id=model,  # the media hashes are keyed by the model as vLLM was given it
+        max_model_len=MAX_MODEL_LEN,
+        **more,
+    )
     with LiveServer(settings) as live:
         yield live.url
 
@@ -613,7 +757,10 @@ def _generate_request(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "request_id": RANDOM_ID.sub(r"\1-<random>\2", request["request_id"]),
         "token_ids": request["token_ids"],
-        "features": request["features"],
+        # the media's hashes and places (the tensors: test_vllm_goldens.py)
+        "features": {key: request["features"][key] for key in ("mm_hashes", "mm_placeholders")}
+        if request["features"]
+        else None,
         "model": request["model"],
         "stream": request["stream"],
         "stream_options": request["stream_options"],

@@ -24,7 +24,17 @@ sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
 
 from real_vllm import RENDER_VENV, VllmProcess, missing_venv  # noqa: E402 (after the path)
 from record_vllm_goldens import dumps  # noqa: E402
-from routes import FAMILY, PARSER_ARGS, ROUTES_ARGS, ask, cases, derender_cases, encoder, routes_folder  # noqa: E402
+from routes import (  # noqa: E402
+    FAMILY,
+    PARSER_ARGS,
+    ROUTES_ARGS,
+    ask,
+    cases,
+    derender_cases,
+    encoder,
+    routes_folder,
+    slim,
+)
 
 GOLDENS = REPO / "tests" / "data" / "vllm_real" / "routes.json"
 
@@ -37,7 +47,7 @@ def main() -> None:
     began = time.monotonic()
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS) as server:
         print(f"vllm launch render ready in {server.started_in:.0f} s", flush=True)
-        answers = {name: ask(server.url, case) for name, case in cases(model).items()}
+        answers = {name: slim(ask(server.url, case)) for name, case in cases(model).items()}
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *PARSER_ARGS) as server:
         print(f"vllm launch render (with parsers) ready in {server.started_in:.0f} s", flush=True)
         derendered = {

@@ -670,6 +670,17 @@ def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "body": body}
 
 
+def slim(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer as the goldens keep it: a GenerateRequest's encoded tensors left out (what
+    `comparable` reads of its features stays; test_vllm_goldens.py checks the tensors)."""
+    body = answer["body"]
+    for request in body if isinstance(body, list) else [body]:
+        if isinstance(request, dict) and isinstance(request.get("features"), dict):
+            for key in ("kwargs_data", "mm_metadata"):
+                request["features"].pop(key, None)
+    return answer
+
+
 def differences(path: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     """How mmprep's answer differs from vLLM's: what `comparable` keeps, and the field a
     refusal names where vLLM's names one."""

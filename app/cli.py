@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliApp, CliSettingsSource, CliSubCommand, SettingsConfigDict
@@ -56,7 +57,7 @@ class Serve(Settings):
         from .core.logging import configure_logging
 
         log_config = configure_logging(self.log_level)
-        settings = Settings(**self.model_dump())
+        settings = _loaded(Settings(**self.model_dump(exclude_unset=True)))
         _check_chat_templates(settings)
         if self.runtime == "ray":
             from .rayserve.run import run_on_ray
@@ -67,6 +68,19 @@ class Serve(Settings):
 
             raise SystemExit(serve_processes(settings, settings.processes))
         serve(create_app(settings), settings, log_config)
+
+
+def _loaded(settings: Settings) -> Settings:
+    """What the settings name loaded before any server starts (app/service.py's
+    load_resources, whose loads the service then takes from their caches): one that does not
+    load stops the command naming the setting, as a wrong setting does."""
+    from .service import SettingsError, load_resources
+
+    try:
+        return load_resources(settings)
+    except SettingsError as error:
+        print(f"mmprep: invalid {error.setting}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _check_chat_templates(settings: Settings) -> None:
@@ -111,7 +125,7 @@ class Worker(WorkerSettings):
             port=self.port,
             log_config=log_config,
             timeout_graceful_shutdown=30,
-            # Longer than the frontend keeps an idle connection (5 s, workers/remote.py), so it
+            # Longer than the frontend keeps an idle connection (5 s, engines/workers.py), so it
             # closes idle connections first and never sends a request into one being closed.
             timeout_keep_alive=WORKER_KEEP_ALIVE_SECONDS,
         )
@@ -199,8 +213,30 @@ class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
         return text.replace("(default: null)", "(default: none)")
 
 
+def _vllms_list_form(args: list[str]) -> list[str]:
+    """`mmprep serve`'s list flags also in vLLM's form, several values after one flag
+    (`--allowed-media-domains a.com b.org`, argparse's nargs="+"), as repeated flags."""
+    if args[:1] != ["serve"]:  # other commands have positional arguments a list could swallow
+        return args
+    lists = {
+        "--" + name.replace("_", "-")
+        for name, field in Serve.model_fields.items()
+        if typing.get_origin(field.annotation) is list
+    }
+    out: list[str] = []
+    flag: str | None = None
+    for arg in args:
+        if arg.startswith("-"):
+            name = arg.partition("=")[0]
+            flag = name if name in lists else None
+        elif flag is not None and out[-1] != flag:
+            out.append(flag)  # a second value of the same list flag
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = _vllms_list_form(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["--version"], ["-V"]):
         from . import __version__
 

@@ -1,6 +1,8 @@
 """The Service: everything serving a chat request needs, made once and started and stopped
 with the server (the engine, and preprocessing: the decode pool and cache, the fetcher, the
-preprocessor), and the admission of requests. It knows no web framework: app/api serves it
+preprocessor), and the admission of requests. What the settings name (the model folder, the
+processor, the engine class) is loaded here, when the service is built (load_resources), not
+when the settings are read. It knows no web framework: app/api serves it
 over HTTP. On Ray (app/rayserve) the front door's Service has the same shape, with its
 preprocessing and its engine in other replicas."""
 
@@ -10,16 +12,20 @@ import logging
 import time
 from functools import cached_property
 
+from mmprep.processors import load_processor
+
 from .core.config import Settings
 from .core.errors import ServiceError
+from .core.imports import import_by_path
 from .core.memory import ReleaseWhenIdle
 from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
-from .engines import EchoEngine, Engine
-from .engines.loading import make_engine
-from .model import load_model_folder
+from .engines import Engine
+from .engines.registry import build_engine
+from .model import ModelFolderError, load_model_folder
+from .model.context import check_max_model_len, derive_max_model_len
 from .preprocess import Preprocessing
-from .preprocess.vision import normalizes_on_device
+from .vllm.request import generate_options
 
 log = logging.getLogger("mmprep.service")
 
@@ -36,7 +42,7 @@ class Service:
         preprocessing=None,
         derendering: Derendering | None = None,
     ):
-        self.settings = settings
+        self.settings = settings = load_resources(settings)
         self.metrics = Metrics()
         self.engine = engine or build_engine(settings)
         # What turns the engine's outputs into the answer's parts (app/derender): the
@@ -68,7 +74,7 @@ class Service:
     def generate_options(self):
         """How this deployment writes vLLM GenerateRequests (the render route's): read once,
         since the model folder's files do not change while it runs."""
-        return vllm_options(self.settings)
+        return generate_options(self.settings)
 
     def ready(self) -> bool:
         return self.preprocessor is not None and self.engine.ready()
@@ -138,47 +144,47 @@ class Slot:
         return True
 
 
-def build_engine(settings: Settings) -> Engine:
-    """The engine the settings name (the names are checked when settings load)."""
+class SettingsError(ValueError):
+    """A setting whose resource does not load; `setting` names it as the command's error
+    lines name a setting (`settings` for one that depends on several)."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+def load_resources(settings: Settings) -> Settings:
+    """What the settings name, loaded (each once per process: the loads are cached, so the
+    parts built next take the same): the engine class (imported), the processor, the model
+    folder; and the settings with what the folder decides filled in, as vllm serve takes it
+    (the served model name, the context length). A SettingsError names what does not load.
+    Loading settings again changes nothing."""
     if settings.engine_class is not None:
-        return make_engine(settings.engine_class)
-    if settings.engine == "echo":
-        return EchoEngine(settings.echo_chars_per_token)
-    if settings.engine == "workers":
-        from .workers.remote import RemoteWorkersEngine
-
-        return RemoteWorkersEngine(
-            settings.worker_url,
-            connect_timeout=settings.engine_connect_timeout,
-            read_timeout=settings.engine_read_timeout,
-            probe_interval=settings.worker_probe_interval,
-        )
-    if settings.engine == "openai":
-        from .engines.upstream import OpenAIUpstreamEngine
-
-        if settings.upstream_url is None or settings.upstream_model is None:  # Settings refuses this
-            raise ValueError("engine 'openai' needs upstream_url and upstream_model")
-        return OpenAIUpstreamEngine(
-            settings.upstream_url,
-            settings.upstream_model,
-            api_key=settings.upstream_api_key,
-            connect_timeout=settings.engine_connect_timeout,
-            read_timeout=settings.engine_read_timeout,
-        )
-    if settings.engine == "vllm-generate":
-        from .vllm.engine import VllmGenerateEngine
-
-        if settings.upstream_url is None:  # Settings refuses this
-            raise ValueError("engine 'vllm-generate' needs upstream_url")
-        return VllmGenerateEngine(
-            settings.upstream_url,
-            vllm_options(settings),
-            api_key=settings.upstream_api_key,
-            connect_timeout=settings.engine_connect_timeout,
-            read_timeout=settings.engine_read_timeout,
-            allow_untested_version=settings.upstream_allow_untested_version,
-        )
-    raise ValueError(f"unknown engine {settings.engine!r}")
+        try:
+            import_by_path(settings.engine_class)
+        except ValueError as error:
+            raise SettingsError("engine_class", str(error)) from None
+    if settings.processor is not None:
+        try:
+            load_processor(settings.processor)
+        except ValueError as error:  # a ProcessorConfigError says what is wrong
+            raise SettingsError("processor", str(error)) from None
+    if settings.model is None:
+        return settings
+    try:
+        folder = load_model_folder(str(settings.model), settings.processor)
+        update: dict = {}
+        if "served_model_name" not in settings.model_fields_set:
+            update["served_model_name"] = [folder.name]
+        if settings.max_model_len is None:
+            update["max_model_len"] = derive_max_model_len(folder.config)[0]
+        else:
+            check_max_model_len(settings.max_model_len, folder.config)  # vLLM's refusal, a ValueError
+    except ModelFolderError as error:
+        raise SettingsError("settings", f"--model {settings.model}: {error}") from None
+    except ValueError as error:
+        raise SettingsError("settings", str(error)) from None
+    return settings.model_copy(update=update)
 
 
 def model_facts(settings: Settings) -> ModelFacts | None:
@@ -194,24 +200,3 @@ def model_facts(settings: Settings) -> ModelFacts | None:
     if own_id is not None:
         eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
     return ModelFacts(folder.tokenizer, eos)
-
-
-def vllm_options(settings: Settings):
-    """How GenerateRequests are written for this deployment (the engine's and the render route's):
-    the model folder's processor and sampling defaults, the upstream's model and hasher."""
-    from .vllm.request import GenerateOptions
-    from .vllm.sampling import generation_defaults
-
-    folder = load_model_folder(str(settings.model), settings.processor)
-    return GenerateOptions(
-        # vLLM keys its hashes by the model `vllm serve` (or `vllm launch render`) was given:
-        # with no upstream named, the folder as mmprep was given it, as vLLM's render takes it.
-        model_id=settings.upstream_model_id or settings.upstream_model or str(settings.model),
-        served_model=settings.upstream_model or settings.served_model_name[0],
-        family=folder.family,
-        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
-        hash_algorithm=settings.upstream_mm_hasher,
-        normalizes_on_device=normalizes_on_device(settings, folder.family),
-        generation_defaults=generation_defaults(folder.path),
-        max_model_len=settings.max_model_len,
-    )

@@ -37,8 +37,8 @@ import numpy as np
 
 from mmprep.engines import EchoEngine
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams
+from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.testing.servers import WorkerProcess
-from mmprep.workers.remote import RemoteWorkersEngine
 from mmprep.workers.wire import decode_request, encode_request
 
 FRAMES, SIDE = 32, 448

@@ -5,6 +5,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py                       # mmprep in both pixel forms
     python benchmarks/render_server_speed.py --vllm .venv-vllm-render   # vLLM's render server too
     python benchmarks/render_server_speed.py --quick --cases images
+    python benchmarks/render_server_speed.py --before OTHER/.venv/bin/python   # a change, interleaved
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
 real Qwen vocabulary, no weights; app/testing/model_folder.py):
@@ -12,14 +13,19 @@ real Qwen vocabulary, no weights; app/testing/model_folder.py):
 - `mmprep-float`: the same with `--no-mm-device-do-normalize` (float32, as mmprep sent
   before it followed vLLM's default);
 - `vllm` (with --vllm VENV): `VLLM_TARGET_DEVICE=cpu VENV/bin/vllm launch render FOLDER`,
-  vLLM's own GPU-less render server, in its default mode (uint8 pixels).
+  vLLM's own GPU-less render server, in its default mode (uint8 pixels);
+- `mmprep-before` (with --before PYTHON): `mmprep serve` as another interpreter has it
+  installed (a venv over a checkout of main, say), so a change is measured against what it
+  changes in the same interleaved run.
 The first server listed is the baseline of the ratios: vLLM's when it runs, else mmprep-float.
 
 Cases (issue 29's): four new 1280x720 JPEG images per request; the same four again (a
-multi-turn chat resends them); one 32-frame 720p H.264 video; text chats of about 8k words
-and 64k tokens. Per case and server: requests per second at concurrency 1, the server's
-CPU-seconds per request (user + system, all its threads), and the answer's size. Figures
-move with the machine's load (printed): read the ratios.
+multi-turn chat resends them); one new 32-frame 720p H.264 video per request (the same
+clip, its bytes made unique by a trailer MP4 says to skip, so no cache keyed by the bytes
+answers it: the frames are decoded anew on both sides), and the same video again; text
+chats of about 8k words and 64k tokens. Per case and server: requests per second at
+concurrency 1, the server's CPU-seconds per request (user + system, all its threads), and
+the answer's size. Figures move with the machine's load (printed): read the ratios.
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ import numpy as np
 from footage import camera_clip
 from PIL import Image
 
+from mmprep.bench.inputs import unique_trailer
 from mmprep.testing.model_folder import make_model_folder
 
 MODEL = "bench-vlm"
-CASES = ("images", "images_again", "video", "text_8k", "text_64k")
+CASES = ("images", "images_again", "video", "video_again", "text_8k", "text_64k")
 
 
 @dataclass
@@ -135,9 +142,12 @@ def images(seed: int) -> dict:
     )
 
 
-def video_body() -> dict:
-    clip = camera_clip("render_720p_4s.mp4", 1280, 720, 4.0)
-    url = "data:video/mp4;base64," + base64.b64encode(clip.read_bytes()).decode()
+def video_body(number: int | None = None) -> dict:
+    """The 32 frames of one clip; `number`: its bytes made unique by an MP4 free box."""
+    data = camera_clip("render_720p_4s.mp4", 1280, 720, 4.0).read_bytes()
+    if number is not None:
+        data += unique_trailer(data[:16], number)
+    url = "data:video/mp4;base64," + base64.b64encode(data).decode()
     # The same 32 frames asked of both: vLLM reads num_frames from media_io_kwargs, as mmprep does.
     return chat(
         {"type": "video_url", "video_url": {"url": url}},
@@ -159,7 +169,9 @@ def bodies(case: str, count: int) -> list[dict]:
     if case == "images_again":
         return [images(0)] * count
     if case == "video":
-        return [video_body()] * count  # the video's frames are decoded anew each time on both sides
+        return [video_body(i) for i in range(count)]
+    if case == "video_again":
+        return [video_body()] * count
     words = 8000 if case == "text_8k" else 40000  # 40k of these words come to about 64k tokens
     return [text_body(words, i) for i in range(count)]
 
@@ -199,6 +211,8 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--rounds", type=int, default=10, help="requests per case and server")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
+    parser.add_argument("--no-float", action="store_true", help="leave mmprep-float out")
+    parser.add_argument("--before", type=Path, help="a Python with another mmprep installed: `mmprep-before`")
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
 
@@ -206,10 +220,22 @@ def main() -> None:
     folder = make_model_folder(args.family, work / MODEL)
     mmprep = [sys.executable, "-m", "mmprep", "serve", "--model", str(folder), "--log-level", "warning"]
     servers = [Server("mmprep-float", [*mmprep, "--no-mm-device-do-normalize"]), Server("mmprep", mmprep)]
+    if args.no_float:
+        servers = servers[1:]
+    if args.before:
+        servers.insert(0, Server("mmprep-before", [str(args.before), *mmprep[1:]]))
     if args.vllm:
         vllm = Server(
             "vllm",
-            [str(args.vllm / "bin" / "vllm"), "launch", "render", str(folder), "--served-model-name", MODEL],
+            [
+                str(args.vllm / "bin" / "vllm"),
+                "launch",
+                "render",
+                str(folder),
+                "--served-model-name",
+                MODEL,
+                "--trust-request-mm-kwargs",  # media_io_kwargs (the video case's num_frames)
+            ],
             {"VLLM_TARGET_DEVICE": "cpu"},
         )
         servers.insert(0, vllm)

@@ -3,7 +3,7 @@ by config.json's `model_type`: what differs between families (token names, proce
 defaults and sizing, prompt expansion, the engines' tensors, vLLM's facts) lives here and
 nowhere else. Knows numpy, nothing else of mmprep's: the processors and the service use it."""
 
-from .base import Family, Kind, SideConfig
+from .base import Family, Kind, SideConfig, View
 from .registry import (
     FAMILIES,
     MODEL_TYPES,
@@ -24,6 +24,7 @@ __all__ = [
     "SampledVideo",
     "SideConfig",
     "SizeError",
+    "View",
     "find",
     "for_image_processor_type",
     "for_model_type",

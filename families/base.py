@@ -15,6 +15,7 @@ service both use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -23,6 +24,22 @@ from .video import SampledVideo
 
 Kind = Literal["image", "video"]
 Encode = Callable[[str], list[int]]  # text -> token ids, no special tokens added
+# How a family's processor lays its pixels out: "patches", Qwen-VL's rows of flattened
+# temporal patches (processors/patches.py); "tiles", whole (3, H, W) frames or tiles, one
+# after another (processors/tiles.py)
+Layout = Literal["patches", "tiles"]
+
+
+@dataclass(frozen=True)
+class View:
+    """One resized copy of an image that a tiled processor cuts tiles from: resized to
+    `size` (h, w), pasted at `offset` (top, left) into zeros of `canvas` (h, w), cut into
+    `tile` x `tile` squares row by row (0: the canvas is one tile)."""
+
+    size: tuple[int, int]
+    canvas: tuple[int, int]
+    offset: tuple[int, int] = (0, 0)
+    tile: int = 0
 
 
 class SideConfig(Protocol):
@@ -42,6 +59,10 @@ class SideConfig(Protocol):
     def max_video_tokens(self) -> int: ...
     @property
     def factor(self) -> int: ...
+    @property
+    def fixed_size(self) -> tuple[int, int]: ...
+    @property
+    def grid_pinpoints(self) -> tuple[tuple[int, int], ...]: ...
 
 
 class Family:
@@ -63,16 +84,29 @@ class Family:
     image_preset: str | None = None
     # config.json key -> the token the processor falls back to when config.json lacks the id
     token_names: Mapping[str, str] = {}
-    # per kind: (the pixels' name, the grid's name), as transformers' processor returns them
-    tensor_names: Mapping[Kind, tuple[str, str]] = {}
+    # a token_names key -> the key config.json writes it under, where they differ
+    # (transformers' attribute_map: LLaVA's image_token_id is image_token_index)
+    config_aliases: Mapping[str, str] = {}
+    # per kind: (the pixels' name, the grid's name), as transformers' processor returns them;
+    # None where it returns no grid (the pixels' shape is the item's size)
+    tensor_names: Mapping[Kind, tuple[str, str | None]] = {}
+    layout: Layout = "patches"
+    # processor config keys beyond the Qwen-VL ones that this family's classes read, and
+    # the steps transformers' Qwen-VL classes never take (do_pad, ...) that this family's
+    # take without changing one item (its do_pad pads a batch's images to one tile count)
+    extra_keys: frozenset[str] = frozenset()
+    item_switches: frozenset[str] = frozenset()
     # per kind: what vLLM writes for a media part in a template that takes its content as a
     # string (vLLM's "string" content format)
     string_placeholders: Mapping[Kind, str] = {}
     # transformers' text-config default of max_position_embeddings, for a config.json without it
     max_position_embeddings: int | None = None
-    # vLLM's model file: supports_mm_device_do_normalize (its renderer sends uint8 patches and
+    # vLLM's model file: how its _get_mm_fields_config holds the pixels ("flat": one run of
+    # rows with each item's slice; "batched": each item its own array, the grid too);
+    # supports_mm_device_do_normalize (its renderer sends uint8 patches and
     # the model normalizes them), and video_needs_metadata (a video's metadata is parsed, and
     # so hashed, with its frames)
+    vllm_pixels_field: Literal["flat", "batched"] = "flat"
     device_normalizes: bool = False
     video_metadata_in_hash: bool = False
 
@@ -99,7 +133,23 @@ class Family:
         """(height, width) the frames of a clip of `num_frames` frames of this size are resized to."""
         raise NotImplementedError
 
+    def image_views(self, config: SideConfig, height: int, width: int) -> list[View]:
+        """For a tiled family: the views an image of this size is cut into, in order."""
+        raise NotImplementedError
+
+    def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        """For a tiled family: an item's placeholder tokens, from its size as given (the
+        patches layout counts its grid instead)."""
+        raise NotImplementedError
+
     # -- the prompt ----------------------------------------------------------------------
+
+    def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row."""
+        grid_key = self.tensor_names[kind][1]
+        if grid_key is None:
+            raise NotImplementedError(f"{self.name} has no {kind} grid: item_grid reads its own")
+        return [int(size) for size in tensors[grid_key][0]]
 
     def item_tokens(
         self,
@@ -124,6 +174,12 @@ class Family:
         """The keys a video's vLLM MultiModalKwargsItem holds beyond its pixels and grid, each
         a batched field kept on the CPU (the model's _get_mm_fields_config)."""
         return {}
+
+    def batch_pixels(self, kind: Kind, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Each item's processed pixels as transformers' processor leaves them when it runs
+        over all of one modality's items of a prompt at once (as vLLM's renderer runs it),
+        in prompt order: a batch may pad them to one shape."""
+        return list(pixels)
 
     def transformers_video_inputs(
         self, videos: Sequence[SampledVideo], temporal_patch_size: int

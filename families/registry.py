@@ -6,10 +6,15 @@ line in REGISTERED; the tables below are built from the families' own attributes
 
 from __future__ import annotations
 
-from . import qwen2_5_vl, qwen2_vl, qwen3_vl
+from . import llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_vl
 from .base import Family
 
-REGISTERED: tuple[Family, ...] = (qwen2_vl.FAMILY, qwen2_5_vl.FAMILY, qwen3_vl.FAMILY)
+REGISTERED: tuple[Family, ...] = (
+    qwen2_vl.FAMILY,
+    qwen2_5_vl.FAMILY,
+    qwen3_vl.FAMILY,
+    llava_onevision.FAMILY,
+)
 
 
 def _table(pairs: list[tuple[str, Family]], what: str) -> dict[str, Family]:

@@ -93,6 +93,10 @@ class ProcessorConfig:
     do_normalize: bool
     cap_pixels_per_frame: bool = False
     max_video_tokens: int = 0
+    # a `size` of {"height", "width"} (a tiled family's tile): frames resized to it, and
+    # min_pixels = max_pixels = its area; (0, 0) for pixel bounds
+    fixed_size: tuple[int, int] = (0, 0)
+    grid_pinpoints: tuple[tuple[int, int], ...] = ()  # image_grid_pinpoints, (h, w) each
 
     @property
     def factor(self) -> int:
@@ -104,6 +108,11 @@ class ProcessorConfig:
         kwargs = asdict(self)
         del kwargs["family"], kwargs["kind"]
         kwargs["size"] = {"shortest_edge": kwargs.pop("min_pixels"), "longest_edge": kwargs.pop("max_pixels")}
+        fixed, pinpoints = kwargs.pop("fixed_size"), kwargs.pop("grid_pinpoints")
+        if self.fixed_size != (0, 0):
+            kwargs["size"] = {"height": fixed[0], "width": fixed[1]}
+        if pinpoints:
+            kwargs["image_grid_pinpoints"] = [list(pair) for pair in pinpoints]
         kwargs["image_mean"], kwargs["image_std"] = list(self.image_mean), list(self.image_std)
         if self.kind == "image":
             del kwargs["cap_pixels_per_frame"], kwargs["max_video_tokens"]
@@ -115,17 +124,20 @@ def class_defaults(family: str, kind: families.Kind) -> dict[str, Any]:
     return families.get(family).processor_defaults(kind)
 
 
-def check_keys(values: dict[str, Any], source: str) -> None:
+def check_keys(values: dict[str, Any], source: str, family: str) -> None:
     """Refuse keys this package does not know, rather than guess what they would change, and
     steps it does not take switched on. A null is the class default, as transformers reads
     it (a fast processor's saved config writes every attribute, unset ones as null)."""
-    unknown = sorted(key for key, value in values.items() if key not in KNOWN_KEYS and value is not None)
+    rules = families.get(family)
+    known = KNOWN_KEYS | rules.extra_keys
+    unknown = sorted(key for key, value in values.items() if key not in known and value is not None)
     if unknown:
         raise ProcessorConfigError(
             f"{source}: unknown processor setting(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(KNOWN_KEYS - IGNORED_KEYS - OFF_SETTINGS))}"
+            f"known: {', '.join(sorted(known - IGNORED_KEYS - OFF_SETTINGS))}"
         )
-    on = [f"{key}={json.dumps(values[key], default=repr)}" for key in sorted(OFF_SWITCHES) if values.get(key)]
+    switches = OFF_SWITCHES - rules.item_switches
+    on = [f"{key}={json.dumps(values[key], default=repr)}" for key in sorted(switches) if values.get(key)]
     if on:
         raise ProcessorConfigError(
             f"{source}: {', '.join(on)}: the Qwen-VL processors never take this step (transformers' "
@@ -137,7 +149,7 @@ def resolve(family: str, kind: families.Kind, layers: list[tuple[dict[str, Any],
     """The class defaults with each (values, where they came from) layer applied in order."""
     values = class_defaults(family, kind)
     for layer, source in layers:
-        check_keys(layer, source)
+        check_keys(layer, source, family)
         _apply(values, layer, family, kind)
     return _build(family, kind, values)
 
@@ -147,7 +159,8 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: fam
     refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
     # A null means the class default (values already holds it), as transformers' __init__ reads it.
     skipped = IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
-    layer = {key: value for key, value in layer.items() if key in KNOWN_KEYS - skipped and value is not None}
+    known = (KNOWN_KEYS | families.get(family).extra_keys) - skipped
+    layer = {key: value for key, value in layer.items() if key in known and value is not None}
     size = layer.pop("size", None)
     aliases = {key: layer.pop(key) for key in PIXEL_ALIASES if key in layer}
     if kind == "image":
@@ -171,11 +184,12 @@ def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> Processo
     size = values["size"]
     if values.get("resample", 3) != 3:
         raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")
+    fixed = _fixed_size(size) if families.get(family).layout == "tiles" else (0, 0)
     return ProcessorConfig(
         family=family,
         kind=kind,
-        min_pixels=_positive_int(size.get("shortest_edge"), "size.shortest_edge"),
-        max_pixels=_positive_int(size.get("longest_edge"), "size.longest_edge"),
+        min_pixels=fixed[0] * fixed[1] or _positive_int(size.get("shortest_edge"), "size.shortest_edge"),
+        max_pixels=fixed[0] * fixed[1] or _positive_int(size.get("longest_edge"), "size.longest_edge"),
         patch_size=_positive_int(values["patch_size"], "patch_size"),
         temporal_patch_size=_positive_int(values["temporal_patch_size"], "temporal_patch_size"),
         merge_size=_positive_int(values["merge_size"], "merge_size"),
@@ -189,6 +203,26 @@ def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> Processo
         max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens")
         if kind == "video"
         else 0,
+        fixed_size=fixed,
+        grid_pinpoints=_pinpoints(values.get("image_grid_pinpoints") or []) if kind == "image" else (),
+    )
+
+
+def _fixed_size(size: dict[str, Any]) -> tuple[int, int]:
+    """transformers' {"height", "width"} size as (h, w), which a tiled family resizes to
+    (the patches layout's Qwen-VL classes take pixel bounds only); (0, 0) for pixel bounds."""
+    if "height" not in size and "width" not in size:
+        return 0, 0
+    return _positive_int(size.get("height"), "size.height"), _positive_int(size.get("width"), "size.width")
+
+
+def _pinpoints(value: Any) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in value
+    ):
+        raise ProcessorConfigError(f"image_grid_pinpoints must be a list of [height, width], got {value!r}")
+    return tuple(
+        (_positive_int(h, "image_grid_pinpoints"), _positive_int(w, "image_grid_pinpoints")) for h, w in value
     )
 
 

@@ -32,8 +32,10 @@ class Normalizer:
     """uint8 pixels to what transformers' fused rescale-and-normalize makes of them,
     in the same float32 operations, so the values are the same to the bit."""
 
-    def __init__(self, config: ProcessorConfig):
-        shape = (1, 1, 1, 3, 1, 1)  # the channel axis of a row of merge blocks in patch order
+    # the channel axis of a row of merge blocks in patch order; tiles.py's runs pass theirs
+    PATCH_ORDER = (1, 1, 1, 3, 1, 1)
+
+    def __init__(self, config: ProcessorConfig, shape: tuple[int, ...] = PATCH_ORDER):
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
         self.dtype: np.dtype[Any] = np.dtype(np.float32)
@@ -105,9 +107,11 @@ class PatchWriter:
             pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
             self._normalize(pixels, target[row, :, :, :, :, slot])
 
-    def processed(self, pixels_key: str, grid_key: str) -> ProcessedMedia:
+    def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
         """The output, under transformers' names for it, with its grid and token count."""
         grid = (self.grid_t, self.grid_h, self.grid_w)
+        if grid_key is None:
+            raise ValueError("the patches layout names its grid")
         return ProcessedMedia(
             tensors={pixels_key: self.output, grid_key: np.array([grid], dtype=np.int64)},
             num_tokens=self.grid_t * self.grid_h * self.grid_w // (self.merge * self.merge),

@@ -10,6 +10,7 @@ import numpy as np
 
 import mmprep.families as families
 
+from . import tiles
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
@@ -45,7 +46,7 @@ class Processor:
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
 
-    def tensor_names(self, kind: families.Kind) -> tuple[str, str]:
+    def tensor_names(self, kind: families.Kind) -> tuple[str, str | None]:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
         return self._family().tensor_names[kind]
 
@@ -86,6 +87,9 @@ class Processor:
 
     def video_tokens(self, num_frames: int, height: int, width: int) -> int:
         """Placeholder tokens for a clip of `num_frames` frames of height x width."""
+        if self._tiled():
+            self.video_size(num_frames, height, width)  # its checks
+            return self._family().tile_tokens("video", self.video_config, num_frames, height, width)
         grid_t, grid_h, grid_w = self.video_grid(num_frames, height, width)
         return grid_t * grid_h * grid_w // self.video_config.merge_size**2
 
@@ -93,6 +97,8 @@ class Processor:
         """Placeholder tokens for one image of height x width."""
         config = self._image()
         resized_height, resized_width = self.image_size(height, width)
+        if self._tiled():
+            return self._family().tile_tokens("image", config, 1, height, width)
         return (
             (resized_height // config.patch_size)
             * (resized_width // config.patch_size)
@@ -119,13 +125,28 @@ class Processor:
         config = self._image()
         _check_pixels(image, 3, "image", "(H, W, 3)")
         resized_height, resized_width = self.image_size(*image.shape[:2])
+        if self._tiled():
+            return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
         writer = PatchWriter(config, 1, resized_height, resized_width)
         resized = resize_bicubic(image, resized_height, resized_width)
         for index in range(writer.temporal):
             writer.write(resized, index)
         return writer.processed(*self.tensor_names("image"))
 
+    def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | tiles.TileWriter:
+        """The output a clip of `num_frames` frames of height x width is written into, in
+        its family's layout (sized as video_size gives)."""
+        resized = self.video_size(num_frames, height, width)
+        if self._tiled():
+            count = self.video_tokens(num_frames, height, width)
+            return tiles.TileWriter(self.video_config, num_frames, *resized, count)
+        grid_t, _, _ = self.video_grid(num_frames, height, width)
+        return PatchWriter(self.video_config, grid_t, *resized)
+
     # -- helpers --
+
+    def _tiled(self) -> bool:
+        return self._family().layout == "tiles"
 
     def _image(self) -> ProcessorConfig:
         if self.image_config is None:

@@ -78,10 +78,23 @@ def _taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, int]:
     return sources, kept, precision
 
 
-def _finish(sums: np.ndarray, precision: int) -> np.ndarray:
-    """int32 sums (rounding term included) to uint8, as `basic_loop_aa_horizontal<uint8_t>`."""
+# Bytes of int32 sums worked on at a time: rows of the horizontal pass, output rows of
+# the vertical one, so that a chunk's sums, products and gathered bytes stay in the core's
+# cache, where whole-frame buffers (11 MB each at 720p) went through memory once per tap:
+# 1.9x faster on 1280x720 -> 1288x728 (benchmarks/resize_speed.py). The sums are the same.
+HORIZONTAL_CHUNK_BYTES = 1 << 19
+VERTICAL_CHUNK_BYTES = 1 << 17
+
+
+def _chunk_rows(chunk_bytes: int, width: int) -> int:
+    return max(1, chunk_bytes // (4 * width))
+
+
+def _finish(sums: np.ndarray, precision: int, out: np.ndarray) -> None:
+    """int32 sums (rounding term included) to uint8 in `out`, as `basic_loop_aa_horizontal<uint8_t>`."""
     sums >>= precision
-    return np.clip(sums, 0, 255, out=sums).astype(np.uint8)
+    np.clip(sums, 0, 255, out=sums)
+    out[...] = sums
 
 
 @functools.lru_cache(maxsize=64)
@@ -98,30 +111,84 @@ def _columns(in_width: int, width: int, channels: int) -> tuple[np.ndarray, np.n
     return tables[0], tables[1], precision
 
 
+Runs = tuple[tuple[int, int, int], ...]  # (first output column, end, first source column)
+MIN_RUN = 256  # output columns a stretch has on average, at least, to be read as slices
+
+
+@functools.lru_cache(maxsize=64)
+def _runs(in_width: int, width: int, channels: int) -> tuple[Runs | None, ...]:
+    """Per tap, the stretches of output columns whose source columns go up one by one, as
+    they do nearly everywhere when the size changes little (1280 -> 1288: 9 stretches per
+    tap): each is then read as a slice, straight into the multiply, instead of gathered
+    column by column (numpy's take, two thirds of the pass's time). None for a tap whose
+    stretches are too short to be worth it (a shrink: every source column is skipped over)."""
+    columns, _, _ = _columns(in_width, width, channels)
+    runs: list[Runs | None] = []
+    for tap_columns in columns:
+        breaks = np.flatnonzero(np.diff(tap_columns) != 1) + 1
+        if len(breaks) + 1 > len(tap_columns) // MIN_RUN:
+            runs.append(None)
+            continue
+        starts, stops = [0, *breaks.tolist()], [*breaks.tolist(), len(tap_columns)]
+        runs.append(tuple((a, b, int(tap_columns[a])) for a, b in zip(starts, stops, strict=True)))
+    return tuple(runs)
+
+
+class _Scratch:
+    """One chunk's int32 sums and products and its gathered uint8 bytes, reused chunk after chunk."""
+
+    def __init__(self, rows: int, width: int):
+        self.sums = np.empty((rows, width), np.int32)
+        self.product = np.empty_like(self.sums)
+        self.gathered = np.empty((rows, width), np.uint8)
+
+    def first(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.sums[:rows], self.product[:rows], self.gathered[:rows]
+
+
 def _horizontal(rows: np.ndarray, channels: int, width: int) -> np.ndarray:
     """(H, W * C) uint8, channels interleaved, to (H, width * C)."""
     columns, weights, precision = _columns(rows.shape[1] // channels, width, channels)
-    sums = np.full((rows.shape[0], width * channels), 1 << (precision - 1), np.int32)
-    gathered = np.empty(sums.shape, np.uint8)
-    product = np.empty_like(sums)
-    for tap_columns, tap_weights in zip(columns, weights, strict=True):
-        np.take(rows, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
-        np.multiply(gathered, tap_weights, out=product)
-        sums += product
-    return _finish(sums, precision)
+    runs = _runs(rows.shape[1] // channels, width, channels)
+    out = np.empty((rows.shape[0], width * channels), np.uint8)
+    step = _chunk_rows(HORIZONTAL_CHUNK_BYTES, width * channels)
+    scratch = _Scratch(step, width * channels)
+    for start in range(0, rows.shape[0], step):
+        chunk = rows[start : start + step]
+        sums, product, gathered = scratch.first(len(chunk))
+        sums.fill(1 << (precision - 1))
+        for tap_columns, tap_runs, tap_weights in zip(columns, runs, weights, strict=True):
+            if tap_runs is None:
+                np.take(chunk, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
+                np.multiply(gathered, tap_weights, out=product)
+            else:
+                for first, end, source in tap_runs:
+                    np.multiply(
+                        chunk[:, source : source + end - first],
+                        tap_weights[first:end],
+                        out=product[:, first:end],
+                    )
+            sums += product
+        _finish(sums, precision, out[start : start + len(chunk)])
+    return out
 
 
 def _vertical(rows: np.ndarray, height: int) -> np.ndarray:
     """(H, X) uint8 to (height, X): whole rows weighted and summed."""
     sources, weights, precision = _taps(rows.shape[0], height)
-    sums = np.full((height, rows.shape[1]), 1 << (precision - 1), np.int32)
-    gathered = np.empty(sums.shape, np.uint8)
-    product = np.empty_like(sums)
-    for tap_sources, tap_weights in zip(sources.T, weights.T, strict=True):
-        np.take(rows, tap_sources, axis=0, out=gathered)
-        np.multiply(gathered, tap_weights[:, None], out=product)
-        sums += product
-    return _finish(sums, precision)
+    out = np.empty((height, rows.shape[1]), np.uint8)
+    step = _chunk_rows(VERTICAL_CHUNK_BYTES, rows.shape[1])
+    scratch = _Scratch(step, rows.shape[1])
+    for start in range(0, height, step):
+        stop = min(start + step, height)
+        sums, product, gathered = scratch.first(stop - start)
+        sums.fill(1 << (precision - 1))
+        for tap_sources, tap_weights in zip(sources[start:stop].T, weights[start:stop].T, strict=True):
+            np.take(rows, tap_sources, axis=0, out=gathered)
+            np.multiply(gathered, tap_weights[:, None], out=product)
+            sums += product
+        _finish(sums, precision, out[start:stop])
+    return out
 
 
 def resize_bicubic(frame: np.ndarray, height: int, width: int) -> np.ndarray:

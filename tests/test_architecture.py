@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+ENGINE_INTERFACE = "app/engines/base.py+prepared.py"
+INTERFACE_MODULES = ("app/engines/base", "app/engines/prepared")
 # Top to bottom; a room may import only rooms after it. Rooms on one line know nothing of each other.
 LAYERS = [
     ["app/__main__"],
@@ -20,23 +22,30 @@ LAYERS = [
     ["app/rayserve"],
     ["app/api"],
     ["app/service"],
+    ["app/engines"],
     ["app/workers", "app/vllm"],
     ["app/preprocess", "app/derender"],
     ["app/render"],
-    ["app/engines", "app/media"],
+    [ENGINE_INTERFACE, "app/media"],
     ["app/core"],
     ["app/model"],
     ["decoders", "processors", "app/__init__"],
     ["families"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
+# The engines live in app/engines, above the protocols some of them speak (app/workers,
+# app/vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest) is
+# a room of its own, low in the house: every room that hands work to an engine imports it.
 SERVES_HTTP = ("app/api", "app/workers/server.py", "app/testing", "app/cli.py")
 
 
 def room_of(path: str) -> str:
     if path == "app":  # `from app import __version__`: the package's own __init__
         return "app/__init__"
-    parts = path.removesuffix(".py").split("/")
+    stem = path.removesuffix(".py")
+    if stem in INTERFACE_MODULES:
+        return ENGINE_INTERFACE
+    parts = stem.split("/")
     return "/".join(parts[:2]) if parts[0] == "app" else parts[0]
 
 
@@ -179,3 +188,9 @@ def test_the_family_check_finds_what_it_is_for(tmp_path):
         "line 4",
         "line 6",
     ]
+
+
+def test_the_engines_interface_is_a_room_below_the_engines():
+    assert room_of("app/engines/base.py") == room_of("app/engines/prepared.py") == ENGINE_INTERFACE
+    assert room_of("app/engines/workers.py") == room_of("app/engines/vllm_generate.py") == "app/engines"
+    assert LEVEL["app/engines"] < LEVEL["app/vllm"] < LEVEL["app/render"] < LEVEL[ENGINE_INTERFACE]

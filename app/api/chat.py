@@ -29,6 +29,7 @@ from ..preprocess import Timing
 from ..service import Service, Slot
 from ..vllm.request import random_request_id
 from .body_limit import BODY_REFUSED
+from .errors import client_gone, refuse
 from .json_body import read_json_body
 from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
 from .schemas import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, parse_chat_request
@@ -56,7 +57,7 @@ async def chat_completion(service: Service, http: Request) -> Response:
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, as_service_error(error))
+        return refuse(service, error)
     finally:
         if not slot.handed_over:
             slot.release()
@@ -74,7 +75,7 @@ async def _answer(
     check_tool_choice(service, body)
     cancel = threading.Event()
     prepared, timing = await until_disconnect(
-        http, service.preprocessor.prepare(body, request_id, cancel), cancel
+        http, service.preprocessor.prepare(body.chat_input(), request_id, cancel), cancel
     )
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -249,18 +250,6 @@ async def _end_stream(service: Service, events, outputs, slot: Slot) -> None:
     await close_shielded(outputs)
     if slot.release():  # still held: the stream never ran
         service.record(499)
-
-
-def refuse(service: Service, error: ServiceError) -> JSONResponse:
-    """An error answer, counted in /metrics and logged."""
-    service.record(error.status, error.code, error.param)
-    return JSONResponse(error.body(), status_code=error.status, headers=getattr(error, "headers", None))
-
-
-def client_gone(service: Service) -> Response:
-    log.info("client went away; work for it stopped")
-    service.record(499)
-    return Response(status_code=499)
 
 
 class _ClosingStream(StreamingResponse):

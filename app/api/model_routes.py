@@ -13,10 +13,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
 from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError, as_service_error
+from ..core.errors import ServiceError
 from ..service import Service
 from .body_limit import BODY_REFUSED
-from .chat import client_gone, refuse
+from .errors import client_gone, refuse
 from .json_body import read_json_body
 
 # The work of one request: its parsed body, the HTTP request (headers), a cancel event for
@@ -52,7 +52,7 @@ async def answer_with_model(service: Service, http: Request, work: Work) -> Resp
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, as_service_error(error))
+        return refuse(service, error)
     finally:
         slot.release()
 

@@ -26,13 +26,13 @@ from starlette.requests import ClientDisconnect
 
 from ..core.config import Settings
 from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError, as_service_error
+from ..core.errors import ServiceError
 from ..engines.echo import account
 from ..engines.sheet import contact_sheet, png_bytes
 from ..media.data_url import DataURL
 from ..service import Service
 from .body_limit import BODY_REFUSED
-from .chat import client_gone, refuse
+from .errors import client_gone, refuse
 from .json_body import read_json_body
 from .schemas import parse_chat_request
 
@@ -75,7 +75,9 @@ async def preview_media(
     engine. Raises ServiceError as a chat request with that video would be refused."""
     request = parse_chat_request(preview_request(url, sampling, service.settings.served_model_name[0]))
     request_id = f"preview-{uuid.uuid4().hex}"
-    prepared, timing = await service.preprocessor.prepare(request, request_id, cancel or threading.Event())
+    prepared, timing = await service.preprocessor.prepare(
+        request.chat_input(), request_id, cancel or threading.Event()
+    )
     ms, video = timing.milliseconds(), prepared.media[0]
     count, height, width = video.tensor.shape[:3]
     notes = [
@@ -135,7 +137,7 @@ async def preview_post(service: Service, http: Request) -> Response:
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # as chat requests: a ServiceError is the answer, else a logged 500
-        return refuse(service, as_service_error(error))
+        return refuse(service, error)
     finally:
         slot.release()
     service.record(200)

@@ -38,7 +38,7 @@ async def render_chat_document(
     service.check_request(body.model, body.n)
     _check_auto_tool_choice(service, body)
     request_id = _request_id(http, body.model_extra or {})
-    prepared, _ = await service.preprocessor.prepare(body, request_id, cancel)
+    prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
     pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
     return Response(b"".join(pieces), media_type="application/json")
 

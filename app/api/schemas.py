@@ -1,20 +1,36 @@
-"""The OpenAI chat-completions request, as far as this service reads it.
+"""The OpenAI chat-completions request, typed once: every field mmprep reads is checked here
+and a wrong one is a 400 naming it; the rooms inside take typed options (`ChatInput`,
+`TemplateOptions`, `OutputOptions`, `SamplingParams`) and never check them again.
 
-Message content stays loosely typed here (a string or a list of part objects): the
-preprocessor walks the parts itself so that every error names the exact part. Fields this
-service does not read itself (tools, response_format, top_k, ignore_eos, ...) are kept as
-they came (`model_extra`) and go to the engine unchanged.
+Message content stays a string or a list of part objects here: the preprocessor walks the
+parts itself (each media part is a URL to fetch) so that every error names the exact part.
+Fields vLLM defines that the engine may read too (tools, chat_template_kwargs, top_k,
+ignore_eos, ...) are typed by AnswerFields and PromptFields but kept as they came
+(`model_extra`): an engine that forwards the request passes them on unchanged.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..core.errors import ServiceError
 from ..derender import OutputOptions
 from ..engines.prepared import SamplingParams
+from ..preprocess import ChatInput
+from ..preprocess.options import PROCESSOR_SCOPES
+from ..render import REASONING_EFFORTS, TemplateOptions
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 
@@ -25,6 +41,23 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[Any] | None = None
     name: str | None = None
+
+    def as_sent(self) -> dict[str, Any]:
+        """The message as a plain object; a list content's parts as they came (a long data
+        URL stays the DataURL app/api/json_body.py made of it)."""
+        dumped = self.model_dump(exclude_none=True)
+        if isinstance(self.content, list):
+            dumped["content"] = self.content
+        return dumped
+
+    @model_validator(mode="after")
+    def _calls_shaped(self) -> ChatMessage:
+        """An assistant turn's tool calls, shaped as OpenAI's (what a template reads), as
+        vLLM's message models check them; they stay among the extra fields, as sent."""
+        calls = (self.model_extra or {}).get("tool_calls")
+        if self.role == "assistant" and calls is not None:
+            _check_tool_calls(calls)
+        return self
 
 
 class StreamOptions(BaseModel):
@@ -51,6 +84,22 @@ class ChatCompletionRequest(BaseModel):
     # vLLM's per-request processor options: sampling keys read as sampling, all passed on
     mm_processor_kwargs: dict[str, Any] | None = None
     _answer: AnswerFields | None = PrivateAttr(default=None)
+    _prompt: PromptFields | None = PrivateAttr(default=None)
+
+    @field_validator("media_io_kwargs")
+    @classmethod
+    def _video_an_object(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("video") is not None and not isinstance(value["video"], dict):
+            raise _FieldError("media_io_kwargs.video", "must be an object", "invalid_sampling")
+        return value
+
+    @field_validator("mm_processor_kwargs")
+    @classmethod
+    def _scopes_objects(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for scope in PROCESSOR_SCOPES:
+            if (value or {}).get(scope) is not None and not isinstance((value or {})[scope], dict):
+                raise _FieldError(f"mm_processor_kwargs.{scope}", "must be an object", "invalid_sampling")
+        return value
 
     @property
     def answer(self) -> AnswerFields:
@@ -59,6 +108,40 @@ class ChatCompletionRequest(BaseModel):
         if self._answer is None:
             self._answer = AnswerFields.model_validate(self.model_extra or {})
         return self._answer
+
+    @property
+    def prompt(self) -> PromptFields:
+        """The fields the chat template reads that stay among the extra ones, checked."""
+        if self._prompt is None:
+            self._prompt = PromptFields.model_validate(self.model_extra or {})
+        return self._prompt
+
+    def chat_input(self) -> ChatInput:
+        """The request as preprocessing takes it: typed, nothing left to check."""
+        return ChatInput(
+            model=self.model,
+            messages=[message.as_sent() for message in self.messages],
+            sampling=self.sampling_params(),
+            stream=self.stream,
+            template=self.template_options(),
+            video_options=dict((self.media_io_kwargs or {}).get("video") or {}),
+            mm_processor_kwargs=self.mm_processor_kwargs,
+            extra=dict(self.model_extra or {}),
+        )
+
+    def template_options(self) -> TemplateOptions:
+        """What the chat template reads (app/render merges it as vLLM does). Tools and
+        documents go as the client sent them: the renderer writes them as vLLM dumps them."""
+        extra, prompt = self.model_extra or {}, self.prompt
+        return TemplateOptions(
+            tools=extra.get("tools"),
+            documents=extra.get("documents"),
+            add_generation_prompt=prompt.add_generation_prompt,
+            continue_final_message=prompt.continue_final_message,
+            chat_template_kwargs=dict(prompt.chat_template_kwargs or {}),
+            chat_template=prompt.chat_template,
+            reasoning_effort=prompt.reasoning_effort,
+        )
 
     def sampling_params(self) -> SamplingParams:
         answer = self.answer
@@ -166,24 +249,93 @@ class AnswerFields(BaseModel):
         return self
 
 
+class PromptFields(BaseModel):
+    """The fields the chat template reads (app/render applies them with --model), as vLLM's
+    request model types them. Kept in the request's extra fields as well, as AnswerFields."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    documents: list[Any] | None = None
+    add_generation_prompt: StrictBool = True
+    continue_final_message: StrictBool = False
+    chat_template: StrictStr | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+
+    @field_validator("documents")
+    @classmethod
+    def _documents_objects(cls, value: list[Any] | None) -> list[Any] | None:
+        return _objects(value, "documents")
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _known_effort(cls, value: str | None) -> str | None:
+        if value is not None and value not in REASONING_EFFORTS:
+            raise _FieldError("reasoning_effort", f"must be one of {', '.join(REASONING_EFFORTS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PromptFields:
+        if self.add_generation_prompt and self.continue_final_message:
+            raise _FieldError(
+                "continue_final_message",
+                "add_generation_prompt and continue_final_message cannot both be true (the first starts "
+                "a new assistant turn, the second continues the last message); "
+                "set add_generation_prompt to false",
+            )
+        # the kwargs' own tools, documents and template, where they count (null and "auto" do
+        # not: vLLM's merge), as the request's; their documents only where the request has none
+        kwargs = {k: v for k, v in (self.chat_template_kwargs or {}).items() if v is not None and v != "auto"}
+        _objects(kwargs.get("tools"), "chat_template_kwargs.tools")
+        if self.documents is None:
+            _objects(kwargs.get("documents"), "documents")
+        if not isinstance(kwargs.get("chat_template", ""), str):
+            raise _FieldError(
+                "chat_template_kwargs.chat_template", "must be a string (a Jinja chat template)"
+            )
+        return self
+
+
+def _objects(value: Any, field: str) -> Any:
+    if value is not None and not (isinstance(value, list) and all(isinstance(item, dict) for item in value)):
+        raise _FieldError(field, "must be a list of objects")
+    return value
+
+
+def _check_tool_calls(calls: Any) -> None:
+    """An assistant turn's calls, shaped as OpenAI's, or a _FieldError naming the first field
+    that is not (relative to the message)."""
+    if not isinstance(calls, list):
+        raise _FieldError("tool_calls", "must be a list of tool calls")
+    for j, call in enumerate(calls):
+        here = f"tool_calls[{j}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(call, dict) and call.get("type") != "function":  # vLLM's models require it
+            raise _FieldError(
+                f"{here}.type", "must be 'function' (the only tool calls chat completions have)"
+            )
+        if isinstance(call, dict) and not isinstance(call.get("id"), str):
+            raise _FieldError(f"{here}.id", "must be a string (the call's id)")
+        if not isinstance(function, dict):
+            raise _FieldError(f"{here}.function", "must be an object with a name and arguments")
+        for key in ("name", "arguments"):
+            if not isinstance(function.get(key), str):
+                raise _FieldError(f"{here}.function.{key}", "must be a string")
+
+
 # With --model, fields mmprep applies itself (the answer's, through app/derender; the
 # template's, through app/render): an engine gets them as SamplingParams and the prompt, so
 # its accepted_fields do not refuse them.
-READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | {
-    "chat_template",
-    "documents",
-    "reasoning_effort",
-    "add_generation_prompt",
-    "continue_final_message",
-}
+READ_WITH_MODEL = frozenset(AnswerFields.model_fields) | frozenset(PromptFields.model_fields)
 
 
 class _FieldError(ValueError):
-    """A check across fields that names the one at fault."""
+    """A check that names the field at fault (relative to the model it checks), and the
+    OpenAI error code of the answer."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, code: str = "invalid_request"):
         super().__init__(message)
-        self.field = field
+        self.field, self.code = field, code
 
 
 def parse_chat_request(document: Any) -> ChatCompletionRequest:
@@ -196,11 +348,15 @@ def parse_chat_request(document: Any) -> ChatCompletionRequest:
     try:
         request = ChatCompletionRequest.model_validate(document)
         request.answer  # noqa: B018 - checks the answer's fields
+        request.prompt  # noqa: B018 - and the template's
     except ValidationError as error:
         first = error.errors()[0]
         cause = (first.get("ctx") or {}).get("error")
         if isinstance(cause, _FieldError):
-            raise ServiceError(f"{cause.field}: {cause}", "invalid_request", cause.field) from None
+            # a field of the top level, or of the message at `loc` (messages[1].tool_calls)
+            within = _param(_model_location(first["loc"]))
+            field = f"{within}.{cause.field}" if within else cause.field
+            raise ServiceError(f"{field}: {cause}", cause.code, field) from None
         param = _param(first["loc"])
         raise ServiceError(
             f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param
@@ -223,6 +379,12 @@ def _param(location: tuple) -> str | None:
             break  # a member of a union (literal['none','auto']): the field is named already
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or None
+
+
+def _model_location(location: tuple) -> tuple:
+    """Where the model whose validator failed sits: () at the top level, ("messages", 1) for a
+    message; a field validator's own field name (the last part) is not part of it."""
+    return location[:2] if location[:1] == ("messages",) else ()
 
 
 def _json_type(value: Any) -> str:

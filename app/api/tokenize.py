@@ -98,7 +98,7 @@ async def _chat_ids(
     """The conversation's prompt ids, media expanded: the render route's own preprocessing."""
     chat = parse_chat_request({**request.chat_fields(), "model": served_model(service, request.model)})
     request_id = f"tokenize-{http.headers.get('x-request-id') or random_request_id()}"
-    prepared, _ = await service.preprocessor.prepare(chat, request_id, cancel)
+    prepared, _ = await service.preprocessor.prepare(chat.chat_input(), request_id, cancel)
     assert prepared.prompt is not None  # with --model every request is rendered
     ids = list(prepared.prompt.token_ids)
     if request.add_special_tokens:

@@ -2,7 +2,10 @@
 
 Checked at start: a setting that does not exist, a path that is not there, a limit that
 makes no sense or an engine that maps to nothing stops the process with a message that
-says which and why. Nothing silently falls back to a default.
+says which and why. Nothing silently falls back to a default. Grouped by concern
+(ServerSettings, MediaSettings, ModelSettings, EngineSettings, DerenderSettings,
+RaySettings); reading them loads nothing (app/service.py's load_resources does, when the
+service is built).
 """
 
 from __future__ import annotations
@@ -10,17 +13,11 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from mmprep.processors import load_processor
-
-from ..model import ModelFolderError, load_model_folder
-from ..model.context import check_max_model_len, derive_max_model_len
-from .imports import import_by_path
 
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
@@ -45,21 +42,26 @@ ENGINE_SETTINGS = {
 VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
 
 
-class Settings(BaseSettings):
+class SettingsGroup(BaseSettings):
+    """One concern's settings. Each group reads the same flags and MMPREP_* variables as
+    Settings (one flat namespace: `--max-frames`, MMPREP_MAX_FRAMES), so a room may take only
+    the group it reads; checks within a group are the group's, checks across groups Settings'."""
+
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", cli_kebab_case=True)
 
-    # -- serving ---------------------------------------------------------------------
+    def _given(self, name: str) -> bool:
+        """Whether setting `name` holds other than its default: a flag or variable set it."""
+        return getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+
+
+class ServerSettings(SettingsGroup):
+    """Serving: where it listens, what it serves, how many requests and connections it holds."""
+
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=0, le=65535, description="port to listen on (0: any free port)")
     served_model_name: list[str] = Field(
         ["mmprep-echo"],
         description="model names clients may ask for; the first is the one /v1/models lists first",
-    )
-    engine: str = Field(
-        "echo",
-        description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
-        "openai (an OpenAI-compatible server such as vLLM: media as JPEG frames, lossy), "
-        "vllm-generate (vLLM's token-in /inference/v1/generate: token ids and processed tensors, lossless)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
     enable_preview: bool = Field(
@@ -80,7 +82,67 @@ class Settings(BaseSettings):
         "RAY_ADDRESS names)",
     )
 
-    # -- media ---------------------------------------------------------------------
+    max_concurrent_requests: int = Field(
+        64, ge=1, description="requests in flight; more get 503 with Retry-After"
+    )
+
+    # -- connections (app/api/connections.py) ---------------------------------------------
+    max_connections: int = Field(
+        8192,
+        ge=1,
+        description="HTTP connections open at once; a request on one past it gets 503 with Retry-After",
+    )
+    backlog: int = Field(
+        4096,
+        ge=1,
+        description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)",
+    )
+    keep_alive_timeout: float = Field(
+        620.0,
+        gt=0,
+        description="seconds an idle connection stays open, before its first request or between two: longer "
+        "than clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 "
+        "by default), so that they close idle connections, never racing a request mmprep closes under them",
+    )
+    header_timeout: float = Field(
+        20.0,
+        gt=0,
+        description="seconds a request's line and headers may take to arrive once started, and that its "
+        "body may stop arriving before its end; then 408 and close",
+    )
+    write_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a client may leave a full send buffer unread; then its connection is cut off, "
+        "the request's work stopped and its slot given back",
+    )
+    send_buffer_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="unsent response bytes held per connection; past it the stream waits for the client",
+    )
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _names_present(cls, names: list[str]) -> list[str]:
+        if not names or any(not name.strip() for name in names):
+            raise ValueError("give at least one non-empty model name")
+        if len(set(names)) != len(names):
+            raise ValueError(f"model names repeat: {names}")
+        return names
+
+    @model_validator(mode="after")
+    def _processes_share_a_port(self) -> Self:
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
+        if self.processes > 1 and self.runtime == "ray":
+            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
+        return self
+
+
+class MediaSettings(SettingsGroup):
+    """Media and their limits: where URLs may lead, sampling defaults, sizes, decoding."""
+
     allow_private_networks: bool = Field(
         False,
         description="let media URLs reach loopback, private and link-local addresses (on-premise media "
@@ -132,7 +194,57 @@ class Settings(BaseSettings):
         120.0, gt=0, description="seconds one request may spend fetching and decoding"
     )
 
-    # -- the model folder ----------------------------------------------------------
+    decode_workers: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="media decoded at once (default: one per core)",
+    )
+    decode_threads: int = Field(
+        0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
+    )
+    decode_device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="where videos decode: cpu, or cuda (NVDEC, where the codec and size allow; "
+        "the CPU otherwise, with a log line saying why)",
+    )
+    decode_cache_bytes: int = Field(
+        1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
+    )
+
+    @field_validator("allowed_media_domains")
+    @classmethod
+    def _domains_are_hostnames(cls, domains: list[str]) -> list[str]:
+        cleaned = [domain.strip().lower().strip(".") for domain in domains]
+        for domain in cleaned:
+            if not domain or "/" in domain or ":" in domain:
+                raise ValueError(
+                    f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)"
+                )
+        return cleaned
+
+    @field_validator("allowed_local_media_path")
+    @classmethod
+    def _paths_are_directories(cls, paths: list[Path]) -> list[Path]:
+        for path in paths:
+            if not path.is_dir():
+                raise ValueError(f"{str(path)!r} is not an existing directory")
+        return [path.resolve() for path in paths]
+
+    @model_validator(mode="after")
+    def _limits_fit_together(self) -> Self:
+        if self.max_request_bytes is None:
+            # A bigger body could only hold a data URL the fetch limit refuses anyway.
+            self.max_request_bytes = base64_size(self.max_fetch_bytes) + REQUEST_OVERHEAD_BYTES
+        if self.default_max_frames > self.max_frames:
+            raise ValueError(
+                f"default_max_frames ({self.default_max_frames}) exceeds max_frames ({self.max_frames})"
+            )
+        return self
+
+
+class ModelSettings(SettingsGroup):
+    """The model folder and the vision processor (app/model, app/render, app/preprocess/vision.py)."""
+
     model: Path | None = Field(
         None,
         description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its "
@@ -159,9 +271,9 @@ class Settings(BaseSettings):
     processor: str | None = Field(
         None,
         description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a "
-        "family (qwen2_vl, qwen2_5_vl, qwen3_vl), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a "
-        "folder with its preprocessor config (default: the --model folder's, else none: engines get the "
-        "decoded frames)",
+        "family (qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision), a preset model id "
+        "(Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its preprocessor config (default: the --model "
+        "folder's, else none: engines get the decoded frames)",
     )
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",
@@ -184,64 +296,36 @@ class Settings(BaseSettings):
         "transformers' normalized float32)",
     )
 
-    # -- capacity -------------------------------------------------------------------
-    decode_workers: int = Field(
-        default_factory=lambda: os.cpu_count() or 1,
-        ge=1,
-        description="media decoded at once (default: one per core)",
-    )
-    decode_threads: int = Field(
-        0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
-    )
-    decode_device: Literal["cpu", "cuda"] = Field(
-        "cpu",
-        description="where videos decode: cpu, or cuda (NVDEC, where the codec and size allow; "
-        "the CPU otherwise, with a log line saying why)",
-    )
-    max_concurrent_requests: int = Field(
-        64, ge=1, description="requests in flight; more get 503 with Retry-After"
-    )
+    @model_validator(mode="after")
+    def _processor_options_need_one(self) -> Self:
+        if self.max_model_len is not None and self.model is None:
+            raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
+        if self.processor is None and self.model is None:
+            given = [
+                name
+                for name in ("processor_resize", "max_vision_tokens", "mm_device_do_normalize")
+                if self._given(name)
+            ]
+            if given:
+                flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+                raise ValueError(f"{flags} only apply with --processor or --model")
+        if self._given("trust_request_chat_template") and self.model is None:
+            raise ValueError(
+                "--trust-request-chat-template only applies with --model (mmprep renders the template "
+                "only then; without it the engine reads the request's chat_template, if at all)"
+            )
+        return self
 
-    # -- connections (app/api/connections.py) ---------------------------------------------
-    max_connections: int = Field(
-        8192,
-        ge=1,
-        description="HTTP connections open at once; a request on one past it gets 503 with Retry-After",
-    )
-    backlog: int = Field(
-        4096,
-        ge=1,
-        description="connections the kernel queues before they are accepted (capped by net.core.somaxconn)",
-    )
-    keep_alive_timeout: float = Field(
-        620.0,
-        gt=0,
-        description="seconds an idle connection stays open, before its first request or between two: longer "
-        "than clients and load balancers keep theirs (aiperf 300, Google's load balancers 610, AWS ALB 60 "
-        "by default), so that they close idle connections, never racing a request mmprep closes under them",
-    )
-    header_timeout: float = Field(
-        20.0,
-        gt=0,
-        description="seconds a request's line and headers may take to arrive once started, and that its "
-        "body may stop arriving before its end; then 408 and close",
-    )
-    write_timeout: float = Field(
-        30.0,
-        gt=0,
-        description="seconds a client may leave a full send buffer unread; then its connection is cut off, "
-        "the request's work stopped and its slot given back",
-    )
-    send_buffer_bytes: int = Field(
-        64 * 1024,
-        ge=1024,
-        description="unsent response bytes held per connection; past it the stream waits for the client",
-    )
-    decode_cache_bytes: int = Field(
-        1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
-    )
 
-    # -- engines --------------------------------------------------------------------
+class EngineSettings(SettingsGroup):
+    """The engine (app/engines/registry.py) and how it is reached."""
+
+    engine: str = Field(
+        "echo",
+        description="what produces the answers: echo (embedded), workers (mmprep worker processes), "
+        "openai (an OpenAI-compatible server such as vLLM: media as JPEG frames, lossy), "
+        "vllm-generate (vLLM's token-in /inference/v1/generate: token ids and processed tensors, lossless)",
+    )
     echo_chars_per_token: int = Field(
         8, ge=1, description="characters per streamed piece (one token) of the echo answer"
     )
@@ -289,7 +373,30 @@ class Settings(BaseSettings):
         "(with --runtime ray: hosted by the engine replicas)",
     )
 
-    # -- the answer's text (app/derender) ----------------------------------------------
+    @field_validator("engine")
+    @classmethod
+    def _engine_known(cls, engine: str) -> str:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        return engine
+
+    @field_validator("worker_url")
+    @classmethod
+    def _worker_urls_are_urls(cls, urls: list[str]) -> list[str]:
+        urls = [_http_url(url) for url in urls]
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"worker URLs repeat: {urls}")
+        return urls
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _upstream_url_is_a_url(cls, url: str | None) -> str | None:
+        return None if url is None else _http_url(url)
+
+
+class DerenderSettings(SettingsGroup):
+    """The answer's text (app/derender): the parsers."""
+
     reasoning_parser: str | None = Field(
         None,
         # the names are app/derender's registry's: checked, and listed in --help, by the
@@ -305,7 +412,16 @@ class Settings(BaseSettings):
         description="the format of the model's tool calls, as vLLM's parser of that name",
     )
 
-    # -- runtime=ray ----------------------------------------------------------------
+    @model_validator(mode="after")
+    def _auto_tool_choice_has_a_parser(self) -> Self:
+        if self.enable_auto_tool_choice and self.tool_call_parser is None:
+            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser")
+        return self
+
+
+class RaySettings(SettingsGroup):
+    """runtime=ray (app/rayserve)."""
+
     ray_front_door_replicas: int = Field(1, ge=1, description="runtime=ray: front door (HTTP) replicas")
     ray_decode_replicas: int = Field(
         1, ge=1, description="runtime=ray: decode replicas (each fetches and decodes with --decode-workers)"
@@ -329,26 +445,26 @@ class Settings(BaseSettings):
         """config file and laid over the above, e.g. '{"Engine": {"ray_actor_options": {"num_gpus": 1}}}'""",
     )
 
-    @field_validator("served_model_name")
+    @field_validator("ray_deployment_options")
     @classmethod
-    def _names_present(cls, names: list[str]) -> list[str]:
-        if not names or any(not name.strip() for name in names):
-            raise ValueError("give at least one non-empty model name")
-        if len(set(names)) != len(names):
-            raise ValueError(f"model names repeat: {names}")
-        return names
+    def _deployments_known(cls, options: dict[str, dict]) -> dict[str, dict]:
+        unknown = sorted(set(options) - set(RAY_DEPLOYMENTS))
+        if unknown:
+            raise ValueError(
+                f"no deployment is named {', '.join(unknown)}: they are {', '.join(RAY_DEPLOYMENTS)}"
+            )
+        return options
 
-    @field_validator("engine")
-    @classmethod
-    def _engine_known(cls, engine: str) -> str:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-        return engine
+
+# Listed last to first: pydantic (and so --help) orders the fields from the last base to the first.
+class Settings(RaySettings, DerenderSettings, EngineSettings, ModelSettings, MediaSettings, ServerSettings):
+    """Every setting of `mmprep serve`, by concern (the groups above), with the checks that
+    span groups. Reading settings does no I/O beyond the paths' existence: what they name (the
+    model folder, the processor, the engine class) is loaded where the service is built
+    (app/service.py load_resources)."""
 
     @model_validator(mode="after")
     def _parsers_fit(self) -> Settings:
-        if self.enable_auto_tool_choice and self.tool_call_parser is None:
-            raise ValueError("--enable-auto-tool-choice needs --tool-call-parser")
         given = [
             flag
             for flag, value in (
@@ -364,122 +480,12 @@ class Settings(BaseSettings):
             )
         return self
 
-    @field_validator("engine_class")
-    @classmethod
-    def _engine_class_loads(cls, path: str | None) -> str | None:
-        if path is not None:
-            import_by_path(path)  # raises ValueError saying what is wrong
-        return path
-
-    @field_validator("ray_deployment_options")
-    @classmethod
-    def _deployments_known(cls, options: dict[str, dict]) -> dict[str, dict]:
-        unknown = sorted(set(options) - set(RAY_DEPLOYMENTS))
-        if unknown:
-            raise ValueError(
-                f"no deployment is named {', '.join(unknown)}: they are {', '.join(RAY_DEPLOYMENTS)}"
-            )
-        return options
-
-    @field_validator("allowed_media_domains")
-    @classmethod
-    def _domains_are_hostnames(cls, domains: list[str]) -> list[str]:
-        cleaned = [domain.strip().lower().strip(".") for domain in domains]
-        for domain in cleaned:
-            if not domain or "/" in domain or ":" in domain:
-                raise ValueError(
-                    f"{domain!r} is not a host name (give e.g. media.example.com, no scheme or port)"
-                )
-        return cleaned
-
-    @field_validator("worker_url")
-    @classmethod
-    def _worker_urls_are_urls(cls, urls: list[str]) -> list[str]:
-        urls = [_http_url(url) for url in urls]
-        if len(set(urls)) != len(urls):
-            raise ValueError(f"worker URLs repeat: {urls}")
-        return urls
-
-    @field_validator("upstream_url")
-    @classmethod
-    def _upstream_url_is_a_url(cls, url: str | None) -> str | None:
-        return None if url is None else _http_url(url)
-
-    @field_validator("allowed_local_media_path")
-    @classmethod
-    def _paths_are_directories(cls, paths: list[Path]) -> list[Path]:
-        for path in paths:
-            if not path.is_dir():
-                raise ValueError(f"{str(path)!r} is not an existing directory")
-        return [path.resolve() for path in paths]
-
-    @field_validator("processor")
-    @classmethod
-    def _processor_loads(cls, name: str | None) -> str | None:
-        if name is not None:
-            load_processor(name)  # a ProcessorConfigError (a ValueError) says what is wrong
-        return name
-
-    @model_validator(mode="after")
-    def _model_folder_loads(self) -> Settings:
-        if self.model is None:
-            return self
-        try:  # loaded once per process: the service takes the same ModelFolder from the cache
-            folder = load_model_folder(str(self.model), self.processor)
-        except ModelFolderError as error:
-            raise ValueError(f"--model {self.model}: {error}") from None
-        if "served_model_name" not in self.model_fields_set:
-            self.served_model_name = [folder.name]
-        if self.max_model_len is None:
-            self.max_model_len = derive_max_model_len(folder.config)[0]
-        else:
-            check_max_model_len(self.max_model_len, folder.config)  # vLLM's refusal, a ValueError
-        return self
-
-    def _given(self, name: str) -> bool:
-        """Whether setting `name` holds other than its default: a flag or variable set it."""
-        return getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
-
-    @model_validator(mode="after")
-    def _processor_options_need_one(self) -> Settings:
-        if self.max_model_len is not None and self.model is None:
-            raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
-        if self.processor is None and self.model is None:
-            given = [
-                name
-                for name in ("processor_resize", "max_vision_tokens", "mm_device_do_normalize")
-                if self._given(name)
-            ]
-            if given:
-                flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-                raise ValueError(f"{flags} only apply with --processor or --model")
-        return self
-
-    @model_validator(mode="after")
-    def _limits_fit_together(self) -> Settings:
-        if self.max_request_bytes is None:
-            # A bigger body could only hold a data URL the fetch limit refuses anyway.
-            self.max_request_bytes = base64_size(self.max_fetch_bytes) + REQUEST_OVERHEAD_BYTES
-        if self.default_max_frames > self.max_frames:
-            raise ValueError(
-                f"default_max_frames ({self.default_max_frames}) exceeds max_frames ({self.max_frames})"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _processes_share_a_port(self) -> Settings:
-        if self.processes > 1 and self.port == 0:
-            raise ValueError("--processes above 1 needs a fixed --port: each process listens on it")
-        if self.processes > 1 and self.runtime == "ray":
-            raise ValueError("--processes is for runtime local; on Ray give --ray-front-door-replicas")
-        return self
-
     @model_validator(mode="after")
     def _ray_settings_fit(self) -> Settings:
         if self.runtime == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("runtime 'ray' needs Ray: pip install -e '.[ray]' in mmprep's checkout")
         if self.runtime != "ray":  # else a --ray-* setting would be silently ignored
-            for name in type(self).model_fields:
+            for name in RaySettings.model_fields:
                 if name.startswith("ray_") and self._given(name):
                     raise ValueError(f"--{name.replace('_', '-')} only applies with --runtime ray")
         return self
@@ -501,11 +507,6 @@ class Settings(BaseSettings):
                 # Clients then ask for the upstream's model by its own name.
                 assert self.upstream_model is not None  # else `missing` named it above
                 self.served_model_name = [self.upstream_model]
-        if self._given("trust_request_chat_template") and self.model is None:
-            raise ValueError(
-                "--trust-request-chat-template only applies with --model (mmprep renders the template "
-                "only then; without it the engine reads the request's chat_template, if at all)"
-            )
         for name in VLLM_REQUEST_SETTINGS:
             if self._given(name) and self.model is None:
                 raise ValueError(
@@ -536,12 +537,6 @@ class WorkerSettings(BaseSettings):
         4 * 1024**3, ge=1, description="largest request (tensors and header) the worker accepts"
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
-
-    @field_validator("engine_class")
-    @classmethod
-    def _engine_class_loads(cls, path: str) -> str:
-        import_by_path(path)  # raises ValueError saying what is wrong
-        return path
 
 
 def base64_size(size: int) -> int:

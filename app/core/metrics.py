@@ -51,11 +51,23 @@ class Metrics:
         self.decodes_in_flight = Gauge(
             "mmprep_decodes_in_flight", "Decodes running in the decode pool", registry=r
         )
+        # The cache of decoded and processed media items (app/preprocess/cache.py)
         self.decode_cache = Counter(
-            "mmprep_decode_cache_lookups", "Decoded-media cache lookups, by result", ["result"], registry=r
+            "mmprep_decode_cache_lookups",
+            "Media cache lookups (decoded and processed items), by result",
+            ["result"],
+            registry=r,
         )
         self.decode_cache_bytes = Gauge(
-            "mmprep_decode_cache_bytes", "Bytes of decoded media in the cache", registry=r
+            "mmprep_decode_cache_bytes",
+            "Bytes the media cache holds (pixels, tensors, source files)",
+            registry=r,
+        )
+        self.decode_cache_items = Gauge("mmprep_decode_cache_items", "Media items in the cache", registry=r)
+        self.decode_cache_evictions = Counter(
+            "mmprep_decode_cache_evictions",
+            "Items dropped from the media cache to stay in its bytes",
+            registry=r,
         )
         self.connections_open = Gauge("mmprep_connections_open", "HTTP connections open", registry=r)
         self.connections_closed = Counter(

@@ -28,9 +28,7 @@ YIELD_EVERY = 16
 
 
 class EchoEngine(NothingToStart):
-    # Its answer is an account, not a model's tokens: logprobs are a 400 naming the field,
-    # with --model or without (issue 28: without, they were answered null).
-    gives_logprobs = False
+    gives_logprobs = False  # its answer is an account of the request, not a model's tokens
 
     def __init__(self, chars_per_token: int = 8):
         self._chars = chars_per_token

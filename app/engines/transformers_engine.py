@@ -324,12 +324,14 @@ class TransformersEngine:
         and grids in prompt order, under the family's names; for videos, what else the family's
         model takes (Qwen2.5-VL's second_per_grid_ts)."""
         pixels_key, grid_key = self.family.tensor_names[kind]
+        keys = [pixels_key] if grid_key is None else [pixels_key, grid_key]
         try:
-            parts = {key: [_processed(item).tensors[key] for item in items] for key in (pixels_key, grid_key)}
+            parts = {key: [_processed(item).tensors[key] for item in items] for key in keys}
         except KeyError as missing:
             raise EngineHTTPError(
                 f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
             ) from None
+        parts[pixels_key] = self.family.batch_pixels(kind, parts[pixels_key])
         if kind == "video":
             videos = [item.sampled_video() for item in items]
             inputs = self.family.transformers_video_inputs(videos, self.temporal_patch_size)

@@ -136,7 +136,8 @@ class ModelFolder:
             for id_, token in tokenizer.get_added_tokens_decoder().items()
         }
         ids = {
-            key: _token_id(config, key, name, tokenizer, folder) for key, name in family.token_names.items()
+            key: _token_id(config, family.config_aliases.get(key, key), name, tokenizer, folder)
+            for key, name in family.token_names.items()
         }
         return cls(
             path=folder.resolve(),

@@ -5,6 +5,7 @@ from .cache import DecodeCache
 from .parts import Preprocessing
 from .pool import DecodePool
 from .preprocessor import Preprocessor
+from .request import ChatInput
 from .timing import Timing
 
-__all__ = ["DecodeCache", "DecodePool", "Preprocessing", "Preprocessor", "Timing"]
+__all__ = ["ChatInput", "DecodeCache", "DecodePool", "Preprocessing", "Preprocessor", "Timing"]

@@ -1,10 +1,13 @@
-"""Decoded media, kept by what it was decoded from and how: a multi-turn chat that sends
-the same video with every turn decodes it once.
+"""Decoded and processed media, kept by what it was made from and how: a multi-turn chat
+that sends the same images or video with every turn decodes, resizes and patchifies them
+once, for the render route and the chat route alike (one cache per Preprocessing).
 
 The key is a fast hash of the bytes (xxh3-128: about 10 GB/s, so hashing costs far less
-than fetching) plus the decode options. Bounded in bytes of decoded pixels, least recently
-used first out. Identical decodes already running are joined, not repeated. Cached
-tensors are read-only: requests share them.
+than fetching) plus everything else that decides the tensors (the caller's `options`: the
+sampling, the server's image scale, the vision processor with its pixel form). Bounded in
+bytes of what it holds (pixels, tensors, source files), least recently used first out.
+Identical decodes already running are joined, not repeated. Cached tensors are read-only:
+requests share them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ INLINE_HASH_BYTES = 1 << 20
 
 
 async def content_key(kind: str, data: bytes, options: Hashable) -> tuple:
-    """The same bytes decoded the same way (`options`: a VideoSampling, say) share a key."""
+    """The same bytes made into tensors the same way (`options`: hashable, all that changes
+    the result besides the bytes) share a key."""
     if len(data) > INLINE_HASH_BYTES:
         digest = await asyncio.to_thread(xxhash.xxh3_128_hexdigest, data)
     else:
@@ -38,13 +42,18 @@ class DecodeCache:
         max_bytes: int,
         on_lookup: Callable[[bool], None] | None = None,
         retry_on: tuple[type[BaseException], ...] = (asyncio.CancelledError,),
+        on_evict: Callable[[], None] | None = None,
     ):
         self.max_bytes = max_bytes
         self.bytes = 0
         self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self._running: dict[tuple, asyncio.Future] = {}
         self._on_lookup = on_lookup or (lambda hit: None)
+        self._on_evict = on_evict or (lambda: None)
         self._retry_on = retry_on
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     async def get_or_decode(
         self, key: tuple, decode: Callable[[], Awaitable[Any]], size_of: Callable[[Any], int]
@@ -82,6 +91,7 @@ class DecodeCache:
         while self.bytes + size > self.max_bytes:
             _, (_, evicted) = self._entries.popitem(last=False)
             self.bytes -= evicted
+            self._on_evict()
         self._entries[key] = (result, size)
         self.bytes += size
 

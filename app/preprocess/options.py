@@ -23,7 +23,7 @@ from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
 from mmprep.processors import ProcessorError
 from mmprep.processors.config import IGNORED_KEYS, KNOWN_KEYS
 
-from ..core.config import Settings
+from ..core.config import MediaSettings
 from ..core.errors import ServiceError
 
 # What a request may say of a video's sampling: VideoSampling's fields but the server's max_pixels.
@@ -43,11 +43,10 @@ DEVICE_NORMALIZE_KEYS = frozenset({"do_rescale", "do_normalize"})
 IMAGE_PART_KEYS = ("url", "detail")
 
 
-def request_options(media_io_kwargs: dict | None, mm_processor_kwargs: dict | None) -> dict[str, Any]:
+def request_options(video_options: dict[str, Any], mm_processor_kwargs: dict | None) -> dict[str, Any]:
     """The sampling the request as a whole asks for (media_io_kwargs.video over the processor's);
-    ServiceError for a wrong key or a conflict."""
-    video = _object((media_io_kwargs or {}).get("video"), "media_io_kwargs.video")
-    video = _known_keys(video, "media_io_kwargs.video")
+    ServiceError for a wrong key or a conflict. Both objects (their types checked at the edge)."""
+    video = _known_keys(video_options, "media_io_kwargs.video")
     processor = _processor_sampling(mm_processor_kwargs)
     if not processor:
         return video
@@ -69,11 +68,9 @@ def check_processor_kwargs(mm_processor_kwargs: dict | None, normalizes_on_devic
     key silently left out would give tensors vLLM's own frontend never makes under that
     request's hash). do_rescale and do_normalize change nothing where the model normalizes
     on the device: vLLM ignores them there, and so does mmprep."""
-    kwargs = _object(mm_processor_kwargs, "mm_processor_kwargs")
+    kwargs = mm_processor_kwargs or {}
     scopes = [("mm_processor_kwargs", kwargs)] + [
-        (f"mm_processor_kwargs.{scope}", _object(kwargs[scope], f"mm_processor_kwargs.{scope}"))
-        for scope in PROCESSOR_SCOPES
-        if scope in kwargs
+        (f"mm_processor_kwargs.{scope}", kwargs[scope] or {}) for scope in PROCESSOR_SCOPES if scope in kwargs
     ]
     ignored = DEVICE_NORMALIZE_KEYS if normalizes_on_device else frozenset()
     for where, values in scopes:
@@ -108,7 +105,7 @@ def check_image_part(value: dict, param: str) -> None:
 
 
 def video_sampling(
-    request: dict[str, Any], part: dict[str, Any], settings: Settings, param: str
+    request: dict[str, Any], part: dict[str, Any], settings: MediaSettings, param: str
 ) -> VideoSampling:
     """The part's VideoSampling: its own keys over the request's over the server's defaults."""
     merged = dict(request)
@@ -170,19 +167,11 @@ def _known_keys(options: dict, where: str) -> dict[str, Any]:
 
 
 def _processor_sampling(mm_processor_kwargs: dict | None) -> dict[str, Any]:
-    kwargs = _object(mm_processor_kwargs, "mm_processor_kwargs")
+    kwargs = mm_processor_kwargs or {}
     if kwargs.get("do_sample_frames") is False:
         return {}  # the processor is told not to sample: its fps and num_frames are not sampling
     sampling = {key: kwargs[key] for key in PROCESSOR_SAMPLING_KEYS if kwargs.get(key) is not None}
     return _known_keys(sampling, "mm_processor_kwargs")
-
-
-def _object(value: Any, where: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ServiceError(f"{where} must be an object", "invalid_sampling", where)
-    return value
 
 
 def _not_set(fps: Any) -> bool:

@@ -28,8 +28,10 @@ class Preprocessing:
                 settings.decode_cache_bytes,
                 on_lookup=lambda hit: metrics.decode_cache.labels("hit" if hit else "miss").inc(),
                 retry_on=(asyncio.CancelledError, DecodeCancelledError),
+                on_evict=metrics.decode_cache_evictions.inc,
             )
             metrics.decode_cache_bytes.set_function(lambda: cache.bytes)
+            metrics.decode_cache_items.set_function(lambda: len(cache))
         self.fetcher: MediaFetcher | None = None
         self.preprocessor: Preprocessor | None = None  # made by start()
 

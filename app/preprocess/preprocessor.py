@@ -40,6 +40,7 @@ from .options import (
     video_sampling,
 )
 from .pool import DecodePool
+from .request import ChatInput
 from .timing import Timing
 from .vision import VisionProcessing
 
@@ -86,6 +87,11 @@ class Preprocessor:
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
+        # What decides an item's tensors besides its bytes and sampling (the cache's key): the
+        # server's image scale, and the vision processor as it is built (family, both configs
+        # with their pixel form, the resize). Per-request processor options that would change
+        # the tensors are refused (check_processor_kwargs), so none are part of it.
+        self._made_with = (settings.max_pixels, self._vision.cache_key if self._vision else None)
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
             Renderer(
@@ -98,17 +104,16 @@ class Preprocessor:
         )
 
     async def prepare(
-        self, request, request_id: str, cancel: threading.Event
+        self, request: ChatInput, request_id: str, cancel: threading.Event
     ) -> tuple[PreparedRequest, Timing]:
-        """`request` is the validated ChatCompletionRequest. Raises ServiceError naming the part."""
+        """`request` typed at the edge. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
         messages, parts = self._find_media(request)
-        extra = dict(request.model_extra or {})
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
         renderer = self._renderer
-        text = self._render_text(renderer, messages, extra) if renderer is not None else None
+        text = renderer.render_text(messages, request.template) if renderer is not None else None
         rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
         media = [_media_item(part, loaded[part.key]) for part in parts]
@@ -131,40 +136,26 @@ class Preprocessor:
             model=request.model,
             messages=messages,
             media=media,
-            sampling=request.sampling_params(),
+            sampling=request.sampling,
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
-            extra=extra,
+            extra=dict(request.extra),
             prompt=prompt,
         )
         return prepared, timing
 
-    @staticmethod
-    def _render_text(renderer: Renderer, messages: list[dict], extra: dict) -> str:
-        """The chat template rendered with the request's options, read as vLLM reads them."""
-        return renderer.render_text(
-            messages,
-            tools=extra.get("tools"),
-            documents=extra.get("documents"),
-            add_generation_prompt=extra.get("add_generation_prompt", True),
-            continue_final_message=extra.get("continue_final_message", False),
-            chat_template_kwargs=extra.get("chat_template_kwargs"),
-            chat_template=extra.get("chat_template"),
-            reasoning_effort=extra.get("reasoning_effort"),
-        )
-
     # -- finding the parts -------------------------------------------------------------
 
-    def _find_media(self, request) -> tuple[list[dict], list[_MediaPart]]:
-        requested = request_options(request.media_io_kwargs, request.mm_processor_kwargs)
+    def _find_media(self, request: ChatInput) -> tuple[list[dict], list[_MediaPart]]:
+        requested = request_options(request.video_options, request.mm_processor_kwargs)
         if self._vision is not None:
             check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
         messages: list[dict] = []
         parts: list[_MediaPart] = []
         for i, message in enumerate(request.messages):
-            content = message.content
+            content = message.get("content")
             if not isinstance(content, list):
-                messages.append(message.model_dump(exclude_none=True))
+                messages.append(message)
                 continue
             new_content: list[dict[str, Any]] = []
             for j, part in enumerate(content):
@@ -178,7 +169,7 @@ class Preprocessor:
                 sampling = video_sampling(requested, keys, self._settings, param) if kind == "video" else None
                 new_content.append({"type": kind, "media_index": len(parts)})
                 parts.append(_MediaPart(kind, url, sampling, param))
-            messages.append({**message.model_dump(exclude_none=True), "content": new_content})
+            messages.append({**message, "content": new_content})
         if len(parts) > self._settings.max_media_parts:
             raise ServiceError(
                 f"the request has {len(parts)} image and video parts, "
@@ -251,7 +242,7 @@ class Preprocessor:
 
         if self._cache is None:
             return await decode()
-        key = await content_key(part.kind, data, part.sampling)
+        key = await content_key(part.kind, data, (part.sampling, self._made_with))
         return await self._cache.get_or_decode(key, decode, lambda loaded: loaded.nbytes)
 
     # -- in the pool's threads --

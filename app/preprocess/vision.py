@@ -58,6 +58,13 @@ class VisionProcessing:
             processor = processor.with_raw_pixels()
         return cls(processor, settings.processor_resize, settings.max_vision_tokens, on_device)
 
+    @property
+    def cache_key(self) -> tuple:
+        """All of this processing that changes its tensors, hashable: the family, both
+        configs (the pixel form is their do_rescale and do_normalize) and the resize."""
+        processor = self.processor
+        return processor.family, processor.video_config, processor.image_config, self._ffmpeg_resize
+
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;
         with --processor-resize ffmpeg, the size the processor resizes to (FFmpeg's scaler

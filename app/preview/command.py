@@ -21,7 +21,7 @@ from ..api.preview import preview_media, readable
 from ..bench.inputs import VIDEO_SUFFIXES
 from ..core.config import Settings
 from ..core.errors import ServiceError
-from ..service import Service
+from ..service import Service, SettingsError, load_resources
 from .config import PreviewConfig
 
 
@@ -65,12 +65,16 @@ def run_preview(config: PreviewConfig) -> int:
             **vision,
             **config.url_settings(),
         )
-    except ValidationError as error:  # a processor that does not load, or a wrong MMPREP_* setting
+        settings = load_resources(settings)
+    except ValidationError as error:  # a wrong MMPREP_* setting
         problem = error.errors()[0]
         print(
             f"mmprep preview: {problem['loc'][0]}: {problem['msg'].removeprefix('Value error, ')}",
             file=sys.stderr,
         )
+        return 2
+    except SettingsError as error:  # a processor that does not load
+        print(f"mmprep preview: {error.setting}: {error}", file=sys.stderr)
         return 2
     return asyncio.run(_draw_all(settings, sheets, config.sampling()))
 

@@ -20,13 +20,14 @@ from ..core.errors import ServiceError
 from ..core.logging import request_id_var
 from ..core.metrics import Metrics
 from ..engines.base import Engine, EngineOutput
+from ..engines.registry import build_engine
 from ..preprocess import Preprocessing, Timing
-from ..service import Service, build_engine
+from ..service import Service, load_resources
 from .front import RayEngine, RayPreprocessing
 from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable, portable
 
 if TYPE_CHECKING:
-    from ..api.schemas import ChatCompletionRequest
+    from ..preprocess import ChatInput
 
 # An engine replica sends its outputs in batches: what the engine produced within this long
 # of a batch's first output. Ray streams each item as an object of its own (about 0.2 ms
@@ -47,11 +48,11 @@ class FrontDoor:
 
 class DecodeReplica:
     async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
-        self._preprocessing = Preprocessing(settings, Metrics())
+        self._preprocessing = Preprocessing(load_resources(settings), Metrics())
         await self._preprocessing.start()
 
     async def prepare(
-        self, request: ChatCompletionRequest, request_id: str
+        self, request: ChatInput, request_id: str
     ) -> tuple[PreparedInStore, Timing] | ServiceError:
         """The request's PreparedRequest put in the object store; a refusal as a value (a 400 is
         an answer, not a failure of this replica for Ray to log). If the front door cancels
@@ -74,7 +75,7 @@ class DecodeReplica:
 
 class EngineReplica:
     async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
-        self._engine = build_engine(settings)
+        self._engine = build_engine(load_resources(settings))
         await self._engine.start()
 
     def accepted_fields(self) -> list[str] | None:

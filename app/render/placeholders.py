@@ -1,6 +1,8 @@
 """The tokens each image or video stands for in the prompt: its model family's
 (mmprep.families: Family.item_tokens), as transformers' processor writes them
-(replace_image_token / replace_video_token). For the Qwen-VL families:
+(replace_image_token / replace_video_token), from the item's grid as the family reads it
+(Family.item_grid: its grid tensor's row, or LLaVA-OneVision's image size and frame count).
+For the Qwen-VL families:
 
 - images, and Qwen2-VL / Qwen2.5-VL videos: `grid_t * grid_h * grid_w // merge_size**2` pads.
   (Qwen2.5-VL's second_per_grid_ts goes to the model with the tensors; it does not change
@@ -32,12 +34,10 @@ def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
     config = processor.image_config if item.kind == "image" else processor.video_config
     if config is None:
         raise ValueError(f"{item.param}: the model folder has no image processor config")
-    _, grid_key = processor.tensor_names(item.kind)
-    grid = [int(size) for size in item.processed.tensors[grid_key][0]]
+    family = families.get(folder.family)
+    grid = family.item_grid(item.kind, item.processed.tensors)
     video = item.sampled_video() if item.kind == "video" else None
     try:
-        return families.get(folder.family).item_tokens(
-            item.kind, grid, config, folder.vision_token_ids, video, folder.encode
-        )
+        return family.item_tokens(item.kind, grid, config, folder.vision_token_ids, video, folder.encode)
     except ValueError as error:
         raise ValueError(f"{item.param}: {error}") from None

@@ -25,6 +25,7 @@ from ..core.errors import ServiceError
 from ..engines.prepared import MediaItem, Placeholder, TokenPrompt
 from ..model import ModelFolder, ModelFolderError
 from .content_format import detect_content_format
+from .options import TemplateOptions
 from .placeholders import item_tokens
 from .template import CompiledTemplate, TemplateInputError, compile_template
 
@@ -72,39 +73,21 @@ class Renderer:
 
     # -- step 1: the text ---------------------------------------------------------------
 
-    def render_text(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        tools: Any = None,
-        documents: Any = None,
-        add_generation_prompt: Any = True,
-        continue_final_message: Any = False,
-        chat_template_kwargs: Any = None,
-        chat_template: Any = None,
-        reasoning_effort: Any = None,
-    ) -> str:
+    def render_text(self, messages: list[dict[str, Any]], options: TemplateOptions | None = None) -> str:
         """The rendered template. `messages` are OpenAI-shaped, with media parts as
-        {"type": "image" | "video", ...} (PreparedRequest.messages). A ServiceError (400)
-        names the field for anything the request or the template refuses."""
-        add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
-        continue_final_message = _flag(continue_final_message, "continue_final_message")
-        if add_generation_prompt and continue_final_message:
-            raise ServiceError(
-                "add_generation_prompt and continue_final_message cannot both be true (the first starts "
-                "a new assistant turn, the second continues the last message); "
-                "set add_generation_prompt to false",
-                "invalid_request",
-                "continue_final_message",
-            )
-        tools = _tool_list(tools)
-        chat_template_kwargs = _effective_kwargs(_kwargs_object(chat_template_kwargs), reasoning_effort)
+        {"type": "image" | "video", ...} (PreparedRequest.messages), their tool calls shaped as
+        OpenAI's (app/api checks them); `options` typed (app/api checks them). A ServiceError
+        (400) names the field for anything this deployment or the template refuses."""
+        options = options or TemplateOptions()
+        tools = _tool_list(options.tools)
+        chat_template_kwargs = _effective_kwargs(options.chat_template_kwargs, options.reasoning_effort)
         # vLLM merges the request's tools and documents under chat_template_kwargs: theirs win
         if chat_template_kwargs.get("tools") is not None:
-            tools = _given_tools(chat_template_kwargs["tools"])
+            tools = chat_template_kwargs["tools"]  # handed to the template as they came, as vLLM does
+        documents = options.documents
         if documents is None:
             documents = chat_template_kwargs.get("documents")
-        template, content_format = self._template_for(tools, chat_template, chat_template_kwargs)
+        template, content_format = self._template_for(tools, options.chat_template, chat_template_kwargs)
         kwargs = self._template_kwargs(template, chat_template_kwargs)
         try:
             chat = [
@@ -113,9 +96,9 @@ class Renderer:
             return template.render(
                 _developer_as_system(chat, template.source),
                 tools=tools,
-                documents=_document_list(documents),
-                add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message,
+                documents=documents,
+                add_generation_prompt=options.add_generation_prompt,
+                continue_final_message=options.continue_final_message,
                 special_tokens=self.folder.template_tokens,
                 **kwargs,
             )
@@ -133,7 +116,7 @@ class Renderer:
             ) from None
 
     def _template_for(
-        self, tools: list[dict[str, Any]] | None, chat_template: Any, kwargs: dict[str, Any]
+        self, tools: list[dict[str, Any]] | None, chat_template: str | None, kwargs: dict[str, Any]
     ) -> tuple[CompiledTemplate, str]:
         """The template this request renders with, and its content format: the request's own
         where trusted (top-level `chat_template`, else chat_template_kwargs' one, as vLLM
@@ -147,8 +130,6 @@ class Renderer:
             return self.tools_template, self.tools_content_format
         if not self.trust_request_chat_template:
             raise ServiceError(UNTRUSTED_TEMPLATE, "invalid_request", param)
-        if not isinstance(given, str):
-            raise ServiceError(f"{param} must be a string (a Jinja chat template)", "invalid_request", param)
         try:
             template = compile_template(given)
         except jinja2.exceptions.TemplateSyntaxError as error:
@@ -179,7 +160,6 @@ class Renderer:
             message["content"] = parts if content_format == "openai" else self._joined(parts)
         if message.get("role") == "assistant" and message.get("tool_calls") is not None:
             calls = message["tool_calls"]
-            _check_tool_calls(calls, f"{where}.tool_calls")
             if calls:
                 message["tool_calls"] = [
                     _parsed_arguments(call, f"{where}.tool_calls[{j}].function.arguments")
@@ -211,9 +191,9 @@ class Renderer:
         out: list[int] = []
         placeholders = []
         start = 0
-        for index, ((at, kind), item) in enumerate(zip(pads, media, strict=True)):
+        for (at, kind), index in zip(pads, _item_order(pads, media), strict=True):
             out += ids[start:at]
-            tokens = item_tokens(self.folder, item)
+            tokens = item_tokens(self.folder, media[index])
             placeholders.append(Placeholder(kind, index, len(out), len(tokens)))
             out += tokens
             start = at + 1
@@ -221,9 +201,11 @@ class Renderer:
         _check_expanded(len(out), self.max_model_len)
         return TokenPrompt(tuple(out), tuple(placeholders), text)
 
-    def render(self, messages: list[dict[str, Any]], media: list[MediaItem], **options: Any) -> TokenPrompt:
+    def render(
+        self, messages: list[dict[str, Any]], media: list[MediaItem], options: TemplateOptions | None = None
+    ) -> TokenPrompt:
         """render_text, then tokens: the prompt as a token-in engine takes it."""
-        return self.tokens(self.render_text(messages, **options), media)
+        return self.tokens(self.render_text(messages, options), media)
 
 
 def check_prompt_length(count: int, limit: int | None, param: str = "messages") -> None:
@@ -275,20 +257,11 @@ def _folder_template(folder: ModelFolder, text: str, source: str) -> CompiledTem
         ) from None
 
 
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # vLLM's ReasoningEffort
-
-
 def _effective_kwargs(given: dict[str, Any], reasoning_effort: Any) -> dict[str, Any]:
     """chat_template_kwargs as vLLM merges them (ChatCompletionRequest.build_chat_params, then
     ChatParams.with_defaults): a value of null or "auto" counts as not given, and the request's
     reasoning_effort reaches the template under that name, with enable_thinking (false for
     "none") unless the request's kwargs say."""
-    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
-        raise ServiceError(
-            f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}",
-            "invalid_request",
-            "reasoning_effort",
-        )
     kwargs = {key: value for key, value in given.items() if value is not None and value != "auto"}
     if reasoning_effort is not None:
         kwargs["reasoning_effort"] = reasoning_effort
@@ -297,39 +270,8 @@ def _effective_kwargs(given: dict[str, Any], reasoning_effort: Any) -> dict[str,
     return kwargs
 
 
-def _given_tools(tools: Any) -> list[dict[str, Any]]:
-    """chat_template_kwargs' tools, which vLLM hands the template as they came."""
-    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
-        raise ServiceError(
-            "chat_template_kwargs.tools must be a list of objects",
-            "invalid_request",
-            "chat_template_kwargs.tools",
-        )
-    return tools
-
-
-def _kwargs_object(given: Any) -> dict[str, Any]:
-    if given is None:
-        return {}
-    if not isinstance(given, dict):
-        raise ServiceError(
-            "chat_template_kwargs must be an object", "invalid_request", "chat_template_kwargs"
-        )
-    return given
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ServiceError(f"{name} must be true or false", "invalid_request", name)
-    return value
-
-
-def _tool_list(tools: Any) -> list[dict[str, Any]] | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
-        raise ServiceError("tools must be a list of objects", "invalid_request", "tools")
-    return [_as_vllm_dumps_it(tool) for tool in tools]
+def _tool_list(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    return None if tools is None else [_as_vllm_dumps_it(tool) for tool in tools]
 
 
 def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
@@ -337,9 +279,7 @@ def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
     function's name, description and parameters, null where not given (templates write the
     tool with tojson, so a missing description is `"description": null`), strict and
     defer_loading only where set, nothing else."""
-    function = tool.get("function")
-    if not isinstance(function, dict):
-        function = {}
+    function = tool["function"]
     dumped = {key: function.get(key) for key in ("name", "description", "parameters")}
     defer = tool.get("defer_loading")
     # the function's defer_loading, else the tool's (vLLM's _propagate_defer_loading)
@@ -350,14 +290,6 @@ def _as_vllm_dumps_it(tool: dict[str, Any]) -> dict[str, Any]:
     if defer is not None:
         as_dumped["defer_loading"] = defer
     return as_dumped
-
-
-def _document_list(documents: Any) -> list[dict[str, Any]] | None:
-    if documents is None:
-        return None
-    if not isinstance(documents, list) or not all(isinstance(document, dict) for document in documents):
-        raise ServiceError("documents must be a list of objects", "invalid_request", "documents")
-    return documents
 
 
 def _fields_vllm_keeps(message: dict[str, Any]) -> dict[str, Any]:
@@ -430,35 +362,8 @@ def _template_part(part: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
-def _check_tool_calls(calls: Any, where: str) -> None:
-    """An assistant turn's calls, shaped as OpenAI's (what the template will read), or a 400
-    naming the first field that is not (vLLM checks them with its pydantic models)."""
-    if not isinstance(calls, list):
-        raise ServiceError(f"{where} must be a list of tool calls", "invalid_request", where)
-    for j, call in enumerate(calls):
-        here = f"{where}[{j}]"
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(call, dict) and call.get("type") != "function":  # vLLM's models require it
-            raise ServiceError(
-                f"{here}.type must be 'function' (the only tool calls chat completions have)",
-                "invalid_request",
-                f"{here}.type",
-            )
-        if isinstance(call, dict) and not isinstance(call.get("id"), str):
-            raise ServiceError(f"{here}.id must be a string (the call's id)", "invalid_request", f"{here}.id")
-        if not isinstance(function, dict):
-            raise ServiceError(
-                f"{here} must be an object with a function", "invalid_request", f"{here}.function"
-            )
-        for key in ("name", "arguments"):
-            if not isinstance(function.get(key), str):
-                raise ServiceError(
-                    f"{here}.function.{key} must be a string", "invalid_request", f"{here}.function.{key}"
-                )
-
-
 def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
-    """The call with its `arguments` (a string: _check_tool_calls) as the object vLLM parses it
+    """The call with its `arguments` (a string: app/api checks it) as the object vLLM parses it
     to before rendering (renderers/chat_utils `_postprocess_messages`): "" and "null" are {};
     so is text that is not a JSON object, which vLLM renders as {} with a warning rather than
     refusing, since the call is history: a 400 would fail every later turn of the conversation."""
@@ -481,11 +386,21 @@ def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 
+def _item_order(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> list[int]:
+    """Each pad's item (its index in `media`): the k-th image pad is the k-th image, the
+    k-th video pad the k-th video, as transformers' processor and vLLM pair them (a
+    template may write a message's images before its videos, as LLaVA-OneVision's does)."""
+    queues = {
+        kind: [index for index, item in enumerate(media) if item.kind == kind] for kind in ("image", "video")
+    }
+    return [queues[kind].pop(0) for _, kind in pads]
+
+
 def _check_counts(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> None:
-    """Each media item needs its pad in the rendered prompt, in the same order."""
+    """Each media item needs its pad in the rendered prompt: as many of each kind."""
     in_prompt = [kind for _, kind in pads]
     given = [item.kind for item in media]
-    if in_prompt == given:
+    if all(in_prompt.count(kind) == given.count(kind) for kind in ("image", "video")):
         return
     counts = {kind: (in_prompt.count(kind), given.count(kind)) for kind in ("image", "video")}
     detail = ", ".join(

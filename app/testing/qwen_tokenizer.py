@@ -64,10 +64,14 @@ _QWEN3 = [
     (151667, "<think>", False),
     (151668, "</think>", False),
 ]
+# LLaVA-OneVision (llava-hf's conversion of Qwen2's tokenizer): Qwen2's three, then its
+# two media tokens added at the next ids
+_LLAVA_ONEVISION = [*_QWEN2_VL[:3], (151646, "<image>", True), (151647, "<video>", True)]
 ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
     "qwen2_vl": _QWEN2_VL,
     "qwen2_5_vl": _QWEN2_VL + _QWEN2_5,
     "qwen3_vl": _QWEN2_VL + _QWEN2_5 + _QWEN3,
+    "llava_onevision": _LLAVA_ONEVISION,
 }
 
 

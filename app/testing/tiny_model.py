@@ -1,4 +1,4 @@
-"""Tiny random-weight Qwen-VL models for tests: a family's published model folder
+"""Tiny random-weight Qwen-VL and LLaVA-OneVision models for tests: a family's published model folder
 (model_folder.make_model_folder: configs, chat template, the real Qwen vocabulary) with a
 config.json of tiny text and vision sizes (the real vocabulary size and special token ids) and
 weights from a fixed seed, saved by transformers. The transformers engine's tests load them in
@@ -47,11 +47,38 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "deepstack_visual_indexes": [1],
         "num_position_embeddings": 64,
     },
+    # SigLIP at the published 384 / 14 (27 x 27 patches: the 729 tokens its processor counts)
+    "llava_onevision": {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": 384,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
 }
-TEXT_FOR = {
+TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
         "head_dim": 8,
         "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
+    },
+    # a Qwen2 language model: one rope, not the Qwen-VL models' multimodal one
+    "llava_onevision": {
+        "model_type": "qwen2",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
+}
+# the model's own keys beside the two configs, as the published config.json has them
+MODEL_FOR: dict[str, dict[str, Any]] = {
+    "llava_onevision": {
+        "image_token_index": 151646,
+        "video_token_index": 151647,
+        "vision_feature_select_strategy": "full",
+        "vision_feature_layer": -1,
+        "vision_aspect_ratio": "anyres_max_9",
+        "use_image_newline_parameter": True,
     }
 }
 FAMILIES = tuple(VISION_CONFIGS)
@@ -66,12 +93,16 @@ VLLM_TEXT = {
     "num_key_value_heads": 1,
     "rope_parameters": VLLM_ROPE,
 }
-VLLM_TEXT_FOR = {"qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}}}
+VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
+    "qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}},
+    "llava_onevision": TEXT_FOR["llava_onevision"],
+}
 # and the vision tower's output is the text's hidden size
 VLLM_VISION = {
     "qwen2_vl": {"hidden_size": 64},
     "qwen2_5_vl": {"out_hidden_size": 64},
     "qwen3_vl": {"out_hidden_size": 64},
+    "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
 }
 
 
@@ -88,11 +119,16 @@ def save_tiny_model(
         "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
         "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
         "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
+        "llava_onevision": (
+            transformers.LlavaOnevisionConfig,
+            transformers.LlavaOnevisionForConditionalGeneration,
+        ),
     }[family]
     torch.manual_seed(0)
     config = config_class(
         text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text,
         vision_config=VISION_CONFIGS[family] | (vision or {}),
+        **MODEL_FOR.get(family, {}),
     )
     model_class(config).save_pretrained(folder)
     return Path(folder)

@@ -11,8 +11,8 @@ One concept per module:
 - sampling.py: OpenAI sampling fields -> vLLM's SamplingParams JSON.
 - request.py: a PreparedRequest with a token prompt -> the GenerateRequest JSON.
 - response.py: vLLM's GenerateResponse (whole or streamed) -> EngineOutput.
-- engine.py: VllmGenerateEngine (--engine vllm-generate), which POSTs them, after checking
-  the upstream's GET /version against TESTED_VLLM_VERSIONS.
+VllmGenerateEngine (--engine vllm-generate, app/engines/vllm_generate.py) POSTs them, after
+checking the upstream's GET /version against TESTED_VLLM_VERSIONS.
 
 Matched against vLLM 0.33.0 (its vllm/entrypoints/scale_out/token_in_token_out/, the
 former vllm/entrypoints/serve/disagg/).

@@ -3,7 +3,10 @@
 vLLM runs the HF processor over all of a prompt's items of one modality, then splits its
 batched output into one item per image or video by each key's field (the model's
 `_get_mm_fields_config`). The keys and what they hold are the model family's
-(mmprep.families: tensor_names, vllm_video_fields); for the Qwen2-VL, Qwen2.5-VL and Qwen3-VL
+(mmprep.families: tensor_names, vllm_pixels_field, batch_pixels, vllm_video_fields). For
+LLaVA-OneVision (llava_onevision.py) every key is batched: `pixel_values` (tiles, 3, H, W),
+its tiles padded to the most of the prompt's images, `image_sizes` (2,) on the CPU,
+`pixel_values_videos` (frames, 3, H, W). For the Qwen2-VL, Qwen2.5-VL and Qwen3-VL
 models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py):
 
 - `pixel_values` / `pixel_values_videos`: a flat field (`flat_from_sizes` by the grid's
@@ -80,7 +83,13 @@ def kwargs_items(media: Sequence[MediaItem], family: str, temporal_patch_size: i
         raise ValueError(f"items of one modality expected, got {sorted(kinds)}")
     rules = families.get(family)
     kind = media[0].kind
-    items = _items(media, *rules.tensor_names[kind])
+    pixels_key, grid_key = rules.tensor_names[kind]
+    if rules.vllm_pixels_field == "batched":
+        items = _batched_items(media, rules, kind)
+    elif grid_key is None:
+        raise ValueError(f"{family}: a flat {kind} field needs a grid to size its items")
+    else:
+        items = _items(media, pixels_key, grid_key)
     if kind == "video":
         for kwargs, entry in zip(items, media, strict=True):
             for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
@@ -100,6 +109,23 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
             grid_key: FieldElem(grid.reshape(3), grid_field),
         }
         for rows, grid in zip(pixels, grids, strict=True)
+    ]
+
+
+def _batched_items(media: Sequence[MediaItem], rules: families.Family, kind: families.Kind) -> list[Item]:
+    """Every key batched, each item its own array (the batch's leading axis of one taken
+    off), the pixels as the HF processor batches them (Family.batch_pixels); what is not
+    the pixels (LLaVA's image_sizes) kept on the CPU."""
+    tensors = [_processed_tensors(item) for item in media]
+    pixels_key, _ = rules.tensor_names[kind]
+    pixels = rules.batch_pixels(kind, [named[pixels_key] for named in tensors])
+    fields = {key: batched(keep_on_cpu=key != pixels_key) for key in tensors[0]}
+    return [
+        {
+            key: FieldElem(np.ascontiguousarray(rows if key == pixels_key else named[key])[0], fields[key])
+            for key in named
+        }
+        for named, rows in zip(tensors, pixels, strict=True)
     ]
 
 

@@ -22,11 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.config import Settings
 from ..engines.base import EngineError, EngineHTTPError
 from ..engines.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
+from ..model import load_model_folder
+from ..preprocess.vision import normalizes_on_device
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
-from .sampling import sampling_params
+from .sampling import generation_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces
 
 
@@ -46,6 +49,25 @@ class GenerateOptions:
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
     max_model_len: int | None = None
+
+
+def generate_options(settings: Settings) -> GenerateOptions:
+    """How GenerateRequests are written for this deployment (the engine's and the render route's):
+    the model folder's processor and sampling defaults, the upstream's model and hasher. The
+    folder is the one the service loaded (load_model_folder's cache)."""
+    folder = load_model_folder(str(settings.model), settings.processor)
+    return GenerateOptions(
+        # vLLM keys its hashes by the model `vllm serve` (or `vllm launch render`) was given:
+        # with no upstream named, the folder as mmprep was given it, as vLLM's render takes it.
+        model_id=settings.upstream_model_id or settings.upstream_model or str(settings.model),
+        served_model=settings.upstream_model or settings.served_model_name[0],
+        family=folder.family,
+        temporal_patch_size=folder.processor.video_config.temporal_patch_size,
+        hash_algorithm=settings.upstream_mm_hasher,
+        normalizes_on_device=normalizes_on_device(settings, folder.family),
+        generation_defaults=generation_defaults(folder.path),
+        max_model_len=settings.max_model_len,
+    )
 
 
 def generate_request_body(request: PreparedRequest, options: GenerateOptions) -> list[bytes]:

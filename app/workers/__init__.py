@@ -1,2 +1,2 @@
-"""Engines in other processes: `mmprep worker` (server.py), the tensor wire protocol it
-speaks (wire.py), and the engine that sends requests to a set of workers (remote.py)."""
+"""Engines in other processes: `mmprep worker` (server.py) and the tensor wire protocol it
+speaks (wire.py). The engine that sends requests to a set of workers is app/engines/workers.py."""

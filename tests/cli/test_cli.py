@@ -145,6 +145,21 @@ def test_serve_starts_answers_and_stops_on_sigterm():
     assert "Finished server process" in log and '"level": "error"' not in log
 
 
+def test_list_flags_take_vllms_form_several_values_after_one_flag():
+    """`vllm serve --served-model-name a b --allowed-media-domains x.org y.org`, as written
+    for vLLM, means the same here (and the repeated form still works)."""
+    args = ["--served-model-name", "vlm", "vlm-alias", "--allowed-media-domains", "example.org", "media.net"]
+    with AppProcess("serve", *args, "--served-model-name=third") as server:
+        models = httpx.get(f"{server.url}/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["vlm", "vlm-alias", "third"]
+        image = {"type": "image_url", "image_url": {"url": "http://elsewhere.com/cat.png"}}
+        refused = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            json={"model": "vlm", "messages": [{"role": "user", "content": [image]}]},
+        )
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "media_forbidden"
+
+
 def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(media_server):
     import threading
 

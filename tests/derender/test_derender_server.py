@@ -198,11 +198,16 @@ def test_logprobs_from_an_engine_that_cannot_give_them_are_a_400_naming_the_fiel
     class NoLogprobs(EchoEngine):
         gives_logprobs = False
 
-    for engine in (NoLogprobs(), EchoEngine()):  # the echo engine does not say: with a tokenizer, it cannot
-        service = Service(Settings(), engine, derendering=Derendering(derendering(load("logprobs")).model))
+    model = Derendering(derendering(load("logprobs")).model)
+    # with a tokenizer and without (the default server, `mmprep serve` alone): the same 400
+    for engine, derender in ((NoLogprobs(), model), (EchoEngine(), model), (EchoEngine(), Derendering())):
+        service = Service(Settings(), engine, derendering=derender)
         with ThreadServer(create_app(service=service)) as server:
-            refused = post(server, {"model": "mmprep-echo", "messages": MESSAGES, "logprobs": True})
-            assert_error(refused, 400, "unsupported_field", "logprobs")
+            for stream in (False, True):
+                refused = post(
+                    server, {"model": "mmprep-echo", "messages": MESSAGES, "logprobs": True, "stream": stream}
+                )
+                assert_error(refused, 400, "unsupported_field", "logprobs")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Ours against vLLM's own parsers on the same token ids. vLLM's answers (whole, and
 streamed a token at a time) are stored in the fixtures by tests/fixtures/vllm_parsers.py,
-so this runs everywhere; where vLLM is installed (MMPREP_VLLM_PYTHON, default
-/work/venvs/derender-vllm/bin/python: see vllm_parsers.py), the stored answers are checked
+so this runs everywhere; where vLLM is installed (MMPREP_VLLM_PYTHON, default the
+.venv-vllm-render that scripts/vllm_venv.sh makes: see vllm_parsers.py), the stored answers are checked
 to be still vLLM's. A fixture whose answer differs from vLLM's on purpose says why
 (`vllm_differs`).
 
@@ -22,7 +22,8 @@ from test_derender import replay
 
 from mmprep.testing.qwen_tokenizer import tokenizer_file
 
-VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", "/work/venvs/derender-vllm/bin/python")
+REPO = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", str(REPO / ".venv-vllm-render" / "bin" / "python"))
 COMPARED = [name for name in fixture_names() if "vllm" in load(name)]
 
 
@@ -89,6 +90,8 @@ def test_the_stored_answers_are_still_vllms():
     assert run.returncode == 0, run.stderr[-3000:]
     for line in run.stdout.splitlines():
         found = json.loads(line)
-        assert {k: v for k, v in found.items() if k != "fixture"} == load(
-            found.pop("fixture").removeprefix("frontend_")
-        )["vllm"]
+        fixture = load(found.pop("fixture").removeprefix("frontend_"))
+        if "error" in found:  # vLLM's parser refuses the Qwen vocabulary (llama3_json's, mistral's)
+            assert "vllm" not in fixture
+        else:  # every answer vLLM gives is stored, and is what it gives now
+            assert found == fixture.get("vllm")

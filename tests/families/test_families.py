@@ -15,16 +15,17 @@ from mmprep.families.video import block_times
 
 
 def test_the_registry_is_keyed_by_name_and_model_type():
-    assert families.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+    assert families.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision")
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
         "qwen2_5_vl": "qwen2_5_vl",
         "qwen3_vl": "qwen3_vl",
         "qwen3_vl_moe": "qwen3_vl",
+        "llava_onevision": "llava_onevision",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
-    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl"):
+    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision"):
         families.get("qwen9_vl")
 
 
@@ -48,7 +49,11 @@ def test_two_families_cannot_claim_one_name():
 def test_vllms_facts_per_family():
     """supports_mm_device_do_normalize and video_needs_metadata in vllm 0.33.0's model files."""
     facts = {name: families.get(name) for name in families.FAMILIES}
-    assert {name for name, family in facts.items() if family.device_normalizes} == set(families.FAMILIES)
+    assert {name for name, family in facts.items() if family.device_normalizes} == {
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen3_vl",
+    }
     assert {name for name, family in facts.items() if family.video_metadata_in_hash} == {
         "qwen2_5_vl",
         "qwen3_vl",
@@ -57,6 +62,7 @@ def test_vllms_facts_per_family():
         "qwen2_vl": 32768,
         "qwen2_5_vl": 32768,
         "qwen3_vl": 128000,
+        "llava_onevision": 32768,
     }
 
 
@@ -66,7 +72,11 @@ def test_only_qwen3_vl_video_ignores_the_pixel_aliases():
         for name in families.FAMILIES
         for kind in ("image", "video")
     }
-    assert [key for key, value in takes.items() if not value] == [("qwen3_vl", "video")]
+    assert [key for key, value in takes.items() if not value] == [
+        ("qwen3_vl", "video"),
+        ("llava_onevision", "image"),  # a fixed size: min_pixels / max_pixels mean nothing to it
+        ("llava_onevision", "video"),
+    ]
 
 
 def test_each_familys_extras_beside_a_videos_tensors():

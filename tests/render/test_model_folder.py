@@ -15,7 +15,7 @@ from conftest import MEDIA
 from mmprep.decoders import decode_video
 from mmprep.model import ModelFolder, ModelFolderError
 from mmprep.processors import load_processor
-from mmprep.render import Renderer
+from mmprep.render import Renderer, TemplateOptions
 from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.model_folder import make_model_folder, video_item
@@ -174,7 +174,10 @@ def test_a_request_with_tools_gets_the_tokenizers_template_as_vllm_gives_it(tmp_
     messages = [{"role": "user", "content": "hi"}]
     assert renderer.render_text(messages).startswith("<|im_start|>system")  # chat_template.json's
     assert (
-        renderer.render_text(messages, tools=[{"type": "function", "function": {"name": "f"}}]) == "hi1 tools"
+        renderer.render_text(
+            messages, TemplateOptions(tools=[{"type": "function", "function": {"name": "f"}}])
+        )
+        == "hi1 tools"
     )
     # the Qwen-VL folders carry no second template: the same one either way
     plain = Renderer(ModelFolder.load(make_model_folder("qwen3_vl", tmp_path / "q")))

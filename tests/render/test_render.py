@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from render_cases import media_item
 
+from mmprep.api.schemas import parse_chat_request
 from mmprep.core.errors import ServiceError
 from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS
-from mmprep.render import Renderer
+from mmprep.render import Renderer, TemplateOptions
 from mmprep.testing.model_folder import make_model_folder
 
 GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "render" / "goldens.json").read_text())["cases"]
@@ -32,8 +33,7 @@ def renderers(tmp_path_factory):
 
 def render_case(renderer: Renderer, case: dict):
     media = [media_item(renderer.folder, spec, i) for i, spec in enumerate(case["media"])]
-    options = dict(case["options"])
-    return renderer.render(case["messages"], media, **options), media
+    return renderer.render(case["messages"], media, TemplateOptions(**case["options"])), media
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))
@@ -98,19 +98,30 @@ def test_kwargs_the_template_does_not_read_change_nothing(renderers):
     messages = [{"role": "user", "content": "hi"}]
     plain = renderer.render_text(messages)
     assert (
-        renderer.render_text(messages, chat_template_kwargs={"enable_thinking": False, "unrelated": 1})
+        renderer.render_text(
+            messages, TemplateOptions(chat_template_kwargs={"enable_thinking": False, "unrelated": 1})
+        )
         == plain
     )
     assert "Picture 1:" in renderer.render_text(
         [{"role": "user", "content": [{"type": "image", "media_index": 0}]}],
-        chat_template_kwargs={"add_vision_id": True},
+        TemplateOptions(chat_template_kwargs={"add_vision_id": True}),
     )
+
+
+def chat_request(messages: list[dict], **fields):
+    """A chat request's body typed at the edge, as app/api types it (the renderer's options)."""
+    return parse_chat_request({"model": "m", "messages": messages, **fields})
 
 
 @pytest.mark.parametrize(
     ("options", "param"),
     [
-        ({"chat_template_kwargs": {"chat_template": "{{ 1 }}"}}, "chat_template_kwargs.chat_template"),
+        ({"chat_template_kwargs": {"chat_template": 1}}, "chat_template_kwargs.chat_template"),
+        ({"chat_template_kwargs": {"tools": "x"}}, "chat_template_kwargs.tools"),
+        ({"chat_template_kwargs": {"documents": ["x"]}}, "documents"),
+        ({"documents": "x"}, "documents"),
+        ({"reasoning_effort": "lots"}, "reasoning_effort"),
         ({"chat_template_kwargs": "yes"}, "chat_template_kwargs"),
         ({"add_generation_prompt": "yes"}, "add_generation_prompt"),
         (
@@ -120,10 +131,11 @@ def test_kwargs_the_template_does_not_read_change_nothing(renderers):
         ({"tools": {"name": "x"}}, "tools"),
     ],
 )
-def test_bad_options_are_400s_naming_the_field(renderers, options, param):
+def test_bad_options_are_400s_naming_the_field(options, param):
     with pytest.raises(ServiceError) as caught:
-        renderers["qwen2_vl"].render_text([{"role": "user", "content": "hi"}], **options)
+        chat_request([{"role": "user", "content": "hi"}], **options)
     assert caught.value.status == 400 and caught.value.param == param
+    assert caught.value.message.startswith(f"{param}: ")
 
 
 @pytest.mark.parametrize(
@@ -146,10 +158,10 @@ def test_bad_options_are_400s_naming_the_field(renderers, options, param):
         ([{"id": "1", "function": {"name": "f", "arguments": "{}"}}], "messages[1].tool_calls[0].type"),
     ],
 )
-def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(renderers, calls, param):
+def test_a_malformed_call_in_the_history_is_a_400_naming_its_field(calls, param):
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": calls}]
     with pytest.raises(ServiceError) as caught:
-        renderers["qwen3_vl"].render_text(messages)
+        chat_request(messages)
     assert caught.value.status == 400 and caught.value.param == param
 
 
@@ -272,11 +284,11 @@ def test_an_empty_tool_call_list_takes_the_plain_assistant_path(renderers):
     assert renderer.render_text([plain[0], {**plain[1], "tool_calls": []}]) == renderer.render_text(plain)
 
 
-def test_a_call_of_another_type_is_a_400_naming_it(renderers):
+def test_a_call_of_another_type_is_a_400_naming_it():
     messages = _history("{}")
     messages[1]["tool_calls"][0]["type"] = "custom"
     with pytest.raises(ServiceError) as caught:
-        renderers["qwen3_vl"].render_text(messages)
+        chat_request(messages)
     assert caught.value.status == 400 and caught.value.param == "messages[1].tool_calls[0].type"
 
 
@@ -289,7 +301,7 @@ def test_a_call_of_another_type_is_a_400_naming_it(renderers):
 )
 def test_a_requests_own_template_is_refused_unless_trusted(renderers, options, param):
     with pytest.raises(ServiceError) as caught:
-        renderers["qwen3_vl"].render_text([{"role": "user", "content": "hi"}], **options)
+        renderers["qwen3_vl"].render_text([{"role": "user", "content": "hi"}], TemplateOptions(**options))
     assert (caught.value.status, caught.value.param) == (400, param)
     assert "--trust-request-chat-template is not set" in caught.value.message  # vLLM's words
 
@@ -298,20 +310,24 @@ def test_a_trusted_request_template_is_used_as_vllm_uses_it(renderers):
     trusted = Renderer(renderers["qwen3_vl"].folder, trust_request_chat_template=True)
     messages = [{"role": "user", "content": "hi"}]
     mine = "{% for m in messages %}[{{ m.content }}]{% endfor %}{% if flavour %}{{ flavour }}{% endif %}"
-    assert trusted.render_text(messages, chat_template=mine) == "[hi]"
+    assert trusted.render_text(messages, TemplateOptions(chat_template=mine)) == "[hi]"
     # chat_template_kwargs reach it where it reads them; tokenize changes nothing
     kwargs = {"flavour": "!", "enable_thinking": False, "tokenize": True}
-    assert trusted.render_text(messages, chat_template=mine, chat_template_kwargs=kwargs) == "[hi]!"
-    # chat_template_kwargs' template where the top level gives none, the top level's over it
-    assert trusted.render_text(messages, chat_template_kwargs={"chat_template": mine}) == "[hi]"
     assert (
-        trusted.render_text(messages, chat_template="top", chat_template_kwargs={"chat_template": mine})
-        == "top"
+        trusted.render_text(messages, TemplateOptions(chat_template=mine, chat_template_kwargs=kwargs))
+        == "[hi]!"
     )
+    # chat_template_kwargs' template where the top level gives none, the top level's over it
+    assert (
+        trusted.render_text(messages, TemplateOptions(chat_template_kwargs={"chat_template": mine})) == "[hi]"
+    )
+    top = TemplateOptions(chat_template="top", chat_template_kwargs={"chat_template": mine})
+    assert trusted.render_text(messages, top) == "top"
     # and for a request with tools too (vLLM's first choice, before the tokenizer's)
     assert (
         trusted.render_text(
-            messages, chat_template=mine, tools=[{"type": "function", "function": {"name": "f"}}]
+            messages,
+            TemplateOptions(chat_template=mine, tools=[{"type": "function", "function": {"name": "f"}}]),
         )
         == "[hi]"
     )
@@ -321,12 +337,18 @@ def test_a_trusted_request_template_is_used_as_vllm_uses_it(renderers):
 
 @pytest.mark.parametrize(
     ("template", "says"),
-    [(3, "chat_template must be a string"), ("{% for m in messages %}\n{{ m }", "does not compile: line 2")],
+    [
+        (3, "chat_template: Input should be a valid string"),
+        ("{% for m in messages %}\n{{ m }", "does not compile: line 2"),
+    ],
 )
 def test_a_trusted_template_that_cannot_be_used_is_a_400(renderers, template, says):
+    """A template that is no string is refused at the edge (the request's type), one that does
+    not compile by the renderer."""
     trusted = Renderer(renderers["qwen3_vl"].folder, trust_request_chat_template=True)
     with pytest.raises(ServiceError) as caught:
-        trusted.render_text([{"role": "user", "content": "hi"}], chat_template=template)
+        messages = [{"role": "user", "content": "hi"}]
+        trusted.render_text(messages, chat_request(messages, chat_template=template).template_options())
     assert (caught.value.status, caught.value.param) == (
         400,
         "chat_template",

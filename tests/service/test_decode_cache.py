@@ -1,17 +1,27 @@
-"""The decoded-media cache: a resent video is decoded once; memory stays bounded."""
+"""The media cache (decoded and processed items): a resent video or image is decoded and
+processed once, by the chat and render routes alike; items made differently never share an
+entry; memory stays bounded, and what it drops is counted."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import httpx
+import numpy as np
 import pytest
 from conftest import MEDIA
 
+from mmprep.api.schemas import parse_chat_request
+from mmprep.core.config import Settings
+from mmprep.core.metrics import Metrics
+from mmprep.media.fetch import FetchLimits, MediaFetcher
+from mmprep.preprocess import DecodePool, Preprocessor
 from mmprep.preprocess.cache import DecodeCache
-from mmprep.testing.chat import chat, data_url, post, video
+from mmprep.testing.chat import chat, data_url, image, png_data_url, post, video
 from mmprep.testing.metrics import metric
+from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer
 
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
@@ -41,6 +51,72 @@ def test_a_multi_turn_chat_decodes_its_video_once():
     assert live.service.preprocessing.cache.bytes == 224 * 224 * 3 * (6 + 1)  # six frames, then one
     assert "mmprep_decode_cache_bytes 1.053696e+06" in metrics
     assert other_sampling.status_code == 200
+
+
+def test_the_render_and_chat_routes_share_the_processed_items(tmp_path):
+    """A chat that renders its turn (the render route) and then sends it (the chat route)
+    decodes, resizes and patchifies each image once; the second sees the first's tensors."""
+    folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
+    pictures = [image(png_data_url(64 + 8 * i, 48, noise=True)) for i in range(2)]
+    body = chat(*pictures, {"type": "text", "text": "What changed?"}, model="m")
+    with LiveServer(model=folder, served_model_name=["m"]) as live:
+        rendered = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
+        assert rendered.status_code == 200, rendered.text
+        assert lookups(live) == {"hit": 0, "miss": 2}
+        chatted = post(live, body)
+        assert chatted.status_code == 200, chatted.text
+        again = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
+        counts, metrics = lookups(live), httpx.get(f"{live.url}/metrics").text
+    assert counts == {"hit": 4, "miss": 2}
+    assert metric(metrics, "mmprep_frames_decoded_total", kind="image") == 2
+    assert metric(metrics, "mmprep_decode_cache_items") == 2
+    assert again.json()["features"] == rendered.json()["features"]  # the same hashes and tensors
+
+
+def prepare_with(settings: Settings, cache: DecodeCache, body: dict):
+    """`body` prepared by a Preprocessor of `settings` over `cache`: its one media item."""
+
+    async def go():
+        fetcher = MediaFetcher(FetchLimits(max_bytes=settings.max_fetch_bytes))
+        pool = DecodePool(1)
+        try:
+            preprocessor = Preprocessor(settings, fetcher, pool, Metrics(), cache)
+            request = parse_chat_request(body).chat_input()
+            prepared, _ = await preprocessor.prepare(request, "r", threading.Event())
+            return prepared.media[0]
+        finally:
+            await fetcher.aclose()
+            pool.shutdown()
+
+    return asyncio.run(go())
+
+
+def test_items_made_differently_never_share_an_entry():
+    """The key holds what makes the tensors, not the bytes alone: the same image through
+    processors of another pixel form, another family, or under another --max-pixels is an
+    item of its own; through the same ones again, the cached one."""
+    body = chat(image(png_data_url(96, 64, noise=True)))
+    cache = DecodeCache(max_bytes=1 << 30)
+    ways = {
+        "uint8": Settings(processor="qwen2_vl", mm_device_do_normalize=True),
+        "float32": Settings(processor="qwen2_vl", mm_device_do_normalize=False),
+        "other family": Settings(processor="qwen3_vl", mm_device_do_normalize=True),
+        "scaled": Settings(processor="qwen2_vl", mm_device_do_normalize=True, max_pixels=48 * 32),
+        "no processor": Settings(),
+    }
+    items = {name: prepare_with(settings, cache, body) for name, settings in ways.items()}
+    assert len(cache) == len(ways)
+    assert items.pop("no processor").processed is None
+    made = {name: item.processed.tensors for name, item in items.items()}
+    assert made["uint8"]["pixel_values"].dtype == np.uint8
+    assert made["float32"]["pixel_values"].dtype == np.float32
+    assert (
+        made["other family"]["pixel_values"].shape != made["uint8"]["pixel_values"].shape
+    )  # patch 16, not 14
+    assert items["scaled"].tensor.shape == (32, 48, 3) != items["uint8"].tensor.shape
+    assert not np.array_equal(made["scaled"]["pixel_values"], made["uint8"]["pixel_values"])
+    again = prepare_with(ways["uint8"], cache, body).processed.tensors
+    assert again["pixel_values"] is made["uint8"]["pixel_values"] and len(cache) == len(ways)
 
 
 def test_the_cache_can_be_turned_off():
@@ -73,6 +149,18 @@ def test_least_recently_used_goes_first_and_bytes_stay_under_the_bound():
     decoded, size = run(scenario())
     assert decoded == ["a", "b", "c", "a"]
     assert size <= 100
+
+
+def test_evictions_are_counted_in_metrics():
+    """A cache that holds one of these videos: each other video in turn evicts the last."""
+    one_video = 224 * 224 * 3 * 6
+    with LiveServer(decode_cache_bytes=one_video + 1000) as live:
+        for frames in (6, 3, 6):  # three decodes of other sampling, each pushing the last out
+            assert turn(live, "a", num_frames=frames).status_code == 200
+        metrics = httpx.get(f"{live.url}/metrics").text
+    assert metric(metrics, "mmprep_decode_cache_evictions_total") == 2
+    assert metric(metrics, "mmprep_decode_cache_items") == 1
+    assert metric(metrics, "mmprep_decode_cache_lookups_total", result="miss") == 3
 
 
 def test_identical_decodes_at_once_run_once():

@@ -81,6 +81,41 @@ def test_malformed_requests_name_the_field(server, body, param):
     assert_error(post(server, body), 400, "invalid_request", param)
 
 
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    "fields, code, param",
+    [
+        ({"add_generation_prompt": "yes"}, "invalid_request", "add_generation_prompt"),
+        (
+            {"add_generation_prompt": True, "continue_final_message": True},
+            "invalid_request",
+            "continue_final_message",
+        ),
+        ({"documents": [1]}, "invalid_request", "documents"),
+        ({"reasoning_effort": "lots"}, "invalid_request", "reasoning_effort"),
+        ({"chat_template": 3}, "invalid_request", "chat_template"),
+        ({"chat_template_kwargs": {"tools": {"name": "f"}}}, "invalid_request", "chat_template_kwargs.tools"),
+        ({"media_io_kwargs": {"video": 3}}, "invalid_sampling", "media_io_kwargs.video"),
+        (
+            {"mm_processor_kwargs": {"videos_kwargs": []}},
+            "invalid_sampling",
+            "mm_processor_kwargs.videos_kwargs",
+        ),
+        (
+            {"messages": [*HI, {"role": "assistant", "tool_calls": [{"id": "1", "function": {}}]}]},
+            "invalid_request",
+            "messages[1].tool_calls[0].type",
+        ),
+    ],
+)
+def test_the_template_and_media_fields_are_typed_whatever_the_engine(server, fields, code, param):
+    """Typed once at the edge: without --model (the echo engine here) as with it."""
+    error = assert_error(post(server, {"model": MODEL, "messages": HI, **fields}), 400, code, param)
+    assert error["message"].startswith(f"{param}: ")
+
+
 def test_a_body_that_is_not_json_is_a_400(server):
     response = httpx.post(
         f"{server.url}/v1/chat/completions",

@@ -22,13 +22,13 @@ from vllm_like import VllmGenerateLike
 from mmprep.core.config import Settings
 from mmprep.core.lifespan import StartupError
 from mmprep.engines.base import EngineHTTPError
+from mmprep.engines.vllm_generate import VllmGenerateEngine
 from mmprep.preprocess.vision import normalizes_on_device
 from mmprep.processors import load_processor
 from mmprep.processors.patches import normalized_patches
 from mmprep.testing.chat import chat, data_url, image, png_data_url, video
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
-from mmprep.vllm.engine import VllmGenerateEngine
 from mmprep.vllm.serde import decode_item
 
 MODEL = "test-vlm"

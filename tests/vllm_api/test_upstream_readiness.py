@@ -19,12 +19,12 @@ from vllm_like import VllmGenerateLike, VllmLike
 from mmprep.core.config import Settings
 from mmprep.core.lifespan import StartupError
 from mmprep.engines.upstream import OpenAIUpstreamEngine
+from mmprep.engines.vllm_generate import VllmGenerateEngine, version_problem
 from mmprep.testing.chat import assert_error, chat, post
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from mmprep.vllm import TESTED_VLLM_VERSIONS
-from mmprep.vllm.engine import VllmGenerateEngine, version_problem
 
 MODEL = "mmprep-echo"  # the chat helper's model name
 PROBE = 0.05  # seconds between probes in these tests

@@ -16,6 +16,7 @@ from vllm_like import VllmGenerateLike
 
 from mmprep.core.config import Settings
 from mmprep.model.context import derive_max_model_len
+from mmprep.service import load_resources
 from mmprep.testing.chat import assert_error, chat, image, png_data_url, post
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer
@@ -108,15 +109,17 @@ def test_vllms_own_derivation_agrees(config, tmp_path):
 
 
 def test_max_model_len_setting(tmp_path, monkeypatch):
+    """Derived, or checked, where the service is built (load_resources), from the folder."""
     folder = make_model_folder("qwen2_5_vl", tmp_path / "Qwen2.5-VL-7B-Instruct")
-    assert Settings(model=folder).max_model_len == 128000  # the folder's, as vllm serve's default
-    assert Settings(model=folder, max_model_len=4096).max_model_len == 4096
+    assert Settings(model=folder).max_model_len is None  # reading settings loads nothing
+    assert load_resources(Settings(model=folder)).max_model_len == 128000  # the folder's, as vllm serve's
+    assert load_resources(Settings(model=folder, max_model_len=4096)).max_model_len == 4096
     with pytest.raises(
         ValueError, match=r"max_model_len \(200000\) is greater than the derived max_model_len"
     ):
-        Settings(model=folder, max_model_len=200000)
+        load_resources(Settings(model=folder, max_model_len=200000))
     monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")  # vLLM's own opt-out, honoured alike
-    assert Settings(model=folder, max_model_len=200000).max_model_len == 200000
+    assert load_resources(Settings(model=folder, max_model_len=200000)).max_model_len == 200000
     with pytest.raises(ValueError, match="--max-model-len only applies with --model"):
         Settings(max_model_len=4096)
 

@@ -21,11 +21,12 @@ from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 from mmprep.core.config import Settings
 from mmprep.engines.base import EngineHTTPError, EngineOutput
 from mmprep.engines.prepared import SamplingParams
-from mmprep.service import build_engine
+from mmprep.engines.registry import build_engine
+from mmprep.engines.vllm_generate import VllmGenerateEngine, root_url
+from mmprep.service import load_resources
 from mmprep.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer, free_port
-from mmprep.vllm.engine import VllmGenerateEngine, root_url
 from mmprep.vllm.sampling import generation_defaults
 
 MODEL = "test-vlm"
@@ -173,7 +174,7 @@ def test_settings_name_the_engine_and_what_it_needs(tmp_path):
         model=folder,
         upstream_model_id="Qwen/Qwen2.5-VL-7B-Instruct",
     )
-    engine = build_engine(settings)
+    engine = build_engine(load_resources(settings))
     assert isinstance(engine, VllmGenerateEngine)
     assert engine.options.model_id == "Qwen/Qwen2.5-VL-7B-Instruct" and engine.options.family == "qwen2_5_vl"
     assert engine.options.served_model == MODEL

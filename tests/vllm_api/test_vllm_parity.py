@@ -108,13 +108,8 @@ EXTRA = {
     "tool_choice": "auto",
     "response_format": {"type": "json_object"},
     "chat_template_kwargs": {"enable_thinking": False},
-    "logprobs": True,
 }
 PROCESSOR = {"fps": 1, "do_sample_frames": True, "max_pixels": 200_704}
-
-
-# The echo engine gives no logprobs: asked for, they are a 400 (test_scale_out_routes.py).
-ECHO_EXTRA = {name: value for name, value in EXTRA.items() if name != "logprobs"}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -123,10 +118,10 @@ def test_the_echo_account_lists_fields_it_does_not_read(server, stream):
         openai_client(server),
         [video(WEBM)],
         stream=stream,
-        extra_body={**ECHO_EXTRA, "mm_processor_kwargs": PROCESSOR},
+        extra_body={**EXTRA, "mm_processor_kwargs": PROCESSOR},
     )
     account = json.loads(text)
-    assert account["extra"] == ECHO_EXTRA
+    assert account["extra"] == EXTRA
     assert account["mm_processor_kwargs"] == PROCESSOR
 
 
@@ -135,11 +130,12 @@ def test_fields_and_processor_options_reach_a_vllm_upstream_unchanged():
     with ThreadServer(upstream.app) as vllm:
         settings = Settings(engine="openai", upstream_url=f"{vllm.url}/v1", upstream_model="test-vlm")
         with LiveServer(settings) as front:
-            body = chat(video(WEBM), **EXTRA, mm_processor_kwargs=PROCESSOR)
+            # logprobs too: the upstream gives them (the echo engine refuses them)
+            body = chat(video(WEBM), **EXTRA, logprobs=True, mm_processor_kwargs=PROCESSOR)
             response = post(front, {**body, "model": "test-vlm"})
     assert response.status_code == 200, response.text
     sent = upstream.received[-1]["body"]
-    assert {key: sent[key] for key in EXTRA} == EXTRA
+    assert {key: sent[key] for key in EXTRA} == EXTRA and sent["logprobs"] is True
     assert sent["mm_processor_kwargs"] == PROCESSOR
 
 

@@ -37,8 +37,14 @@ VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-# vLLM's flag; mmprep's has the same name (issue 31, point 1).
+# Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only: their
+# model files have no supports_mm_device_do_normalize, so the two modes are one (LLaVA-OneVision).
+RENDER_ONLY = ("llava_onevision",)
+# vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
+DEFAULT_MODE: dict[str, list[str]] = {"default": []}
+# mmprep's --mm-device-do-normalize for each mode (None: mmprep's default, the family's)
+NORMALIZE = {"normalize": True, "no-normalize": False, "default": None}
 NEW_TOKENS = 8
 # Both sides sample the same frames: 2 a second, t = k / 2 (mmprep: the frame on screen at t;
 # transformers' processor in vLLM: indices arange(0, total, total / n)); on these clips, the same
@@ -88,18 +94,25 @@ MEDIA_CASES = {
 QUESTION = "Describe it."
 
 
+# Several media parts in one message, recorded for RENDER_ONLY's families: name -> the
+# MEDIA_CASES it sends, in order (LLaVA-OneVision pads a prompt's images to one tile count).
+MULTI_CASES = {"png+png-resized": ("png", "png-resized")}
+
+
 def chat_body(model: str, case: str) -> dict:
-    """The chat request both sides get: one media part, a question, greedy, a few tokens.
-    Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
-    kind, url = MEDIA_CASES[case]
-    part = {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
+    """The chat request both sides get: the case's media parts, a question, greedy, a few
+    tokens. Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    kinds = [MEDIA_CASES[name] for name in MULTI_CASES.get(case, (case,))]
+    parts: list[dict[str, Any]] = [
+        {"type": f"{kind}_url", f"{kind}_url": {"url": url}} for kind, url in kinds
+    ]
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": [part, {"type": "text", "text": QUESTION}]}],
+        "messages": [{"role": "user", "content": [*parts, {"type": "text", "text": QUESTION}]}],
         "max_tokens": NEW_TOKENS,
         "temperature": 0,
     }
-    if kind == "video":
+    if any(kind == "video" for kind, _ in kinds):
         body["media_io_kwargs"] = {"video": {"fps": FPS}}
     return body
 
@@ -210,7 +223,7 @@ def vllm_serve(folder: Path, mode: str) -> VllmProcess:
 
 def vllm_render(folder: Path, mode: str) -> VllmProcess:
     """vLLM 0.33's GPU-less render server."""
-    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *MODES[mode])
+    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode])
 
 
 # -- asking -----------------------------------------------------------------------------------

@@ -17,7 +17,10 @@ import json
 
 import pytest
 from real_vllm import (
+    MEDIA,
     MEDIA_CASES,
+    MULTI_CASES,
+    NORMALIZE,
     REPO,
     chat_body,
     differences,
@@ -34,6 +37,7 @@ if not GOLDENS_FILE.exists():
 GOLDENS = json.loads(GOLDENS_FILE.read_text())
 SETUPS = [(family, mode) for family, recorded in GOLDENS["families"].items() for mode in recorded["modes"]]
 ROUTES = ("serve_render", "launch_render")
+MEDIA_CASES_FILES = {"h264": MEDIA / "bframes_h264.mp4"}
 
 
 @pytest.fixture(scope="module", params=SETUPS, ids=[f"{family}-{mode}" for family, mode in SETUPS])
@@ -42,7 +46,7 @@ def setup(request, tmp_path_factory):
     recorded = GOLDENS["families"][family]
     folder = make_model_folder(family, tmp_path_factory.mktemp(family))
     (folder / "config.json").write_text(json.dumps(recorded["config"]))
-    with mmprep_server(folder, None, normalize=mode == "normalize", model=recorded["model"]) as url:
+    with mmprep_server(folder, None, normalize=NORMALIZE[mode], model=recorded["model"]) as url:
         yield {
             "family": family,
             "mode": mode,
@@ -59,15 +63,27 @@ def mmprep_render(setup, case) -> dict:
 def mark_known(request, setup, case):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
-    if setup["family"] == "qwen3_vl" and MEDIA_CASES[case][0] == "video":
+    if setup["family"] == "qwen3_vl" and case in MEDIA_CASES and MEDIA_CASES[case][0] == "video":
         # vLLM's own render -> generate fails on them too (no is_embed in 0.32/0.33's protocol)
         reason = "mmprep refuses Qwen3-VL videos (400 unsupported_placeholder) where vLLM's render answers"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if setup["family"] == "llava_onevision" and case == "h264":
+        reason = (
+            "other frames, as many: for a model whose processor does not sample (LLaVA-OneVision), "
+            "vLLM's loader takes linspace(0, total - 1, floor(duration * fps)) of the frames; mmprep "
+            "takes the frame on screen at k / fps (its sampling contract). Equal on the VP9 clip, and on "
+            "vLLM's frames (test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames)"
+        )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("case", list(MEDIA_CASES))
+@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES])
 def test_render_is_vllms(request, setup, case, route):
+    if case not in setup["cases"]:
+        pytest.skip(f"{case} was not recorded for {setup['family']} (MULTI_CASES: RENDER_ONLY's families)")
+    if route not in setup["cases"][case]:
+        pytest.skip(f"{setup['family']} was recorded from vLLM's {' and '.join(setup['cases'][case])} only")
     mark_known(request, setup, case)
     theirs = dict(setup["cases"][case][route])
     ours = mmprep_render(setup, case)
@@ -83,4 +99,29 @@ def test_mm_hashes_are_vllms(setup, case):
     """An image is keyed by its file as vLLM keys it. A video is not, on purpose: vLLM's own
     loader may sample other frames of the same file, so the two must never share a key
     (app/vllm/hashing.py)."""
-    assert mmprep_render(setup, case)["mm_hashes"] == setup["cases"][case]["serve_render"]["mm_hashes"]
+    recorded = setup["cases"][case]
+    theirs = recorded.get("serve_render", recorded.get("launch_render"))
+    assert mmprep_render(setup, case)["mm_hashes"] == theirs["mm_hashes"]
+
+
+@pytest.mark.skipif("llava_onevision" not in GOLDENS["families"], reason="no LLaVA-OneVision goldens")
+def test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames():
+    """The H.264 case's one difference is which frames: given the ones vLLM's loader takes
+    (linspace(0, 47, 4): mmprep's num_frames=4 on this constant-rate clip), mmprep's tensors
+    are vLLM's to the byte."""
+    import hashlib
+
+    from mmprep.decoders import decode_video
+    from mmprep.processors import load_processor
+
+    video = decode_video(MEDIA_CASES_FILES["h264"].read_bytes(), num_frames=4)
+    assert video.indices.tolist() == [0, 15, 31, 47]
+    pixels = (
+        load_processor("llava-hf/llava-onevision-qwen2-0.5b-ov-hf")
+        .process_video(video.frames)
+        .tensors["pixel_values_videos"][0]
+    )
+    recorded = GOLDENS["families"]["llava_onevision"]["modes"]["default"]["h264"]["launch_render"]
+    dtype, shape, digest = recorded["tensors"]["video"][0]["pixel_values_videos"]["data"]
+    assert (str(pixels.dtype), list(pixels.shape)) == (dtype, shape)
+    assert hashlib.sha256(pixels.tobytes()).hexdigest()[:16] == digest

@@ -29,12 +29,12 @@ from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client
 from mmprep.testing.model_folder import make_model_folder, video_item
 from mmprep.testing.servers import LiveServer, WorkerProcess
-from mmprep.workers.remote import RemoteWorkersEngine
 
 REASON = "needs torch and transformers (pip install -e '.[transformers]')"
 torch = pytest.importorskip("torch", reason=REASON)
@@ -416,11 +416,13 @@ def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     assert [lp.logprob for lp in got] == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
 
 
-def test_qwen3_vl_greedy_ids_are_transformers(tmp_path):
+@pytest.mark.parametrize("family", ["qwen3_vl", "llava_onevision"])
+def test_greedy_ids_are_transformers(tmp_path, family):
     """Qwen3-VL: the render puts each temporal block's time before it, and the model's M-RoPE
-    takes one grid per block: the engine's ids on mmprep's prompt and tensors are still
-    transformers' own."""
-    folder = build_model_folder(tmp_path / "tiny-qwen3-vl", "qwen3_vl", initializer_range=0.2)
+    takes one grid per block. LLaVA-OneVision: whole 384 x 384 frames (the tiles layout),
+    14 x 14 pooled tokens a frame and a newline. The engine's ids on mmprep's prompt and
+    tensors are still transformers' own."""
+    folder = build_model_folder(tmp_path / f"tiny-{family}", family, initializer_range=0.2)
     inputs = transformers_inputs(folder)
     request = prepared(folder, max_tokens=8)
     assert list(request.prompt.token_ids) == inputs["input_ids"][0].tolist()

@@ -17,6 +17,7 @@ from engines import NeverReadyEngine
 from mmprep.core.config import Settings
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.testing.chat import (
     MODEL,
     ask,
@@ -30,7 +31,6 @@ from mmprep.testing.chat import (
 )
 from mmprep.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
 from mmprep.testing.waiting import wait_until
-from mmprep.workers.remote import RemoteWorkersEngine
 from mmprep.workers.server import create_worker_app
 
 pytestmark = pytest.mark.slow  # four `mmprep worker` processes

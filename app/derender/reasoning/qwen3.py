@@ -1,9 +1,11 @@
 """qwen3 (vLLM 0.33's Qwen3Parser): the answer starts in reasoning (Qwen3's templates open
-<think> in the prompt, or the model writes it, and it is dropped) unless the request
-turned thinking off (chat_template_kwargs.enable_thinking: false) or the prompt already
+<think> in the prompt, or the model writes it, and it is dropped) unless the prompt already
 closed the block (`</think>` after the last <|im_start|>); </think> ends it, and so does a
 tool call's opening when calls are parsed (a call is never left inside the reasoning); a
-second </think> in the answer is dropped. With no </think>, all of the answer is reasoning."""
+second </think> in the answer is dropped. With no </think>, all of the answer is reasoning.
+A request that turned thinking off (chat_template_kwargs.enable_thinking: false) gets the
+answer's text untouched, <think></think> included where the model wrote them anyway, as
+vLLM's whole answer gives it."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ class Qwen3ReasoningParser(ReasoningParser):
 
     @classmethod
     def start(cls, options: OutputOptions, prompt_text: str, tool_start: str | None) -> ReasoningParser:
+        if not options.enable_thinking:
+            return cls(False)  # nothing dropped in the content: the text as the model wrote it
         return cls(
-            options.enable_thinking and not prompt_closes_reasoning(prompt_text),
+            not prompt_closes_reasoning(prompt_text),
             ends_on=(tool_start,) if tool_start else (),
             drop_in_content=(THINK_END,),
         )

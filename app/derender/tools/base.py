@@ -11,7 +11,8 @@ holds broken JSON and adds up to the whole answer. A call that breaks before it 
 wrote it: never lost. One that breaks after is closed with the arguments shown (`}`), and
 its text is content too. In an answer with calls, whitespace at the start and end of the
 content is dropped, as vLLM strips it (held back until text follows it, so the stream says
-the same).
+the same), except where a format keeps the whitespace between text and a call
+(`keeps_space_before_call`).
 
 A format says where a call opens and closes (`find_start`, `find_end`; TaggedToolParser
 for the formats that have tags), how it parses (`parse`) and what of an open call is
@@ -72,6 +73,9 @@ class ToolParser:
     # at the `,` or `}` after it; tags: at a `>`): `streaming` is asked only when one comes,
     # so a long call is not re-read at every token.
     certain_after: ClassVar[str] = ",}>"
+    # The whitespace between text and a call is content (vLLM's hermes gives the text before
+    # the first call as it is), not dropped as vLLM's parser engine drops it.
+    keeps_space_before_call: ClassVar[bool] = False
 
     def __init__(self, tools: list[dict] | None = None, new_id: Callable[[], str] = new_tool_call_id):
         self.tools = tools or []
@@ -178,7 +182,7 @@ class ToolParser:
         """What became certain of the open block's calls: each one's name, then its arguments."""
         for i, (name, arguments) in enumerate(self.streaming(self._jail or "")):
             if i == len(self._shown_calls):
-                self._shown_calls.append(_Shown(self._begin_call(), name, ""))
+                self._shown_calls.append(_Shown(self._begin_call(step), name, ""))
                 step.calls.append(ToolCallDelta(self._shown_calls[i].index, *self.identify(name)))
             shown = self._shown_calls[i]
             if len(arguments) > len(shown.arguments) and arguments.startswith(shown.arguments):
@@ -198,12 +202,15 @@ class ToolParser:
         for call, (_, arguments) in zip(shown, parsed, strict=False):
             step.calls.append(ToolCallDelta(call.index, arguments=arguments[len(call.arguments) :]))
         for name, arguments in parsed[len(shown) :]:
-            step.calls.append(ToolCallDelta(self._begin_call(), *self.identify(name), arguments))
+            step.calls.append(ToolCallDelta(self._begin_call(step), *self.identify(name), arguments))
         self.bare = True
 
-    def _begin_call(self) -> int:
+    def _begin_call(self, step: Step) -> int:
         if not self._shown:
             self._space = ""  # whitespace before the first call is not content
+        elif self.keeps_space_before_call:
+            step.content.append(self._space)
+            self._space = ""
         self.calls += 1
         return self.calls - 1
 

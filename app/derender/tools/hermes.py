@@ -18,6 +18,7 @@ class HermesToolParser(TaggedToolParser):
     name = "hermes"
     blocks = ((TOOL_START, TOOL_END),)
     reasoning_ends_on = TOOL_START
+    keeps_space_before_call = True
 
     @classmethod
     def adjust(cls, options: OutputOptions) -> OutputOptions:

@@ -1,6 +1,6 @@
 """RemoteWorkersEngine: each prepared request goes to one of several `mmprep worker`
-processes over HTTP, as a safetensors body (see wire.py); the worker's delta lines come back
-as EngineOutputs.
+processes over HTTP, as a safetensors body (app/workers/wire.py, beside the worker's
+server); the worker's delta lines come back as EngineOutputs.
 
 Routing: the healthy worker with the fewest requests in flight; among equals, the one used
 least recently, so that a quiet frontend still spreads its requests. Every worker's
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import httpx
 
 from ..core.errors import read_error_body
-from ..engines.base import EngineHTTPError, EngineOutput
-from ..engines.prepared import PreparedRequest
-from .wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
+from ..workers.wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
+from .base import EngineHTTPError, EngineOutput
+from .prepared import PreparedRequest
 
 log = logging.getLogger("mmprep.workers")
 

@@ -12,9 +12,8 @@ GenerateRequest (app/vllm/request.py), streamed (SSE of GenerateResponse chunks)
 client streams; mmprep detokenizes the token ids and applies stop strings itself.
 Upstream errors keep their status and message, as with --engine openai.
 
-It lives beside the protocol it speaks, above app/engines (as app/workers/remote.py's
-engine does): app/vllm builds on the engine interfaces, so an engine in app/engines could
-not import it.
+The protocol it speaks stays in app/vllm (below app/engines' engines, above their
+interface: docs/ARCHITECTURE.md's rooms); this module only sends it.
 """
 
 from __future__ import annotations
@@ -29,9 +28,14 @@ from functools import partial
 import httpx
 
 from ..core.lifespan import StartupError
-from ..engines.base import EngineHTTPError, EngineOutput
-from ..engines.prepared import PreparedRequest
-from ..engines.upstream import (
+from ..vllm import TESTED_VLLM_VERSIONS
+from ..vllm.pixel_form import mismatch, upstream_pixel_dtype
+from ..vllm.request import GenerateOptions, generate_request_body
+from ..vllm.response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
+from ..vllm.sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
+from .base import EngineHTTPError, EngineOutput
+from .prepared import PreparedRequest
+from .upstream import (
     PROBE_INTERVAL,
     UpstreamClient,
     bad_answer,
@@ -40,11 +44,6 @@ from ..engines.upstream import (
     transport_errors,
     upstream_error,
 )
-from . import TESTED_VLLM_VERSIONS
-from .pixel_form import mismatch, upstream_pixel_dtype
-from .request import GenerateOptions, generate_request_body
-from .response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
-from .sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 
 GENERATE_PATH = "/inference/v1/generate"
 # What the renderer reads of a request (app/preprocess: the chat template's options).

@@ -1,0 +1,72 @@
+"""The "tiles" layout (mmprep.families: Family.layout): frames and image tiles kept whole,
+(3, H, W) each, one after another, as transformers' LLaVA-style processors return them
+(`pixel_values` (1, tiles, 3, H, W), `pixel_values_videos` (1, frames, 3, H, W)); the
+Qwen-VL families' temporal-patch rows are patches.py's.
+
+An image is cut from its family's views (`Family.image_views`): each view resized
+(resize.py: torchvision's antialiased bicubic), pasted into zeros (transformers pads the
+uint8 pixels before it rescales them) and cut into tiles row by row. Every tile is then
+rescaled and normalized as the patches are (patches.Normalizer), to the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mmprep.families as families
+
+from .config import ProcessorConfig
+from .patches import Normalizer, ProcessedMedia
+from .resize import resize_bicubic
+
+CHANNELS_FIRST = (1, 3, 1, 1)  # the channel axis of a (tiles, 3, H, W) run
+
+
+def image_tiles(image: np.ndarray, views: list[families.View]) -> list[np.ndarray]:
+    """uint8 (3, h, w) tiles of `image` (H, W, 3), view by view."""
+    tiles = []
+    for view in views:
+        resized = resize_bicubic(image, *view.size)
+        canvas = resized
+        if view.canvas != view.size:
+            canvas = np.zeros((*view.canvas, 3), np.uint8)
+            top, left = view.offset
+            canvas[top : top + view.size[0], left : left + view.size[1]] = resized
+        side_h, side_w = (view.tile, view.tile) if view.tile else view.canvas
+        for row in range(0, view.canvas[0], side_h):
+            for column in range(0, view.canvas[1], side_w):
+                tiles.append(canvas[row : row + side_h, column : column + side_w].transpose(2, 0, 1))
+    return tiles
+
+
+def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -> ProcessedMedia:
+    """`image` uint8 (H, W, 3): its tiles under transformers' names, with its size as given."""
+    rules = families.get(config.family)
+    height, width = image.shape[:2]
+    tiles = np.stack(image_tiles(image, rules.image_views(config, height, width)))
+    normalize = Normalizer(config, CHANNELS_FIRST)
+    pixels = np.empty(tiles.shape, normalize.dtype)
+    normalize(tiles, pixels)
+    pixels_key, sizes_key = rules.tensor_names["image"]
+    tensors = {pixels_key: pixels[None]}
+    if sizes_key is not None:
+        tensors[sizes_key] = np.array([[height, width]], np.int64)
+    return ProcessedMedia(tensors=tensors, num_tokens=num_tokens)
+
+
+class TileWriter:
+    """A clip's output in the tiles layout: frame `index` resized to the family's size, one
+    (3, H, W) slot each (PatchWriter's interface, so the streaming video path takes either)."""
+
+    temporal = 1  # no temporal blocks: a frame is written once
+
+    def __init__(self, config: ProcessorConfig, num_frames: int, height: int, width: int, num_tokens: int):
+        self.grid_t = num_frames
+        self._normalize = Normalizer(config, CHANNELS_FIRST)
+        self._num_tokens = num_tokens
+        self.output = np.empty((1, num_frames, 3, height, width), self._normalize.dtype)
+
+    def write(self, frame: np.ndarray, index: int) -> None:
+        self._normalize(frame.transpose(2, 0, 1)[None], self.output[0, index : index + 1])
+
+    def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
+        return ProcessedMedia(tensors={pixels_key: self.output}, num_tokens=self._num_tokens)

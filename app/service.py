@@ -91,6 +91,11 @@ class Service:
         self._memory.busy()
         return Slot(self)
 
+    @property
+    def in_flight(self) -> int:
+        """The requests admitted and not yet answered (vLLM's /load)."""
+        return self._in_flight
+
     def check_request(self, model: str, choices: int) -> None:
         """The model is one served here, and one choice is asked for."""
         served = self.settings.served_model_name

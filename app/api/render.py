@@ -15,50 +15,44 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
-from starlette.requests import ClientDisconnect
 
-from ..core.disconnect import ClientGone, until_disconnect
 from ..core.errors import ServiceError
 from ..service import Service
 from ..vllm.request import generate_request_body, random_request_id
-from .errors import client_gone, refuse
-from .json_body import read_json_body
-from .schemas import parse_chat_request
+from .model_routes import answer_with_model
+from .schemas import ChatCompletionRequest, parse_chat_request
 
 
 async def render_chat_request(service: Service, http: Request) -> Response:
-    if service.settings.model is None:
-        return refuse(
-            service,
-            ServiceError(
-                "this server renders no prompts: start mmprep with --model (the model folder)",
-                "render_unavailable",
-                status=404,
-            ),
+    return await answer_with_model(
+        service, http, lambda document, http, cancel: render_chat_document(service, document, http, cancel)
+    )
+
+
+async def render_chat_document(
+    service: Service, document: Any, http: Request, cancel: threading.Event
+) -> Response:
+    """A chat request's JSON (the client's, or one made of another API's: messages_render.py)
+    rendered into the GenerateRequest."""
+    body = parse_chat_request(document)
+    service.check_request(body.model, body.n)
+    _check_auto_tool_choice(service, body)
+    request_id = _request_id(http, body.model_extra or {})
+    prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
+    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
+    return Response(b"".join(pieces), media_type="application/json")
+
+
+def _check_auto_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
+    """vLLM's render refuses tools under "auto" (the default with tools) unless the server
+    parses tool calls: the answer's calls would come back as text."""
+    answer = body.answer
+    if answer.tools and answer.tool_choice in (None, "auto") and service.derendering.tool_call_parser is None:
+        raise ServiceError(
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+            "unsupported_field",
+            "tool_choice",
         )
-    try:
-        body = parse_chat_request(await read_json_body(http))
-        slot = service.admit()
-    except ServiceError as error:
-        return refuse(service, error)
-    except ClientDisconnect:
-        return client_gone(service)
-    try:
-        service.check_request(body.model, body.n)
-        cancel = threading.Event()
-        request_id = _request_id(http, body.model_extra or {})
-        prepared, _ = await until_disconnect(
-            http, service.preprocessor.prepare(body.chat_input(), request_id, cancel), cancel
-        )
-        pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
-        service.record(200)
-        return Response(b"".join(pieces), media_type="application/json")
-    except ClientGone:
-        return client_gone(service)
-    except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, error)
-    finally:
-        slot.release()
 
 
 def _request_id(http: Request, extra: dict[str, Any]) -> str:

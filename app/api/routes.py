@@ -7,10 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
+from .. import __version__
 from ..service import Service
 from .chat import chat_completion
+from .completions_render import render_completion
+from .derender import derender_chat, derender_completion
+from .messages_render import render_messages
+from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
+from .tokenize import detokenize, tokenize
 
 router = APIRouter()
 
@@ -31,6 +37,54 @@ async def chat_completions(service: ServiceDep, request: Request) -> Response:
 async def render_chat_completion(service: ServiceDep, request: Request) -> Response:
     """vLLM's render endpoint: the GenerateRequest for /inference/v1/generate (needs --model)."""
     return await render_chat_request(service, request)
+
+
+@router.post("/v1/completions/render")
+async def render_completion_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's completion render: a GenerateRequest per prompt (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: render_completion(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/messages/render")
+async def render_messages_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's Messages render: an Anthropic Messages request's GenerateRequest (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: render_messages(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/chat/completions/derender")
+async def derender_chat_completion(service: ServiceDep, request: Request) -> Response:
+    """vLLM's chat derender: a generate answer's ids as the chat completion (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: derender_chat(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/completions/derender")
+async def derender_completion_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's completion derender: generate answers' ids as the completion (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: derender_completion(service, body, http, cancel)
+    )
+
+
+@router.post("/tokenize")
+async def tokenize_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's /tokenize: a prompt's or a conversation's token ids (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: tokenize(service, body, http, cancel)
+    )
+
+
+@router.post("/detokenize")
+async def detokenize_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's /detokenize: token ids' text (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: detokenize(service, body, http, cancel)
+    )
 
 
 @router.get("/preview", include_in_schema=False)
@@ -67,6 +121,18 @@ async def ready(service: ServiceDep) -> Response:
     if service.ready():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "not ready"}, status_code=503)
+
+
+@router.get("/version")
+async def version() -> dict:
+    """As vLLM's /version, with mmprep's version."""
+    return {"version": __version__}
+
+
+@router.get("/load")
+async def load(service: ServiceDep) -> dict:
+    """As vLLM's /load (with --enable-server-load-tracking): the requests in flight."""
+    return {"server_load": service.in_flight}
 
 
 @router.get("/metrics")

@@ -183,7 +183,7 @@ class Renderer:
         """`text` tokenized, each image and video pad expanded to its item's tokens. `media`
         in prompt order, each processed (MediaItem.processed)."""
         ids = self.folder.encode(text)
-        _check_tokens(len(ids), self.max_model_len)
+        check_prompt_length(len(ids), self.max_model_len)
         pads = sorted((at, kind) for pad, kind in self._pad_kinds.items() for at in _positions(ids, pad))
         _check_counts(pads, media)
         if not pads:
@@ -208,7 +208,7 @@ class Renderer:
         return self.tokens(self.render_text(messages, options), media)
 
 
-def _check_tokens(count: int, limit: int | None) -> None:
+def check_prompt_length(count: int, limit: int | None, param: str = "messages") -> None:
     """vLLM's first check (renderers/params.py _token_len_check), on the prompt with one pad
     per item: its tokenizer stops at limit + 1 tokens, hence "at least"."""
     if limit is None or count <= limit:
@@ -220,7 +220,7 @@ def _check_tokens(count: int, limit: int | None) -> None:
         f"{qualifier}{count} input tokens, which exceeds this limit even without any output tokens. "
         "Please reduce the length of the input prompt.",
         "context_length_exceeded",
-        "messages",
+        param,
     )
 
 

@@ -134,6 +134,22 @@ def generate_request(
     }
 
 
+def completion_generate_request(
+    request: PreparedRequest, options: GenerateOptions, request_id: str, stream_options: dict | None
+) -> dict[str, Any]:
+    """The GenerateRequest of one prompt of a completion request (a text prompt: no media),
+    as vLLM's render_completion_request writes it: its own id ("cmpl-..."), the client's
+    stream_options when streamed, and none of a chat's parse context."""
+    body = generate_request(request, options)
+    body.update(
+        request_id=request_id,
+        reasoning_ended=None,
+        parse_context=None,
+        stream_options=stream_options if request.stream else None,
+    )
+    return body
+
+
 def vllm_request_id(request_id: str) -> str:
     """GenerateRequest.request_id as vLLM's render writes it: "chatcmpl-" and the client's
     X-Request-Id (or the request's own id), which mmprep's ids already start with."""

@@ -172,7 +172,7 @@ def test_max_tokens_defaults_to_what_the_prompt_leaves(render):
     )
 
 
-def test_the_request_id_and_parse_context_are_vllms(render):
+def test_the_request_id_and_parse_context_are_vllms(render, folder):
     body = chat({"type": "text", "text": "Hi"})
     assert rendered(render, body, **{"X-Request-Id": "bench-7"}).json()["request_id"] == "chatcmpl-bench-7"
     assert rendered(render, {**body, "request_id": "mine"}).json()["request_id"] == "chatcmpl-mine"
@@ -187,7 +187,12 @@ def test_the_request_id_and_parse_context_are_vllms(render):
         history,
         {"role": "tool", "tool_call_id": "1", "content": "ok"},
     ]
-    request = rendered(render, {"model": MODEL, "messages": messages, "tools": tools, "max_tokens": 2}).json()
+    body = {"model": MODEL, "messages": messages, "tools": tools, "max_tokens": 2}
+    # tools under "auto" need the tool-call parser, as vLLM's render says
+    assert_error(rendered(render, body), 400, "unsupported_field", "tool_choice")
+    parsing = {"enable_auto_tool_choice": True, "tool_call_parser": "hermes", "max_model_len": 48}
+    with LiveServer(model=folder, served_model_name=[MODEL], **parsing) as with_parser:
+        request = rendered(with_parser, body).json()
     assert request["parse_context"] == {
         "tools": [
             {

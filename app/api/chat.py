@@ -4,6 +4,10 @@ Admission, preprocessing, the engine's first output, then either a JSON completi
 SSE stream. Preprocessing finishes (and the engine has answered once) before any status
 goes out, so bad media is a JSON 400 and an engine that refuses at once is an HTTP error,
 not a broken stream. A client that leaves stops all work done for it.
+
+The other client APIs (/v1/messages, /v1/responses) are this same pipeline behind a
+`ClientApi`: it turns their body into a chat request, the chat.completion into their
+answer, the stream of chat.completion.chunks into their events, errors into their shape.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from typing import Any, Protocol
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -37,11 +42,52 @@ from .schemas import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, pa
 log = logging.getLogger("mmprep.api")
 
 
-async def chat_completion(service: Service, http: Request) -> Response:
+class ClientApi(Protocol):
+    """A client API served through the chat pipeline: its request, answer, events and errors."""
+
+    def chat_request(self, document: Any) -> ChatCompletionRequest:
+        """The API's JSON body as the chat request it means, or a ServiceError naming its field."""
+        ...
+
+    def whole(self, completion: dict) -> dict:
+        """The API's answer made of the whole chat.completion."""
+        ...
+
+    def events(self, chunks: AsyncIterator[dict | ServiceError]) -> AsyncIterator[str]:
+        """The API's SSE events made of the chat.completion.chunks (a ServiceError: it failed)."""
+        ...
+
+    def error_body(self, failure: ServiceError) -> dict:
+        """The API's error answer."""
+        ...
+
+
+class ChatApi:
+    """OpenAI's chat completions: the pipeline's own shapes."""
+
+    def chat_request(self, document: Any) -> ChatCompletionRequest:
+        return parse_chat_request(document)
+
+    def whole(self, completion: dict) -> dict:
+        return completion
+
+    async def events(self, chunks: AsyncIterator[dict | ServiceError]) -> AsyncIterator[str]:
+        async for chunk in chunks:
+            yield sse(chunk.body() if isinstance(chunk, ServiceError) else chunk)
+        yield SSE_DONE
+
+    def error_body(self, failure: ServiceError) -> dict:
+        return failure.body()
+
+
+CHAT = ChatApi()
+
+
+async def chat_completion(service: Service, http: Request, api: ClientApi = CHAT) -> Response:
     try:
-        body = parse_chat_request(await read_json_body(http))
+        body = api.chat_request(await read_json_body(http))
     except ServiceError as error:
-        return refuse(service, error)
+        return refuse(service, error, api.error_body)
     except ClientDisconnect:
         if http.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
             return Response(status_code=413)
@@ -49,22 +95,22 @@ async def chat_completion(service: Service, http: Request) -> Response:
     try:
         slot = service.admit()
     except ServiceError as error:
-        return refuse(service, error)
+        return refuse(service, error, api.error_body)
     request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
     try:
-        return await _answer(service, body, http, request_id, slot)
+        return await _answer(service, body, http, request_id, slot, api)
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, error)
+        return refuse(service, error, api.error_body)
     finally:
         if not slot.handed_over:
             slot.release()
 
 
 async def _answer(
-    service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot
+    service: Service, body: ChatCompletionRequest, http: Request, request_id: str, slot: Slot, api: ClientApi
 ) -> Response:
     service.check_request(body.model, body.n)
     extra = body.model_extra or {}
@@ -84,18 +130,19 @@ async def _answer(
     if not body.stream:
         answer = await until_disconnect(http, _complete(service, prepared, derender, builder, timing), cancel)
         service.record(200)
-        return JSONResponse(answer, headers=_headers(timing, request_id))
+        return JSONResponse(api.whole(answer), headers=_headers(timing, request_id))
     # The engine's first output comes before the 200: an engine (a worker, an upstream)
     # that fails at once is an HTTP error response, not a broken stream.
     handed_over = time.perf_counter()
     outputs = service.engine.generate(prepared)
     first = await until_disconnect(http, first_output(outputs), cancel)
     timing.engine = time.perf_counter() - handed_over
-    events = _stream(service, prepared, first, outputs, derender, builder, slot)
+    chunks = _stream(service, prepared, first, outputs, derender, builder, slot)
+    events = api.events(chunks)
     slot.handed_over = True  # from here the stream owns the admission slot
     return _ClosingStream(
         events,
-        on_close=lambda: _end_stream(service, events, outputs, slot),
+        on_close=lambda: _end_stream(service, events, chunks, outputs, slot),
         media_type="text/event-stream",
         headers=_headers(timing, request_id),
     )
@@ -201,13 +248,13 @@ async def _stream(
     builder: CompletionBuilder,
     slot: Slot,
 ):
-    """SSE events: a role chunk, the answer's chunks (content, reasoning, tool calls), a
-    finish chunk, maybe usage, [DONE]. On a stop the engine is closed at once. A failure
-    after the first event ends the stream with an error event, not silence."""
+    """The chunks: a role chunk, the answer's chunks (content, reasoning, tool calls), a
+    finish chunk, maybe usage. On a stop the engine is closed at once. A failure after the
+    first chunk ends the stream with the ServiceError (an error event), not silence."""
     request_id_var.set(prepared.request_id)
     status = 200
     try:
-        yield sse(builder.chunk({"role": "assistant", "content": ""}))
+        yield builder.chunk({"role": "assistant", "content": ""})
         output: EngineOutput | None = first
         while output is not None:
             for chunk in _chunks(derender.feed(output), builder):
@@ -218,9 +265,9 @@ async def _stream(
             output = await anext(outputs, None)
         for chunk in _chunks(derender.finish(), builder):
             yield chunk
-        yield sse(builder.chunk({}, derender.finish_reason, stop_reason=derender.stop_reason))
+        yield builder.chunk({}, derender.finish_reason, stop_reason=derender.stop_reason)
         if builder.include_usage:
-            yield sse(builder.usage_chunk(usage(derender.prompt_tokens, derender.completion_tokens)))
+            yield builder.usage_chunk(usage(derender.prompt_tokens, derender.completion_tokens))
     except asyncio.CancelledError:
         status = 499
         log.info("client went away mid-stream; generation stopped")
@@ -229,24 +276,24 @@ async def _stream(
         failure = as_service_error(error)
         status = 500
         service.metrics.errors.labels(failure.code).inc()
-        yield sse(failure.body())
+        yield failure
     finally:
         await close_shielded(outputs)
         service.record(status)
         slot.release()
-    yield SSE_DONE
 
 
-def _chunks(delta, builder: CompletionBuilder) -> list[str]:
+def _chunks(delta, builder: CompletionBuilder) -> list[dict]:
     if not delta:
         return []
-    return [sse(chunk) for chunk in builder.delta_chunks(delta)]
+    return builder.delta_chunks(delta)
 
 
-async def _end_stream(service: Service, events, outputs, slot: Slot) -> None:
+async def _end_stream(service: Service, events, chunks, outputs, slot: Slot) -> None:
     """However the response ended, even before its first byte (the client gone as the
-    headers went out): the events generator and the engine are closed, the slot freed."""
-    await events.aclose()  # runs _stream's cleanup if it started
+    headers went out): the events and chunks generators and the engine are closed, the slot freed."""
+    await events.aclose()
+    await chunks.aclose()  # runs _stream's cleanup if it started
     await close_shielded(outputs)
     if slot.release():  # still held: the stream never ran
         service.record(499)

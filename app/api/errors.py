@@ -6,20 +6,24 @@ are about is known (app/preprocess). Anything else is a bug: a 500, its tracebac
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi.responses import JSONResponse, Response
 
-from ..core.errors import as_service_error
+from ..core.errors import ServiceError, as_service_error
 from ..service import Service
 
 log = logging.getLogger("mmprep.api")
 
 
-def refuse(service: Service, error: BaseException) -> JSONResponse:
-    """The error answer for `error` (OpenAI's shape), counted in /metrics and logged."""
+def refuse(
+    service: Service, error: BaseException, shape: Callable[[ServiceError], dict] = ServiceError.body
+) -> JSONResponse:
+    """The error answer for `error` (OpenAI's shape, or the client API's `shape`), counted in
+    /metrics and logged."""
     failure = as_service_error(error)
     service.record(failure.status, failure.code, failure.param)
-    return JSONResponse(failure.body(), status_code=failure.status, headers=failure.headers)
+    return JSONResponse(shape(failure), status_code=failure.status, headers=failure.headers)
 
 
 def client_gone(service: Service) -> Response:

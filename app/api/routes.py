@@ -12,10 +12,12 @@ from ..service import Service
 from .chat import chat_completion
 from .completions_render import render_completion
 from .derender import derender_chat, derender_completion
+from .messages import MessagesApi
 from .messages_render import render_messages
 from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
+from .responses_api import ResponsesApi
 from .tokenize import detokenize, tokenize
 
 router = APIRouter()
@@ -31,6 +33,18 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 @router.post("/v1/chat/completions")
 async def chat_completions(service: ServiceDep, request: Request) -> Response:
     return await chat_completion(service, request)
+
+
+@router.post("/v1/messages")
+async def messages(service: ServiceDep, request: Request) -> Response:
+    """Anthropic's Messages API, as vLLM serves it, through the chat pipeline."""
+    return await chat_completion(service, request, MessagesApi())
+
+
+@router.post("/v1/responses")
+async def responses(service: ServiceDep, request: Request) -> Response:
+    """OpenAI's Responses API, as vLLM serves it, through the chat pipeline (nothing stored)."""
+    return await chat_completion(service, request, ResponsesApi())
 
 
 @router.post("/v1/chat/completions/render")

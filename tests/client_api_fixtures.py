@@ -1,8 +1,8 @@
-"""Servers for the client APIs beyond chat (tests/client_apis/conftest.py makes them
-fixtures): real mmprep servers on loopback, one on the echo engine (mmprep's default) and
-two on the token-replaying engine (app/testing/replay.py) with the derender fixtures'
-tokenizer, one without parsers and one with the qwen3 reasoning and hermes tool-call
-parsers, so the fixtures' answers come back through each API."""
+"""Servers for the client APIs beyond chat (tests/conftest.py makes them fixtures): real
+mmprep servers on loopback, one on the echo engine (mmprep's default) and two on the
+token-replaying engine (app/testing/replay.py) with the derender fixtures' tokenizer, one
+without parsers and one with the qwen3 reasoning and hermes tool-call parsers, so the
+fixtures' answers come back through each API."""
 
 from __future__ import annotations
 

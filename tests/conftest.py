@@ -110,6 +110,33 @@ def media_server():
         yield server
 
 
+# The client APIs' servers (tests/client_api_fixtures.py), here and not in a conftest.py of
+# tests/client_apis/: a second conftest module would take this one's place as `conftest`,
+# which test modules import by that name.
+@pytest.fixture(scope="session")
+def echo_server():
+    import client_api_fixtures
+
+    with client_api_fixtures.echo_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def plain_server():
+    import client_api_fixtures
+
+    with client_api_fixtures.plain_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def parsing_server():
+    import client_api_fixtures
+
+    with client_api_fixtures.parsing_server() as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def long_clips(tmp_path_factory) -> dict[str, Path]:
     """Clips with many keyframes, so seeking and frame skipping really happen."""

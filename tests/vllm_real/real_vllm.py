@@ -67,7 +67,8 @@ COMMON_ARGS = [
 def missing_venv(venv: Path = VENV) -> str | None:
     """Why the real-vLLM tests cannot run here, or None."""
     if not (venv / "bin" / "vllm").exists():
-        return f"no vLLM venv at {venv}: make it with `bash {SCRIPT}` (or set VLLM_VENV)"
+        variable = "VLLM_RENDER_VENV" if venv == RENDER_VENV else "VLLM_VENV"
+        return f"no vLLM venv at {venv}: make it with `bash {SCRIPT}` (or set {variable})"
     return None
 
 

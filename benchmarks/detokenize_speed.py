@@ -5,7 +5,7 @@ text engine (no post-processing), through mmprep's server under N concurrent str
     python benchmarks/detokenize_speed.py                     # 64, 512 and 2048 streams
     python benchmarks/detokenize_speed.py --streams 64 --tokens 64 --interval 0.05
 
-An engine (app/testing/replay.py) emits one token every --interval seconds per stream
+An engine (app/mmprep/testing/replay.py) emits one token every --interval seconds per stream
 (the answer: a Qwen3 reasoning block, text and a tool call, in the real Qwen3 vocabulary);
 the server is `mmprep serve --model` (a Qwen3-VL model folder built offline, the engine
 `--engine-class mmprep.testing.replay:TokenReplayEngine`) in its own process, a lean asyncio

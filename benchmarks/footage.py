@@ -1,4 +1,4 @@
-"""Camera-like test footage (see app/bench/synthetic.py), encoded once and cached on disk."""
+"""Camera-like test footage (see app/mmprep/bench/synthetic.py), encoded once and cached on disk."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --before OTHER/.venv/bin/python   # a change, interleaved
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
-real Qwen vocabulary, no weights; app/testing/model_folder.py):
+real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
 - `mmprep`: `mmprep serve --model FOLDER`, pixels uint8 (vLLM's default form);
 - `mmprep-float`: the same with `--no-mm-device-do-normalize` (float32, as mmprep sent
   before it followed vLLM's default);

@@ -6,7 +6,7 @@ process, interleaved.
     python benchmarks/render_speed.py --quick    # fewer repeats, a smoke run
 
 Two requests, on the qwen3_vl test model folder (the published template, the real Qwen
-vocabulary; app/testing/model_folder.py):
+vocabulary; app/mmprep/testing/model_folder.py):
 - a text-only multi-turn chat of about 2k tokens: Renderer.render against transformers'
   `processor.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)`;
 - one 32-frame video (16 temporal blocks of 720p frames' grid, with per-block timestamps):

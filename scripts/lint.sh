@@ -5,7 +5,7 @@
 #
 #   bash scripts/lint.sh                          # check only: nothing is changed
 #   bash scripts/lint.sh --fix                    # first let ruff fix what it can and format, then check
-#   bash scripts/lint.sh decoders app/api         # only these folders or files
+#   bash scripts/lint.sh decoders app/mmprep/api         # only these folders or files
 #
 # It runs in .venv-lint, a Python 3.13 virtualenv locked to .ci/lint.txt (every package mypy
 # reads types from, at one version: that file says why), made on the first run and brought
@@ -53,9 +53,9 @@ run() {  # run NAME COMMAND...: the command's output, and its name kept if it fa
 run "ruff check" "$python" -m ruff check "${paths[@]}"
 run "ruff format" "$python" -m ruff format --check "${paths[@]}"
 if [ "${paths[*]}" = "." ]; then
-    run "mypy" "$python" scripts/typecheck.py  # the files pyproject.toml names
+    run "mypy" "$python" -m mypy  # the files pyproject.toml names
 else
-    run "mypy" "$python" scripts/typecheck.py "${paths[@]}"
+    run "mypy" "$python" -m mypy "${paths[@]}"
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,6 +1,6 @@
 """Servers for the client APIs beyond chat (tests/conftest.py makes them fixtures): real
 mmprep servers on loopback, one on the echo engine (mmprep's default) and two on the
-token-replaying engine (app/testing/replay.py) with the derender fixtures' tokenizer, one
+token-replaying engine (app/mmprep/testing/replay.py) with the derender fixtures' tokenizer, one
 without parsers and one with the qwen3 reasoning and hermes tool-call parsers, so the
 fixtures' answers come back through each API."""
 

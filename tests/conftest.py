@@ -105,7 +105,7 @@ def bench(server_url: str, tmp_path, *args: str) -> tuple[int, dict]:
 
 @pytest.fixture(scope="session")
 def media_server():
-    """The fixtures folder over HTTP on loopback (see app/testing/fileserver.py for its extra routes)."""
+    """The fixtures folder over HTTP on loopback (mmprep.testing.fileserver has its extra routes)."""
     with FileServer(folder=MEDIA) as server:
         yield server
 

@@ -1,6 +1,6 @@
 """The rules of docs/ARCHITECTURE.md, checked on the imports themselves: each room imports
 only the rooms below it, only the two HTTP servers know the web framework, the libraries
-know nothing of the service, and nothing outside families/ tells model families apart."""
+know nothing of the service, and nothing outside mmprep.families tells model families apart."""
 
 from __future__ import annotations
 
@@ -10,112 +10,104 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE_INTERFACE = "app/engines/base.py+prepared.py"
-INTERFACE_MODULES = ("app/engines/base", "app/engines/prepared")
+# The four source roots; below each, the folders are the import names (app/mmprep/api is
+# mmprep.api, decoders/mmprep/decoders is mmprep.decoders): a room is named as it is imported.
+SOURCE_ROOTS = ("app", "decoders", "families", "processors")
+ENGINE_INTERFACE = "mmprep.engines.base+prepared"
+INTERFACE_MODULES = ("mmprep.engines.base", "mmprep.engines.prepared")
 # Top to bottom; a room may import only rooms after it. Rooms on one line know nothing of each other.
 LAYERS = [
-    ["app/__main__"],
-    ["app/cli"],
-    ["app/preview"],
-    ["app/bench"],
-    ["app/testing"],
-    ["app/rayserve"],
-    ["app/api"],
-    ["app/service"],
-    ["app/engines"],
-    ["app/workers", "app/vllm"],
-    ["app/preprocess", "app/derender"],
-    ["app/render"],
-    [ENGINE_INTERFACE, "app/media"],
-    ["app/core"],
-    ["app/model"],
-    ["decoders", "processors", "app/__init__"],
-    ["families"],
+    ["mmprep.__main__"],
+    ["mmprep.cli"],
+    ["mmprep.preview"],
+    ["mmprep.bench"],
+    ["mmprep.testing"],
+    ["mmprep.rayserve"],
+    ["mmprep.api"],
+    ["mmprep.service"],
+    ["mmprep.engines"],
+    ["mmprep.workers", "mmprep.vllm"],
+    ["mmprep.preprocess", "mmprep.derender"],
+    ["mmprep.render"],
+    [ENGINE_INTERFACE, "mmprep.media"],
+    ["mmprep.core"],
+    ["mmprep.model"],
+    ["mmprep.decoders", "mmprep.processors", "mmprep.__init__"],
+    ["mmprep.families"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
-# The engines live in app/engines, above the protocols some of them speak (app/workers,
-# app/vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest) is
+# The engines live in mmprep.engines, above the protocols some of them speak (mmprep.workers,
+# mmprep.vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest) is
 # a room of its own, low in the house: every room that hands work to an engine imports it.
-SERVES_HTTP = ("app/api", "app/workers/server.py", "app/testing", "app/cli.py")
+SERVES_HTTP = ("mmprep.api", "mmprep.workers.server", "mmprep.testing", "mmprep.cli")
 
 
-def room_of(path: str) -> str:
-    if path == "app":  # `from app import __version__`: the package's own __init__
-        return "app/__init__"
-    stem = path.removesuffix(".py")
-    if stem in INTERFACE_MODULES:
+def module_of(path: Path) -> str:
+    """A source file's import name: app/mmprep/api/chat.py is mmprep.api.chat."""
+    parts = path.relative_to(ROOT).with_suffix("").parts[1:]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def room_of(module: str) -> str:
+    """The room a module belongs to: mmprep.api.chat is in mmprep.api."""
+    if module == "mmprep":  # `from mmprep import __version__`: the package's own __init__
+        return "mmprep.__init__"
+    if module in INTERFACE_MODULES:
         return ENGINE_INTERFACE
-    parts = stem.split("/")
-    return "/".join(parts[:2]) if parts[0] == "app" else parts[0]
+    return ".".join(module.split(".")[:2])
 
 
 def imports(path: Path) -> set[str]:
     """The modules `path` imports, absolute (relative imports resolved)."""
-    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    module = module_of(path)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = list(package[: len(package) - node.level + 1]) if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+            base = package[: len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found |= {name} | {f"{name}.{alias.name}" for alias in node.names}
     return found
 
 
-def folder_name(module: str) -> str:
-    """An installed name as the folder it lives in: mmprep.decoders.x is decoders/x,
-    mmprep.families.x families/x, mmprep.processors.x processors/x, and the rest of mmprep is app/."""
-    for installed, folder in (
-        ("mmprep.decoders", "decoders"),
-        ("mmprep.families", "families"),
-        ("mmprep.processors", "processors"),
-        ("mmprep", "app"),
-    ):
-        if module == installed or module.startswith(installed + "."):
-            return folder + module[len(installed) :]
-    return module
+MODULES = {module_of(p): p for root in SOURCE_ROOTS for p in (ROOT / root).rglob("*.py")}
+SOURCES = sorted(MODULES.values())
 
 
 def project_imports(path: Path) -> set[str]:
-    """The rooms of the project that `path` imports, as paths relative to the root."""
-    rooms = set()
-    for module in map(folder_name, imports(path)):
-        target = module.replace(".", "/")
-        if (ROOT / f"{target}.py").exists() or (ROOT / target).is_dir():
-            rooms.add(room_of(target))
-    return rooms
+    """The rooms of the project that `path` imports."""
+    return {room_of(module) for module in imports(path) if module in MODULES}
 
 
-CODE_FOLDERS = ("app", "decoders", "families", "processors")
-SOURCES = sorted(p for folder in CODE_FOLDERS for p in (ROOT / folder).rglob("*.py"))
 LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
 
 
 def test_every_room_has_a_place_in_the_layers():
-    assert {room_of(str(p.relative_to(ROOT))) for p in SOURCES} <= set(LEVEL)
+    assert {room_of(module) for module in MODULES} <= set(LEVEL)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_room_imports_only_rooms_below_it(path):
-    room = room_of(str(path.relative_to(ROOT)))
+    room = room_of(module_of(path))
     upward = sorted(other for other in project_imports(path) - {room} if LEVEL[other] <= LEVEL[room])
     assert not upward, f"{room} may not import {upward}"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_only_the_http_servers_know_the_web_framework(path):
-    relative = str(path.relative_to(ROOT))
+    module = module_of(path)
     web = sorted(m for m in imports(path) if m.split(".")[0] in WEB_FRAMEWORK)
-    if not relative.startswith(SERVES_HTTP):
-        assert not web, f"{relative} imports {web}"
+    if not module.startswith(SERVES_HTTP):
+        assert not web, f"{module} imports {web}"
 
 
 # -- model families: what differs between them is asked of their module (families/), never
 # decided by comparing their names elsewhere.
-# app/testing builds the test vocabularies and model folders of each family by its name (test
+# mmprep.testing builds the test vocabularies and model folders of each family by its name (test
 # data, not behaviour).
-FAMILY_NAMES_ALLOWED = ("families/", "app/testing/")
+FAMILY_NAMES_ALLOWED = ("mmprep.families", "mmprep.testing")
 
 
 def family_names() -> set[str]:
@@ -162,11 +154,11 @@ def _is_table(node: ast.expr) -> bool:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_only_the_family_modules_tell_families_apart(path):
-    relative = str(path.relative_to(ROOT))
-    if relative.startswith(FAMILY_NAMES_ALLOWED):
+    module = module_of(path)
+    if module.startswith(FAMILY_NAMES_ALLOWED):
         return
     found = family_comparisons(path, family_names())
-    assert not found, f"{relative} tells model families apart (ask mmprep.families instead): {found}"
+    assert not found, f"{module} tells model families apart (ask mmprep.families instead): {found}"
 
 
 def test_the_family_check_finds_what_it_is_for(tmp_path):
@@ -191,6 +183,16 @@ def test_the_family_check_finds_what_it_is_for(tmp_path):
 
 
 def test_the_engines_interface_is_a_room_below_the_engines():
-    assert room_of("app/engines/base.py") == room_of("app/engines/prepared.py") == ENGINE_INTERFACE
-    assert room_of("app/engines/workers.py") == room_of("app/engines/vllm_generate.py") == "app/engines"
-    assert LEVEL["app/engines"] < LEVEL["app/vllm"] < LEVEL["app/render"] < LEVEL[ENGINE_INTERFACE]
+    assert room_of("mmprep.engines.base") == room_of("mmprep.engines.prepared") == ENGINE_INTERFACE
+    assert room_of("mmprep.engines.workers") == room_of("mmprep.engines.vllm_generate") == "mmprep.engines"
+    assert LEVEL["mmprep.engines"] < LEVEL["mmprep.vllm"] < LEVEL["mmprep.render"] < LEVEL[ENGINE_INTERFACE]
+
+
+def test_every_source_file_is_named_as_it_is_imported():
+    """The folders are the import names (pyproject.toml's layout): a reader's tools resolve
+    `mmprep.decoders.index` to decoders/mmprep/decoders/index.py with no hook or link."""
+    import importlib.util
+
+    for module, path in MODULES.items():
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin == str(path), module

@@ -1,4 +1,4 @@
-"""app/derender on the replayed fixtures: the real Qwen3 vocabulary's token ids, fed at
+"""app/mmprep/derender on the replayed fixtures: the real Qwen3 vocabulary's token ids, fed at
 20, 5, 2 and 1 token per engine output, give the expected answer, streamed or whole,
 and the stream's steps add up to the whole answer. Then each stage on its own: the
 detokenizer against tokenizer.decode, the stop checker's hold-back, the parsers'

@@ -1,5 +1,5 @@
 """The derender fixtures through a real mmprep server on loopback: a token-replaying
-engine (app/testing/replay.py) gives each fixture's ids, 20, 5, 2 or 1 at a time, and the
+engine (app/mmprep/testing/replay.py) gives each fixture's ids, 20, 5, 2 or 1 at a time, and the
 official openai client reads the answer, streamed and not. Its stream helper assembles
 the tool calls, which must equal the non-streamed ones; a stop closes the engine."""
 

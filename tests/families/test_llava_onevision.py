@@ -1,4 +1,4 @@
-"""LLaVA-OneVision (families/llava_onevision.py): its facts, its token counts as transformers
+"""LLaVA-OneVision (families/mmprep/families/llava_onevision.py): its facts, its token counts as transformers
 5.24's LlavaOnevisionProcessor gave them (held here, so a run without transformers checks
 them), and, where torch and transformers are installed, the processor's tensors and the
 rendered prompt against transformers itself, on the same pixels and decoded frames."""

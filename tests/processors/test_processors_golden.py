@@ -2,7 +2,7 @@
 tests/data/processors/make_goldens.py: numpy only, no torch needed.
 
 Where transformers resizes nothing, values must agree within 1e-5; where it resizes, the
-uint8 levels the values came from must be equal, every one (processors/resize.py is
+uint8 levels the values came from must be equal, every one (processors/mmprep/processors/resize.py is
 torchvision's resize exactly; the goldens store levels, not float32, for those cases).
 """
 

@@ -79,7 +79,7 @@ def test_no_resize_is_bit_exact():
     )
 
 
-# InternVL's tiles (processors/tiles.py): (overrides, kind, shape). Landscape, portrait,
+# InternVL's tiles (processors/mmprep/processors/tiles.py): (overrides, kind, shape). Landscape, portrait,
 # square, one tile, the thumbnail, an aspect no grid fits, a small max_patches, tiles of
 # another size.
 TILE_CASES = [

@@ -1,4 +1,4 @@
-"""mmprep on Ray Serve (`--runtime ray`, app/rayserve) on a real local cluster of two nodes,
+"""mmprep on Ray Serve (`--runtime ray`, app/mmprep/rayserve) on a real local cluster of two nodes,
 through Serve's HTTP proxy, with the official openai client: the same answers as `mmprep
 serve`, bad input still refused as such, and replicas lost mid-run (killed, or their node
 removed) never leave a request hanging or answered wrongly."""

@@ -110,7 +110,7 @@ def test_kwargs_the_template_does_not_read_change_nothing(renderers):
 
 
 def chat_request(messages: list[dict], **fields):
-    """A chat request's body typed at the edge, as app/api types it (the renderer's options)."""
+    """A chat request's body typed at the edge, as app/mmprep/api types it (the renderer's options)."""
     return parse_chat_request({"model": "m", "messages": messages, **fields})
 
 

@@ -99,7 +99,7 @@ def test_splicing_equals_tokenizing_the_expanded_text(family):
     assert_splicing_is_tokenizing(folder, CONVERSATION, media(folder))
 
 
-# InternVL (families/internvl.py): transformers' processor takes the videos of one call as
+# InternVL (families/mmprep/families/internvl.py): transformers' processor takes the videos of one call as
 # one batch, so they must have as many frames each.
 INTERNVL_VIDEOS = {"webm": (MEDIA / "224p_6_vp9.webm", 6), "mp4": (MEDIA / "rotated_90_h264.mp4", 6)}
 INTERNVL_CONVERSATION = [

@@ -1,4 +1,4 @@
-"""The server's connection limits (app/api/connections.py), against the real server on
+"""The server's connection limits (app/mmprep/api/connections.py), against the real server on
 loopback with raw sockets: a client that stops reading, a head that never ends, an idle
 connection, too many connections, and requests past the admission limit."""
 

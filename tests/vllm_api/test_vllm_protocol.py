@@ -1,4 +1,4 @@
-"""vLLM's token-in protocol as mmprep writes it (app/vllm), checked against what vLLM
+"""vLLM's token-in protocol as mmprep writes it (app/mmprep/vllm), checked against what vLLM
 0.33.0 itself makes of the same items: the stored goldens (tests/data/vllm/goldens.json,
 made by make_goldens.py with vLLM's own encoder, decoder, hasher and pydantic models) byte
 for byte, and, where vLLM imports, vLLM live."""

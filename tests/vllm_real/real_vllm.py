@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from mmprep.testing import tiny_model
 from mmprep.testing.servers import ThreadServer, free_port
 from mmprep.vllm.serde import decode_item
 
@@ -125,7 +126,7 @@ def _builder_key(family: str) -> str:
     """What a cached folder was built from: the builder's source and the family's presets."""
     from mmprep.processors.loading import PRESETS
 
-    digest = hashlib.sha256((REPO / "app" / "testing" / "tiny_model.py").read_bytes())
+    digest = hashlib.sha256(Path(tiny_model.__file__).read_bytes())
     for path in sorted((PRESETS / family).glob("*.json")):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -147,7 +148,13 @@ def model_folder(family: str) -> Path:
     try:
         make_model_folder(family, building)
         subprocess.run(
-            [VENV / "bin" / "python", REPO / "app" / "testing" / "tiny_model.py", building, family, "--vllm"],
+            [
+                VENV / "bin" / "python",
+                tiny_model.__file__,
+                building,
+                family,
+                "--vllm",
+            ],
             check=True,
             capture_output=True,
         )
@@ -323,7 +330,7 @@ def mmprep_chat(url: str, body: dict) -> str:
 
 
 def tensors(request: dict) -> dict:
-    """A GenerateRequest's kwargs_data decoded (app/vllm/serde.py reads vLLM's msgpack):
+    """A GenerateRequest's kwargs_data decoded (app/mmprep/vllm/serde.py reads vLLM's msgpack):
     modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
     return {
         modality: [item_digest(text) for text in items]

@@ -11,7 +11,7 @@ equal; what it leaves out is a difference kept on purpose (docs/deployment.md li
 the error body's `type` and `code` (mmprep's one error shape: a string code), the random
 part of an id nobody named, the fields of /v1/models and /health beyond the model ids,
 /version's value, and the sampling params mmprep writes for its own derender (detokenize
-false, no stop strings: app/vllm/sampling.py).
+false, no stop strings: app/mmprep/vllm/sampling.py).
 """
 
 from __future__ import annotations
@@ -631,7 +631,7 @@ def ask(url: str, case: tuple[str, str, Any, dict]) -> dict[str, Any]:
     return {"status": response.status_code, "body": payload}
 
 
-# Sampling params mmprep writes as its derender needs them (app/vllm/sampling.py): compared
+# Sampling params mmprep writes as its derender needs them (app/mmprep/vllm/sampling.py): compared
 # for what the client asked (these keys), not for the rest.
 SAMPLING_KEYS = (
     "max_tokens",

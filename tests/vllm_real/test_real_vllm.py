@@ -7,7 +7,7 @@ normalized by the processor). For a PNG, a VP9 and an H.264 clip, sampled alike 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
 - mmprep's /v1/chat/completions/render answers what vLLM's render routes answer: token ids,
-  placeholders and the kwargs tensors' dtype, shape and bytes (decoded with app/vllm/serde.py);
+  placeholders and the kwargs tensors' dtype, shape and bytes (decoded with app/mmprep/vllm/serde.py);
   the mm_hashes in a test of their own (issue 31, point 2);
 - vLLM's own render -> its own /inference/v1/generate gives its chat's ids (point 5: whether a
   Qwen3-VL video may go through generate as its render writes it).
@@ -145,7 +145,7 @@ def test_render_is_vllm_launch_renders(request, setup, render_server, case):
 def test_mm_hashes_are_vllms(request, setup, case):
     """vLLM keys its encoder and prefix caches by these (issue 31, point 2): an image by its
     file, as vLLM does. A video on purpose not: vLLM's own loader may sample other frames of
-    the same file, so the two must never share a key (app/vllm/hashing.py)."""
+    the same file, so the two must never share a key (app/mmprep/vllm/hashing.py)."""
     mark_refused(request, setup, case)
     body = body_for(setup, case)
     assert (

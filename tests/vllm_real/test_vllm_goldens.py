@@ -107,7 +107,7 @@ IMAGE_CASES = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "imag
 def test_mm_hashes_are_vllms(request, setup, case):
     """An image is keyed by its file as vLLM keys it. A video is not, on purpose: vLLM's own
     loader may sample other frames of the same file, so the two must never share a key
-    (app/vllm/hashing.py)."""
+    (app/mmprep/vllm/hashing.py)."""
     mark_known(request, setup, case)
     recorded = setup["cases"][case]
     theirs = recorded.get("serve_render", recorded.get("launch_render"))

@@ -1,5 +1,5 @@
 """The engines registry: every --engine choice has its factory, each builds its engine from
-the settings, and every engine class lives in app/engines."""
+the settings, and every engine class lives in app/mmprep/engines."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""The transformers engine (app/engines/transformers_engine.py) on tiny Qwen-VL models with
+"""The transformers engine (app/mmprep/engines/transformers_engine.py) on tiny Qwen-VL models with
 random weights, on CPU: for the same video, its greedy token ids are transformers' own (its
 processor on the chat, then model.generate), given what mmprep's own render and processor
 make of the chat request: in process, behind a real `mmprep worker`, and through a real
 `mmprep serve --model` with the openai client.
 
 The model folder is built here, nothing downloaded: a family's published configs and the
-real Qwen vocabulary (app/testing/model_folder.py), then a config with tiny text and vision
+real Qwen vocabulary (app/mmprep/testing/model_folder.py), then a config with tiny text and vision
 sizes (the real vocabulary size and special token ids) and random weights from a fixed seed
 in place of the model. The video is lossless (FFV1) and sized so that no resize applies:
 the decoded frames are the frames encoded, and our processor's tensors equal transformers'

@@ -1,4 +1,4 @@
-"""The tensor request and the delta lines (app/workers/wire.py): real safetensors, read
+"""The tensor request and the delta lines (app/mmprep/workers/wire.py): real safetensors, read
 without copying, bad bodies refused with a message that says what is wrong."""
 
 from __future__ import annotations

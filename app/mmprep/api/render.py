@@ -1,0 +1,63 @@
+"""POST /v1/chat/completions/render: what vLLM's render endpoint answers, from mmprep.
+
+A chat request in, the GenerateRequest JSON out (app/mmprep/vllm/request.py): token ids with the media
+expanded, features with mm_hashes, placeholders and the processed tensors, sampling_params.
+A coordinator can POST it unchanged to any `vllm serve --enable-scale-out` (or
+--tokens-only) at /inference/v1/generate. It needs the model folder (--model: its tokenizer,
+template and processor); without one the route answers 404 saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from ..core.errors import ServiceError
+from ..service import Service
+from ..vllm.request import generate_request_body, random_request_id
+from .model_routes import answer_with_model
+from .schemas import ChatCompletionRequest, parse_chat_request
+
+
+async def render_chat_request(service: Service, http: Request) -> Response:
+    return await answer_with_model(
+        service, http, lambda document, http, cancel: render_chat_document(service, document, http, cancel)
+    )
+
+
+async def render_chat_document(
+    service: Service, document: Any, http: Request, cancel: threading.Event
+) -> Response:
+    """A chat request's JSON (the client's, or one made of another API's: messages_render.py)
+    rendered into the GenerateRequest."""
+    body = parse_chat_request(document)
+    service.check_request(body.model, body.n)
+    _check_auto_tool_choice(service, body)
+    request_id = _request_id(http, body.model_extra or {})
+    prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
+    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
+    return Response(b"".join(pieces), media_type="application/json")
+
+
+def _check_auto_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
+    """vLLM's render refuses tools under "auto" (the default with tools) unless the server
+    parses tool calls: the answer's calls would come back as text."""
+    answer = body.answer
+    if answer.tools and answer.tool_choice in (None, "auto") and service.derendering.tool_call_parser is None:
+        raise ServiceError(
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+            "unsupported_field",
+            "tool_choice",
+        )
+
+
+def _request_id(http: Request, extra: dict[str, Any]) -> str:
+    """As vLLM's render names the GenerateRequest: "chatcmpl-" and the client's X-Request-Id,
+    else the body's request_id, else vLLM's random id (16 hex digits)."""
+    given = extra.get("request_id")
+    base = http.headers.get("x-request-id") or (given if isinstance(given, str) else None)
+    return f"chatcmpl-{base or random_request_id()}"

@@ -1,0 +1,385 @@
+"""From an OpenAI chat request to a PreparedRequest: find the media parts, fetch each
+URL, decode it off the event loop (then run the vision processor, with --processor), and
+put the tensors where the parts were.
+
+Identical media in one request (same URL, same sampling) is fetched and decoded once.
+Everything runs under one deadline; when it passes or the client goes away, fetches are
+cancelled and decodes stop at their next packet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mmprep.decoders import DecodedVideo, VideoSampling, decode_image, decode_video
+from mmprep.decoders.errors import CorruptMediaError, MediaError
+from mmprep.processors import ProcessedMedia, ProcessorError
+
+from ..core.config import Settings
+from ..core.errors import ServiceError
+from ..core.metrics import Metrics
+from ..engines.prepared import MediaItem, PreparedRequest, SourceImage
+from ..media.data_url import DataURL
+from ..media.fetch import MediaFetcher
+from ..model import load_model_folder
+from ..render import Renderer
+from .cache import DecodeCache, content_key
+from .options import (
+    check_image_part,
+    check_processor_kwargs,
+    part_error,
+    part_options,
+    request_options,
+    video_sampling,
+)
+from .pool import DecodePool
+from .request import ChatInput
+from .timing import Timing
+from .vision import VisionProcessing
+
+MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One media item decoded (a DecodedVideo or DecodedImage), and processed with --processor."""
+
+    decoded: Any
+    processed: ProcessedMedia | None = None
+    source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
+
+    @property
+    def nbytes(self) -> int:
+        processed = self.processed.tensors.values() if self.processed is not None else ()
+        source = len(self.source.data) if self.source is not None else 0
+        return _tensor_of(self.decoded).nbytes + sum(tensor.nbytes for tensor in processed) + source
+
+
+@dataclass(frozen=True)
+class _MediaPart:
+    kind: str  # "image" or "video"
+    url: str | DataURL
+    sampling: VideoSampling | None  # videos only
+    param: str  # e.g. messages[0].content[1].video_url
+
+    @property
+    def key(self) -> tuple:
+        """Parts with equal keys are fetched and decoded once."""
+        return self.kind, self.url, self.sampling
+
+
+class Preprocessor:
+    def __init__(
+        self,
+        settings: Settings,
+        fetcher: MediaFetcher,
+        pool: DecodePool,
+        metrics: Metrics,
+        cache: DecodeCache | None = None,
+    ):
+        self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
+        self._cache = cache
+        self._vision = VisionProcessing.from_settings(settings)
+        # What decides an item's tensors besides its bytes and sampling (the cache's key): the
+        # server's image scale, and the vision processor as it is built (family, both configs
+        # with their pixel form, the resize). Per-request processor options that would change
+        # the tensors are refused (check_processor_kwargs), so none are part of it.
+        self._made_with = (settings.max_pixels, self._vision.cache_key if self._vision else None)
+        # With --model: the prompt rendered to token ids (the folder loaded once per process).
+        self._renderer = (
+            Renderer(
+                load_model_folder(str(settings.model), settings.processor),
+                settings.max_model_len,
+                trust_request_chat_template=settings.trust_request_chat_template,
+            )
+            if settings.model
+            else None
+        )
+
+    async def prepare(
+        self, request: ChatInput, request_id: str, cancel: threading.Event
+    ) -> tuple[PreparedRequest, Timing]:
+        """`request` typed at the edge. Raises ServiceError naming the part."""
+        started = time.perf_counter()
+        timing = Timing()
+        messages, parts = self._find_media(request)
+        # The template first: a request it refuses costs no fetch.
+        rendering = time.perf_counter()
+        renderer = self._renderer
+        text = renderer.render_text(messages, request.template) if renderer is not None else None
+        rendered = time.perf_counter()
+        loaded = await self._load_all(parts, timing, cancel)
+        media = [_media_item(part, loaded[part.key]) for part in parts]
+        self._check_total_size(media)
+        if self._vision is not None:  # before any engine work
+            tokens = 0
+            for item in media:
+                assert item.processed is not None  # with a vision processor, every decode is processed
+                tokens += item.processed.num_tokens
+            self._vision.check_tokens(tokens, "the request's media", "messages")
+        # The counts come from the processed grids and the videos' metadata.
+        prompt = None
+        if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
+            tokenizing = time.perf_counter()
+            prompt = renderer.tokens(text, media)
+            timing.render = rendered - rendering + time.perf_counter() - tokenizing
+        timing.preprocess = time.perf_counter() - started
+        prepared = PreparedRequest(
+            request_id=request_id,
+            model=request.model,
+            messages=messages,
+            media=media,
+            sampling=request.sampling,
+            stream=request.stream,
+            mm_processor_kwargs=request.mm_processor_kwargs,
+            extra=dict(request.extra),
+            prompt=prompt,
+        )
+        return prepared, timing
+
+    # -- finding the parts -------------------------------------------------------------
+
+    def _find_media(self, request: ChatInput) -> tuple[list[dict], list[_MediaPart]]:
+        requested = request_options(request.video_options, request.mm_processor_kwargs)
+        if self._vision is not None:
+            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
+        messages: list[dict] = []
+        parts: list[_MediaPart] = []
+        for i, message in enumerate(request.messages):
+            content = message.get("content")
+            if not isinstance(content, list):
+                messages.append(message)
+                continue
+            new_content: list[dict[str, Any]] = []
+            for j, part in enumerate(content):
+                where = f"messages[{i}].content[{j}]"
+                kind = _part_type(part, where)
+                if kind == "text":
+                    new_content.append({"type": "text", "text": _text_of(part, where)})
+                    continue
+                param = f"{where}.{kind}_url"
+                url, keys = _url_of(part, f"{kind}_url", param)
+                sampling = video_sampling(requested, keys, self._settings, param) if kind == "video" else None
+                new_content.append({"type": kind, "media_index": len(parts)})
+                parts.append(_MediaPart(kind, url, sampling, param))
+            messages.append({**message, "content": new_content})
+        if len(parts) > self._settings.max_media_parts:
+            raise ServiceError(
+                f"the request has {len(parts)} image and video parts, "
+                f"more than the {self._settings.max_media_parts} allowed",
+                "too_many_media_parts",
+                "messages",
+            )
+        return messages, parts
+
+    # -- fetching and decoding ---------------------------------------------------------
+
+    async def _load_all(self, parts: list[_MediaPart], timing: Timing, cancel: threading.Event) -> dict:
+        unique = {part.key: part for part in parts}
+        tasks = {key: asyncio.ensure_future(self._load(part, timing, cancel)) for key, part in unique.items()}
+        try:
+            async with asyncio.timeout(self._settings.decode_timeout):
+                await asyncio.gather(*tasks.values())
+            return {key: task.result() for key, task in tasks.items()}
+        except BaseException as error:
+            cancel.set()  # decodes in threads stop at their next packet
+            unfinished = _cancel_unfinished(tasks)
+            if isinstance(error, TimeoutError):
+                raise ServiceError(
+                    "fetching and decoding the media took longer than the "
+                    f"{self._settings.decode_timeout:g} s allowed",
+                    "decode_timeout",
+                    unique[unfinished[0]].param if unfinished else "messages",
+                ) from error
+            raise
+        finally:
+            # A failed task holds the error, whose traceback holds this frame, which would hold
+            # the tasks: a cycle only the garbage collector frees, and with it the media (a data
+            # URL can be hundreds of MiB). Without the tasks here, the error frees them all.
+            del tasks
+
+    async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event):
+        metrics = self._metrics
+        try:
+            started = time.perf_counter()
+            fetched = await self._fetcher.fetch(part.url)
+            fetched_at = time.perf_counter()
+            metrics.fetch_seconds.labels(fetched.scheme).observe(fetched_at - started)
+            metrics.fetched_bytes.labels(fetched.scheme).inc(len(fetched.data))
+            timing.add("fetch", started, fetched_at)
+            try:
+                result = await self._decode_or_reuse(part, fetched.data, cancel)
+            except CorruptMediaError as error:
+                raise _with_declared_type(error, fetched.content_type) from error
+        except (MediaError, ProcessorError, ServiceError) as error:  # the decoders', processor's or fetcher's
+            raise part_error(error, part.param) from error
+        timing.add("decode", fetched_at, time.perf_counter())
+        return result
+
+    async def _decode_or_reuse(self, part: _MediaPart, data: bytes, cancel: threading.Event):
+        """Decode in the pool, unless the same bytes were decoded the same way before."""
+
+        async def decode():
+            started = time.perf_counter()
+            if part.kind == "video":
+                result = await self._pool.run_with_threads(self._decode_video, data, part.sampling, cancel)
+            else:
+                result = await self._pool.run_with_threads(self._decode_image, data)
+            tensor = _tensor_of(result.decoded)
+            tensor.flags.writeable = False  # shared: by parts, by requests through the cache
+            for processed in result.processed.tensors.values() if result.processed is not None else ():
+                processed.flags.writeable = False
+            self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
+            self._metrics.frames_decoded.labels(part.kind).inc(len(tensor) if part.kind == "video" else 1)
+            return result
+
+        if self._cache is None:
+            return await decode()
+        key = await content_key(part.kind, data, (part.sampling, self._made_with))
+        return await self._cache.get_or_decode(key, decode, lambda loaded: loaded.nbytes)
+
+    # -- in the pool's threads --
+
+    def _decode_video(
+        self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int
+    ) -> _Loaded:
+        settings, vision = self._settings, self._vision
+        decode = functools.partial(
+            decode_video,
+            data,
+            sampling=sampling,
+            max_bytes=settings.max_decoded_bytes,
+            max_source_pixels=settings.max_source_pixels,
+            cancel=cancel,
+            timeout=settings.decode_timeout,
+            device=settings.decode_device,
+        )
+        if vision is None:
+            return _Loaded(decode(threads=threads), None)
+        # The processor works on each frame as it is decoded (on_frame), on threads of its own.
+        with vision.processor.stream_video(threads) as stream:
+            video = decode(
+                threads=vision.decoder_threads(threads), frame_size=vision.frame_rule, on_frame=stream.add
+            )
+            return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
+
+    def _decode_image(self, data: bytes, threads: int) -> _Loaded:
+        settings, vision = self._settings, self._vision
+        image = decode_image(
+            data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
+        )
+        unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
+        source = SourceImage(data, image.converted) if unscaled else None
+        if vision is None:
+            return _Loaded(image, None, source)
+        return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)), source)
+
+    def _timed_processing(self, kind: str, work) -> ProcessedMedia:
+        """work(), timed for mmprep_process_seconds: for a video, what is left of the
+        processing once the last frame is decoded."""
+        started = time.perf_counter()
+        processed = work()
+        self._metrics.process_seconds.labels(kind).observe(time.perf_counter() - started)
+        return processed
+
+    def _check_total_size(self, media: list[MediaItem]) -> None:
+        total, seen = 0, set()
+        for item in media:
+            if id(item.tensor) in seen:
+                continue  # the same decode, shared by two parts: counted once
+            seen.add(id(item.tensor))
+            total += item.tensor.nbytes
+            if total > self._settings.max_decoded_bytes:
+                raise ServiceError(
+                    f"{item.param}: the request's decoded media reaches {total} bytes, more than the "
+                    f"{self._settings.max_decoded_bytes} allowed; ask for fewer or smaller frames",
+                    "media_too_large",
+                    item.param,
+                )
+
+
+def _with_declared_type(error: CorruptMediaError, content_type: str | None) -> CorruptMediaError:
+    """The decoder's reason, and what the server (or data URL) said the bytes were."""
+    if not content_type:
+        return error
+    return CorruptMediaError(f"{error}; it was sent as {content_type.split(';')[0].strip()}")
+
+
+def _cancel_unfinished(tasks: dict) -> list:
+    """Cancel the tasks still running; the keys of those that never finished (a timeout
+    may have cancelled them already)."""
+    unfinished = [key for key, task in tasks.items() if task.cancelled() or not task.done()]
+    for key in unfinished:
+        tasks[key].cancel()
+    return unfinished
+
+
+def _tensor_of(result) -> np.ndarray:
+    """A DecodedVideo's frames or a DecodedImage's pixels."""
+    return result.frames if isinstance(result, DecodedVideo) else result.pixels
+
+
+def _media_item(part: _MediaPart, loaded: _Loaded) -> MediaItem:
+    result, processed = loaded.decoded, loaded.processed
+    if part.kind == "video":
+        return MediaItem(
+            kind="video",
+            tensor=result.frames,
+            metadata=result.metadata.to_dict(),
+            param=part.param,
+            timestamps=result.timestamps,
+            indices=result.indices,
+            hf_metadata=result.to_hf_metadata(),
+            processed=processed,
+        )
+    return MediaItem(
+        kind="image",
+        tensor=result.pixels,
+        metadata=result.metadata.to_dict(),
+        param=part.param,
+        processed=processed,
+        source=loaded.source,
+    )
+
+
+def _part_type(part: Any, where: str) -> str:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        raise ServiceError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
+    kind = part["type"]
+    if kind == "text":
+        return "text"
+    if kind in MEDIA_PART_TYPES:
+        return MEDIA_PART_TYPES[kind]
+    raise ServiceError(
+        f"{where} has type {kind!r}; this server takes text, image_url and video_url parts",
+        "unsupported_content_type",
+        f"{where}.type",
+    )
+
+
+def _text_of(part: dict, where: str) -> str:
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise ServiceError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
+    return text
+
+
+def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
+    """The URL of an image_url / video_url part, and a video's own sampling keys. A long data
+    URL comes as a DataURL (see app/mmprep/api/json_body.py)."""
+    value = part.get(key)
+    if isinstance(value, str | DataURL):  # some clients send the URL bare
+        return value, {}
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
+        raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
+    if key == "image_url":
+        check_image_part(value, where)
+        return value["url"], {}
+    return value["url"], part_options(value, where)

@@ -1,0 +1,202 @@
+"""The Service: everything serving a chat request needs, made once and started and stopped
+with the server (the engine, and preprocessing: the decode pool and cache, the fetcher, the
+preprocessor), and the admission of requests. What the settings name (the model folder, the
+processor, the engine class) is loaded here, when the service is built (load_resources), not
+when the settings are read. It knows no web framework: app/mmprep/api serves it
+over HTTP. On Ray (app/mmprep/rayserve) the front door's Service has the same shape, with its
+preprocessing and its engine in other replicas."""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import cached_property
+
+from mmprep.processors import load_processor
+
+from .core.config import Settings
+from .core.errors import ServiceError
+from .core.imports import import_by_path
+from .core.memory import ReleaseWhenIdle
+from .core.metrics import Metrics
+from .derender import Derendering, ModelFacts
+from .engines import Engine
+from .engines.registry import build_engine
+from .model import ModelFolderError, load_model_folder
+from .model.context import check_max_model_len, derive_max_model_len
+from .preprocess import Preprocessing
+from .vllm.request import generate_options
+
+log = logging.getLogger("mmprep.service")
+
+
+class Service:
+    """`preprocessing`: anything with `start`, `stop` and, once started, a `preprocessor`
+    whose `prepare` the chat handler awaits (by default: this process's own, fetching and
+    decoding here)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine | None = None,
+        preprocessing=None,
+        derendering: Derendering | None = None,
+    ):
+        self.settings = settings = load_resources(settings)
+        self.metrics = Metrics()
+        self.engine = engine or build_engine(settings)
+        # What turns the engine's outputs into the answer's parts (app/mmprep/derender): the
+        # model's tokenizer and EOS ids (None until a model folder gives them) and the parsers.
+        self.derendering = derendering or Derendering(
+            model_facts(settings),
+            settings.reasoning_parser,
+            settings.tool_call_parser,
+            settings.enable_auto_tool_choice,
+        )
+        self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
+        self.started = int(time.time())
+        self._in_flight = 0
+        self._memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
+
+    @property
+    def preprocessor(self):
+        return self.preprocessing.preprocessor
+
+    async def start(self) -> None:
+        await self.preprocessing.start()
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+        await self.preprocessing.stop()
+
+    @cached_property
+    def generate_options(self):
+        """How this deployment writes vLLM GenerateRequests (the render route's): read once,
+        since the model folder's files do not change while it runs."""
+        return generate_options(self.settings)
+
+    def ready(self) -> bool:
+        return self.preprocessor is not None and self.engine.ready()
+
+    # -- admission and accounting ----------------------------------------------------
+
+    def admit(self) -> Slot:
+        """A place among the requests in flight; a 503 ServiceError when there is none."""
+        limit = self.settings.max_concurrent_requests
+        if self._in_flight >= limit:
+            raise Overloaded(f"the server is at its limit of {limit} requests in flight; retry shortly")
+        self._in_flight += 1
+        self.metrics.in_flight.set(self._in_flight)
+        self._memory.busy()
+        return Slot(self)
+
+    @property
+    def in_flight(self) -> int:
+        """The requests admitted and not yet answered (vLLM's /load)."""
+        return self._in_flight
+
+    def check_request(self, model: str, choices: int) -> None:
+        """The model is one served here, and one choice is asked for."""
+        served = self.settings.served_model_name
+        if model not in served:
+            raise ServiceError(
+                f"the model {model!r} does not exist here; this server serves {', '.join(served)}",
+                "model_not_found",
+                "model",
+                status=404,
+            )
+        if choices > 1:
+            raise ServiceError("n > 1 is not supported: send one request per choice", "unsupported_n", "n")
+
+    def record(self, status: int | str, code: str | None = None, param: str | None = None) -> None:
+        """One answered request in /metrics; a refusal (with its code) in the log too."""
+        self.metrics.requests.labels(str(status)).inc()
+        if code is not None:
+            self.metrics.errors.labels(code).inc()
+            log.info("refused", extra={"status": status, "code": code, "param": param})
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self.metrics.in_flight.set(self._in_flight)
+        if self._in_flight == 0:
+            self._memory.idle()
+
+
+class Overloaded(ServiceError):
+    status = 503
+    code = "overloaded"
+    headers: dict[str, str] | None = {"Retry-After": "1"}
+
+
+class Slot:
+    """One admitted request's place among the in-flight ones, given back exactly once."""
+
+    def __init__(self, service: Service):
+        self._service, self._held, self.handed_over = service, True, False
+
+    def release(self) -> bool:
+        """Give the place back; True if this call did it."""
+        if not self._held:
+            return False
+        self._held = False
+        self._service._release()
+        return True
+
+
+class SettingsError(ValueError):
+    """A setting whose resource does not load; `setting` names it as the command's error
+    lines name a setting (`settings` for one that depends on several)."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+def load_resources(settings: Settings) -> Settings:
+    """What the settings name, loaded (each once per process: the loads are cached, so the
+    parts built next take the same): the engine class (imported), the processor, the model
+    folder; and the settings with what the folder decides filled in, as vllm serve takes it
+    (the served model name, the context length). A SettingsError names what does not load.
+    Loading settings again changes nothing."""
+    if settings.engine_class is not None:
+        try:
+            import_by_path(settings.engine_class)
+        except ValueError as error:
+            raise SettingsError("engine_class", str(error)) from None
+    if settings.processor is not None:
+        try:
+            load_processor(settings.processor)
+        except ValueError as error:  # a ProcessorConfigError says what is wrong
+            raise SettingsError("processor", str(error)) from None
+    if settings.model is None:
+        return settings
+    try:
+        folder = load_model_folder(str(settings.model), settings.processor)
+        update: dict = {}
+        if "served_model_name" not in settings.model_fields_set:
+            update["served_model_name"] = [folder.name]
+        if settings.max_model_len is None:
+            update["max_model_len"] = derive_max_model_len(folder.config)[0]
+        else:
+            check_max_model_len(settings.max_model_len, folder.config)  # vLLM's refusal, a ValueError
+    except ModelFolderError as error:
+        raise SettingsError("settings", f"--model {settings.model}: {error}") from None
+    except ValueError as error:
+        raise SettingsError("settings", str(error)) from None
+    return settings.model_copy(update=update)
+
+
+def model_facts(settings: Settings) -> ModelFacts | None:
+    """With --model: what derendering needs of the folder. The EOS ids in vLLM's order: the
+    tokenizer's own EOS token first (a stop on it has stop_reason None), then the others
+    generation_config.json lists."""
+    if settings.model is None:
+        return None
+    folder = load_model_folder(str(settings.model), settings.processor)
+    own = folder.template_tokens.get("eos_token")
+    own_id = folder.tokenizer.token_to_id(own) if own else None
+    eos = folder.eos_token_ids
+    if own_id is not None:
+        eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
+    return ModelFacts(folder.tokenizer, eos)

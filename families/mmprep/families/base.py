@@ -1,0 +1,206 @@
+"""`Family`: everything that differs between model families, in one object per family.
+
+A family is what transformers' processor classes, the model's config.json and vLLM's model
+file make of one kind of model: which config.json `model_type`s it is, its processor's class
+names and defaults, how it sizes a frame, the tokens an image or video stands for in the
+prompt, the tensors the model takes and the facts vLLM's model file states about it. The
+rest of mmprep asks the registry (registry.py) for the family and then asks the family; it
+never compares family names itself.
+
+What each method computes is plain data in, plain data out (ints, lists, numpy arrays), so
+this package imports nothing of mmprep's: the processors (numpy and Pillow only) and the
+service both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from .video import SampledVideo
+
+Kind = Literal["image", "video"]
+Encode = Callable[[str], list[int]]  # text -> token ids, no special tokens added
+# How a family's processor lays its pixels out: "patches", Qwen-VL's rows of flattened
+# temporal patches (processors/mmprep/processors/patches.py); "tiles", whole (3, H, W) frames or tiles, one
+# after another (processors/mmprep/processors/tiles.py)
+Layout = Literal["patches", "tiles"]
+
+
+@dataclass(frozen=True)
+class View:
+    """One resized copy of an image that a tiled processor cuts tiles from: resized to
+    `size` (h, w), pasted at `offset` (top, left) into zeros of `canvas` (h, w), cut into
+    tiles of `tile` (h, w) row by row ((0, 0): the canvas is one tile)."""
+
+    size: tuple[int, int]
+    canvas: tuple[int, int]
+    offset: tuple[int, int] = (0, 0)
+    tile: tuple[int, int] = (0, 0)
+
+
+class SideConfig(Protocol):
+    """What a sizing rule reads of one side of a processor (processors' ProcessorConfig)."""
+
+    @property
+    def min_pixels(self) -> int: ...
+    @property
+    def max_pixels(self) -> int: ...
+    @property
+    def temporal_patch_size(self) -> int: ...
+    @property
+    def merge_size(self) -> int: ...
+    @property
+    def cap_pixels_per_frame(self) -> bool: ...
+    @property
+    def max_video_tokens(self) -> int: ...
+    @property
+    def factor(self) -> int: ...
+    @property
+    def fixed_size(self) -> tuple[int, int]: ...
+    @property
+    def grid_pinpoints(self) -> tuple[tuple[int, int], ...]: ...
+    def option(self, name: str) -> Any: ...
+
+
+class Family:
+    """One model family. A subclass sets the class attributes and overrides what differs;
+    the registry holds one instance of each."""
+
+    name: str  # the registry's key, and ProcessorConfig.family
+    # config.json `model_type`s of this family (the registry's other key)
+    model_types: tuple[str, ...] = ()
+    # transformers' class names in a processor config that say "this family", for a folder
+    # without config.json: processor_class, video_processor_type, and image_processor_type
+    # (matched as a prefix: the Fast variants)
+    processor_classes: tuple[str, ...] = ()
+    video_processor_classes: tuple[str, ...] = ()
+    image_processor_classes: tuple[str, ...] = ()
+    # the presets folder (mmprep/processors/presets/) whose preprocessor_config.json is the image side of
+    # a processor built from the family name alone, where transformers has no image class of
+    # the family's own
+    image_preset: str | None = None
+    # config.json key -> the token the processor falls back to when config.json lacks the id
+    token_names: Mapping[str, str] = {}
+    # a token_names key -> the key config.json writes it under, where they differ
+    # (transformers' attribute_map: LLaVA's image_token_id is image_token_index)
+    config_aliases: Mapping[str, str] = {}
+    # per kind: (the pixels' name, the grid's name), as transformers' processor returns them;
+    # None where it returns no grid (the pixels' shape is the item's size)
+    tensor_names: Mapping[Kind, tuple[str, str | None]] = {}
+    layout: Layout = "patches"
+    # processor config keys beyond the Qwen-VL ones that this family's classes read (their
+    # defaults in processor_defaults; SideConfig.option reads them, image_grid_pinpoints is
+    # grid_pinpoints), and the steps transformers' Qwen-VL classes never take (do_pad, ...)
+    # that this family's take without changing one item (its do_pad pads a batch's images
+    # to one tile count)
+    extra_keys: frozenset[str] = frozenset()
+    item_switches: frozenset[str] = frozenset()
+    # per kind: what vLLM writes for a media part in a template that takes its content as a
+    # string (vLLM's "string" content format)
+    string_placeholders: Mapping[Kind, str] = {}
+    # transformers' text-config default of max_position_embeddings, for a config.json without it
+    max_position_embeddings: int | None = None
+    # vLLM's model file: how its _get_mm_fields_config holds the pixels ("flat": one run of
+    # rows with each item's slice; "batched": each item its own array, the grid too);
+    # supports_mm_device_do_normalize (its renderer sends uint8 patches and
+    # the model normalizes them), and video_needs_metadata (a video's metadata is parsed, and
+    # so hashed, with its frames)
+    vllm_pixels_field: Literal["flat", "batched"] = "flat"
+    device_normalizes: bool = False
+    video_metadata_in_hash: bool = False
+    # whether the transformers engine (app/mmprep/engines/transformers_engine.py) can feed its model
+    # the tensors as the engine batches them
+    transformers_engine: bool = True
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}>"
+
+    # -- the processor -------------------------------------------------------------------
+
+    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
+        """transformers' class attributes for this side: what a key missing from a config
+        file falls back to."""
+        raise NotImplementedError
+
+    def takes_pixel_aliases(self, kind: Kind) -> bool:
+        """Whether this side's class reads `min_pixels` / `max_pixels` (else they are ignored,
+        as transformers ignores them)."""
+        return True
+
+    def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
+        """(height, width) an image of this size is resized to."""
+        raise NotImplementedError
+
+    def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
+        """(height, width) the frames of a clip of `num_frames` frames of this size are resized to."""
+        raise NotImplementedError
+
+    def image_views(self, config: SideConfig, height: int, width: int) -> list[View]:
+        """For a tiled family: the views an image of this size is cut into, in order."""
+        raise NotImplementedError
+
+    def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        """For a tiled family: an item's placeholder tokens, from its size as given (the
+        patches layout counts its grid instead)."""
+        raise NotImplementedError
+
+    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """For a tiled family: an item's processed tensors, as transformers' processor returns
+        them, from its normalized tiles (N, 3, H, W) and its size (an image's as given, a
+        video's frames' as resized)."""
+        raise NotImplementedError
+
+    # -- the prompt ----------------------------------------------------------------------
+
+    def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row, a
+        (t, h, w) grid or a count of tiles."""
+        grid_key = self.tensor_names[kind][1]
+        if grid_key is None:
+            raise NotImplementedError(f"{self.name} has no {kind} grid: item_grid reads its own")
+        return [int(size) for size in np.ravel(tensors[grid_key][0])]
+
+    def item_tokens(
+        self,
+        kind: Kind,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """The tokens that replace an item's one pad in the prompt, as transformers' processor
+        writes them: `grid` is its (t, h, w) grid, `config` its side of the processor,
+        `token_ids` the ids of `token_names` in this model folder, `video` the sampled video's
+        facts (None for an image). A ValueError where the item and its grid disagree."""
+        raise NotImplementedError
+
+    # -- the engines' inputs -------------------------------------------------------------
+
+    def vllm_shared_fields(self, kind: Kind, token_ids: Mapping[str, int]) -> dict[str, int]:
+        """Keys vLLM's items of this kind share (a shared field kept on the CPU: every item
+        holds the same 0-d int64), from the model's token ids."""
+        return {}
+
+    def vllm_video_fields(
+        self, video: SampledVideo, temporal_patch_size: int
+    ) -> dict[str, np.ndarray | list[float]]:
+        """The keys a video's vLLM MultiModalKwargsItem holds beyond its pixels and grid, each
+        a batched field kept on the CPU (the model's _get_mm_fields_config)."""
+        return {}
+
+    def batch_pixels(self, kind: Kind, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Each item's processed pixels as transformers' processor leaves them when it runs
+        over all of one modality's items of a prompt at once (as vLLM's renderer runs it),
+        in prompt order: a batch may pad them to one shape."""
+        return list(pixels)
+
+    def transformers_video_inputs(
+        self, videos: Sequence[SampledVideo], temporal_patch_size: int
+    ) -> dict[str, np.ndarray]:
+        """What transformers' model takes for a batch's videos beyond pixels and grids."""
+        return {}

@@ -1,0 +1,122 @@
+"""`load_processor`: a family name, a preset model id, or a model folder, to a `Processor`.
+
+Presets are the published preprocessor configs of the common Qwen-VL, LLaVA-OneVision and
+InternVL models, shipped in `presets/` (nothing is downloaded). A folder is read as
+transformers reads it: the image side from `processor_config.json`'s `image_processor`, else
+`preprocessor_config.json`; the video side from `processor_config.json`'s `video_processor`,
+else `video_preprocessor_config.json`, else `preprocessor_config.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import mmprep.families as families
+
+from .config import FAMILIES, resolve
+from .errors import ProcessorConfigError
+from .processor import Processor
+
+PRESETS = Path(__file__).parent / "presets"
+
+Layer = tuple[dict[str, Any], str]
+
+
+def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
+    """`name`: a family (families.FAMILIES: "qwen2_vl", ..., "internvl"; transformers' classes
+    as they are built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct",
+    or a folder with preprocessor_config.json and/or video_preprocessor_config.json.
+    `overrides`: transformers' config keys (size, min_pixels, patch_size, image_mean, ...)
+    applied over the config on both sides."""
+    name = os.fspath(name)
+    if families.find(name) is not None:
+        family, image, video = _family(name)
+    elif (preset := preset_models().get(name.lower())) is not None:
+        family, image, video = _read_folder(PRESETS / preset)
+    elif os.path.isdir(name):
+        family, image, video = _read_folder(Path(name))
+    else:
+        raise ProcessorConfigError(
+            f"{name!r} is neither a processor family ({', '.join(FAMILIES)}), a preset model id "
+            f"(e.g. Qwen/Qwen2.5-VL-7B-Instruct; see mmprep/processors/presets/models.json) nor a folder"
+        )
+    layers = [(overrides, "keyword overrides")] if overrides else []
+    return Processor(
+        video=resolve(family, "video", video + layers),
+        image=resolve(family, "image", image + layers) if image is not None else None,
+    )
+
+
+def preset_models() -> dict[str, str]:
+    """Lower-cased model id -> the preset folder holding its published configs."""
+    models = _read_json(PRESETS / "models.json")
+    return {model.lower(): folder for model, folder in models.items()}
+
+
+def _family(family: str) -> tuple[str, list[Layer] | None, list[Layer]]:
+    preset = families.get(family).image_preset
+    if preset is not None:
+        # transformers has no image processor class of this family's own: its models run
+        # another's with their published config, so that is the default here.
+        path = PRESETS / preset / "preprocessor_config.json"
+        return family, [(_read_json(path), str(path))], []
+    return family, [], []
+
+
+def _read_folder(folder: Path) -> tuple[str, list[Layer] | None, list[Layer]]:
+    nested_path = folder / "processor_config.json"
+    nested = _read_json(nested_path) if nested_path.is_file() else {}
+    image = _layer(nested, "image_processor", nested_path) or _file_layer(folder / "preprocessor_config.json")
+    video = (
+        _layer(nested, "video_processor", nested_path)
+        or _file_layer(folder / "video_preprocessor_config.json")
+        or _file_layer(folder / "preprocessor_config.json")
+    )
+    if video is None:
+        raise ProcessorConfigError(
+            f"{folder} has no processor config: expected preprocessor_config.json, "
+            "video_preprocessor_config.json or processor_config.json"
+        )
+    family = _detect_family(folder, [nested, image[0] if image else {}, video[0]])
+    return family, [image] if image else None, [video]
+
+
+def _detect_family(folder: Path, configs: list[dict[str, Any]]) -> str:
+    model_config = folder / "config.json"
+    if model_config.is_file():
+        family = families.for_model_type(_read_json(model_config).get("model_type"))
+        if family is not None:
+            return family.name
+    for key in ("processor_class", "video_processor_type"):
+        for config in configs:
+            if (family := families.for_processor_class(key, config.get(key))) is not None:
+                return family.name
+    for config in configs:
+        if (family := families.for_image_processor_type(config.get("image_processor_type"))) is not None:
+            return family.name
+    raise ProcessorConfigError(
+        f"{folder}: cannot tell the model family (one of {', '.join(FAMILIES)}) from config.json's "
+        "model_type, processor_class, video_processor_type or image_processor_type"
+    )
+
+
+def _layer(nested: dict[str, Any], key: str, path: Path) -> Layer | None:
+    values = nested.get(key)
+    return (values, f"{path} [{key}]") if isinstance(values, dict) else None
+
+
+def _file_layer(path: Path) -> Layer | None:
+    return (_read_json(path), str(path)) if path.is_file() else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ProcessorConfigError(f"cannot read {path}: {error}") from None
+    if not isinstance(values, dict):
+        raise ProcessorConfigError(f"{path} must hold a JSON object, got {type(values).__name__}")
+    return values

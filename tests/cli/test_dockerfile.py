@@ -20,6 +20,9 @@ from mmprep.testing.servers import free_port
 pytestmark = pytest.mark.slow  # a pip install, then `python -m mmprep serve` as a process
 
 REPO = Path(__file__).resolve().parents[2]
+# Below each source root the folders are the import names: app/mmprep is mmprep,
+# decoders/mmprep/decoders is mmprep.decoders, and so on (pyproject.toml).
+SOURCE_ROOTS = ("app", "decoders", "families", "processors")
 
 
 def copied_paths(dockerfile: Path) -> list[str]:
@@ -60,7 +63,11 @@ def test_the_images_files_install_and_serve(tmp_path):
     # One import root: nothing named app, decoders, families or processors lands beside the user's code.
     installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
     assert installed == {"mmprep"}
-    assert (target / "mmprep" / "processors" / "presets" / "qwen3_vl" / "chat_template.json").is_file()
+    # setuptools finds the packages itself (pyproject.toml lists none): every module, folder
+    # and data file of the source roots ships without being listed anywhere.
+    assert files_below(target, "mmprep") == {
+        f for root in SOURCE_ROOTS for f in files_below(REPO / root, "mmprep")
+    }
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come
     # from this interpreter's own path, less the checkout's source folders (a venv inside
@@ -94,6 +101,15 @@ def test_the_images_files_install_and_serve(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def files_below(folder: Path, name: str) -> set[str]:
+    """The files of `folder`/`name`, as paths from `folder`, byte-code and build records aside."""
+    return {
+        str(path.relative_to(folder))
+        for path in (folder / name).rglob("*")
+        if path.is_file() and not {"__pycache__", "mmprep.egg-info"} & set(path.parts)
+    }
 
 
 def _answers(url: str, process: subprocess.Popen, timeout: float = 30) -> bool:

@@ -4,67 +4,14 @@ install is checked in test_dockerfile.py: only `mmprep` lands in its site-packag
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import httpx
 import pytest
 
 from mmprep.testing.servers import AppProcess
-
-REPO = Path(__file__).resolve().parents[2]
-# Below each source root the folders are the import names: app/mmprep is mmprep,
-# decoders/mmprep/decoders is mmprep.decoders, and so on (pyproject.toml).
-SOURCE_ROOTS = ("app", "decoders", "families", "processors")
-
-
-def source_files() -> set[str]:
-    """Every file of the source roots, as its path in site-packages (app/mmprep/cli.py is
-    mmprep/cli.py)."""
-    return {
-        str(path.relative_to(REPO / root))
-        for root in SOURCE_ROOTS
-        for path in (REPO / root).rglob("*")
-        if path.is_file() and not {"__pycache__", "mmprep.egg-info"} & set(path.parts)
-    }
-
-
-@pytest.mark.slow  # pip builds and installs a copy
-def test_the_installed_copy_holds_every_file_of_the_source_roots(tmp_path):
-    """setuptools finds the packages itself (pyproject.toml lists none): a new module, folder
-    or data file under a source root ships without being listed anywhere."""
-    source = tmp_path / "source"
-    for root in SOURCE_ROOTS:
-        shutil.copytree(
-            REPO / root, source / root, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-        )
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, source / name)
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(target),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    installed = {
-        str(path.relative_to(target))
-        for path in (target / "mmprep").rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    }
-    assert installed == source_files()
 
 
 @pytest.mark.slow  # a Python process

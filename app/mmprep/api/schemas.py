@@ -31,6 +31,7 @@ from ..engines.prepared import SamplingParams
 from ..preprocess import ChatInput
 from ..preprocess.options import PROCESSOR_SCOPES
 from ..render import REASONING_EFFORTS, TemplateOptions
+from .validation import field_name
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 
@@ -354,10 +355,10 @@ def parse_chat_request(document: Any) -> ChatCompletionRequest:
         cause = (first.get("ctx") or {}).get("error")
         if isinstance(cause, _FieldError):
             # a field of the top level, or of the message at `loc` (messages[1].tool_calls)
-            within = _param(_model_location(first["loc"]))
+            within = field_name(_model_location(first["loc"]))
             field = f"{within}.{cause.field}" if within else cause.field
             raise ServiceError(f"{field}: {cause}", cause.code, field) from None
-        param = _param(first["loc"])
+        param = field_name(first["loc"])
         raise ServiceError(
             f"{param}: {first['msg']}" if param else first["msg"], "invalid_request", param
         ) from None
@@ -369,16 +370,6 @@ def parse_chat_request(document: Any) -> ChatCompletionRequest:
             "min_tokens",
         )
     return request
-
-
-def _param(location: tuple) -> str | None:
-    """A pydantic location as OpenAI names a field: messages[0].content."""
-    text = ""
-    for part in location:
-        if isinstance(part, str) and not part.isidentifier():
-            break  # a member of a union (literal['none','auto']): the field is named already
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or None
 
 
 def _model_location(location: tuple) -> tuple:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from .. import __version__
 from ..service import Service
 from .chat import chat_completion
+from .completions import completion
 from .completions_render import render_completion
 from .derender import derender_chat, derender_completion
 from .messages import MessagesApi
@@ -33,6 +34,12 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 @router.post("/v1/chat/completions")
 async def chat_completions(service: ServiceDep, request: Request) -> Response:
     return await chat_completion(service, request)
+
+
+@router.post("/v1/completions")
+async def completions(service: ServiceDep, request: Request) -> Response:
+    """OpenAI's legacy completions API, as vLLM serves it: prompts without a chat template."""
+    return await completion(service, request)
 
 
 @router.post("/v1/messages")

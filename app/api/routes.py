@@ -19,6 +19,7 @@ from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
 from .responses_api import ResponsesApi
+from .responses_render import render_responses
 from .tokenize import detokenize, tokenize
 
 router = APIRouter()
@@ -73,6 +74,14 @@ async def render_messages_request(service: ServiceDep, request: Request) -> Resp
     """vLLM's Messages render: an Anthropic Messages request's GenerateRequest (needs --model)."""
     return await answer_with_model(
         service, request, lambda body, http, cancel: render_messages(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/responses/render")
+async def render_responses_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's Responses render: an OpenAI Responses request's GenerateRequest (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: render_responses(service, body, http, cancel)
     )
 
 

@@ -72,10 +72,13 @@ def generate_options(settings: Settings) -> GenerateOptions:
     )
 
 
-def generate_request_body(request: PreparedRequest, options: GenerateOptions) -> list[bytes]:
-    """generate_request as JSON bytes, in pieces to send one after another. The encoded
-    items (nearly all of it) are never made str nor scanned by json: each stands in the
-    document as a placeholder string while it is dumped, then is put in its place."""
+def generate_request_body(
+    request: PreparedRequest, options: GenerateOptions, changes: dict[str, Any] | None = None
+) -> list[bytes]:
+    """generate_request (with `changes` made to its fields) as JSON bytes, in pieces to send
+    one after another. The encoded items (nearly all of it) are never made str nor scanned by
+    json: each stands in the document as a placeholder string while it is dumped, then is put
+    in its place."""
     items: list[list[bytes]] = []
     nonce = uuid.uuid4().hex
 
@@ -83,7 +86,8 @@ def generate_request_body(request: PreparedRequest, options: GenerateOptions) ->
         items.append(encode_item_pieces(item))
         return f"{nonce}:{len(items) - 1}"
 
-    text = json.dumps(generate_request(request, options, encode=placeholder), separators=(",", ":"))
+    body = {**generate_request(request, options, encode=placeholder), **(changes or {})}
+    text = json.dumps(body, separators=(",", ":"))
     pieces: list[bytes] = []
     for index, part in enumerate(text.split(f'"{nonce}:')):
         if index:

@@ -143,6 +143,12 @@ def _check_request(service: Service, body: CompletionRenderRequest) -> None:
         raise ServiceError(
             "Stream options can only be defined when `stream=True`.", "invalid_request", "stream_options"
         )
+    if body.max_tokens is not None and body.min_tokens > body.max_tokens:
+        raise ServiceError(
+            f"min_tokens: {body.min_tokens} is more than max_tokens ({body.max_tokens})",
+            "invalid_request",
+            "min_tokens",
+        )
     if body.echo and body.logprobs is not None:
         raise ServiceError(
             "echo with logprobs needs the prompt's log-probabilities, which this server's engines do "
@@ -152,9 +158,15 @@ def _check_request(service: Service, body: CompletionRenderRequest) -> None:
         )
 
 
+# OpenAI's fields read here and not passed on: refused unless empty (_check_request), or
+# changing nothing of the answer (user: the end user's id)
+READ_HERE = frozenset({"best_of", "suffix", "prompt_embeds", "user"})
+
+
 def _answer_fields(service: Service, extra: dict[str, Any]) -> tuple[dict[str, Any], OutputOptions]:
     """The client's other fields as an engine gets them, and the answer's text options
     (vLLM's skip_special_tokens, spaces_between_special_tokens, include_stop_str_in_output)."""
+    extra = {name: value for name, value in extra.items() if name not in READ_HERE}
     try:
         answer = AnswerFields.model_validate(extra)
     except ValidationError as error:

@@ -245,6 +245,7 @@ def test_forwarded_to_the_upstreams_completions(completions_upstream):
         ({"prompt": None}, 400, "prompt"),
         ({"stream_options": {"include_usage": True}}, 400, "stream_options"),
         ({"max_tokens": 0}, 400, "max_tokens"),
+        ({"min_tokens": 20, "max_tokens": 10}, 400, "min_tokens"),
         ({"temperature": 3}, 400, "temperature"),
         ({"logprobs": 21}, 400, "logprobs"),
         ({"skip_special_tokens": "maybe"}, 400, "skip_special_tokens"),
@@ -270,3 +271,19 @@ def test_bad_token_ids_with_a_model_folder(generate_upstream):
         httpx.post(f"{front.url}/v1/completions", json=body, timeout=30), 400, param="response_format"
     )
     assert httpx.get(f"{front.url}/health").status_code == 200
+
+
+def test_fields_read_here_are_not_the_engines_to_refuse(generate_upstream):
+    """best_of 1, a null suffix, user and skip_special_tokens reach no engine that takes only
+    the fields it knows (vllm-generate)."""
+    front, upstream, _ = generate_upstream
+    body = {
+        "model": MODEL,
+        "prompt": "Hi",
+        "best_of": 1,
+        "suffix": None,
+        "user": "u1",
+        "skip_special_tokens": True,
+    }
+    answer = httpx.post(f"{front.url}/v1/completions", json=body, timeout=30)
+    assert answer.status_code == 200 and answer.json()["choices"][0]["text"] == "Hello, world!"

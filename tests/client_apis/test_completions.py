@@ -4,23 +4,32 @@ got), the derender fixtures' token ids on the token-replaying engine (stop strin
 in OpenAI's completions shape), token-id and text prompts to a vLLM-like
 /inference/v1/generate (`--engine vllm-generate`, --model: the render route's ids) and to an
 OpenAI-compatible upstream's own /v1/completions (`--engine openai`); each streamed answer
-adds up to the whole one; bad input a 4xx naming the field, the server healthy after."""
+adds up to the whole one; a stop or a client that leaves closes every prompt's generation, a
+failure mid-stream is an error event; bad input a 4xx naming the field, the server healthy
+after."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import AsyncGenerator
 
 import httpx
 import openai
 import pytest
 from client_api_fixtures import REPLAY_MODEL, replay
-from derender_fixtures import load
+from derender_fixtures import derendering, load
 from vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
+from mmprep.api.app import create_app
 from mmprep.core.config import Settings
+from mmprep.engines.base import EngineError, EngineOutput, NothingToStart
+from mmprep.engines.prepared import PreparedRequest
 from mmprep.model import load_model_folder
+from mmprep.service import Service
 from mmprep.testing.chat import MODEL, assert_error, openai_client
 from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.replay import TokenReplayEngine
 from mmprep.testing.servers import LiveServer, ThreadServer
 
 
@@ -146,6 +155,66 @@ def test_logprobs_in_the_completions_shape(plain_server):
             client.completions.create(**{**request, "logprobs": asked}, extra_body=extra).choices[0].logprobs
         )
         assert fewer.top_logprobs == [{entry["token"]: entry["logprob"]} for entry in expected]
+
+
+@pytest.fixture(scope="module")
+def replaying():
+    """A replay server whose engine the test can see (how many generations were closed)."""
+    engine = TokenReplayEngine()
+    service = Service(
+        Settings(served_model_name=[REPLAY_MODEL]), engine, derendering=derendering({"server": {}})
+    )
+    with ThreadServer(create_app(service=service)) as server:
+        yield server, engine
+
+
+def test_a_stop_closes_the_engines_generation(replaying):
+    server, engine = replaying
+    before = engine.closed
+    body = {"model": REPLAY_MODEL, "prompt": ["a", "b"], "stop": ["END"], "max_tokens": 100}
+    for stream in (False, True):
+        answer = httpx.post(
+            f"{server.url}/v1/completions",
+            json={**body, "stream": stream, **replay("stop_string", 1)},
+            timeout=30,
+        )
+        assert answer.status_code == 200
+    assert engine.closed == before + 4  # both prompts' generations, whole and streamed
+
+
+def test_a_client_leaving_mid_stream_stops_every_prompts_generation(replaying):
+    server, engine = replaying
+    before = engine.closed
+    slow = {"replay": {"token_ids": [9707] * 200, "chunk": 1, "interval": 0.02}}
+    body = {"model": REPLAY_MODEL, "prompt": ["a", "b"], "max_tokens": 200, "stream": True, **slow}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=30) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+    deadline = time.monotonic() + 10
+    while engine.closed < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.closed == before + 2
+    assert httpx.get(f"{server.url}/health").status_code == 200
+
+
+class BreaksMidway(NothingToStart):
+    """Answers a first piece of text, then fails: the 200 is out, so the failure is an event."""
+
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
+        yield EngineOutput(text="Half an ")
+        raise EngineError("the engine broke after its first output")
+
+
+def test_a_failure_mid_stream_is_an_error_event_then_done():
+    with LiveServer(Settings(served_model_name=[MODEL]), engine=BreaksMidway()) as front:
+        body = {"model": MODEL, "prompt": "hi", "stream": True}
+        with httpx.stream("POST", f"{front.url}/v1/completions", json=body, timeout=30) as response:
+            data = [
+                line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")
+            ]
+        assert json.loads(data[0])["choices"][0]["text"] == "Half an "
+        assert json.loads(data[1])["error"]["code"] == "engine_error" and data[2:] == ["[DONE]"]
+        assert httpx.get(f"{front.url}/health").status_code == 200
 
 
 # -- vLLM's token-in endpoint (--engine vllm-generate, --model) ---------------------------

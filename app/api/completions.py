@@ -10,7 +10,7 @@ added unless add_special_tokens is false) and token ids are taken as given, so a
 engine gets exactly the render route's ids; without --model a text prompt goes to a text
 engine as text (the echo engine's account, an OpenAI upstream's own /v1/completions), and
 token ids are refused (nothing could read them). The prompts are generated at once; a
-stream sends each choice's chunks in turn, the next one's already generated.
+stream sends the choices' chunks as they come, as vLLM's merges its prompts' generators.
 
 `echo` puts the prompt's text before the answer (token ids: their text, as vLLM decodes
 them); `logprobs` (an int) gives OpenAI's completions shape, tokens / token_logprobs /
@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,25 +248,31 @@ async def _stream(
     include_usage: bool,
     slot: Slot,
 ) -> AsyncIterator[str]:
-    """Each choice's chunks in turn (its echo, its text, its finish), then the usage if asked,
-    then [DONE]. A failure after the 200 is an error event, as chat's."""
+    """The choices' chunks as their engines give them (vLLM's merge of the prompts'
+    generators), each choice's echo first and its finish last, then the usage if asked, then
+    [DONE]. A failure after the 200 is an error event, as chat's."""
     created = int(time.time())
     status = 200
 
     def chunk(choices_: list[dict], **fields) -> str:
         return sse({**text_completion(request_id, model, created, choices_), **fields})
 
+    async def one(index: int) -> AsyncGenerator[str, None]:
+        choice = choices[index]
+        if choice.echo:
+            yield chunk([text_choice(index, choice.echo, None, None, None)])
+        async for delta in answer_steps(firsts[index], outputs[index], choice.derender):
+            if delta.content or delta.logprobs:
+                yield chunk(
+                    [text_choice(index, delta.content, _logprobs(choice, delta.logprobs), None, None)]
+                )
+        finish = choice.derender
+        yield chunk([text_choice(index, "", None, finish.finish_reason, finish.stop_reason)])
+
     try:
-        for index, (choice, first, generation) in enumerate(zip(choices, firsts, outputs, strict=True)):
-            if choice.echo:
-                yield chunk([text_choice(index, choice.echo, None, None, None)])
-            async for delta in answer_steps(first, generation, choice.derender):
-                if delta.content or delta.logprobs:
-                    yield chunk(
-                        [text_choice(index, delta.content, _logprobs(choice, delta.logprobs), None, None)]
-                    )
-            finish = choice.derender
-            yield chunk([text_choice(index, "", None, finish.finish_reason, finish.stop_reason)])
+        async with aclosing(_merged([one(index) for index in range(len(choices))])) as merged:
+            async for event in merged:
+                yield event
         if include_usage:
             yield chunk([], usage=_usage(choices))
     except asyncio.CancelledError:
@@ -282,6 +289,41 @@ async def _stream(
         service.record(status)
         slot.release()
     yield SSE_DONE
+
+
+_ENDED = object()
+
+
+async def _merged(streams: list[AsyncGenerator[str, None]]) -> AsyncGenerator[str, None]:
+    """The streams' items as they come, each stream read by a task of its own; the first
+    failure raised here. Closed early, the tasks are cancelled and awaited, so no stream is
+    still running when its engine is closed."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(stream: AsyncGenerator[str, None]) -> None:
+        try:
+            async with aclosing(stream) as items:
+                async for item in items:
+                    await queue.put(item)
+            await queue.put(_ENDED)
+        except Exception as error:  # handed to the reader, which raises it
+            await queue.put(error)
+
+    tasks = [asyncio.create_task(pump(stream)) for stream in streams]
+    try:
+        running = len(tasks)
+        while running:
+            item = await queue.get()
+            if item is _ENDED:
+                running -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _logprobs(choice: _Choice, entries: list[dict] | None) -> dict | None:

@@ -197,6 +197,23 @@ def test_a_client_leaving_mid_stream_stops_every_prompts_generation(replaying):
     assert httpx.get(f"{server.url}/health").status_code == 200
 
 
+def test_the_prompts_stream_as_their_engines_give_them(replaying):
+    """As vLLM merges its prompts' generators: the second prompt's chunks come while the
+    first's are still coming, not after them."""
+    server, _ = replaying
+    slow = {"replay": {"token_ids": [9707] * 10, "chunk": 1, "interval": 0.03}}
+    body = {"model": REPLAY_MODEL, "prompt": ["a", "b"], "max_tokens": 20, "stream": True, **slow}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=30) as response:
+        data = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    indices = [choice["index"] for chunk in data[:-1] for choice in json.loads(chunk)["choices"]]
+    assert sorted(set(indices)) == [0, 1] and indices.index(1) < len(indices) - 1 - indices[::-1].index(0)
+    texts = {
+        i: "".join(c["text"] for d in data[:-1] for c in json.loads(d)["choices"] if c["index"] == i)
+        for i in (0, 1)
+    }
+    assert texts == {0: "Hello" * 10, 1: "Hello" * 10}
+
+
 class BreaksMidway(NothingToStart):
     """Answers a first piece of text, then fails: the 200 is out, so the failure is an event."""
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -51,6 +51,8 @@ from .model_routes import check_model, served_model
 from .responses import SSE_DONE, sse, text_choice, text_completion, usage
 from .schemas import AnswerFields
 from .validation import validated
+
+T = TypeVar("T")
 
 
 async def completion(service: Service, http: Request) -> Response:
@@ -93,7 +95,7 @@ async def _answer(service: Service, body: CompletionRenderRequest, http: Request
     if not body.stream:
         answers = await until_disconnect(
             http,
-            asyncio.gather(*(whole_answer(service, c.prepared, c.derender, timing) for c in choices)),
+            _all([whole_answer(service, c.prepared, c.derender, timing) for c in choices]),
             cancel,
         )
         service.record(200)
@@ -114,7 +116,7 @@ async def _answer(service: Service, body: CompletionRenderRequest, http: Request
     # Every prompt's first output before the 200: an engine that fails at once is an HTTP error.
     outputs = [service.engine.generate(choice.prepared) for choice in choices]
     try:
-        firsts = await until_disconnect(http, asyncio.gather(*map(first_output, outputs)), cancel)
+        firsts = await until_disconnect(http, _all([first_output(output) for output in outputs]), cancel)
     except BaseException:
         for generation in outputs:
             await close_shielded(generation)
@@ -128,6 +130,19 @@ async def _answer(service: Service, body: CompletionRenderRequest, http: Request
         media_type="text/event-stream",
         headers={"X-Request-Id": request_id},
     )
+
+
+async def _all(works: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Each work's result, run at once; on the first failure the others are cancelled and
+    awaited (none still runs in an engine's generator when it is closed)."""
+    tasks = [asyncio.ensure_future(work) for work in works]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _check_request(service: Service, body: CompletionRenderRequest) -> None:

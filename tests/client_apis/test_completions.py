@@ -10,6 +10,7 @@ after."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator
@@ -23,7 +24,7 @@ from vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
 from mmprep.api.app import create_app
 from mmprep.core.config import Settings
-from mmprep.engines.base import EngineError, EngineOutput, NothingToStart
+from mmprep.engines.base import EngineError, EngineHTTPError, EngineOutput, NothingToStart
 from mmprep.engines.prepared import PreparedRequest
 from mmprep.model import load_model_folder
 from mmprep.service import Service
@@ -220,6 +221,35 @@ class BreaksMidway(NothingToStart):
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         yield EngineOutput(text="Half an ")
         raise EngineError("the engine broke after its first output")
+
+
+class FailsOnBad(NothingToStart):
+    """Refuses the prompt "bad" at once; answers any other slowly."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
+        if request.completion == "bad":
+            raise EngineHTTPError("this engine refuses the prompt", 422, "refused", "prompt")
+        try:
+            await asyncio.sleep(0.5)
+            yield EngineOutput(text="fine")
+            yield EngineOutput(finish_reason="stop", prompt_tokens=1, completion_tokens=1)
+        finally:
+            self.closed += 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_one_prompt_refused_at_once_is_the_http_error_and_stops_the_others(stream):
+    engine = FailsOnBad()
+    with LiveServer(Settings(served_model_name=[MODEL]), engine=engine) as front:
+        body = {"model": MODEL, "prompt": ["good", "bad"], "stream": stream}
+        assert_error(
+            httpx.post(f"{front.url}/v1/completions", json=body, timeout=30), 422, "refused", "prompt"
+        )
+        assert engine.closed == 1  # the other prompt's generation stopped, not left running
+        assert httpx.get(f"{front.url}/health").status_code == 200
 
 
 def test_a_failure_mid_stream_is_an_error_event_then_done():

@@ -67,7 +67,57 @@ class VllmLike(Lifecycle):
         self.received: list[dict[str, Any]] = []  # per request: the body and what was decoded
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.chat)
+        self.app.post("/v1/completions")(self.completions)
         self.serve_lifecycle(self.app)
+
+    async def completions(self, request: Request) -> Response:
+        """OpenAI's /v1/completions: its answer an account of the prompt and the sampling
+        fields, in pieces of CHARS_PER_TOKEN characters, cut at max_tokens, streamed or whole."""
+        body = await request.json()
+        if body.get("model") != self.model:
+            error = {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}
+            return JSONResponse({"error": error}, status_code=404)
+        self.received.append({"body": body})
+        params = {
+            key: body.get(key) for key in ("temperature", "top_p", "seed", "stop", "max_tokens", "top_k")
+        }
+        answer = json.dumps({"prompt": body.get("prompt"), "params": params}, separators=(",", ":"))
+        pieces = [answer[i : i + CHARS_PER_TOKEN] for i in range(0, len(answer), CHARS_PER_TOKEN)]
+        finish = "stop"
+        if body.get("max_tokens") is not None and len(pieces) > body["max_tokens"]:
+            pieces, finish = pieces[: body["max_tokens"]], "length"
+        prompt = body.get("prompt")
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(pieces),
+            "total_tokens": prompt_tokens + len(pieces),
+        }
+        head = {
+            "id": "cmpl-upstream",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model,
+        }
+        if not body.get("stream"):
+            choice = {"index": 0, "text": "".join(pieces), "logprobs": None, "finish_reason": finish}
+            return JSONResponse({**head, "choices": [choice], "usage": usage})
+
+        async def events():
+            for number, piece in enumerate(pieces):
+                last = number == len(pieces) - 1
+                choice = {
+                    "index": 0,
+                    "text": piece,
+                    "logprobs": None,
+                    "finish_reason": finish if last else None,
+                }
+                yield "data: " + json.dumps({**head, "choices": [choice]}) + "\n\n"
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield "data: " + json.dumps({**head, "choices": [], "usage": usage}) + "\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     async def chat(self, request: Request) -> Response:
         body = await request.json()

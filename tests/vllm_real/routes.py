@@ -50,6 +50,7 @@ TOOLS = [
         },
     }
 ]
+RESPONSES_TOOL: dict[str, Any] = {"type": "function", **TOOLS[0]["function"]}  # type: ignore[dict-item]
 IMAGE = {"type": "image_url", "image_url": {"url": MEDIA_CASES["png"][1]}}
 IMAGE_BASE64 = MEDIA_CASES["png"][1].split(",", 1)[1]
 # Ids of Qwen's tokenizer: "Hello", " world", "<|im_end|>", "<|im_start|>".
@@ -352,6 +353,98 @@ def cases(model: str) -> dict[str, tuple[str, str, dict | None, dict]]:
             {"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]},
             {},
         ),
+        # /v1/responses/render (OpenAI's Responses API)
+        "responses-render": (
+            post,
+            "/v1/responses/render",
+            {"model": model, "input": "Hello there", "max_output_tokens": 20, "temperature": 0.5},
+            {"X-Request-Id": "r1"},  # not the render's id: vLLM takes the body's request_id alone
+        ),
+        "responses-render-items": (
+            post,
+            "/v1/responses/render",
+            {
+                "model": model,
+                "request_id": "resp_given",
+                "instructions": "Be brief.",
+                "input": [
+                    {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+                    {"role": "assistant", "content": "Hello!"},
+                    {"role": "user", "content": "How are you?"},
+                ],
+                "top_p": 0.9,
+                "top_k": 4,
+            },
+            {},
+        ),
+        "responses-render-image": (
+            post,
+            "/v1/responses/render",
+            {
+                "model": model,
+                "max_output_tokens": 20,
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "input_image", "image_url": MEDIA_CASES["png"][1]},
+                            {"type": "input_text", "text": "What is it?"},
+                        ],
+                    }
+                ],
+            },
+            {},
+        ),
+        "responses-render-tools": (
+            post,
+            "/v1/responses/render",
+            {
+                "model": model,
+                "max_output_tokens": 50,
+                "tools": [RESPONSES_TOOL],
+                "input": [
+                    {"role": "user", "content": "Weather in Paris?"},
+                    {
+                        "type": "function_call",
+                        "call_id": "call_1",
+                        "name": "get_weather",
+                        "arguments": '{"city": "Paris"}',
+                    },
+                    {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 21 C"},
+                ],
+            },
+            {},
+        ),
+        "responses-render-tool-choice-none": (
+            post,
+            "/v1/responses/render",
+            {
+                "model": model,
+                "tools": [RESPONSES_TOOL],
+                "tool_choice": "none",
+                "input": "Hi",
+            },
+            {},
+        ),
+        "responses-render-stream": (
+            post,
+            "/v1/responses/render",
+            {"model": model, "input": "Hi", "stream": True, "max_output_tokens": 8},
+            {},
+        ),
+        "responses-render-previous-response": (
+            post,
+            "/v1/responses/render",
+            {"model": model, "input": "Hi", "previous_response_id": "resp_0123"},
+            {},
+        ),
+        "responses-render-no-input": (post, "/v1/responses/render", {"model": model}, {}),
+        "responses-render-unknown-model": (
+            post,
+            "/v1/responses/render",
+            {"model": "nope", "input": "Hi"},
+            {},
+        ),
         # the chat render, text only (tests/vllm_real/test_vllm_goldens.py has the media)
         "chat-render": (
             post,
@@ -643,7 +736,7 @@ SAMPLING_KEYS = (
     "logprobs",
     "stop_token_ids",
 )
-RANDOM_ID = re.compile(r"^(cmpl|chatcmpl)-[0-9a-f]{16,32}((?:-\d+)?)$")
+RANDOM_ID = re.compile(r"^(cmpl-|chatcmpl-|resp_)[0-9a-f]{16,32}((?:-\d+)?)$")
 
 
 def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
@@ -766,7 +859,7 @@ def _generate_request(request: dict[str, Any]) -> dict[str, Any]:
     # temperature 1): the values the engine reads.
     sampling = {**VLLM_DEFAULTS, **request["sampling_params"]}
     return {
-        "request_id": RANDOM_ID.sub(r"\1-<random>\2", request["request_id"]),
+        "request_id": RANDOM_ID.sub(r"\1<random>\2", request["request_id"]),
         "token_ids": request["token_ids"],
         # the media's hashes and places (the tensors: test_vllm_goldens.py)
         "features": {key: request["features"][key] for key in ("mm_hashes", "mm_placeholders")}

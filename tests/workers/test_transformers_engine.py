@@ -385,6 +385,30 @@ def test_mmprep_serve_with_the_engine_class_answers_as_transformers(folder, refe
         check_answer(ask(server, folder, stream), expected_answer(folder, reference))
 
 
+def test_a_completion_is_transformers_greedy_continuation_of_the_prompt(folder, monkeypatch):
+    """/v1/completions with the engine class: a text prompt tokenized as it is (no chat
+    template) and its greedy continuation, transformers' own, whole and streamed; token ids
+    the same ids."""
+    monkeypatch.setenv(MODEL_VARIABLE, str(folder))
+    monkeypatch.setenv("MMPREP_TRANSFORMERS_DEVICE", "cpu")
+    model_folder = load_model_folder(str(folder))
+    ids = model_folder.encode("Once upon a time")
+    inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    tokens, logits = transformers_generate(folder, inputs, max_new_tokens=8)
+    expected = model_folder.tokenizer.decode(tokens, skip_special_tokens=True)
+    with LiveServer(Settings(model=folder, engine_class=ENGINE_CLASS)) as server:
+        client = openai_client(server)
+        whole = client.completions.create(
+            model=folder.name, prompt="Once upon a time", max_tokens=8, logprobs=1
+        )
+        chunks = list(client.completions.create(model=folder.name, prompt=[ids], max_tokens=8, stream=True))
+    (choice,) = whole.choices
+    assert (choice.text, choice.finish_reason, whole.usage.prompt_tokens) == (expected, "length", len(ids))
+    steps = [float(logits[step][token]) for step, token in enumerate(tokens)]
+    assert choice.logprobs.token_logprobs == pytest.approx(steps, abs=1e-5)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == expected
+
+
 def test_mmprep_serve_in_front_of_a_worker_answers_as_transformers(folder, reference, worker):
     """`mmprep serve --model FOLDER --engine workers --worker-url` in front of the worker."""
     with LiveServer(Settings(model=folder, engine="workers", worker_url=[worker.url])) as server:

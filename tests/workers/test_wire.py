@@ -211,6 +211,19 @@ def test_a_request_without_a_prompt_has_none_after_the_wire():
     request = prepared()
     request = PreparedRequest(request.request_id, request.model, request.messages, request.media)
     assert decode_request(body_bytes(request)).prompt is None
+    assert decode_request(body_bytes(request)).completion is None
+
+
+@pytest.mark.parametrize("completion", ["Once upon a time", (1, 2, 3)])
+def test_a_completions_prompt_survives_the_wire(completion):
+    """/v1/completions: the prompt as the client gave it, text or token ids."""
+    request = PreparedRequest("cmpl-1-0", "m", [], [], prompt=TokenPrompt((1, 2, 3)), completion=completion)
+    decoded = decode_request(body_bytes(request))
+    assert (decoded.completion, decoded.prompt, decoded.text()) == (
+        completion,
+        request.prompt,
+        request.text(),
+    )
 
 
 def test_outputs_and_errors_as_lines():

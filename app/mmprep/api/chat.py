@@ -16,7 +16,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Protocol
 
@@ -27,8 +27,8 @@ from starlette.requests import ClientDisconnect
 from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..core.logging import request_id_var
-from ..derender import Derenderer
-from ..engines.base import EngineError, EngineHTTPError, EngineOutput, check_fields, first_output
+from ..derender import Delta, Derenderer
+from ..engines.base import EngineHTTPError, EngineOutput, check_fields, first_output
 from ..engines.prepared import PreparedRequest
 from ..preprocess import Timing
 from ..service import Service, Slot
@@ -84,10 +84,30 @@ CHAT = ChatApi()
 
 
 async def chat_completion(service: Service, http: Request, api: ClientApi = CHAT) -> Response:
+    return await admitted(
+        service,
+        http,
+        api.chat_request,
+        lambda body, request_id, slot: _answer(service, body, http, request_id, slot, api),
+        api.error_body,
+    )
+
+
+async def admitted(
+    service: Service,
+    http: Request,
+    parse: Callable[[Any], Any],
+    answer: Callable[[Any, str, Slot], Awaitable[Response]],
+    error_body: Callable[[ServiceError], dict] = ServiceError.body,
+) -> Response:
+    """A client route's frame (chat's, the other client APIs', completions'): the body read
+    and typed (`parse`), an admission slot, the request id in the logs, then `answer`; a
+    refusal in the API's shape (`error_body`), a departed client a 499. The slot is freed
+    here unless a stream took it over."""
     try:
-        body = api.chat_request(await read_json_body(http))
+        body = parse(await read_json_body(http))
     except ServiceError as error:
-        return refuse(service, error, api.error_body)
+        return refuse(service, error, error_body)
     except ClientDisconnect:
         if http.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
             return Response(status_code=413)
@@ -95,15 +115,15 @@ async def chat_completion(service: Service, http: Request, api: ClientApi = CHAT
     try:
         slot = service.admit()
     except ServiceError as error:
-        return refuse(service, error, api.error_body)
+        return refuse(service, error, error_body)
     request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
     try:
-        return await _answer(service, body, http, request_id, slot, api)
+        return await answer(body, request_id, slot)
     except ClientGone:
         return client_gone(service)
     except Exception as error:  # a ServiceError is the client's answer; anything else a logged 500
-        return refuse(service, error, api.error_body)
+        return refuse(service, error, error_body)
     finally:
         if not slot.handed_over:
             slot.release()
@@ -117,7 +137,7 @@ async def _answer(
     if service.derendering.model is not None:
         extra = {name: value for name, value in extra.items() if name not in READ_WITH_MODEL}
     check_fields(service.engine, extra)
-    check_logprobs(service, body)
+    check_logprobs(service, bool(body.answer.logprobs))
     check_tool_choice(service, body)
     cancel = threading.Event()
     prepared, timing = await until_disconnect(
@@ -140,9 +160,9 @@ async def _answer(
     chunks = _stream(service, prepared, first, outputs, derender, builder, slot)
     events = api.events(chunks)
     slot.handed_over = True  # from here the stream owns the admission slot
-    return _ClosingStream(
+    return ClosingStream(
         events,
-        on_close=lambda: _end_stream(service, events, chunks, outputs, slot),
+        on_close=lambda: end_stream(service, slot, events, chunks, outputs),
         media_type="text/event-stream",
         headers=_headers(timing, request_id),
     )
@@ -184,15 +204,20 @@ def check_tool_choice(service: Service, body: ChatCompletionRequest) -> None:
         )
 
 
-def check_logprobs(service: Service, body: ChatCompletionRequest) -> None:
+def check_logprobs(service: Service, asked: bool, passed_on: bool = True) -> None:
     """logprobs need an engine that gives them (`gives_logprobs = True`). One that says it
     cannot, or a token engine that does not say (mmprep would have none to send), gets a
     400 naming the field, not an answer with empty lists. A text engine that does not say
-    is passed the field, as every other field it may read."""
-    if not body.answer.logprobs:
+    is passed the field, as every other field it may read, unless `passed_on` is false
+    (completions: mmprep writes their logprobs itself, from the token ids, with --model)."""
+    if not asked:
         return
     gives = getattr(service.engine, "gives_logprobs", None)
-    if gives is False or (gives is None and service.derendering.model is not None):
+    tokens = service.derendering.model is not None
+    refused = (
+        (gives is False or (gives is None and tokens)) if passed_on else (gives is not True or not tokens)
+    )
+    if refused:
         raise EngineHTTPError(
             "this model's engine does not give log-probabilities: ask without logprobs",
             400,
@@ -218,25 +243,47 @@ async def _complete(
     builder: CompletionBuilder,
     timing: Timing,
 ) -> dict:
-    answer, started = Answer(derender.reasoning, derender.logprobs), False
-    handed_over = time.perf_counter()
-    # closed early on a stop: closing its generator is how an engine is told to stop
-    async with aclosing(service.engine.generate(prepared)) as outputs:
-        async for output in outputs:
-            if not started:
-                timing.engine, started = time.perf_counter() - handed_over, True
-            answer.add(derender.feed(output))
-            if derender.stopped:
-                break
-    if not started:
-        raise EngineError("the engine ended without producing any output")
-    answer.add(derender.finish())
+    answer = await whole_answer(service, prepared, derender, timing)
     return builder.answer(
         answer,
         derender.finish_reason,
         derender.stop_reason,
         usage(derender.prompt_tokens, derender.completion_tokens),
     )
+
+
+async def whole_answer(
+    service: Service, prepared: PreparedRequest, derender: Derenderer, timing: Timing
+) -> Answer:
+    """The engine's whole answer for `prepared`, put together from its steps."""
+    answer = Answer(derender.reasoning, derender.logprobs)
+    handed_over = time.perf_counter()
+    # closed early on a stop: closing its generator is how an engine is told to stop
+    async with aclosing(service.engine.generate(prepared)) as outputs:
+        first = await first_output(outputs)
+        timing.engine = time.perf_counter() - handed_over
+        async for delta in answer_steps(first, outputs, derender):
+            answer.add(delta)
+    return answer
+
+
+async def answer_steps(
+    first: EngineOutput, outputs: AsyncIterator[EngineOutput], derender: Derenderer
+) -> AsyncIterator[Delta]:
+    """The answer's steps from the engine's outputs (`first` already read), each derendered;
+    on a stop the engine is closed at once; last, what the derenderer held back."""
+    output: EngineOutput | None = first
+    while output is not None:
+        delta = derender.feed(output)
+        if delta:
+            yield delta
+        if derender.stopped:
+            await close_shielded(outputs)  # the answer is over: the engine stops now
+            break
+        output = await anext(outputs, None)
+    rest = derender.finish()
+    if rest:
+        yield rest
 
 
 async def _stream(
@@ -255,16 +302,9 @@ async def _stream(
     status = 200
     try:
         yield builder.chunk({"role": "assistant", "content": ""})
-        output: EngineOutput | None = first
-        while output is not None:
-            for chunk in _chunks(derender.feed(output), builder):
+        async for delta in answer_steps(first, outputs, derender):
+            for chunk in builder.delta_chunks(delta):
                 yield chunk
-            if derender.stopped:
-                await close_shielded(outputs)  # the answer is over: the engine stops now
-                break
-            output = await anext(outputs, None)
-        for chunk in _chunks(derender.finish(), builder):
-            yield chunk
         yield builder.chunk({}, derender.finish_reason, stop_reason=derender.stop_reason)
         if builder.include_usage:
             yield builder.usage_chunk(usage(derender.prompt_tokens, derender.completion_tokens))
@@ -283,23 +323,17 @@ async def _stream(
         slot.release()
 
 
-def _chunks(delta, builder: CompletionBuilder) -> list[dict]:
-    if not delta:
-        return []
-    return builder.delta_chunks(delta)
-
-
-async def _end_stream(service: Service, events, chunks, outputs, slot: Slot) -> None:
+async def end_stream(service: Service, slot: Slot, *generators) -> None:
     """However the response ended, even before its first byte (the client gone as the
-    headers went out): the events and chunks generators and the engine are closed, the slot freed."""
-    await events.aclose()
-    await chunks.aclose()  # runs _stream's cleanup if it started
-    await close_shielded(outputs)
+    headers went out): the generators (the events, the chunks, the engine's outputs) closed
+    in that order, the slot freed."""
+    for generator in generators:
+        await close_shielded(generator)  # runs a started stream's cleanup
     if slot.release():  # still held: the stream never ran
         service.record(499)
 
 
-class _ClosingStream(StreamingResponse):
+class ClosingStream(StreamingResponse):
     """A StreamingResponse that always runs `on_close` when it ends, however it ends:
     Starlette runs nothing of the body if the client is gone before the first byte."""
 

@@ -90,17 +90,18 @@ class CompletionRenderRequest(BaseModel):
 async def render_completion(service: Service, document: Any, http: Request, cancel: threading.Event) -> list:
     request = validated(CompletionRenderRequest, document, "a completion request")
     check_model(service, request.model)
-    _check_refused(request)
+    check_refused(request)
     if request.n > 1:
         raise ServiceError("n > 1 is not supported: send one request per choice", "unsupported_n", "n")
     folder = load_model_folder(str(service.settings.model), service.settings.processor)
-    prompts = await asyncio.to_thread(_prompt_ids, folder, request)
+    prompts = await asyncio.to_thread(prompt_ids, folder, request)
     base = f"cmpl-{http.headers.get('x-request-id') or request.request_id or random_request_id()}"
     extra = request.model_extra or {}
     stream_options = request.stream_options.model_dump() if request.stream_options else None
     answers = []
     for index, ids in enumerate(prompts):
-        check_prompt_length(len(ids), service.settings.max_model_len, _where(prompts, index))
+        where = "prompt" if len(prompts) == 1 else f"prompt[{index}]"
+        check_prompt_length(len(ids), service.settings.max_model_len, where)
         prepared = PreparedRequest(
             request_id=base,
             model=request.model or service.settings.served_model_name[0],
@@ -110,6 +111,7 @@ async def render_completion(service: Service, document: Any, http: Request, canc
             stream=bool(request.stream),
             extra=extra,
             prompt=TokenPrompt(tuple(ids), ()),
+            completion=tuple(ids),
         )
         request_id = base if len(prompts) == 1 else f"{base}-{index}"
         body = completion_generate_request(prepared, service.generate_options, request_id, stream_options)
@@ -118,7 +120,7 @@ async def render_completion(service: Service, document: Any, http: Request, canc
     return answers
 
 
-def _check_refused(request: CompletionRenderRequest) -> None:
+def check_refused(request: CompletionRenderRequest) -> None:
     extra = request.model_extra or {}
     for name, message in _REFUSED.items():
         if extra.get(name) is not None:
@@ -129,33 +131,38 @@ def _check_refused(request: CompletionRenderRequest) -> None:
         )
 
 
-def _prompt_ids(folder: ModelFolder, request: CompletionRenderRequest) -> list[list[int]]:
-    """Each prompt's token ids, in order: vLLM's four forms (prompt_to_seq), none empty."""
+def prompt_forms(request: CompletionRenderRequest) -> list[str | list[int]]:
+    """Each prompt, in order: vLLM's four forms (prompt_to_seq), text or token ids."""
     prompt = request.prompt
     if prompt is None or prompt == "":
         raise ServiceError(_EMPTY, "invalid_request", "prompt")
     if isinstance(prompt, list) and not prompt:
         raise ServiceError("You must pass at least one prompt", "invalid_request", "prompt")
-    if isinstance(prompt, str):
-        prompts: list[str | list[int]] = [prompt]
-    elif isinstance(prompt, list) and all(_is_id(item) for item in prompt):
-        prompts = [prompt]
-    elif isinstance(prompt, list) and all(isinstance(item, str) for item in prompt):
-        prompts = list(prompt)
-    elif isinstance(prompt, list) and all(
-        isinstance(item, list) and all(map(_is_id, item)) for item in prompt
-    ):
-        prompts = list(prompt)
-    else:
-        raise ServiceError(
-            "prompt: a string, a list of strings, a list of token ids or a list of lists of token ids "
-            "(one form for all prompts)",
-            "invalid_request",
-            "prompt",
-        )
+    if isinstance(prompt, str) or (isinstance(prompt, list) and all(_is_id(item) for item in prompt)):
+        return [prompt]
+    if isinstance(prompt, list) and all(isinstance(item, str) or _is_id_list(item) for item in prompt):
+        if len({isinstance(item, str) for item in prompt}) == 1:
+            return list(prompt)
+    raise ServiceError(
+        "prompt: a string, a list of strings, a list of token ids or a list of lists of token ids "
+        "(one form for all prompts)",
+        "invalid_request",
+        "prompt",
+    )
+
+
+def prompt_param(request: CompletionRenderRequest, prompts: list, index: int) -> str:
+    """The field one of the prompts came in: the prompt itself, or one of its list."""
+    return "prompt" if prompts[index] is request.prompt else f"prompt[{index}]"
+
+
+def prompt_ids(folder: ModelFolder, request: CompletionRenderRequest) -> list[list[int]]:
+    """Each prompt's token ids, in order, none empty: text tokenized (the tokenizer's special
+    tokens added unless add_special_tokens is false), ids checked against the vocabulary."""
+    prompts = prompt_forms(request)
     out = []
     for index, item in enumerate(prompts):
-        where = "prompt" if item is prompt else f"prompt[{index}]"
+        where = prompt_param(request, prompts, index)
         ids = encode_prompt(folder, item, request.add_special_tokens) if isinstance(item, str) else item
         if not ids:
             raise ServiceError(_EMPTY, "invalid_request", where)
@@ -170,7 +177,3 @@ def _is_id(value: Any) -> bool:
 
 def _is_id_list(value: Any) -> bool:
     return isinstance(value, list) and all(map(_is_id, value))
-
-
-def _where(prompts: list, index: int) -> str:
-    return "prompt" if len(prompts) == 1 else f"prompt[{index}]"

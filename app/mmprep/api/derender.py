@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core.errors import ServiceError
-from ..derender import Delta, Derenderer, Derendering, OutputOptions
+from ..derender import Delta, Derenderer, OutputOptions
 from ..engines.base import EngineOutput
 from ..engines.prepared import SamplingParams
 from ..model import load_model_folder
@@ -31,7 +31,7 @@ from ..render.prompts import check_ids, decode_prompt
 from ..service import Service
 from ..vllm.response import BadAnswer, choice_outputs
 from .model_routes import check_model, served_model
-from .responses import Answer, usage
+from .responses import Answer, text_choice, text_completion, usage
 from .schemas import parse_chat_request
 from .validation import validated
 
@@ -213,22 +213,23 @@ async def derender_completion(service: Service, document: Any, http, cancel) -> 
             )
             rest = steps.derenderer.finish()
             choices.append(
-                {
-                    "index": len(choices),
-                    "text": text.content + rest.content,
-                    "logprobs": None,
-                    "finish_reason": steps.finish_reason(),
-                    "stop_reason": steps.stop_reason(choice.stop_reason),
-                }
+                text_choice(
+                    len(choices),
+                    text.content + rest.content,
+                    None,
+                    steps.finish_reason(),
+                    steps.stop_reason(choice.stop_reason),
+                )
             )
     first = request.generate_responses[0]
     return {
-        "id": first.request_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": served_model(service, request.model),
-        "choices": choices,
-        "usage": usage(prompt_total, _completion_tokens(request.generate_responses)),
+        **text_completion(
+            first.request_id,
+            served_model(service, request.model),
+            int(time.time()),
+            choices,
+            usage(prompt_total, _completion_tokens(request.generate_responses)),
+        ),
         "kv_transfer_params": first.kv_transfer_params,
     }
 
@@ -293,21 +294,22 @@ def _completion_chunk(service: Service, request: CompletionDerenderChunk) -> dic
     delta, state, choice, steps = _replayed(service, request, request.completion_request, chat=False)
     finish = steps.finish_reason() if choice and choice.finish_reason else None
     body = {
-        "id": request.generate_chunk.request_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": served_model(service, request.model),
-        "choices": []
-        if choice is None
-        else [
-            {
-                "index": choice.index,
-                "text": delta.content,
-                "logprobs": None,
-                "finish_reason": finish,
-                "stop_reason": steps.stop_reason(choice.stop_reason) if finish else None,
-            }
-        ],
+        **text_completion(
+            request.generate_chunk.request_id,
+            served_model(service, request.model),
+            int(time.time()),
+            []
+            if choice is None
+            else [
+                text_choice(
+                    choice.index,
+                    delta.content,
+                    None,
+                    finish,
+                    steps.stop_reason(choice.stop_reason) if finish else None,
+                )
+            ],
+        ),
         "usage": _chunk_usage(request),
     }
     return {"chunk": body, "stream_state": state.model_dump()}
@@ -399,11 +401,8 @@ class _Steps:
     ):
         sampling, options = _answer_options(service, given, chat)
         prompt_text = decode_prompt(_folder(service), prompt_ids) if prompt_ids else ""
-        if not chat:  # a completion's text is parsed by no reasoning or tool parser
-            plain = Derendering(service.derendering.model)
-            self.derenderer: Derenderer = plain.start(sampling, options, prompt_text, prompt_tokens)
-        else:
-            self.derenderer = service.derendering.start(sampling, options, prompt_text, prompt_tokens)
+        setup = service.derendering if chat else service.derendering.plain()
+        self.derenderer: Derenderer = setup.start(sampling, options, prompt_text, prompt_tokens)
 
     def feed(self, output: EngineOutput) -> Delta:
         return self.derenderer.feed(output)

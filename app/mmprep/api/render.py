@@ -30,16 +30,24 @@ async def render_chat_request(service: Service, http: Request) -> Response:
 
 
 async def render_chat_document(
-    service: Service, document: Any, http: Request, cancel: threading.Event
+    service: Service,
+    document: Any,
+    http: Request,
+    cancel: threading.Event,
+    changes: dict[str, Any] | None = None,
+    check_tools: bool = True,
 ) -> Response:
-    """A chat request's JSON (the client's, or one made of another API's: messages_render.py)
-    rendered into the GenerateRequest."""
+    """A chat request's JSON (the client's, or one made of another API's: messages_render.py,
+    responses_render.py) rendered into the GenerateRequest, `changes` made to its fields.
+    `check_tools`: the tool choice checked as vLLM's chat render checks it (its Responses
+    render does not)."""
     body = parse_chat_request(document)
     service.check_request(body.model, body.n)
-    _check_auto_tool_choice(service, body)
+    if check_tools:
+        _check_auto_tool_choice(service, body)
     request_id = _request_id(http, body.model_extra or {})
     prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
-    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options)
+    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options, changes)
     return Response(b"".join(pieces), media_type="application/json")
 
 

@@ -1,4 +1,5 @@
-"""Engine outputs to OpenAI objects: chat.completion, chat.completion.chunk, SSE lines.
+"""Engine outputs to OpenAI objects: chat.completion, chat.completion.chunk, text_completion,
+SSE lines.
 
 The answer's parts (app/mmprep/derender's Deltas) as OpenAI puts them: content, the reasoning
 as vLLM 0.33 names it (`reasoning`) and as DeepSeek and older vLLM did
@@ -30,6 +31,33 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+
+
+def text_choice(index: int, text: str, logprobs: dict | None, finish_reason: str | None, stop_reason) -> dict:
+    """A choice of a text_completion (OpenAI's legacy completions, vLLM's stop_reason beside)."""
+    return {
+        "index": index,
+        "text": text,
+        "logprobs": logprobs,
+        "finish_reason": finish_reason,
+        "stop_reason": stop_reason,
+    }
+
+
+def text_completion(
+    request_id: str, model: str, created: int, choices: list, usage_: dict | None = None
+) -> dict:
+    """A text_completion, whole or one streamed chunk of it (no usage: a chunk's)."""
+    body = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }
+    if usage_ is not None:
+        body["usage"] = usage_
+    return body
 
 
 class CompletionBuilder:

@@ -114,12 +114,16 @@ class ResponsesApi:
     # -- the request -----------------------------------------------------------------
 
     def chat_request(self, document: Any) -> ChatCompletionRequest:
+        return parse_chat_request(self.chat_document_of(document))
+
+    def chat_document_of(self, document: Any) -> dict[str, Any]:
+        """The JSON body as the chat request's JSON (what /v1/responses/render renders too)."""
         try:
             request = ResponsesRequest.model_validate(body_object(document, "a responses request"))
         except ValidationError as error:
             raise invalid(error) from None
         self.request = request
-        return parse_chat_request(self.chat_document(request))
+        return self.chat_document(request)
 
     def chat_document(self, request: ResponsesRequest) -> dict[str, Any]:
         extra = {name: value for name, value in (request.model_extra or {}).items() if name not in DROPPED}

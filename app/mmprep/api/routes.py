@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from .. import __version__
 from ..service import Service
 from .chat import chat_completion
+from .completions import completion
 from .completions_render import render_completion
 from .derender import derender_chat, derender_completion
 from .messages import MessagesApi
@@ -18,6 +19,7 @@ from .model_routes import answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
 from .responses_api import ResponsesApi
+from .responses_render import render_responses
 from .tokenize import detokenize, tokenize
 
 router = APIRouter()
@@ -33,6 +35,12 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 @router.post("/v1/chat/completions")
 async def chat_completions(service: ServiceDep, request: Request) -> Response:
     return await chat_completion(service, request)
+
+
+@router.post("/v1/completions")
+async def completions(service: ServiceDep, request: Request) -> Response:
+    """OpenAI's legacy completions API, as vLLM serves it: prompts without a chat template."""
+    return await completion(service, request)
 
 
 @router.post("/v1/messages")
@@ -66,6 +74,14 @@ async def render_messages_request(service: ServiceDep, request: Request) -> Resp
     """vLLM's Messages render: an Anthropic Messages request's GenerateRequest (needs --model)."""
     return await answer_with_model(
         service, request, lambda body, http, cancel: render_messages(service, body, http, cancel)
+    )
+
+
+@router.post("/v1/responses/render")
+async def render_responses_request(service: ServiceDep, request: Request) -> Response:
+    """vLLM's Responses render: an OpenAI Responses request's GenerateRequest (needs --model)."""
+    return await answer_with_model(
+        service, request, lambda body, http, cancel: render_responses(service, body, http, cancel)
     )
 
 

@@ -73,6 +73,11 @@ class Derendering:
     ) -> Derenderer:
         return Derenderer(self, sampling, options or OutputOptions(), prompt_text, prompt_tokens)
 
+    def plain(self) -> Derendering:
+        """This setup without its parsers: a completion's text is parsed by no reasoning or
+        tool-call parser (vLLM's completions parse none)."""
+        return Derendering(self.model)
+
     def parses_tools(self, options: OutputOptions) -> bool:
         """vLLM's rule: calls are parsed with --enable-auto-tool-choice, when the request
         has tools and did not say tool_choice "none"."""

@@ -120,9 +120,18 @@ class PreparedRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     # With --model: the rendered prompt's token ids (media expanded); None otherwise.
     prompt: TokenPrompt | None = None
+    # /v1/completions: the prompt as the client gave it (text, or token ids), with no chat
+    # template and no messages; None for a chat. A token engine reads `prompt` (its ids) as
+    # for a chat; an engine that forwards requests sends it as a completion.
+    completion: str | tuple[int, ...] | None = None
 
     def text(self) -> str:
-        """All text parts in order, media shown as <image_i> / <video_i>."""
+        """All text parts in order, media shown as <image_i> / <video_i>; a completion's
+        prompt (its ids' text with --model)."""
+        if self.completion is not None:
+            if isinstance(self.completion, str):
+                return self.completion
+            return self.prompt.text if self.prompt is not None else ""
         pieces = []
         for message in self.messages:
             content = message.get("content")

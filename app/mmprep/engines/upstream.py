@@ -9,7 +9,8 @@ Images go as JPEG data URLs too: only mmprep ever reaches the network. JPEG (qua
 is lossy, and vLLM processes the frames again: for the processor's tensors as they are,
 and token ids, use --engine vllm-generate (app/mmprep/vllm).
 
-The client's choice of streaming is the upstream's; usage and finish reasons are the
+A completion (/v1/completions) goes to the upstream's /v1/completions, its prompt as the
+client gave it. The client's choice of streaming is the upstream's; usage and finish reasons are the
 upstream's; an upstream error keeps its status and message.
 """
 
@@ -150,16 +151,39 @@ class OpenAIUpstreamEngine(UpstreamClient):
         super().__init__(
             url.rstrip("/") + "/chat/completions", api_key, connect_timeout, read_timeout, url, probe_interval
         )
+        self._completions = url.rstrip("/") + "/completions"
         self._model = model
 
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
-        body = await asyncio.to_thread(self.upstream_request, request)  # JPEG encoding, off the loop
+        if request.completion is not None:
+            endpoint, body = self._completions, self.completion_request(request)
+        else:  # JPEG encoding, off the loop
+            endpoint, body = self._endpoint, await asyncio.to_thread(self.upstream_request, request)
         with transport_errors():
             if request.stream:
-                async for output in self._stream(body):
+                async for output in self._stream(endpoint, body):
                     yield output
             else:
-                yield await self._complete(body)
+                yield await self._complete(endpoint, body)
+
+    def completion_request(self, request: PreparedRequest) -> dict[str, Any]:
+        """A completion's request as the upstream's /v1/completions gets it: the prompt as the
+        client gave it (text, or token ids), the sampling fields, the client's other fields."""
+        prompt = request.completion
+        body: dict[str, Any] = {
+            **request.extra,
+            "model": self._model,
+            "prompt": list(prompt) if isinstance(prompt, tuple) else prompt,
+            "stream": request.stream,
+            **_sampling_fields(request.sampling),
+        }
+        sampling = request.sampling
+        tokens = {"top_k": sampling.top_k, "stop_token_ids": list(sampling.stop_token_ids) or None}
+        tokens |= {"ignore_eos": sampling.ignore_eos or None, "min_tokens": sampling.min_tokens or None}
+        body |= {key: value for key, value in tokens.items() if value is not None}
+        if request.stream:
+            body["stream_options"] = {"include_usage": True}  # usage comes from the upstream
+        return body
 
     def upstream_request(self, request: PreparedRequest) -> dict[str, Any]:
         """The chat request the upstream gets: media as data URLs, vLLM's video metadata."""
@@ -180,8 +204,8 @@ class OpenAIUpstreamEngine(UpstreamClient):
             body["mm_processor_kwargs"] = request.mm_processor_kwargs
         return body
 
-    async def _complete(self, body: dict) -> EngineOutput:
-        response = await self._http.post(self._endpoint, json=body)
+    async def _complete(self, endpoint: str, body: dict) -> EngineOutput:
+        response = await self._http.post(endpoint, json=body)
         if response.status_code != 200:
             raise upstream_error(response.status_code, response.content)
         try:
@@ -189,7 +213,7 @@ class OpenAIUpstreamEngine(UpstreamClient):
             choice = answer["choices"][0]
             usage = answer.get("usage") or {}
             return EngineOutput(
-                text=choice["message"].get("content") or "",
+                text=_text(choice, "message"),
                 finish_reason=choice.get("finish_reason") or "stop",
                 prompt_tokens=usage.get("prompt_tokens"),
                 completion_tokens=usage.get("completion_tokens"),
@@ -197,14 +221,14 @@ class OpenAIUpstreamEngine(UpstreamClient):
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise bad_answer(response.text) from error
 
-    async def _stream(self, body: dict) -> AsyncIterator[EngineOutput]:
+    async def _stream(self, endpoint: str, body: dict) -> AsyncIterator[EngineOutput]:
         finish: FinishReason | None = None
         usage: dict[str, Any] = {}
-        async with self._http.stream("POST", self._endpoint, json=body) as response:
+        async with self._http.stream("POST", endpoint, json=body) as response:
             async for chunk in sse_chunks(response):
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content")
+                    text = _text(choice, "delta")
                     if text:
                         yield EngineOutput(text=text)
                     finish = choice.get("finish_reason") or finish
@@ -213,6 +237,13 @@ class OpenAIUpstreamEngine(UpstreamClient):
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
         )
+
+
+def _text(choice: dict, part: str) -> str:
+    """A choice's text: a completion's `text`, else a chat's message (or delta) content."""
+    if "text" in choice:
+        return choice["text"] or ""
+    return (choice[part] if part == "message" else choice.get(part) or {}).get("content") or ""
 
 
 # -- the request ----------------------------------------------------------------------

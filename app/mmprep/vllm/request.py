@@ -72,10 +72,13 @@ def generate_options(settings: Settings) -> GenerateOptions:
     )
 
 
-def generate_request_body(request: PreparedRequest, options: GenerateOptions) -> list[bytes]:
-    """generate_request as JSON bytes, in pieces to send one after another. The encoded
-    items (nearly all of it) are never made str nor scanned by json: each stands in the
-    document as a placeholder string while it is dumped, then is put in its place."""
+def generate_request_body(
+    request: PreparedRequest, options: GenerateOptions, changes: dict[str, Any] | None = None
+) -> list[bytes]:
+    """generate_request (with `changes` made to its fields) as JSON bytes, in pieces to send
+    one after another. The encoded items (nearly all of it) are never made str nor scanned by
+    json: each stands in the document as a placeholder string while it is dumped, then is put
+    in its place."""
     items: list[list[bytes]] = []
     nonce = uuid.uuid4().hex
 
@@ -83,7 +86,8 @@ def generate_request_body(request: PreparedRequest, options: GenerateOptions) ->
         items.append(encode_item_pieces(item))
         return f"{nonce}:{len(items) - 1}"
 
-    text = json.dumps(generate_request(request, options, encode=placeholder), separators=(",", ":"))
+    body = {**generate_request(request, options, encode=placeholder), **(changes or {})}
+    text = json.dumps(body, separators=(",", ":"))
     pieces: list[bytes] = []
     for index, part in enumerate(text.split(f'"{nonce}:')):
         if index:
@@ -100,6 +104,7 @@ def generate_request(
     `encode`: how each item is written (serde.encode_item)."""
     prompt = _token_prompt(request)
     extra = request.extra
+    chat = request.completion is None
     return {
         "request_id": vllm_request_id(request.request_id),
         "token_ids": list(prompt.token_ids),
@@ -116,12 +121,12 @@ def generate_request(
         ),
         "model": options.served_model,
         # vLLM's resolve_reasoning_ended without a reasoning parser: a request that hides the
-        # reasoning has it ended from the first token
-        "reasoning_ended": True if extra.get("include_reasoning") is False else None,
+        # reasoning has it ended from the first token (a completion's has none)
+        "reasoning_ended": True if extra.get("include_reasoning") is False and chat else None,
         "reasoning_parser_kwargs": None,
         "return_token_ids": None,
         "output_mode": "tokens",
-        "parse_context": parse_context(request),
+        "parse_context": parse_context(request) if chat else None,
         "stream": request.stream,
         # Usage comes in a last chunk; mmprep reports it.
         "stream_options": {"include_usage": True, "continuous_usage_stats": False}
@@ -141,19 +146,14 @@ def completion_generate_request(
     as vLLM's render_completion_request writes it: its own id ("cmpl-..."), the client's
     stream_options when streamed, and none of a chat's parse context."""
     body = generate_request(request, options)
-    body.update(
-        request_id=request_id,
-        reasoning_ended=None,
-        parse_context=None,
-        stream_options=stream_options if request.stream else None,
-    )
+    body.update(request_id=request_id, stream_options=stream_options if request.stream else None)
     return body
 
 
 def vllm_request_id(request_id: str) -> str:
     """GenerateRequest.request_id as vLLM's render writes it: "chatcmpl-" and the client's
     X-Request-Id (or the request's own id), which mmprep's ids already start with."""
-    return request_id if request_id.startswith("chatcmpl-") else f"chatcmpl-{request_id}"
+    return request_id if request_id.startswith(("chatcmpl-", "cmpl-")) else f"chatcmpl-{request_id}"
 
 
 def random_request_id() -> str:

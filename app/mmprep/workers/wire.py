@@ -4,9 +4,10 @@ The request is one safetensors file (the Hugging Face tensor format: 8 bytes of 
 length, a JSON header, then the raw tensor bytes). Each distinct media tensor is one
 tensor (with a vision processor, each of its tensors too: `media_0.pixel_values_videos`,
 `media_0.video_grid_thw`); the messages, sampling parameters, per-item metadata and, with
---model, the token prompt (its ids, placeholders and text) are JSON strings in the header's
-`__metadata__`, as safetensors asks. The answer is newline-delimited JSON: one EngineOutput
-per line (text, or a token-out engine's token ids and their logprobs), or one error line.
+--model, the token prompt (its ids, placeholders and text), and a completion's prompt as
+given, are JSON strings in the header's `__metadata__`, as safetensors asks. The answer is
+newline-delimited JSON: one EngineOutput per line (text, or a token-out engine's token ids
+and their logprobs), or one error line.
 
 Copies. The sender never builds the body: it sends the header, then memoryviews of the
 frames themselves, a megabyte at a time. The receiver reads the body into one buffer and
@@ -97,6 +98,9 @@ def encode_request(request: PreparedRequest) -> TensorRequestBody:
         "mm_processor_kwargs": json.dumps(request.mm_processor_kwargs),
         "extra": json.dumps(request.extra),
         "prompt": json.dumps(_prompt_fields(request.prompt)),
+        "completion": json.dumps(
+            list(request.completion) if isinstance(request.completion, tuple) else request.completion
+        ),
     }
     header = json.dumps({"__metadata__": metadata, **tensors.entries}, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)  # safetensors pads the header so the data starts 8-aligned
@@ -158,6 +162,7 @@ def decode_request(body: bytes | bytearray | memoryview) -> PreparedRequest:
             mm_processor_kwargs=json.loads(metadata.get("mm_processor_kwargs", "null")),
             extra=json.loads(metadata.get("extra", "{}")),
             prompt=_prompt(json.loads(metadata.get("prompt", "null"))),
+            completion=_completion(json.loads(metadata.get("completion", "null"))),
         )
     except WireError:
         raise
@@ -204,6 +209,15 @@ def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
 def _sampling(fields: dict) -> SamplingParams:
     tuples = {key: tuple(fields[key]) for key in ("stop", "stop_token_ids") if key in fields}
     return SamplingParams(**{**fields, **tuples})
+
+
+def _completion(value: Any) -> str | tuple[int, ...] | None:
+    """A completion's prompt (/v1/completions): its text, or its token ids."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise WireError("completion must be a string, a list of token ids or null")
 
 
 def _prompt_fields(prompt: TokenPrompt | None) -> dict[str, Any] | None:

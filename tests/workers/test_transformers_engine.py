@@ -21,9 +21,11 @@ import io
 import logging
 import warnings
 
+import anthropic
 import av
 import numpy as np
 import pytest
+from PIL import Image
 
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
@@ -407,6 +409,49 @@ def test_a_completion_is_transformers_greedy_continuation_of_the_prompt(folder, 
     steps = [float(logits[step][token]) for step, token in enumerate(tokens)]
     assert choice.logprobs.token_logprobs == pytest.approx(steps, abs=1e-5)
     assert "".join(c.choices[0].text for c in chunks if c.choices) == expected
+
+
+def test_the_messages_and_responses_apis_answer_as_transformers(folder, monkeypatch):
+    """/v1/messages (the official anthropic client) and /v1/responses (openai's), whole and
+    streamed, with an image and a question: the answer is transformers' greedy text for the
+    same chat, as the chat route's is. 224 x 224 PNG: never resized, so the pixels are equal."""
+    monkeypatch.setenv(MODEL_VARIABLE, str(folder))
+    monkeypatch.setenv("MMPREP_TRANSFORMERS_DEVICE", "cpu")
+    pixels = np.random.default_rng(2).integers(0, 256, (224, 224, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    png = base64.b64encode(buffer.getvalue()).decode()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        processor = transformers.AutoProcessor.from_pretrained(folder)
+        text = processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}],
+            add_generation_prompt=True,
+        )
+        inputs = processor(text=[text], images=[pixels], return_tensors="pt")
+    tokens, _ = transformers_generate(folder, inputs)
+    expected = load_model_folder(str(folder)).tokenizer.decode(tokens, skip_special_tokens=True)
+
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    messages = [{"role": "user", "content": [block, {"type": "text", "text": QUESTION}]}]
+    parts = [
+        {"type": "input_image", "image_url": f"data:image/png;base64,{png}"},
+        {"type": "input_text", "text": QUESTION},
+    ]
+    request = {"model": folder.name, "input": [{"role": "user", "content": parts}]}
+    with LiveServer(Settings(model=folder, engine_class=ENGINE_CLASS)) as server:
+        claude = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+        message = claude.messages.create(model=folder.name, max_tokens=NEW_TOKENS, messages=messages)
+        with claude.messages.stream(model=folder.name, max_tokens=NEW_TOKENS, messages=messages) as stream:
+            streamed_message = stream.get_final_message()
+        response = openai_client(server).responses.create(**request, max_output_tokens=NEW_TOKENS)
+        events = list(
+            openai_client(server).responses.create(**request, max_output_tokens=NEW_TOKENS, stream=True)
+        )
+    assert (message.content[0].text, message.stop_reason) == (expected, "max_tokens")
+    assert streamed_message.content[0].text == expected
+    assert (response.output_text, response.incomplete_details.reason) == (expected, "max_output_tokens")
+    assert events[-1].type == "response.incomplete" and events[-1].response.output_text == expected
 
 
 def test_mmprep_serve_in_front_of_a_worker_answers_as_transformers(folder, reference, worker):

@@ -9,6 +9,8 @@ normalized by the processor). For a PNG, a VP9 and an H.264 clip, sampled alike 
 - mmprep's /v1/chat/completions/render answers what vLLM's render routes answer: token ids,
   placeholders and the kwargs tensors' dtype, shape and bytes (decoded with app/mmprep/vllm/serde.py);
   the mm_hashes in a test of their own (issue 31, point 2);
+- a /v1/completions prompt, as text or ids, through mmprep's vllm-generate gets vLLM's own
+  /v1/completions ids and text (issue 28);
 - vLLM's own render -> its own /inference/v1/generate gives its chat's ids (point 5: whether a
   Qwen3-VL video may go through generate as its render writes it).
 
@@ -23,11 +25,13 @@ these servers answered, without vLLM.
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from real_vllm import (
     FAMILIES,
     MEDIA_CASES,
     MODES,
+    NEW_TOKENS,
     RENDER_VENV,
     RecordingProxy,
     chat_body,
@@ -152,6 +156,25 @@ def test_mm_hashes_are_vllms(request, setup, case):
         render(setup["mmprep"], body)["features"]["mm_hashes"]
         == render(setup["vllm"], body)["features"]["mm_hashes"]
     )
+
+
+@pytest.mark.parametrize("form", ["text", "ids"])
+def test_a_completion_through_mmprep_is_vllms_own(setup, form):
+    """/v1/completions (issue 28), a prompt as text or as token ids: its greedy continuation
+    through mmprep's vllm-generate is vLLM's own /v1/completions', id for id and in text."""
+    model, text = str(setup["folder"]), "Once upon a time, in a video of a cat,"
+    tokenized = httpx.post(f"{setup['vllm']}/tokenize", json={"model": model, "prompt": text}, timeout=60)
+    prompt = text if form == "text" else tokenized.json()["tokens"]
+    body = {"model": model, "prompt": prompt, "max_tokens": NEW_TOKENS, "temperature": 0}
+    theirs = httpx.post(
+        f"{setup['vllm']}/v1/completions", json={**body, "return_token_ids": True}, timeout=600
+    )
+    ours = httpx.post(f"{setup['mmprep']}/v1/completions", json=body, timeout=600)
+    assert theirs.status_code == ours.status_code == 200, (theirs.text, ours.text)
+    sent, answer = setup["proxy"].exchanges[-1]
+    assert sent["token_ids"] == tokenized.json()["tokens"]
+    assert answer["choices"][0]["token_ids"] == theirs.json()["choices"][0]["token_ids"]
+    assert ours.json()["choices"][0]["text"] == theirs.json()["choices"][0]["text"]
 
 
 @pytest.mark.parametrize("case", CASES)

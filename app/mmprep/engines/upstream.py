@@ -32,6 +32,7 @@ from PIL import Image
 from ..core.errors import read_error_body
 from .base import EngineHTTPError, EngineOutput, FinishReason
 from .prepared import MediaItem, PreparedRequest, SamplingParams
+from .probing import ProbedPool
 
 JPEG_QUALITY = 90
 log = logging.getLogger("mmprep.engines")
@@ -40,15 +41,14 @@ log = logging.getLogger("mmprep.engines")
 PROBE_INTERVAL = 2.0  # seconds between health probes of the upstream (--worker-probe-interval's default)
 
 
-class UpstreamClient:
+class UpstreamClient(ProbedPool):
     """What an engine that forwards requests to a model server keeps: one endpoint, one
     connection pool (made at start, closed at stop), the bearer token and the timeouts.
 
     Readiness is the upstream's: `GET <root>/health` (vLLM's: 200, or 503 while its engine is
-    dead) at start and every `probe_interval` seconds in the background, so /ready reads a
-    cached answer and never makes a request of its own. A server without /health (404) is
-    probed at `GET <url>/models`, the OpenAI API's, instead. An upstream down at start is
-    logged, not fatal: it may come up later."""
+    dead) at start and every `probe_interval` seconds in the background (ProbedPool). A
+    server without /health (404) is probed at `GET <url>/models`, the OpenAI API's, instead.
+    An upstream down at start is logged, not fatal: it may come up later."""
 
     def __init__(
         self,
@@ -59,36 +59,16 @@ class UpstreamClient:
         base_url: str = "",
         probe_interval: float = PROBE_INTERVAL,
     ):
+        super().__init__(probe_interval, connect_timeout)
         self._endpoint = endpoint
         self._base_url = base_url.rstrip("/")  # --upstream-url: the probes' root
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._probe_timeout = httpx.Timeout(connect_timeout)
-        self._probe_interval = probe_interval
         self._probe_path = "/health"
-        self._client: httpx.AsyncClient | None = None
-        self._prober: asyncio.Task | None = None
         self.healthy = False
 
     async def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
-        reason = await self._probe()
-        if reason is not None:
-            log.warning(
-                "the upstream model server is not healthy at start (%s): /ready answers 503 until it is",
-                reason,
-                extra={"upstream": self._base_url},
-            )
-        else:
-            await self.reached()
-        self._prober = asyncio.create_task(self._probe_forever())
-
-    async def stop(self) -> None:
-        if self._prober is not None:
-            self._prober.cancel()
-            await asyncio.gather(self._prober, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        await self._start(httpx.AsyncClient(timeout=self._timeout, headers=self._headers))
 
     def ready(self) -> bool:
         return self._client is not None and self.healthy
@@ -96,18 +76,22 @@ class UpstreamClient:
     async def reached(self) -> None:
         """Called when a probe finds the upstream up after it was not (at start, or later)."""
 
-    async def _probe_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._probe_interval)
-            was = self.healthy
-            reason = await self._probe()
-            if reason is None and not was:
-                log.info("the upstream model server is reachable", extra={"upstream": self._base_url})
-                await self.reached()
-            elif reason is not None and was:
-                log.warning(
-                    "the upstream model server is unhealthy: %s", reason, extra={"upstream": self._base_url}
-                )
+    async def probe(self, first: bool = False) -> None:
+        was = self.healthy
+        reason = await self._probe()
+        if reason is None and not was:
+            log.info("the upstream model server is reachable", extra={"upstream": self._base_url})
+            await self.reached()
+        elif reason is not None and first:
+            log.warning(
+                "the upstream model server is not healthy at start (%s): /ready answers 503 until it is",
+                reason,
+                extra={"upstream": self._base_url},
+            )
+        elif reason is not None and was:
+            log.warning(
+                "the upstream model server is unhealthy: %s", reason, extra={"upstream": self._base_url}
+            )
 
     async def _probe(self) -> str | None:
         """One probe: sets `healthy`; returns None, or why the upstream is not healthy."""
@@ -129,13 +113,6 @@ class UpstreamClient:
         except httpx.HTTPError as error:
             return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         return None if response.status_code == 200 else str(response.status_code)
-
-    @property
-    def _http(self) -> httpx.AsyncClient:
-        """The connection pool, which start() makes."""
-        if self._client is None:
-            raise RuntimeError(f"{type(self).__name__} was not started: start() makes its connection pool")
-        return self._client
 
 
 class OpenAIUpstreamEngine(UpstreamClient):

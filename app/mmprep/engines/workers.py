@@ -27,6 +27,7 @@ from ..core.errors import read_error_body
 from ..workers.wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
 from .base import EngineHTTPError, EngineOutput
 from .prepared import PreparedRequest
+from .probing import ProbedPool
 
 log = logging.getLogger("mmprep.workers")
 
@@ -54,7 +55,7 @@ class Worker:
         self.healthy = healthy
 
 
-class RemoteWorkersEngine:
+class RemoteWorkersEngine(ProbedPool):
     # Whether logprobs can be given is the workers' engines' to say: a worker refuses them
     # when its engine cannot (server.check_logprobs), so the frontend passes the field on.
     gives_logprobs = True
@@ -68,39 +69,20 @@ class RemoteWorkersEngine:
     ):
         if not urls:
             raise ValueError("RemoteWorkersEngine needs at least one worker URL")
+        super().__init__(probe_interval, connect_timeout)
         self.workers = [Worker(url.rstrip("/")) for url in urls]
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._probe_timeout = httpx.Timeout(connect_timeout)
-        self._probe_interval = probe_interval
         self._picks = 0
-        self._client: httpx.AsyncClient | None = None
-        self._prober: asyncio.Task | None = None
 
     async def start(self) -> None:
         # Workers are the operator's own machines: no proxy from the environment applies.
         # Connections are not capped (the service caps requests in flight); an idle one is
         # closed after 5 s, before the worker would close it (see cli.WORKER_KEEP_ALIVE_SECONDS).
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=32, keepalive_expiry=5.0)
-        self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits, trust_env=False)
-        await self._probe_all()
-        self._prober = asyncio.create_task(self._probe_forever())
-
-    async def stop(self) -> None:
-        if self._prober is not None:
-            self._prober.cancel()
-            await asyncio.gather(self._prober, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        await self._start(httpx.AsyncClient(timeout=self._timeout, limits=limits, trust_env=False))
 
     def ready(self) -> bool:
         return any(worker.healthy for worker in self.workers)
-
-    @property
-    def _http(self) -> httpx.AsyncClient:
-        """The connection pool, which start() makes."""
-        if self._client is None:
-            raise RuntimeError("RemoteWorkersEngine was not started: its connection pool is made by start()")
-        return self._client
 
     async def generate(self, request: PreparedRequest) -> AsyncGenerator[EngineOutput, None]:
         body = encode_request(request)
@@ -166,15 +148,7 @@ class RemoteWorkersEngine:
         finally:
             worker.in_flight -= 1
 
-    async def _probe_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._probe_interval)
-            try:
-                await self._probe_all()
-            except Exception:  # keep probing: a dead prober would never bring a worker back
-                log.exception("health probe round failed")
-
-    async def _probe_all(self) -> None:
+    async def probe(self, first: bool = False) -> None:
         await asyncio.gather(*(self._probe(worker) for worker in self.workers))
 
     async def _probe(self, worker: Worker) -> None:

@@ -22,6 +22,8 @@ from .json_body import read_json_body
 # The work of one request: its parsed body, the HTTP request (headers), a cancel event for
 # work in threads -> the answer (JSON-able, or a Response of its own).
 Work = Callable[[Any, Request, threading.Event], Awaitable[Any]]
+# A route's handler: the same, given the Service first.
+ModelHandler = Callable[[Service, Any, Request, threading.Event], Awaitable[Any]]
 
 
 async def answer_with_model(service: Service, http: Request, work: Work) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -15,7 +16,7 @@ from .completions_render import render_completion
 from .derender import derender_chat, derender_completion
 from .messages import MessagesApi
 from .messages_render import render_messages
-from .model_routes import answer_with_model
+from .model_routes import ModelHandler, answer_with_model
 from .preview import page, preview_post
 from .render import render_chat_request
 from .responses_api import ResponsesApi
@@ -61,59 +62,45 @@ async def render_chat_completion(service: ServiceDep, request: Request) -> Respo
     return await render_chat_request(service, request)
 
 
-@router.post("/v1/completions/render")
-async def render_completion_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's completion render: a GenerateRequest per prompt (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: render_completion(service, body, http, cancel)
-    )
+# vLLM's render-server routes beside the chat render: each its handler (service, body, the
+# HTTP request, the cancel event) under answer_with_model's frame (needs --model).
+MODEL_ROUTES = {
+    "/v1/completions/render": (render_completion, "vLLM's completion render: a GenerateRequest per prompt."),
+    "/v1/messages/render": (
+        render_messages,
+        "vLLM's Messages render: an Anthropic request's GenerateRequest.",
+    ),
+    "/v1/responses/render": (
+        render_responses,
+        "vLLM's Responses render: an OpenAI request's GenerateRequest.",
+    ),
+    "/v1/chat/completions/derender": (
+        derender_chat,
+        "vLLM's chat derender: generate's ids as the chat answer.",
+    ),
+    "/v1/completions/derender": (
+        derender_completion,
+        "vLLM's completion derender: generate's ids as completions.",
+    ),
+    "/tokenize": (tokenize, "vLLM's /tokenize: a prompt's or a conversation's token ids."),
+    "/detokenize": (detokenize, "vLLM's /detokenize: token ids' text."),
+}
 
 
-@router.post("/v1/messages/render")
-async def render_messages_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's Messages render: an Anthropic Messages request's GenerateRequest (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: render_messages(service, body, http, cancel)
-    )
+def _model_route(handler: ModelHandler):
+    async def route(service: ServiceDep, request: Request) -> Response:
+        return await answer_with_model(service, request, partial(handler, service))
+
+    return route
 
 
-@router.post("/v1/responses/render")
-async def render_responses_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's Responses render: an OpenAI Responses request's GenerateRequest (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: render_responses(service, body, http, cancel)
-    )
-
-
-@router.post("/v1/chat/completions/derender")
-async def derender_chat_completion(service: ServiceDep, request: Request) -> Response:
-    """vLLM's chat derender: a generate answer's ids as the chat completion (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: derender_chat(service, body, http, cancel)
-    )
-
-
-@router.post("/v1/completions/derender")
-async def derender_completion_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's completion derender: generate answers' ids as the completion (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: derender_completion(service, body, http, cancel)
-    )
-
-
-@router.post("/tokenize")
-async def tokenize_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's /tokenize: a prompt's or a conversation's token ids (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: tokenize(service, body, http, cancel)
-    )
-
-
-@router.post("/detokenize")
-async def detokenize_request(service: ServiceDep, request: Request) -> Response:
-    """vLLM's /detokenize: token ids' text (needs --model)."""
-    return await answer_with_model(
-        service, request, lambda body, http, cancel: detokenize(service, body, http, cancel)
+for path, (handler, summary) in MODEL_ROUTES.items():
+    router.add_api_route(
+        path,
+        _model_route(handler),
+        methods=["POST"],
+        name=handler.__name__,
+        description=summary + " Needs --model.",
     )
 
 

@@ -93,9 +93,11 @@ async def chat_completion(service: Service, http: Request, api: ClientApi = CHAT
             return Response(status_code=413)
         return client_gone(service)
     try:
-        slot = service.admit()
+        slot = await service.admit(http)
     except ServiceError as error:
         return refuse(service, error, api.error_body)
+    except ClientGone:  # it left while queued
+        return client_gone(service)
     request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
     try:

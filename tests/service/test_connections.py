@@ -5,6 +5,7 @@ connection, too many connections, and requests past the admission limit."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -162,22 +163,130 @@ def test_a_reader_that_keeps_reading_is_not_cut_off():
         reader.close()
 
 
-def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset():
-    engine = EndlessEngine()
+class GatedEngine(NothingToStart):
+    """Answers "done" once `gate` is open: the requests it holds stay in flight until then."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    async def generate(self, request):
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        yield EngineOutput(text="done")
+
+
+def _post(url: str, client: httpx.Client | None = None, tag: str = "") -> httpx.Response:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": tag or "hi"}]}
+    if client is not None:
+        return client.post(f"{url}/v1/chat/completions", json=body)
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=DEADLINE_S)
+
+
+def _queued(served: Served, count: int) -> bool:
+    return served.metric("mmprep_requests_queued") == count
+
+
+def _queue(served: Served, count: int, answers: list) -> list[threading.Thread]:
+    """`count` requests sent one after another, each queued before the next is sent."""
+
+    def send(tag: str) -> None:
+        answers.append((tag, _post(served.url, tag=tag)))
+
+    threads = []
+    for i in range(count):
+        thread = threading.Thread(target=send, args=(f"queued {i}",))
+        thread.start()
+        threads.append(thread)
+        wait_for(functools.partial(_queued, served, i + 1), f"request {i} to queue")
+    return threads
+
+
+def test_requests_past_the_admission_limit_wait_and_are_served_in_arrival_order():
+    engine = GatedEngine()
     with Served(engine, max_concurrent_requests=1) as served:
-        holder = connect(served.port)
-        holder.sendall(chat_request())
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        answers: list = []
+        threads = _queue(served, 4, answers)
+        engine.gate.set()  # each answers at once now, one at a time: the order they finish in is admission's
+        for thread in [holder, *threads]:
+            thread.join(DEADLINE_S)
+        assert [tag for tag, _ in answers] == [f"queued {i}" for i in range(4)]
+        assert all(response.status_code == 200 for _, response in answers)
+        assert served.metric("mmprep_requests_queued") == 0
+
+
+def test_past_the_queue_bound_a_request_gets_503_queue_full_naming_it_and_counted():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queued_requests=1) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        answers: list = []
+        threads = _queue(served, 1, answers)
         with httpx.Client(timeout=DEADLINE_S) as client:
-            for _ in range(3):  # on one kept-alive connection: a 503 does not close it
-                response = client.post(
-                    f"{served.url}/v1/chat/completions",
-                    json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
-                )
+            for _ in range(2):  # on one kept-alive connection: a 503 does not close it
+                response = _post(served.url, client)
                 assert response.status_code == 503
                 assert response.headers["retry-after"] == "1"
-                assert response.json()["error"]["code"] == "overloaded"
-        holder.close()
+                error = response.json()["error"]
+                assert error["code"] == "queue_full"
+                assert "--max-queued-requests 1" in error["message"]
+            metrics = client.get(f"{served.url}/metrics").text
+        assert 'mmprep_admission_refused_total{reason="queue_full"} 2.0' in metrics
+        engine.gate.set()
+        for thread in [holder, *threads]:
+            thread.join(DEADLINE_S)
+        assert answers[0][1].status_code == 200  # the queued one was served
+
+
+def test_a_request_that_waits_past_the_queue_wait_gets_503_queue_timeout():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queue_wait=0.3) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        started = time.monotonic()
+        response = _post(served.url)
+        assert 0.3 <= time.monotonic() - started < 5
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "queue_timeout"
+        assert "--max-queue-wait" in response.json()["error"]["message"]
+        assert served.metric("mmprep_admission_refused_total", reason="queue_timeout") == 1
+        assert served.metric("mmprep_requests_queued") == 0
+        engine.gate.set()
+        holder.join(DEADLINE_S)
+
+
+def test_a_queued_client_that_leaves_leaves_the_queue():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        leaver = connect(served.port)
+        leaver.sendall(chat_request(stream=False))
+        wait_for(lambda: served.metric("mmprep_requests_queued") == 1, "the request to queue")
+        leaver.close()
+        wait_for(lambda: served.metric("mmprep_requests_queued") == 0, "the queue to let it go")
+        engine.gate.set()
+        holder.join(DEADLINE_S)
+        assert served.metric("mmprep_requests_in_flight") == 0
+
+
+def test_with_no_queue_a_request_past_the_limit_is_refused_at_once():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queued_requests=0) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        response = _post(served.url)
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "queue_full"
+        engine.gate.set()
+        holder.join(DEADLINE_S)
 
 
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():

@@ -34,6 +34,7 @@ from ..preprocess import Timing
 from ..service import Service, Slot
 from ..vllm.request import random_request_id
 from .body_limit import BODY_REFUSED
+from .connections import REQUEST_ID
 from .errors import client_gone, refuse
 from .json_body import read_json_body
 from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
@@ -100,6 +101,7 @@ async def chat_completion(service: Service, http: Request, api: ClientApi = CHAT
         return client_gone(service)
     request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
+    http.scope[REQUEST_ID] = request_id  # for the connection's own log lines (a cut-off reader's)
     try:
         return await _answer(service, body, http, request_id, slot, api)
     except ClientGone:

@@ -125,6 +125,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         reader = connect(served.port, receive_buffer=4096)
         reader.sendall(chat_request())  # and never reads a byte
         wait_for(lambda: served.closed("write_timeout") == 1, "the slow reader to be cut off")
+        assert_told_the_stream_is_over(reader)
         wait_for(engine.stopped.is_set, "the engine's work to stop")
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
         # What the request held is freed (the collector run for the cycles a cancelled task leaves).
@@ -160,6 +161,37 @@ def test_a_reader_that_keeps_reading_is_not_cut_off():
         assert b"data: [DONE]" in data[-64:]
         assert time.monotonic() - start > 1.0  # longer than the write timeout, twice over
         assert served.closed("write_timeout") == 0
+        reader.close()
+
+
+def assert_told_the_stream_is_over(sock: socket.socket) -> None:
+    """The client, reading again, meets a reset at once (not megabytes more and then a
+    silent wait on a dead stream)."""
+    sock.settimeout(2)
+    received = 0
+    with pytest.raises(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    assert received < 1024**2, f"{received} bytes more came after the cut"
+
+
+@pytest.mark.slow  # 5 s: a reader at 2 KiB/s for two and a half write timeouts
+def test_a_slow_but_steady_reader_is_kept_past_the_write_timeout():
+    """2 KiB/s, far slower than the server writes: the send buffer stays full for longer
+    than the write timeout, but the client accepts bytes all along, so it is never cut off."""
+    with Served(EndlessEngine(), write_timeout=2.0, send_buffer_bytes=16 * 1024) as served:
+        # A small receive buffer: its TCP acknowledges what it reads in steps of 2 KiB, a
+        # second apart (with loopback's default buffers a step is a 64 KiB segment: docs/deployment.md).
+        reader = connect(served.port, receive_buffer=2048)
+        reader.sendall(chat_request())
+        start, received = time.monotonic(), 0
+        while time.monotonic() - start < 5.0:
+            chunk = reader.recv(512)
+            assert chunk, "the server closed the stream"
+            received += len(chunk)
+            time.sleep(0.25)  # 512 B per quarter second: 2 KiB/s
+        assert served.closed("write_timeout") == 0
+        assert 6 * 1024 <= received <= 14 * 1024
         reader.close()
 
 

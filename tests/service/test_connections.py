@@ -321,6 +321,23 @@ def test_with_no_queue_a_request_past_the_limit_is_refused_at_once():
         holder.join(DEADLINE_S)
 
 
+def test_a_kept_alive_connection_lets_go_of_its_last_request():
+    """uvicorn keeps a finished request's scope and cycle (what the app hung on them: exit
+    stacks, closures) until the connection's next request; mmprep drops them at the
+    response's end, so thousands of idle kept-alive connections hold no request's leftovers."""
+    with Served() as served, httpx.Client(timeout=DEADLINE_S) as client:
+        for stream in (False, True):
+            response = client.post(
+                f"{served.url}/v1/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream},
+            )
+            assert response.status_code == 200
+            connections = list(served.server.server_state.connections)
+            assert len(connections) == 1  # the one kept-alive connection
+            wait_for(lambda: connections[0].cycle is None, "the finished request to be let go")
+            assert connections[0].scope is None
+
+
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():
     with Served(max_connections=2, header_timeout=0.3) as served:
         idle = [connect(served.port), connect(served.port)]

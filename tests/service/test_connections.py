@@ -321,6 +321,10 @@ def test_with_no_queue_a_request_past_the_limit_is_refused_at_once():
         holder.join(DEADLINE_S)
 
 
+def _let_go(connection) -> bool:
+    return connection.cycle is None and connection.scope is None
+
+
 def test_a_kept_alive_connection_lets_go_of_its_last_request():
     """uvicorn keeps a finished request's scope and cycle (what the app hung on them: exit
     stacks, closures) until the connection's next request; mmprep drops them at the
@@ -332,10 +336,8 @@ def test_a_kept_alive_connection_lets_go_of_its_last_request():
                 json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream},
             )
             assert response.status_code == 200
-            connections = list(served.server.server_state.connections)
-            assert len(connections) == 1  # the one kept-alive connection
-            wait_for(lambda: connections[0].cycle is None, "the finished request to be let go")
-            assert connections[0].scope is None
+            (connection,) = served.server.server_state.connections  # the one kept-alive connection
+            wait_for(functools.partial(_let_go, connection), "the finished request to be let go")
 
 
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():

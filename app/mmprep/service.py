@@ -14,7 +14,9 @@ from functools import cached_property
 
 from mmprep.processors import load_processor
 
+from .core.admission import Admission
 from .core.config import Settings
+from .core.disconnect import Connection, until_disconnect
 from .core.errors import ServiceError
 from .core.imports import import_by_path
 from .core.memory import ReleaseWhenIdle
@@ -55,8 +57,14 @@ class Service:
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
-        self._in_flight = 0
         self._memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
+        self._admission = Admission(
+            settings.max_concurrent_requests,
+            settings.max_queued_requests,
+            settings.max_queue_wait,
+            self.metrics,
+            on_idle=self._memory.idle,
+        )
 
     @property
     def preprocessor(self):
@@ -81,20 +89,20 @@ class Service:
 
     # -- admission and accounting ----------------------------------------------------
 
-    def admit(self) -> Slot:
-        """A place among the requests in flight; a 503 ServiceError when there is none."""
-        limit = self.settings.max_concurrent_requests
-        if self._in_flight >= limit:
-            raise Overloaded(f"the server is at its limit of {limit} requests in flight; retry shortly")
-        self._in_flight += 1
-        self.metrics.in_flight.set(self._in_flight)
+    async def admit(self, http: Connection | None = None) -> Slot:
+        """A place among the requests in flight, at once or after a wait in the queue
+        (app/mmprep/core/admission.py); a 503 ServiceError naming the bound when there is none.
+        A client that leaves while queued (`http` disconnected) raises ClientGone."""
+        if not self._admission.try_enter():
+            waiting = self._admission.wait()
+            await (until_disconnect(http, waiting) if http is not None else waiting)
         self._memory.busy()
         return Slot(self)
 
     @property
     def in_flight(self) -> int:
         """The requests admitted and not yet answered (vLLM's /load)."""
-        return self._in_flight
+        return self._admission.in_flight
 
     def check_request(self, model: str, choices: int) -> None:
         """The model is one served here, and one choice is asked for."""
@@ -117,16 +125,7 @@ class Service:
             log.info("refused", extra={"status": status, "code": code, "param": param})
 
     def _release(self) -> None:
-        self._in_flight -= 1
-        self.metrics.in_flight.set(self._in_flight)
-        if self._in_flight == 0:
-            self._memory.idle()
-
-
-class Overloaded(ServiceError):
-    status = 503
-    code = "overloaded"
-    headers: dict[str, str] | None = {"Retry-After": "1"}
+        self._admission.release()
 
 
 class Slot:

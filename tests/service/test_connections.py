@@ -5,6 +5,7 @@ connection, too many connections, and requests past the admission limit."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -124,6 +125,7 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_slot_and_memory_given_ba
         reader = connect(served.port, receive_buffer=4096)
         reader.sendall(chat_request())  # and never reads a byte
         wait_for(lambda: served.closed("write_timeout") == 1, "the slow reader to be cut off")
+        assert_told_the_stream_is_over(reader)
         wait_for(engine.stopped.is_set, "the engine's work to stop")
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
         # What the request held is freed (the collector run for the cycles a cancelled task leaves).
@@ -162,22 +164,183 @@ def test_a_reader_that_keeps_reading_is_not_cut_off():
         reader.close()
 
 
-def test_requests_past_the_admission_limit_get_503_with_retry_after_not_a_reset():
-    engine = EndlessEngine()
+def assert_told_the_stream_is_over(sock: socket.socket) -> None:
+    """The client, reading again, meets a reset at once (not megabytes more and then a
+    silent wait on a dead stream)."""
+    sock.settimeout(2)
+    received = 0
+    with pytest.raises(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    assert received < 1024**2, f"{received} bytes more came after the cut"
+
+
+@pytest.mark.slow  # 5 s: a reader at 2 KiB/s for two and a half write timeouts
+def test_a_slow_but_steady_reader_is_kept_past_the_write_timeout():
+    """2 KiB/s, far slower than the server writes: the send buffer stays full for longer
+    than the write timeout, but the client accepts bytes all along, so it is never cut off."""
+    with Served(EndlessEngine(), write_timeout=2.0, send_buffer_bytes=16 * 1024) as served:
+        # A small receive buffer: its TCP acknowledges what it reads in steps of 2 KiB, a
+        # second apart (with loopback's default buffers a step is a 64 KiB segment: docs/deployment.md).
+        reader = connect(served.port, receive_buffer=2048)
+        reader.sendall(chat_request())
+        start, received = time.monotonic(), 0
+        while time.monotonic() - start < 5.0:
+            chunk = reader.recv(512)
+            assert chunk, "the server closed the stream"
+            received += len(chunk)
+            time.sleep(0.25)  # 512 B per quarter second: 2 KiB/s
+        assert served.closed("write_timeout") == 0
+        assert 6 * 1024 <= received <= 14 * 1024
+        reader.close()
+
+
+class GatedEngine(NothingToStart):
+    """Answers "done" once `gate` is open: the requests it holds stay in flight until then."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.admitted: list[str] = []  # each request's text, in the order the engine got them
+
+    async def generate(self, request):
+        self.admitted.append(request.text())
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        yield EngineOutput(text="done")
+
+
+def _post(url: str, client: httpx.Client | None = None, tag: str = "") -> httpx.Response:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": tag or "hi"}]}
+    if client is not None:
+        return client.post(f"{url}/v1/chat/completions", json=body)
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=DEADLINE_S)
+
+
+def _queued(served: Served, count: int) -> bool:
+    return served.metric("mmprep_requests_queued") == count
+
+
+def _queue(served: Served, count: int, answers: list) -> list[threading.Thread]:
+    """`count` requests sent one after another, each queued before the next is sent."""
+
+    def send(tag: str) -> None:
+        answers.append((tag, _post(served.url, tag=tag)))
+
+    threads = []
+    for i in range(count):
+        thread = threading.Thread(target=send, args=(f"queued {i}",))
+        thread.start()
+        threads.append(thread)
+        wait_for(functools.partial(_queued, served, i + 1), f"request {i} to queue")
+    return threads
+
+
+def test_requests_past_the_admission_limit_wait_and_are_served_in_arrival_order():
+    engine = GatedEngine()
     with Served(engine, max_concurrent_requests=1) as served:
-        holder = connect(served.port)
-        holder.sendall(chat_request())
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
         wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        answers: list = []
+        threads = _queue(served, 4, answers)
+        engine.gate.set()  # each answers at once now, one at a time, in the order admission gives places
+        for thread in [holder, *threads]:
+            thread.join(DEADLINE_S)
+        # the engine's order, not the clients' (a client thread may read its answer late)
+        assert engine.admitted == ["hi"] + [f"queued {i}" for i in range(4)]
+        assert all(response.status_code == 200 for _, response in answers)
+        assert served.metric("mmprep_requests_queued") == 0
+
+
+def test_past_the_queue_bound_a_request_gets_503_queue_full_naming_it_and_counted():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queued_requests=1) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        answers: list = []
+        threads = _queue(served, 1, answers)
         with httpx.Client(timeout=DEADLINE_S) as client:
-            for _ in range(3):  # on one kept-alive connection: a 503 does not close it
-                response = client.post(
-                    f"{served.url}/v1/chat/completions",
-                    json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
-                )
+            for _ in range(2):  # on one kept-alive connection: a 503 does not close it
+                response = _post(served.url, client)
                 assert response.status_code == 503
                 assert response.headers["retry-after"] == "1"
-                assert response.json()["error"]["code"] == "overloaded"
-        holder.close()
+                error = response.json()["error"]
+                assert error["code"] == "queue_full"
+                assert "--max-queued-requests 1" in error["message"]
+            metrics = client.get(f"{served.url}/metrics").text
+        assert 'mmprep_admission_refused_total{reason="queue_full"} 2.0' in metrics
+        engine.gate.set()
+        for thread in [holder, *threads]:
+            thread.join(DEADLINE_S)
+        assert answers[0][1].status_code == 200  # the queued one was served
+
+
+def test_a_request_that_waits_past_the_queue_wait_gets_503_queue_timeout():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queue_wait=0.3) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        started = time.monotonic()
+        response = _post(served.url)
+        assert 0.3 <= time.monotonic() - started < 5
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "queue_timeout"
+        assert "--max-queue-wait" in response.json()["error"]["message"]
+        assert served.metric("mmprep_admission_refused_total", reason="queue_timeout") == 1
+        assert served.metric("mmprep_requests_queued") == 0
+        engine.gate.set()
+        holder.join(DEADLINE_S)
+
+
+def test_a_queued_client_that_leaves_leaves_the_queue():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        leaver = connect(served.port)
+        leaver.sendall(chat_request(stream=False))
+        wait_for(lambda: served.metric("mmprep_requests_queued") == 1, "the request to queue")
+        leaver.close()
+        wait_for(lambda: served.metric("mmprep_requests_queued") == 0, "the queue to let it go")
+        engine.gate.set()
+        holder.join(DEADLINE_S)
+        assert served.metric("mmprep_requests_in_flight") == 0
+
+
+def test_with_no_queue_a_request_past_the_limit_is_refused_at_once():
+    engine = GatedEngine()
+    with Served(engine, max_concurrent_requests=1, max_queued_requests=0) as served:
+        holder = threading.Thread(target=_post, args=(served.url,))
+        holder.start()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        response = _post(served.url)
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "queue_full"
+        engine.gate.set()
+        holder.join(DEADLINE_S)
+
+
+def _let_go(connection) -> bool:
+    return connection.cycle is None and connection.scope is None
+
+
+def test_a_kept_alive_connection_lets_go_of_its_last_request():
+    """uvicorn keeps a finished request's scope and cycle (what the app hung on them: exit
+    stacks, closures) until the connection's next request; mmprep drops them at the
+    response's end, so thousands of idle kept-alive connections hold no request's leftovers."""
+    with Served() as served, httpx.Client(timeout=DEADLINE_S) as client:
+        for stream in (False, True):
+            response = client.post(
+                f"{served.url}/v1/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream},
+            )
+            assert response.status_code == 200
+            (connection,) = served.server.server_state.connections  # the one kept-alive connection
+            wait_for(functools.partial(_let_go, connection), "the finished request to be let go")
 
 
 def test_connections_past_the_limit_are_refused_with_503_and_closed_cleanly():

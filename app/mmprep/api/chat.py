@@ -34,6 +34,7 @@ from ..preprocess import Timing
 from ..service import Service, Slot
 from ..vllm.request import random_request_id
 from .body_limit import BODY_REFUSED
+from .connections import REQUEST_ID
 from .errors import client_gone, refuse
 from .json_body import read_json_body
 from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
@@ -113,11 +114,14 @@ async def admitted(
             return Response(status_code=413)
         return client_gone(service)
     try:
-        slot = service.admit()
+        slot = await service.admit(http)
     except ServiceError as error:
         return refuse(service, error, error_body)
+    except ClientGone:  # it left while queued
+        return client_gone(service)
     request_id = _request_id(http.headers.get("x-request-id"))
     request_id_var.set(request_id)
+    http.scope[REQUEST_ID] = request_id  # for the connection's own log lines (a cut-off reader's)
     try:
         return await answer(body, request_id, slot)
     except ClientGone:

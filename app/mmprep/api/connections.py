@@ -10,8 +10,9 @@ needs and uvicorn lacks:
   --header-timeout of its first byte, else 408 and close (uvicorn restarts its keep-alive
   timer on every byte, so a head sent a byte at a time held the connection for good);
 - slow readers: a response's unsent bytes are held up to --send-buffer-bytes (beyond it
-  the stream waits); a client that lets it stay full for --write-timeout is cut off: the
-  connection is aborted, the app sees the client gone (its engine work stops, its
+  the stream waits); a client whose TCP acknowledges no byte of it for --write-timeout
+  (bytes it accepted, not a drain of the buffer: a slow but steady reader is kept) is cut
+  off: the connection is reset, the app sees the client gone (its engine work stops, its
   admission slot and memory are given back), a log line and /metrics say so;
 - too many connections: past --max-connections open, a connection's request is answered
   503 with Retry-After and the connection closed, at once, never reset.
@@ -26,6 +27,8 @@ import functools
 import json
 import logging
 import resource
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +43,10 @@ log = logging.getLogger("mmprep.connections")
 REFUSAL_BODY_DRAIN_BYTES = (
     1024**2
 )  # read this much of a refused request, so the close after the 503 is not a reset
+REQUEST_ID = "mmprep.request_id"  # the scope key where a route leaves the id it gave its request
+WRITE_CHECKS_PER_TIMEOUT = 4  # how often a full buffer's client is looked at, per write timeout
+TIMER_SLACK_S = 0.001  # a timer may fire a hair early
+TCP_INFO_BYTES_ACKED = 120  # offset of tcpi_bytes_acked (u64) in Linux's struct tcp_info
 FDS_BESIDES_CONNECTIONS = (
     256  # files the process needs besides its connections: logs, media, decoders, workers
 )
@@ -85,6 +92,8 @@ class GuardedH11Protocol(H11Protocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        self._acked: int | None = None  # bytes the client had acknowledged at the last check
+        self._progress_at = 0.0  # when that count last grew (or the buffer filled)
 
     # -- open and close ------------------------------------------------------------------
 
@@ -143,7 +152,15 @@ class GuardedH11Protocol(H11Protocol):
         if self._header_timer is not None:  # a pipelined head, started early: its clock starts now
             self._header_timer.cancel()
             self._header_timer = None
+        finished = self.cycle
         super().on_response_complete()
+        if self.cycle is finished:  # no pipelined request started in its place
+            # uvicorn keeps the last request's scope and cycle until the next request: on a
+            # kept-alive connection that is what the app hung on the scope (exit stacks,
+            # closures, the route's state), 10 dicts and 10 functions a connection, held
+            # for as long as the client keeps it: 2048 idle connections held 30 MiB.
+            # The app's task holds its own references while it finishes.
+            self.cycle = self.scope = None  # type: ignore[assignment]
 
     def _header_timed_out(self) -> None:
         self._header_timer = None
@@ -193,7 +210,7 @@ class GuardedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._write_timer is None:
-            self._write_timer = self.loop.call_later(self._limits.write_timeout, self._cut_slow_reader)
+            self._arm_write_timer()
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -201,20 +218,47 @@ class GuardedH11Protocol(H11Protocol):
             self._write_timer.cancel()
             self._write_timer = None
 
-    def _cut_slow_reader(self) -> None:
+    def _arm_write_timer(self) -> None:
+        """The buffer is full: from now, a client that accepts no byte for the write timeout
+        is cut off. What it accepted is what its TCP acknowledged, looked at every quarter of
+        the timeout (where the kernel does not say, the timeout runs once, to the cut)."""
+        self._acked, self._progress_at = bytes_acked(self.transport), self.loop.time()
+        self._write_timer = self.loop.call_later(self._write_check_interval(), self._write_check)
+
+    def _write_check_interval(self) -> float:
+        timeout = self._limits.write_timeout
+        return timeout if self._acked is None else timeout / WRITE_CHECKS_PER_TIMEOUT
+
+    def _write_check(self) -> None:
         self._write_timer = None
+        acked, now = bytes_acked(self.transport), self.loop.time()
+        if acked is not None and self._acked is not None and acked > self._acked:
+            self._acked, self._progress_at = acked, now  # it read some: a slow reader, not a stalled one
+        if now - self._progress_at >= self._limits.write_timeout - TIMER_SLACK_S:
+            self._cut_slow_reader()
+            return
+        self._write_timer = self.loop.call_later(self._write_check_interval(), self._write_check)
+
+    def _cut_slow_reader(self) -> None:
         headers = dict(self.scope["headers"]) if self.scope else {}
         log.warning(
             "client stopped reading; connection cut off after the write timeout",
             extra={
                 "client": _address(self.client),
                 "path": self.scope["path"] if self.scope else None,
-                "request_id": headers.get(b"x-request-id", b"").decode(errors="replace") or None,
+                "request_id": self.scope.get(REQUEST_ID)
+                if self.scope
+                else headers.get(b"x-request-id", b"").decode(errors="replace") or None,
                 "unsent_bytes": self.transport.get_write_buffer_size(),
                 "write_timeout_s": self._limits.write_timeout,
             },
         )
         self._close("write_timeout")
+        # A reset, not a FIN after the kernel's unsent megabytes: the client learns at once
+        # that the stream is over (a close would leave it waiting on a dead one).
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         # abort, not close: close waits for the buffer to drain, which this client will never let happen.
         # The app then sees the client gone (http.disconnect) and stops its work.
         self.transport.abort()
@@ -239,6 +283,22 @@ class GuardedH11Protocol(H11Protocol):
         headers += [(name.lower().encode(), value.encode()) for name, value in (error.headers or {}).items()]
         await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def bytes_acked(transport: asyncio.BaseTransport) -> int | None:
+    """The bytes of this connection the client's TCP has acknowledged (Linux's
+    tcpi_bytes_acked), which grows only as the client's application reads; None where the
+    kernel does not say (not Linux, not TCP)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "TCP_INFO"):
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES_ACKED + 8)
+    except OSError:  # not TCP (a Unix socket)
+        return None
+    if len(info) < TCP_INFO_BYTES_ACKED + 8:  # a kernel older than 4.1
+        return None
+    return struct.unpack_from("Q", info, TCP_INFO_BYTES_ACKED)[0]
 
 
 def _address(client: tuple[str, int] | None) -> str | None:

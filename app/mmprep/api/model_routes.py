@@ -39,12 +39,14 @@ async def answer_with_model(service: Service, http: Request, work: Work) -> Resp
         )
     try:
         document = await read_json_body(http)
-        slot = service.admit()
+        slot = await service.admit(http)
     except ServiceError as error:
         return refuse(service, error)
     except ClientDisconnect:
         if http.scope.get(BODY_REFUSED):  # the body limit cut it off, and answered 413
             return Response(status_code=413)
+        return client_gone(service)
+    except ClientGone:  # it left while queued
         return client_gone(service)
     try:
         cancel = threading.Event()

@@ -119,12 +119,14 @@ async def preview_post(service: Service, http: Request) -> Response:
         return refuse(service, _disabled())
     try:
         form = _parse_form(await read_json_body(http))
-        slot = service.admit()
+        slot = await service.admit(http)
     except ServiceError as error:
         return refuse(service, error)
     except ClientDisconnect:
         if http.scope.get(BODY_REFUSED):  # the body limit cut it off, answered and counted the 413
             return Response(status_code=413)
+        return client_gone(service)
+    except ClientGone:  # it left while queued
         return client_gone(service)
     cancel = threading.Event()
     try:

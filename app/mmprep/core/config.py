@@ -82,8 +82,20 @@ class ServerSettings(SettingsGroup):
         "RAY_ADDRESS names)",
     )
 
+    # -- admission (app/mmprep/core/admission.py) -------------------------------------------------
     max_concurrent_requests: int = Field(
-        64, ge=1, description="requests in flight; more get 503 with Retry-After"
+        2048, ge=1, description="requests in flight; more wait in the queue, first come first served"
+    )
+    max_queued_requests: int = Field(
+        2048,
+        ge=0,
+        description="requests waiting for a place in flight; past it 503 queue_full with Retry-After "
+        "(0: no queue, refuse at once)",
+    )
+    max_queue_wait: float = Field(
+        60.0,
+        gt=0,
+        description="seconds a request may wait in the queue; then 503 queue_timeout with Retry-After",
     )
 
     # -- connections (app/mmprep/api/connections.py) ---------------------------------------------

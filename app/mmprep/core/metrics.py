@@ -23,6 +23,18 @@ class Metrics:
         self.in_flight = Gauge(
             "mmprep_requests_in_flight", "Chat completion requests being worked on", registry=r
         )
+        self.queued = Gauge(
+            "mmprep_requests_queued",
+            "Requests waiting for a place among those in flight (--max-queued-requests)",
+            registry=r,
+        )
+        self.admission_refused = Counter(
+            "mmprep_admission_refused",
+            "Requests refused admission, by reason: queue_full (past --max-queued-requests), "
+            "queue_timeout (waited --max-queue-wait)",
+            ["reason"],
+            registry=r,
+        )
         self.fetch_seconds = Histogram(
             "mmprep_fetch_seconds",
             "Time to fetch one media URL",

@@ -266,7 +266,10 @@ class Preprocessor:
         # The processor works on each frame as it is decoded (on_frame), on threads of its own.
         with vision.processor.stream_video(threads) as stream:
             video = decode(
-                threads=vision.decoder_threads(threads), frame_size=vision.frame_rule, on_frame=stream.add
+                threads=vision.decoder_threads(threads),
+                frame_size=vision.frame_rule,
+                frame_picks=vision.frame_picks(sampling, settings.default_fps),
+                on_frame=stream.add,
             )
             return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
 

@@ -210,6 +210,11 @@ class MediaSettings(SettingsGroup):
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
     )
+    render_cache_bytes: int = Field(
+        512 * 1024**2,
+        ge=0,
+        description="bytes of encoded vLLM-wire items and video hashes kept for media sent again (0: none)",
+    )
 
     @field_validator("allowed_media_domains")
     @classmethod

@@ -288,7 +288,9 @@ def main() -> None:
                 MODEL,
                 "--trust-request-mm-kwargs",  # media_io_kwargs (the video case's num_frames)
             ],
-            {"VLLM_TARGET_DEVICE": "cpu"},
+            # the minute of 1080p decodes to 746 MB of frames, past vLLM's 683 MiB default per
+            # request; mmprep's --max-decoded-bytes is 2 GiB
+            {"VLLM_TARGET_DEVICE": "cpu", "VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES": str(2 * 1024**3)},
         )
         servers.insert(0, vllm)
     try:

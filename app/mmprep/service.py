@@ -28,6 +28,7 @@ from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
 from .preprocess import Preprocessing
 from .vllm.request import generate_options
+from .vllm.wire_cache import WireCache
 
 log = logging.getLogger("mmprep.service")
 
@@ -82,7 +83,21 @@ class Service:
     def generate_options(self):
         """How this deployment writes vLLM GenerateRequests (the render route's): read once,
         since the model folder's files do not change while it runs."""
-        return generate_options(self.settings)
+        return generate_options(self.settings, self._wire_cache())
+
+    def _wire_cache(self) -> WireCache | None:
+        """The render route's kept wire forms and video hashes (--render-cache-bytes)."""
+        if not self.settings.render_cache_bytes:
+            return None
+        metrics = self.metrics
+        cache = WireCache(
+            self.settings.render_cache_bytes,
+            on_lookup=lambda hit: metrics.render_cache.labels("hit" if hit else "miss").inc(),
+            on_evict=metrics.render_cache_evictions.inc,
+        )
+        metrics.render_cache_bytes.set_function(lambda: cache.bytes)
+        metrics.render_cache_items.set_function(lambda: len(cache))
+        return cache
 
     def ready(self) -> bool:
         return self.preprocessor is not None and self.engine.ready()

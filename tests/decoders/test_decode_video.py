@@ -116,6 +116,21 @@ def test_fps_takes_the_frame_on_screen_at_k_over_r():
     assert painted(video.frames) == video.indices.tolist() == [0, 29, 59]
 
 
+def test_a_frame_picks_rule_names_the_frames_from_the_true_count_and_duration():
+    seen = []
+
+    def picks(total, duration):
+        seen.append((total, duration))
+        return [0, 12, 12, total + 5]  # twice and past the end: once each, the last frame
+
+    video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", num_frames=4, frame_picks=picks)
+    assert seen == [(90, pytest.approx(90 * 1001 / 30000))]
+    assert painted(video.frames) == video.indices.tolist() == [0, 12, 89]
+    # None: the sampling as asked
+    video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", fps=1, frame_picks=lambda total, duration: None)
+    assert video.indices.tolist() == [0, 29, 59]
+
+
 # -- which stream: FFmpeg's best, not the first -------------------------------------------
 
 TWO_STREAMS = MEDIA / "two_video_streams_h264.mp4"

@@ -11,7 +11,7 @@ import pytest
 from mmprep import families
 from mmprep.families import SampledVideo, View
 from mmprep.families.registry import _table
-from mmprep.families.video import block_times
+from mmprep.families.video import block_times, qwen2_vl_picks, qwen3_vl_picks
 
 
 def test_the_registry_is_keyed_by_name_and_model_type():
@@ -153,3 +153,48 @@ def test_internvl_config_keys_are_read_and_bad_ones_refused():
         load_processor("internvl", size={"shortest_edge": 448})
     with pytest.raises(ProcessorConfigError, match="max_patches must be a number"):
         load_processor("internvl", max_patches=[4])
+
+
+# (frames, source fps, fps asked) -> what vLLM 0.33's Qwen2VLVideoBackend and Qwen3VLVideoBackend
+# .compute_frames_index_to_sample answered (num_frames=32 asked too: both ignore it)
+VLLM_PICKS = [
+    ((32, 8.0, 2), [0, 4, 8, 12, 16, 20, 24, 28], [0, 4, 9, 13, 18, 22, 27, 31]),
+    ((48, 24.0, 2), [0, 12, 24, 36], [0, 16, 31, 47]),
+    ((10, 25.0, 2), [0, 2, 5, 7], [0, 3, 6, 9]),
+    ((75, 25.0, 2), [0, 12, 25, 37, 50, 62], [0, 15, 30, 44, 59, 74]),
+    ((451, 30.0, 2), list(range(0, 436, 15)), 30),
+    ((1800, 30.0, 2), list(range(0, 1786, 15)), 120),
+    ((120, 2.0, 2), list(range(120)), list(range(120))),
+]
+
+
+@pytest.mark.parametrize("video, qwen2, qwen3", VLLM_PICKS, ids=[str(case[0]) for case in VLLM_PICKS])
+def test_the_qwen_vl_families_take_the_frames_vllms_loaders_take(video, qwen2, qwen3):
+    total, source_fps, fps = video
+    assert qwen2_vl_picks(total, total / source_fps, fps, 768) == qwen2
+    assert families.get("qwen2_vl").vllm_frame_picks(total, total / source_fps, fps, 768) == qwen2
+    assert families.get("qwen2_5_vl").vllm_frame_picks(total, total / source_fps, fps, 768) == qwen2
+    ours3 = families.get("qwen3_vl").vllm_frame_picks(total, total / source_fps, fps, 768)
+    assert (len(ours3) if isinstance(qwen3, int) else ours3) == qwen3
+    assert ours3 == qwen3_vl_picks(total, total / source_fps, fps, 768)
+
+
+def test_the_server_caps_bound_vllms_count_and_other_families_sample_as_asked():
+    assert qwen2_vl_picks(1800, 60.0, 2, 32) == [int(k * 56.25) for k in range(32)]  # spread over it all
+    assert len(qwen3_vl_picks(1800, 60.0, 2, 32)) == 32
+    assert qwen2_vl_picks(1, 0.04, 2, 768) == [0]  # less than a block (vLLM divides by zero)
+    assert families.get("llava_onevision").vllm_frame_picks(48, 2.0, 2, 768) is None
+    assert families.get("internvl").vllm_frame_picks(48, 2.0, 2, 768) is None
+
+
+def test_the_qwen2_vl_picks_are_torchs_float32_arange():
+    """vLLM's indices are torch.arange(0, total, total / n).int(), clamped, n its count (the
+    rule restated): the same, for many sizes, where float32 rounding decides."""
+    torch = pytest.importorskip("torch")
+    for total in range(2, 2000, 7):
+        for seconds_per_frame in (1 / 24, 1 / 30, 1001 / 30000, 1 / 8, 0.5):
+            duration = total * seconds_per_frame
+            most = min(768, total) // 2 * 2
+            count = int(min(max(duration * 2, 4), most, total) // 2 * 2)
+            expected = torch.arange(0, total, total / count).int().clamp(max=total - 1).tolist()
+            assert qwen2_vl_picks(total, duration, 2, 768) == expected, (total, seconds_per_frame)

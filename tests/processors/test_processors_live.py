@@ -12,7 +12,7 @@ import pytest
 from make_goldens import transformers_output  # its oracle imports torch when called
 
 from mmprep.processors import load_processor
-from mmprep.processors.resize import resize_bicubic
+from mmprep.processors.resize import resize_bicubic, resize_numpy
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)
@@ -162,7 +162,9 @@ def torchvision_resize(frame: np.ndarray, height: int, width: int) -> np.ndarray
 def test_resize_is_torchvisions(size, resized):
     # noise: every tap's weight shows in the sums, the hardest content to agree on
     frame = np.random.default_rng(sum(size + resized)).integers(0, 256, size + (3,), dtype=np.uint8)
-    np.testing.assert_array_equal(resize_bicubic(frame, *resized), torchvision_resize(frame, *resized))
+    theirs = torchvision_resize(frame, *resized)
+    np.testing.assert_array_equal(resize_numpy(frame, *resized), theirs)
+    np.testing.assert_array_equal(resize_bicubic(frame, *resized), theirs)  # torch's kernel, torch installed
 
 
 def test_resize_is_torchvisions_on_random_sizes():
@@ -172,8 +174,11 @@ def test_resize_is_torchvisions_on_random_sizes():
         if rng.random() < 0.3:  # large factors down
             out_height = max(1, height // int(rng.integers(2, 40)))
         frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-        ours, theirs = (
+        theirs = torchvision_resize(frame, out_height, out_width)
+        for ours in (
+            resize_numpy(frame, out_height, out_width),
             resize_bicubic(frame, out_height, out_width),
-            torchvision_resize(frame, out_height, out_width),
-        )
-        np.testing.assert_array_equal(ours, theirs, err_msg=f"{(height, width)} -> {(out_height, out_width)}")
+        ):
+            np.testing.assert_array_equal(
+                ours, theirs, err_msg=f"{(height, width)} -> {(out_height, out_width)}"
+            )

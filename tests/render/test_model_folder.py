@@ -12,6 +12,7 @@ import httpx
 import pytest
 from conftest import MEDIA
 
+from mmprep import families
 from mmprep.decoders import decode_video
 from mmprep.model import ModelFolder, ModelFolderError
 from mmprep.processors import load_processor
@@ -112,9 +113,16 @@ def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_fol
         ]
         text, _, usage = ask(openai_client(server), content, model="Qwen3-VL-Test")
     answer = json.loads(text)
-    # the same prompt, rendered here from the same frames' grid and the decoder's metadata
+    # the same prompt, rendered here from the same frames' grid and the decoder's metadata:
+    # the frames vLLM's Qwen3-VL loader takes (2 a second, whatever num_frames says)
     folder = ModelFolder.load(qwen3_folder)
-    decoded = decode_video(WEBM.read_bytes(), num_frames=4, max_pixels=1920 * 1080)
+    family = families.get("qwen3_vl")
+    decoded = decode_video(
+        WEBM.read_bytes(),
+        max_pixels=1920 * 1080,
+        frame_picks=lambda total, duration: family.vllm_frame_picks(total, duration, 2.0, 256),
+    )
+    assert len(decoded.frames) != 4
     item = video_item(decoded, load_processor(folder.path))
     messages = [
         {

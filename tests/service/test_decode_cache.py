@@ -217,3 +217,57 @@ def test_a_failed_decode_is_not_cached():
         return calls
 
     assert run(scenario()) == [1, 1]
+
+
+def render_lookups(server) -> dict:
+    text = httpx.get(f"{server.url}/metrics").text
+    return {
+        result: metric(text, "mmprep_render_cache_lookups_total", result=result) for result in ("hit", "miss")
+    }
+
+
+@pytest.mark.parametrize("decode_cache_bytes", [1024**3, 0], ids=["cached", "no-decode-cache"])
+def test_a_resent_item_is_not_encoded_nor_its_video_hashed_again(tmp_path, decode_cache_bytes):
+    """The render answer for media sent again reuses each item's wire form and the video's
+    mm_hash (app/mmprep/vllm/wire_cache.py), byte for byte; where the tensors were not kept (no
+    decode cache) the forms went with them, and the answer is made anew, the same."""
+    folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
+    body = chat(
+        video(WEBM), image(png_data_url(64, 48, noise=True)), {"type": "text", "text": "?"}, model="m"
+    )
+    settings = {"model": folder, "served_model_name": ["m"], "decode_cache_bytes": decode_cache_bytes}
+    with LiveServer(**settings) as live:
+        first = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
+        assert first.status_code == 200, first.text
+        # two items, their mm_metadata (the CPU keys, encoded apart), one video hash
+        assert render_lookups(live) == {"hit": 0, "miss": 5}
+        kept = live.service.generate_options.wire_cache
+        second = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
+        counts, metrics = render_lookups(live), httpx.get(f"{live.url}/metrics").text
+        if decode_cache_bytes:
+            assert counts == {"hit": 5, "miss": 5}
+            assert metric(metrics, "mmprep_render_cache_items") == 5
+            assert metric(metrics, "mmprep_render_cache_bytes") == kept.bytes > len(first.content) // 2
+        else:  # only the mm_metadata, small and keyed by value, is found again
+            assert counts == {"hit": 2, "miss": 8}
+    strip = {"request_id"}
+    ours, again = first.json(), second.json()
+    assert {k: v for k, v in again.items() if k not in strip} == {
+        k: v for k, v in ours.items() if k not in strip
+    }
+
+
+def test_the_render_cache_stays_in_its_bytes_and_can_be_turned_off(tmp_path):
+    folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
+    body = chat(video(WEBM), {"type": "text", "text": "?"}, model="m")
+    with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=200) as live:
+        for _ in range(2):
+            assert (
+                httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
+            )
+        kept = live.service.generate_options.wire_cache
+        assert 0 < kept.bytes <= 200  # the hash and the metadata fit, the encoded video does not
+    with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=0) as live:
+        assert httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
+        assert live.service.generate_options.wire_cache is None
+        assert render_lookups(live) == {"hit": 0, "miss": 0}

@@ -99,11 +99,19 @@ QUESTION = "Describe it."
 # Several media parts in one message, recorded for RENDER_ONLY's families: name -> the
 # MEDIA_CASES it sends, in order (LLaVA-OneVision pads a prompt's images to one tile count).
 MULTI_CASES = {"png+png-resized": ("png", "png-resized")}
+# A video asked for another way: name -> (the MEDIA_CASES video, media_io_kwargs.video). vLLM
+# 0.33's Qwen-VL loaders sample by fps (2 a second here) whatever num_frames says: 4 frames of
+# the 48-frame H.264 clip, not 32 (docs/sampling.md, "The model's own rule"). Recorded from
+# `vllm launch render` alone (scripts/record_vllm_goldens.py --sampling).
+SAMPLING_CASES: dict[str, tuple[str, dict[str, Any]]] = {"h264-num_frames-32": ("h264", {"num_frames": 32})}
 
 
 def chat_body(model: str, case: str) -> dict:
     """The chat request both sides get: the case's media parts, a question, greedy, a few
     tokens. Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    video_options: dict[str, Any] = {"fps": FPS}
+    if case in SAMPLING_CASES:
+        case, video_options = SAMPLING_CASES[case]
     kinds = [MEDIA_CASES[name] for name in MULTI_CASES.get(case, (case,))]
     parts: list[dict[str, Any]] = [
         {"type": f"{kind}_url", f"{kind}_url": {"url": url}} for kind, url in kinds
@@ -115,7 +123,7 @@ def chat_body(model: str, case: str) -> dict:
         "temperature": 0,
     }
     if any(kind == "video" for kind, _ in kinds):
-        body["media_io_kwargs"] = {"video": {"fps": FPS}}
+        body["media_io_kwargs"] = {"video": video_options}
     return body
 
 

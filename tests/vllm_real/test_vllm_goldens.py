@@ -23,6 +23,7 @@ from real_vllm import (
     MULTI_CASES,
     NORMALIZE,
     REPO,
+    SAMPLING_CASES,
     chat_body,
     differences,
     mmprep_pieces,
@@ -87,10 +88,14 @@ def mark_known(request, setup, case):
 
 
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES])
+@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES, *SAMPLING_CASES])
 def test_render_is_vllms(request, setup, case, route):
+    """SAMPLING_CASES: num_frames asked, vLLM's Qwen-VL loaders sample by fps (4 frames, not 32)."""
     if case not in setup["cases"]:
-        pytest.skip(f"{case} was not recorded for {setup['family']} (MULTI_CASES: RENDER_ONLY's families)")
+        pytest.skip(
+            f"{case} was not recorded for {setup['family']} (MULTI_CASES: RENDER_ONLY's families; "
+            "SAMPLING_CASES: Qwen2-VL and Qwen2.5-VL, normalize mode)"
+        )
     if route not in setup["cases"][case]:
         pytest.skip(f"{setup['family']} was recorded from vLLM's {' and '.join(setup['cases'][case])} only")
     mark_known(request, setup, case)

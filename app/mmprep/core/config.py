@@ -42,6 +42,11 @@ ENGINE_SETTINGS = {
 VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (taskset, a container's cpuset), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class SettingsGroup(BaseSettings):
     """One concern's settings. Each group reads the same flags and MMPREP_* variables as
     Settings (one flat namespace: `--max-frames`, MMPREP_MAX_FRAMES), so a room may take only
@@ -207,9 +212,9 @@ class MediaSettings(SettingsGroup):
     )
 
     decode_workers: int = Field(
-        default_factory=lambda: os.cpu_count() or 1,
+        default_factory=usable_cores,
         ge=1,
-        description="media decoded at once (default: one per core)",
+        description="media decoded at once (default: one per core this process may use)",
     )
     decode_threads: int = Field(
         0, ge=0, description="FFmpeg threads per decode (0: share the cores among the decodes in flight)"
@@ -221,6 +226,11 @@ class MediaSettings(SettingsGroup):
     )
     decode_cache_bytes: int = Field(
         1024**3, ge=0, description="bytes of decoded media kept for reuse across requests (0: no cache)"
+    )
+    render_cache_bytes: int = Field(
+        512 * 1024**2,
+        ge=0,
+        description="bytes of encoded vLLM-wire items and video hashes kept for media sent again (0: none)",
     )
 
     @field_validator("allowed_media_domains")

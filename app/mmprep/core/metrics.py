@@ -81,6 +81,24 @@ class Metrics:
             "Items dropped from the media cache to stay in its bytes",
             registry=r,
         )
+        # The vLLM wire's encoded items and video hashes written before (app/mmprep/vllm/wire_cache.py)
+        self.render_cache = Counter(
+            "mmprep_render_cache_lookups",
+            "Lookups of encoded items and video hashes for vLLM's wire, by result",
+            ["result"],
+            registry=r,
+        )
+        self.render_cache_bytes = Gauge(
+            "mmprep_render_cache_bytes", "Bytes of encoded items and hashes kept for vLLM's wire", registry=r
+        )
+        self.render_cache_items = Gauge(
+            "mmprep_render_cache_items", "Encoded items and video hashes kept for vLLM's wire", registry=r
+        )
+        self.render_cache_evictions = Counter(
+            "mmprep_render_cache_evictions",
+            "Encoded items and hashes dropped to stay in --render-cache-bytes",
+            registry=r,
+        )
         self.connections_open = Gauge("mmprep_connections_open", "HTTP connections open", registry=r)
         self.connections_closed = Counter(
             "mmprep_connections_closed",

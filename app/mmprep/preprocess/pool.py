@@ -8,9 +8,10 @@ every core, many decodes at once get one each, and nothing oversubscribes the ma
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from ..core.config import usable_cores
 
 
 class DecodePool:
@@ -18,7 +19,7 @@ class DecodePool:
 
     def __init__(self, workers: int, cores: int | None = None, fixed_threads: int = 0):
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mmprep-decode")
-        self._cores = cores or os.cpu_count() or 1
+        self._cores = cores or usable_cores()  # a taskset server shares out only its own cores
         self._fixed = fixed_threads
         self._active = 0
         self._lock = threading.Lock()

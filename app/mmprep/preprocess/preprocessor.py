@@ -91,7 +91,12 @@ class Preprocessor:
         # server's image scale, and the vision processor as it is built (family, both configs
         # with their pixel form, the resize). Per-request processor options that would change
         # the tensors are refused (check_processor_kwargs), so none are part of it.
-        self._made_with = (settings.max_pixels, self._vision.cache_key if self._vision else None)
+        # default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)
+        self._made_with = (
+            settings.max_pixels,
+            settings.default_fps,
+            self._vision.cache_key if self._vision else None,
+        )
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
             Renderer(
@@ -266,7 +271,10 @@ class Preprocessor:
         # The processor works on each frame as it is decoded (on_frame), on threads of its own.
         with vision.processor.stream_video(threads) as stream:
             video = decode(
-                threads=vision.decoder_threads(threads), frame_size=vision.frame_rule, on_frame=stream.add
+                threads=vision.decoder_threads(threads),
+                frame_size=vision.frame_rule,
+                frame_picks=vision.frame_picks(sampling, settings.default_fps),
+                on_frame=stream.add,
             )
             return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
 

@@ -11,7 +11,7 @@ request's total is checked once everything is loaded, before any engine work.
 from __future__ import annotations
 
 from mmprep import families
-from mmprep.decoders import DecodedImage
+from mmprep.decoders import DecodedImage, VideoSampling
 from mmprep.processors import ProcessedMedia, Processor, load_processor
 
 from ..core.config import Settings
@@ -30,27 +30,39 @@ def normalizes_on_device(settings: Settings, family: str) -> bool:
     Asked for a model without it, vLLM turns it off (ModelConfig, with a warning): so does
     mmprep where it speaks vLLM's wire."""
     known = families.find(family)  # a family mmprep does not know: transformers' form
-    speaks_vllm = (
-        settings.model is not None and settings.engine_class is None and settings.engine != "workers"
-    )
+    vllm_wire = speaks_vllm(settings)
     if settings.mm_device_do_normalize is not None:
         if (
             settings.mm_device_do_normalize
-            and speaks_vllm
+            and vllm_wire
             and known is not None
             and not known.device_normalizes
         ):
             return False
         return settings.mm_device_do_normalize
-    return speaks_vllm and known is not None and known.device_normalizes
+    return vllm_wire and known is not None and known.device_normalizes
+
+
+def speaks_vllm(settings: Settings) -> bool:
+    """Whether mmprep stands in for vLLM's renderer: a --model folder, and an engine that
+    takes vLLM's wire (the render route, --engine vllm-generate, an upstream), not workers
+    or an --engine-class that runs transformers' model on the tensors. There a video gets
+    the frames vLLM's loader takes for the model (VisionProcessing.frame_picks)."""
+    return settings.model is not None and settings.engine_class is None and settings.engine != "workers"
 
 
 class VisionProcessing:
     def __init__(
-        self, processor: Processor, resize: str, max_tokens: int | None, normalizes_on_device: bool = False
+        self,
+        processor: Processor,
+        resize: str,
+        max_tokens: int | None,
+        normalizes_on_device: bool = False,
+        vllm_frames: bool = False,
     ):
         self.processor = processor
         self.normalizes_on_device = normalizes_on_device  # the processor leaves the pixels uint8 for it
+        self.vllm_frames = vllm_frames  # videos sampled as vLLM's loader for the model samples them
         self._ffmpeg_resize = resize == "ffmpeg"
         self._max_tokens = max_tokens
 
@@ -66,14 +78,23 @@ class VisionProcessing:
         on_device = normalizes_on_device(settings, processor.family)
         if on_device:
             processor = processor.with_raw_pixels()
-        return cls(processor, settings.processor_resize, settings.max_vision_tokens, on_device)
+        return cls(
+            processor, settings.processor_resize, settings.max_vision_tokens, on_device, speaks_vllm(settings)
+        )
 
     @property
     def cache_key(self) -> tuple:
         """All of this processing that changes its tensors, hashable: the family, both
-        configs (the pixel form is their do_rescale and do_normalize) and the resize."""
+        configs (the pixel form is their do_rescale and do_normalize), the resize, and
+        whether videos get vLLM's frames (frame_picks)."""
         processor = self.processor
-        return processor.family, processor.video_config, processor.image_config, self._ffmpeg_resize
+        return (
+            processor.family,
+            processor.video_config,
+            processor.image_config,
+            self._ffmpeg_resize,
+            self.vllm_frames,
+        )
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;
@@ -83,6 +104,23 @@ class VisionProcessing:
         if self._ffmpeg_resize:
             return self.processor.video_size(num_frames, height, width)
         return height, width
+
+    def frame_picks(self, sampling: VideoSampling, default_fps: float):
+        """decode_video's frame_picks rule where mmprep speaks vLLM's wire: the frames vLLM's
+        loader for this model takes (its Qwen-VL loaders sample by fps, the request's else
+        `default_fps`, and ignore num_frames), within the request's max_frames; None
+        elsewhere, and where vLLM's loader samples as the request says (docs/sampling.md,
+        "The model's own rule")."""
+        family = families.find(self.processor.family)
+        if family is None or not self.vllm_frames:
+            return None
+        fps = sampling.fps if sampling.fps is not None else default_fps
+
+        def picks(total: int, duration: float) -> list[int] | None:
+            most = sampling.max_frames if sampling.max_frames is not None else total
+            return family.vllm_frame_picks(total, duration, fps, most)
+
+        return picks
 
     def decoder_threads(self, threads: int) -> int:
         """FFmpeg threads for a video whose frames the processor takes as they come, out of

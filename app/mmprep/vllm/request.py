@@ -31,6 +31,7 @@ from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
 from .sampling import generation_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces
+from .wire_cache import WireCache, item_parts
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,11 @@ class GenerateOptions:
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
     max_model_len: int | None = None
+    # Items' wire forms and videos' hashes written before (wire_cache.py); None: none kept
+    wire_cache: WireCache | None = field(default=None, compare=False)
 
 
-def generate_options(settings: Settings) -> GenerateOptions:
+def generate_options(settings: Settings, wire_cache: WireCache | None = None) -> GenerateOptions:
     """How GenerateRequests are written for this deployment (the engine's and the render route's):
     the model folder's processor and sampling defaults, the upstream's model and hasher. The
     folder is the one the service loaded (load_model_folder's cache)."""
@@ -69,6 +72,7 @@ def generate_options(settings: Settings) -> GenerateOptions:
         normalizes_on_device=normalizes_on_device(settings, folder.family),
         generation_defaults=generation_defaults(folder.path),
         max_model_len=settings.max_model_len,
+        wire_cache=wire_cache,
     )
 
 
@@ -83,7 +87,14 @@ def generate_request_body(
     nonce = uuid.uuid4().hex
 
     def placeholder(item: Item) -> str:
-        items.append(encode_item_pieces(item))
+        if options.wire_cache is None:
+            items.append(encode_item_pieces(item))
+        else:  # a repeated item's pieces, as written the first time (joined: one bytes object)
+            items.append(
+                options.wire_cache.get_or_make(
+                    ["item", *item_parts(item)], lambda: [b"".join(encode_item_pieces(item))], _pieces_bytes
+                )
+            )
         return f"{nonce}:{len(items) - 1}"
 
     body = {**generate_request(request, options, encode=placeholder), **(changes or {})}
@@ -309,14 +320,37 @@ def _check_range(placeholder: Placeholder, item: MediaItem) -> None:
 
 
 def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateOptions) -> list[str]:
-    """One hash per item; the same media twice is hashed once."""
+    """One hash per item; the same media twice is hashed once; a video hashed before (the
+    same cached frames, the same metadata and options) not again (wire_cache.py)."""
     done: dict[int, str] = {}
     for item in media:
         if id(item.tensor) not in done:
-            done[id(item.tensor)] = mm_hash(
-                item, options.model_id, request.mm_processor_kwargs, options.hash_algorithm, options.family
-            )
+
+            def digest(item: MediaItem = item) -> str:
+                return mm_hash(
+                    item,
+                    options.model_id,
+                    request.mm_processor_kwargs,
+                    options.hash_algorithm,
+                    options.family,
+                )
+
+            if options.wire_cache is None or item.kind != "video":
+                done[id(item.tensor)] = digest()
+            else:
+                factors = (
+                    options.model_id,
+                    options.family,
+                    repr(request.mm_processor_kwargs),
+                    options.hash_algorithm,
+                )
+                parts = ["mm_hash", item.tensor, repr(item.hf_metadata), repr(item.metadata), *factors]
+                done[id(item.tensor)] = options.wire_cache.get_or_make(parts, digest, len)
     return [done[id(item.tensor)] for item in media]
+
+
+def _pieces_bytes(pieces: list[bytes]) -> int:
+    return sum(len(piece) for piece in pieces)
 
 
 def _on_cpu(item: Item) -> Item:

@@ -4,7 +4,7 @@ at, decided once from the survey before any frame is decoded."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,10 +48,18 @@ class DecodePlan:
 
 # (frames, height, width) -> (height, width): the size a caller wants every frame scaled to.
 FrameSizeRule = Callable[[int, int, int], tuple[int, int]]
+# (frames, duration in seconds) -> the positions (presentation order) of the frames to take,
+# instead of what the sampling's fps / num_frames / max_frames name; None: those, as asked.
+# A model's own sampling rule (a family's vLLM loader, families/mmprep/families/video.py), given the video's
+# true count and duration from the survey.
+FramePickRule = Callable[[int, float], Sequence[int] | None]
 
 
 def plan_decode(
-    survey: Survey, sampling: VideoSampling, frame_size: FrameSizeRule | None = None
+    survey: Survey,
+    sampling: VideoSampling,
+    frame_size: FrameSizeRule | None = None,
+    frame_picks: FramePickRule | None = None,
 ) -> DecodePlan:
     """The frames `sampling` names (sampling.py), in the survey's integer ticks, and their size.
 
@@ -64,11 +72,18 @@ def plan_decode(
     a frame is decoded, so it must treat height and width alike (give (w', h') for (w, h)
     when it gives (h', w') for (h, w), as the vision processors' sizes do). It may raise,
     to refuse the video before any decoding.
+
+    `frame_picks`, if given, is called once with the frame count and duration; positions it
+    names (clipped to the frames there are) are the targets instead of the sampling's.
     """
     ticks = survey.frame_ticks()
-    targets = target_ticks(
-        ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
-    )
+    picked = frame_picks(len(ticks), survey.duration) if frame_picks is not None and len(ticks) else None
+    if picked is not None:
+        targets = ticks[np.clip(np.asarray(picked, dtype=np.int64), 0, len(ticks) - 1)]
+    else:
+        targets = target_ticks(
+            ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
+        )
     keyframes_only = (
         sampling.seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
     )

@@ -28,7 +28,7 @@ from .decoding import OnFrame, decode_frames
 from .errors import InvalidArgumentError
 from .guard import DecodeGuard
 from .metadata import VideoMetadata
-from .plan import FrameSizeRule, plan_decode
+from .plan import FramePickRule, FrameSizeRule, plan_decode
 from .sampling import FLOAT_TOLERANCE, VideoSampling, check_limits
 from .source import Source, VideoSource
 from .survey import first_frame_rotation, read_survey
@@ -71,6 +71,7 @@ def decode_video(
     cancel: threading.Event | None = None,
     sampling: VideoSampling | None = None,
     frame_size: FrameSizeRule | None = None,
+    frame_picks: FramePickRule | None = None,
     device: str = "cpu",
     on_frame: OnFrame | None = None,
 ) -> DecodedVideo:
@@ -88,6 +89,11 @@ def decode_video(
     frame_size: a rule (frames, height, width) -> (height, width) for the output size, given
     the planned count and the size after max_pixels, called once before any frame is
     decoded (plan.py says what it must satisfy); what it raises is raised unchanged.
+    frame_picks: a rule (frame count, duration in seconds) -> the positions of the frames to
+    take (presentation order), or None for what the sampling names: a model's own sampling
+    rule (vLLM's Qwen-VL loaders take a count from the duration and spread it, whatever
+    num_frames says; families/mmprep/families/video.py). Called once, with the video's true count and
+    duration; max_pixels, seek_mode and max_frames' check of an explicit num_frames still apply.
     device: "cpu", or "cuda" to decode on the GPU (NVDEC) where it can (gpu.py): the same
     frames; where it cannot, the CPU decodes and a log line says why.
     on_frame: called as on_frame(position, count, frame) from a decoding thread as soon as
@@ -110,7 +116,7 @@ def decode_video(
     guard = DecodeGuard.starting_now(timeout, cancel, threads)
     with VideoSource(source, device) as video:
         survey = read_survey(video, guard, max_source_pixels)
-        plan = plan_decode(survey, sampling, frame_size)
+        plan = plan_decode(survey, sampling, frame_size, frame_picks)
         plan.check_fits(max_bytes)
         on_gpu = device == "cuda" and gpu.decodes(survey.decoder, survey.codec, survey.coded_size)
         if on_gpu:  # one decoder, one thread: NVDEC does the work; no runs side by side

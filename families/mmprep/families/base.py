@@ -154,6 +154,14 @@ class Family:
         video's frames' as resized)."""
         raise NotImplementedError
 
+    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+        """The frames vLLM 0.33's video loader for this family takes of a video of `total`
+        frames lasting `duration` seconds, asked for `fps` frames a second (the request's,
+        else the default) and at most `max_frames`, as positions in presentation order; None
+        where that loader samples as the request says (vLLM's plain VideoBackend, which
+        honours num_frames), so mmprep's sampling contract applies."""
+        return None
+
     # -- the prompt ----------------------------------------------------------------------
 
     def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:

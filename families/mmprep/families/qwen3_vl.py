@@ -24,7 +24,7 @@ import numpy as np
 from .base import Encode, Kind, SideConfig
 from .qwen_vl import COMMON, QWEN2_IMAGE, QwenVL
 from .sizing import qwen3_video_size
-from .video import SampledVideo, block_times
+from .video import SampledVideo, block_times, qwen3_vl_picks
 
 # The class attributes of transformers' Qwen3VLVideoProcessor.
 QWEN3_VIDEO = COMMON | {
@@ -48,6 +48,10 @@ class Qwen3VL(QwenVL):
 
     def processor_defaults(self, kind: Kind) -> dict[str, Any]:
         return dict(QWEN2_IMAGE if kind == "image" else QWEN3_VIDEO)
+
+    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+        """Qwen3VLVideoProcessor's loader: by fps too, its own count and linspace."""
+        return qwen3_vl_picks(total, duration, fps, max_frames)
 
     def takes_pixel_aliases(self, kind: Kind) -> bool:
         return kind == "image"  # Qwen3VLVideoProcessor has no min_pixels / max_pixels

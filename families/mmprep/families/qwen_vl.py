@@ -9,7 +9,7 @@ from typing import Any
 
 from .base import Encode, Family, Kind, SideConfig
 from .sizing import image_size
-from .video import SampledVideo
+from .video import SampledVideo, qwen2_vl_picks
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -63,6 +63,11 @@ class QwenVL(Family):
 
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         return image_size(height, width, config.factor, config.min_pixels, _frame_cap(config, num_frames))
+
+    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+        """vLLM picks its loader by the video processor's class; Qwen2VLVideoProcessor's
+        (Qwen2-VL's and Qwen2.5-VL's) samples by fps and ignores num_frames."""
+        return qwen2_vl_picks(total, duration, fps, max_frames)
 
     def item_tokens(
         self,

@@ -1,13 +1,22 @@
 """`SampledVideo`: what a family's rules read of a video whose frames were sampled
-beforehand (transformers' VideoMetadata, as the decoder fills it), and the frame-time
-arithmetic the Qwen-VL processors share."""
+beforehand (transformers' VideoMetadata, as the decoder fills it), the frame-time
+arithmetic the Qwen-VL processors share, and the frames vLLM 0.33's Qwen-VL video loaders
+take (`qwen2_vl_picks`, `qwen3_vl_picks`: they sample by fps whatever num_frames says)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 DEFAULT_FPS = 24.0  # transformers' fallback where a video's rate is unknown
+# vLLM 0.33's Qwen-VL loaders (vllm/multimodal/video.py): at most 768 frames, at most 30 a
+# second, at least 4 (the processors' min_frames)
+VLLM_MAX_FRAMES = 768
+VLLM_MAX_FPS = 30.0
+VLLM_MIN_FRAMES = 4
 
 
 @dataclass(frozen=True)
@@ -46,3 +55,36 @@ def block_times(indices: Sequence[int], fps: float, temporal_patch_size: int) ->
         (seconds[i] + seconds[i + temporal_patch_size - 1]) / 2
         for i in range(0, len(seconds), temporal_patch_size)
     ]
+
+
+def qwen2_vl_picks(
+    total: int, duration: float, fps: float, max_frames: int, temporal_patch_size: int = 2
+) -> list[int]:
+    """The frames vLLM 0.33's `qwen2_vl` loader (Qwen2VLVideoBackend, for Qwen2-VL and
+    Qwen2.5-VL) takes of `total` frames lasting `duration` seconds, asked for `fps`: duration
+    * fps of them, at least 4, at most max_frames (and 768) and the video's, rounded down to
+    whole temporal blocks, at torch.arange(0, total, total / n) truncated (its float32
+    values, computed in double as torch does; the last one clamped, and kept twice where
+    the step's rounding makes n + 1). Fewer frames than one block: all of them (vLLM
+    divides by zero there)."""
+    block = temporal_patch_size
+    most = math.floor(min(max_frames, VLLM_MAX_FRAMES, total) / block) * block
+    count = min(max(duration * min(fps, VLLM_MAX_FPS), VLLM_MIN_FRAMES), most, total)
+    count = math.floor(count / block) * block
+    if count < 1:
+        return list(range(total))
+    step = total / count
+    size = math.ceil(total / step)
+    values = (np.arange(size, dtype=np.float64) * step).astype(np.float32)
+    return [int(index) for index in np.minimum(values.astype(np.int64), total - 1)]
+
+
+def qwen3_vl_picks(total: int, duration: float, fps: float, max_frames: int) -> list[int]:
+    """The frames vLLM 0.33's `qwen3_vl` loader (Qwen3VLVideoBackend) takes: int(total /
+    source fps * fps) of them (fps at most 30), at least 4, at most max_frames (and 768) and
+    the video's, at np.linspace(0, total - 1, n) rounded. The source's rate is total /
+    duration (24 where the duration is unknown, as vLLM and transformers assume)."""
+    source_fps = total / duration if duration > 0 else DEFAULT_FPS
+    count = int(total / source_fps * min(fps, VLLM_MAX_FPS))
+    count = min(max(count, VLLM_MIN_FRAMES), min(max_frames, VLLM_MAX_FRAMES), total)
+    return [int(index) for index in np.linspace(0, total - 1, count).round()]

@@ -10,13 +10,19 @@ support widened by the scale when shrinking, weights normalized by their sum), b
 the double weights into int16 with a precision chosen per pass from the largest weight
 (`_compute_index_ranges_int16_weights`), where Pillow keeps 22 bits: Pillow lands one
 level away on about 0.7% of values of noise. This module does that integer arithmetic in
-numpy.
+numpy; where torch is installed it calls PyTorch's kernel itself, the same bytes for about
+2.5x less CPU (18 against 7 CPU-ms for 1280x720 -> 1288x728; MMPREP_TORCH_RESIZE=0 keeps
+numpy's, tests/processors check the two agree).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import math
+import os
+import warnings
+from typing import Any
 
 import numpy as np
 
@@ -198,9 +204,44 @@ def resize_bicubic(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     old_height, old_width, channels = frame.shape
     if (old_height, old_width) == (height, width):
         return frame
+    torch = _torch()
+    if torch is not None:
+        return _resize_torch(torch, frame, height, width)
+    return resize_numpy(frame, height, width)
+
+
+def resize_numpy(frame: np.ndarray, height: int, width: int) -> np.ndarray:
+    """resize_bicubic in numpy alone."""
+    old_height, old_width, channels = frame.shape
+    if (old_height, old_width) == (height, width):
+        return frame
     rows = np.ascontiguousarray(frame).reshape(old_height, old_width * channels)
     if width != old_width:
         rows = _horizontal(rows, channels, width)
     if height != old_height:
         rows = _vertical(rows, height)
     return rows.reshape(height, width, channels)
+
+
+@functools.cache
+def _torch() -> Any:
+    """torch, where it is installed and MMPREP_TORCH_RESIZE is not 0; else None."""
+    if os.environ.get("MMPREP_TORCH_RESIZE", "1") == "0":
+        return None
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        return None
+    # interpolate only reads its input: a read-only frame (the decoder's, the cache's) is fine
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+    return torch
+
+
+def _resize_torch(torch: Any, frame: np.ndarray, height: int, width: int) -> np.ndarray:
+    """PyTorch's own uint8 antialiased bicubic: the (H, W, 3) frame seen as a channels-last
+    (1, 3, H, W) tensor without a copy, which its AVX2 kernel takes."""
+    pixels = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).unsqueeze(0)
+    resized = torch.nn.functional.interpolate(
+        pixels, size=(height, width), mode="bicubic", antialias=True, align_corners=False
+    )
+    return np.ascontiguousarray(resized[0].permute(1, 2, 0).numpy())

@@ -41,16 +41,16 @@ from ..engines.base import EngineOutput, check_fields, first_output
 from ..engines.prepared import PreparedRequest, TokenPrompt
 from ..model import load_model_folder
 from ..preprocess import Timing
-from ..render.prompts import check_ids, decode_prompt, encode_prompt
+from ..render.prompts import decode_prompt
 from ..render.renderer import check_prompt_length
 from ..service import Service, Slot
 from ..vllm.request import random_request_id
 from .chat import ClosingStream, admitted, answer_steps, check_logprobs, end_stream, whole_answer
-from .completions_render import CompletionRenderRequest, check_refused, prompt_forms, prompt_param
+from .completions_render import CompletionRenderRequest, check_refused, item_ids, prompt_forms, prompt_param
 from .model_routes import check_model, served_model
 from .responses import SSE_DONE, sse, text_choice, text_completion, usage
 from .schemas import AnswerFields
-from .validation import validated
+from .validation import field_name, validated
 
 T = TypeVar("T")
 
@@ -187,7 +187,7 @@ def _answer_fields(service: Service, extra: dict[str, Any]) -> tuple[dict[str, A
         answer = AnswerFields.model_validate(extra)
     except ValidationError as error:
         first = error.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
+        param = field_name(first["loc"])
         raise ServiceError(f"{param}: {first['msg']}", "invalid_request", param) from None
     options = OutputOptions(
         include_stop_str_in_output=answer.include_stop_str_in_output,
@@ -227,12 +227,7 @@ def _choices(
                 )
             text, prompt = given, None
         else:
-            ids = encode_prompt(folder, given, body.add_special_tokens) if isinstance(given, str) else given
-            if not ids:
-                raise ServiceError(
-                    "Either prompt or prompt_embeds must be provided and non-empty.", "invalid_request", where
-                )
-            check_ids(folder, ids, where)
+            ids = item_ids(folder, body, given, where)
             check_prompt_length(len(ids), service.settings.max_model_len, where)
             text = given if isinstance(given, str) else decode_prompt(folder, ids)
             prompt = TokenPrompt(tuple(ids), (), text)

@@ -160,15 +160,22 @@ def prompt_ids(folder: ModelFolder, request: CompletionRenderRequest) -> list[li
     """Each prompt's token ids, in order, none empty: text tokenized (the tokenizer's special
     tokens added unless add_special_tokens is false), ids checked against the vocabulary."""
     prompts = prompt_forms(request)
-    out = []
-    for index, item in enumerate(prompts):
-        where = prompt_param(request, prompts, index)
-        ids = encode_prompt(folder, item, request.add_special_tokens) if isinstance(item, str) else item
-        if not ids:
-            raise ServiceError(_EMPTY, "invalid_request", where)
-        check_ids(folder, ids, where)
-        out.append(list(ids))
-    return out
+    return [
+        item_ids(folder, request, item, prompt_param(request, prompts, index))
+        for index, item in enumerate(prompts)
+    ]
+
+
+def item_ids(
+    folder: ModelFolder, request: CompletionRenderRequest, item: str | list[int], where: str
+) -> list[int]:
+    """One prompt's token ids, not empty: text tokenized, ids checked against the vocabulary;
+    `where` names the prompt in a refusal."""
+    ids = encode_prompt(folder, item, request.add_special_tokens) if isinstance(item, str) else item
+    if not ids:
+        raise ServiceError(_EMPTY, "invalid_request", where)
+    check_ids(folder, ids, where)
+    return list(ids)
 
 
 def _is_id(value: Any) -> bool:

@@ -240,15 +240,16 @@ class GuardedH11Protocol(H11Protocol):
         self._write_timer = self.loop.call_later(self._write_check_interval(), self._write_check)
 
     def _cut_slow_reader(self) -> None:
-        headers = dict(self.scope["headers"]) if self.scope else {}
+        scope = self.scope or {}
         log.warning(
             "client stopped reading; connection cut off after the write timeout",
             extra={
                 "client": _address(self.client),
-                "path": self.scope["path"] if self.scope else None,
-                "request_id": self.scope.get(REQUEST_ID)
-                if self.scope
-                else headers.get(b"x-request-id", b"").decode(errors="replace") or None,
+                "path": scope.get("path"),
+                # the server's id for the request (a route's), else the one the client sent
+                "request_id": scope.get(REQUEST_ID)
+                or dict(scope.get("headers", ())).get(b"x-request-id", b"").decode(errors="replace")
+                or None,
                 "unsent_bytes": self.transport.get_write_buffer_size(),
                 "write_timeout_s": self._limits.write_timeout,
             },

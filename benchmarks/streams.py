@@ -58,7 +58,7 @@ def request_bytes(port: int, args: argparse.Namespace) -> bytes:
             "model": "mmprep-echo",
             "messages": [{"role": "user", "content": "word " * args.prompt_words}],
             "stream": True,
-            "replay": {"texts": ["word "] * args.pieces, "interval": 1 / args.rate},
+            "replay": {"texts": ["word "], "repeat": args.pieces, "interval": 1 / args.rate},
         }
     ).encode()
     head = (

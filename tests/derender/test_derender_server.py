@@ -268,6 +268,33 @@ def test_token_ids_with_no_tokenizer_are_an_error_not_a_crash():
     assert "no tokenizer" in response.json()["error"]["message"]
 
 
+def test_a_text_engines_answer_is_cut_at_max_completion_tokens_without_a_model():
+    """No tokenizer: each text piece is one token, so 3 asked give 3 pieces and "length"."""
+    pieces = ["one ", "two ", "three ", "four ", "five "]
+    service = Service(Settings(served_model_name=[MODEL]), TokenReplayEngine())
+    with ThreadServer(create_app(service=service)) as server:
+        client = openai_client(server)
+        cases = [
+            ({"texts": pieces}, 3, "one two three ", "length"),
+            ({"texts": pieces}, None, "".join(pieces), "stop"),
+            ({"texts": ["a ", "b "], "repeat": 3}, 5, "a b a b a ", "length"),  # a long answer, short request
+            ({"texts": ["a ", "b "], "repeat": 3}, 6, "a b a b a b ", "stop"),
+        ]
+        for replay, limit, text, finish in cases:
+            request = {
+                "model": MODEL,
+                "messages": MESSAGES,
+                "max_completion_tokens": limit,
+                "extra_body": {"replay": replay},
+            }
+            whole = client.chat.completions.create(**request)
+            assert (whole.choices[0].message.content, whole.choices[0].finish_reason) == (text, finish)
+            assert whole.usage.completion_tokens == len(text.split())
+            chunks = list(client.chat.completions.create(**request, stream=True))
+            streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert (streamed, chunks[-1].choices[0].finish_reason) == (text, finish)
+
+
 # -- mmprep serve --model with the parser flags, as an operator runs it --------------------
 
 

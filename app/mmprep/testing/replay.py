@@ -6,15 +6,20 @@ The request's extra field `replay` says what to produce:
 `{"token_ids": [...], "chunk": 5, "finish_reason": "stop", "logprobs": [[id, logprob,
 [[alt_id, alt_logprob], ...]], ...], "interval": 0.0}`: the ids `chunk` at a time, one
 chunk every `interval` seconds, then a last output with the finish reason and counts.
-With `"texts": [...]` instead of token_ids it is a text engine: one piece per output.
+With `"texts": [...]` instead of token_ids it is a text engine: one piece per output, each
+piece one token, so max_tokens cuts it as a model's answer is cut (a text engine applies its
+own limits: the pipeline counts no text). `"repeat": N` plays the texts N times: a
+benchmark's long answer (`{"texts": ["word "], "repeat": 1024}`) then costs the server one
+parsed string, not 1024, as a real engine's answer is not in the request at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from mmprep.engines.base import EngineHTTPError, EngineOutput, NothingToStart, TokenLogprob
+from mmprep.engines.base import EngineHTTPError, EngineOutput, FinishReason, NothingToStart, TokenLogprob
 from mmprep.engines.prepared import PreparedRequest
 
 
@@ -32,7 +37,12 @@ class TokenReplayEngine(NothingToStart):
                 "this engine replays the request's replay.token_ids", 400, "invalid_request", "replay"
             )
         if "texts" in replay:
-            async for output in self._texts(replay["texts"], float(replay.get("interval", 0.0))):
+            texts = replay["texts"]
+            answer = len(texts) * int(replay.get("repeat", 1))  # pieces, each one token
+            limit = request.sampling.max_tokens
+            pieces = answer if limit is None else min(answer, limit)
+            finish: FinishReason = "length" if pieces < answer else "stop"
+            async for output in self._texts(texts, pieces, finish, float(replay.get("interval", 0.0))):
                 yield output
             return
         ids = replay["token_ids"]
@@ -60,11 +70,12 @@ class TokenReplayEngine(NothingToStart):
             if not finished:
                 self.closed += 1
 
-    async def _texts(self, texts: list[str], interval: float) -> AsyncIterator[EngineOutput]:
-        for text in texts:
+    async def _texts(
+        self, texts: list[str], pieces: int, finish: FinishReason, interval: float
+    ) -> AsyncIterator[EngineOutput]:
+        """The first `pieces` of the texts played round and round."""
+        for text in itertools.islice(itertools.cycle(texts), pieces):
             if interval:
                 await asyncio.sleep(interval)
             yield EngineOutput(text=text)
-        yield EngineOutput(
-            finish_reason="stop", prompt_tokens=self.prompt_tokens, completion_tokens=len(texts)
-        )
+        yield EngineOutput(finish_reason=finish, prompt_tokens=self.prompt_tokens, completion_tokens=pieces)

@@ -20,6 +20,7 @@ from ..core.errors import ServiceError
 from ..service import Service
 from ..vllm.request import generate_request_body, random_request_id
 from .model_routes import answer_with_model
+from .pieces_response import PiecesResponse
 from .schemas import ChatCompletionRequest, parse_chat_request
 
 
@@ -36,7 +37,7 @@ async def render_chat_document(
     cancel: threading.Event,
     changes: dict[str, Any] | None = None,
     check_tools: bool = True,
-) -> Response:
+) -> PiecesResponse:
     """A chat request's JSON (the client's, or one made of another API's: messages_render.py,
     responses_render.py) rendered into the GenerateRequest, `changes` made to its fields.
     `check_tools`: the tool choice checked as vLLM's chat render checks it (its Responses
@@ -48,7 +49,7 @@ async def render_chat_document(
     request_id = _request_id(http, body.model_extra or {})
     prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
     pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options, changes)
-    return Response(b"".join(pieces), media_type="application/json")
+    return PiecesResponse(pieces, media_type="application/json")
 
 
 def _check_auto_tool_choice(service: Service, body: ChatCompletionRequest) -> None:

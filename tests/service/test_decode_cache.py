@@ -5,6 +5,7 @@ entry; memory stays bounded, and what it drops is counted."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
 
@@ -51,6 +52,24 @@ def test_a_multi_turn_chat_decodes_its_video_once():
     assert live.service.preprocessing.cache.bytes == 224 * 224 * 3 * (6 + 1)  # six frames, then one
     assert "mmprep_decode_cache_bytes 1.053696e+06" in metrics
     assert other_sampling.status_code == 200
+
+
+def test_a_resent_data_url_is_not_decoded_again_not_even_its_base64():
+    """The same image sent again (a long data URL, as a chat resends it each turn) is found
+    by its text: nothing fetched, nothing decoded. The same picture in other base64 (here,
+    another data URL's media type) is an entry of its own, never another's answer."""
+    picture = png_data_url(640, 480, noise=True)  # long: parsed from the body, not a str
+    other_type = picture.replace("data:image/png", "data:image/x-png", 1)
+    with LiveServer() as live:
+        answers = [post(live, chat(image(url)), timeout=30) for url in (picture, picture, other_type)]
+        metrics = httpx.get(f"{live.url}/metrics").text
+        counts = lookups(live)
+    accounts = [json.loads(a.json()["choices"][0]["message"]["content"])["media"] for a in answers]
+    assert accounts[0] == accounts[1] == accounts[2]  # the same pixels all three times
+    assert counts == {"hit": 1, "miss": 2}
+    decoded = len(base64.b64decode(picture.split(",", 1)[1]))
+    assert metric(metrics, "mmprep_fetched_bytes_total", scheme="data") == 2 * decoded  # not 3
+    assert metric(metrics, "mmprep_frames_decoded_total", kind="image") == 2
 
 
 def test_the_render_and_chat_routes_share_the_processed_items(tmp_path):

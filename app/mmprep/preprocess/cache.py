@@ -3,11 +3,11 @@ that sends the same images or video with every turn decodes, resizes and patchif
 once, for the render route and the chat route alike (one cache per Preprocessing).
 
 The key is a fast hash of the bytes (xxh3-128: about 10 GB/s, so hashing costs far less
-than fetching; of a data URL, its text, which spares the base64 decode) plus everything else that decides the tensors (the caller's `options`: the
-sampling, the server's image scale, the vision processor with its pixel form). Bounded in
-bytes of what it holds (pixels, tensors, source files), least recently used first out.
-Identical decodes already running are joined, not repeated. Cached tensors are read-only:
-requests share them.
+than fetching; of a data URL, its text, which spares the base64 decode) plus everything
+else that decides the tensors (the caller's `options`: the sampling, the server's image
+scale, the vision processor with its pixel form). Bounded in bytes of what it holds
+(pixels, tensors, source files), least recently used first out. Identical decodes already
+running are joined, not repeated. Cached tensors are read-only: requests share them.
 """
 
 from __future__ import annotations

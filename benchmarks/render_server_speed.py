@@ -18,6 +18,9 @@ real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
 - `mmprep-before` (with --before PYTHON): `mmprep serve` as another interpreter has it
   installed (a venv over a checkout of main, say), so a change is measured against what it
   changes in the same interleaved run;
+- `canned` (with --canned BYTES): benchmarks/canned_server.py, which does no work and answers
+  every request with BYTES at once: the req/s this client reaches by itself, the most any
+  server can show for a case with answers that big;
 - `mmprep@CPUS` (with --taskset CPUS ...): `mmprep serve` pinned to those cores with
   `taskset -c CPUS`, one server per list (`--taskset 0 0,1`: one core against two, the
   issue's scaling target: 2 cores at least 1.8x 1 core's req/s).
@@ -248,6 +251,12 @@ def main() -> None:
         metavar="CPUS",
         help="also mmprep pinned to each core list (taskset -c): `mmprep@CPUS`",
     )
+    parser.add_argument(
+        "--canned",
+        type=int,
+        metavar="BYTES",
+        help="also a server that answers at once with BYTES (canned_server.py): the client's own bound",
+    )
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
 
@@ -276,6 +285,9 @@ def main() -> None:
         servers.append(Server(f"mmprep@{cpus}", ["taskset", "-c", cpus, *mmprep]))
     if args.before:
         servers.insert(0, Server("mmprep-before", [str(args.before), *mmprep[1:]]))
+    if args.canned:
+        canned = Path(__file__).with_name("canned_server.py")
+        servers.append(Server("canned", [sys.executable, str(canned), "--bytes", str(args.canned)]))
     if args.vllm:
         vllm = Server(
             "vllm",

@@ -13,6 +13,11 @@ from /proc/PID/stat over the load; RSS from /proc/PID/status, sampled every 0.2 
 start (after one warm-up request), the peak, and --after seconds after the last stream ended
 with every connection still open. With several --python (e.g. main's venv and this
 checkout's), runs interleave them at each N, so a shared machine's load falls on both alike.
+With --dynamo VENV (a venv with `pip install ai-dynamo`), Dynamo's own front door runs beside
+them: `dynamo.frontend` and `dynamo.mocker` (its simulated engine, in a process of its own,
+asked for --pieces tokens with ignore_eos, at its own pace), the frontend's CPU the figure
+compared and the mocker's reported apart (mmprep's replay engine runs inside its server: its
+figure includes the engine's work).
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import httpx
 
+DYNAMO_MODEL = "mock"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -52,15 +60,19 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def request_bytes(port: int, args: argparse.Namespace) -> bytes:
-    body = json.dumps(
-        {
-            "model": "mmprep-echo",
-            "messages": [{"role": "user", "content": "word " * args.prompt_words}],
-            "stream": True,
-            "replay": {"texts": ["word "], "repeat": args.pieces, "interval": 1 / args.rate},
-        }
-    ).encode()
+def request_bytes(port: int, args: argparse.Namespace, dynamo: bool = False) -> bytes:
+    """mmprep's replay engine is told its answer; Dynamo's mocker makes `pieces` tokens at its
+    own simulated pace (ignore_eos: never fewer)."""
+    request: dict = {
+        "model": DYNAMO_MODEL if dynamo else "mmprep-echo",
+        "messages": [{"role": "user", "content": "word " * args.prompt_words}],
+        "stream": True,
+    }
+    if dynamo:
+        request |= {"max_tokens": args.pieces, "ignore_eos": True}
+    else:
+        request["replay"] = {"texts": ["word "], "repeat": args.pieces, "interval": 1 / args.rate}
+    body = json.dumps(request).encode()
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -131,8 +143,7 @@ class Sampler(threading.Thread):
             time.sleep(0.2)
 
 
-def run(python: str, streams: int, args: argparse.Namespace) -> dict:
-    port = free_port()
+def start_mmprep(python: str, port: int, streams: int, args: argparse.Namespace) -> list[subprocess.Popen]:
     flags = ["--max-concurrent-requests", str(max(streams, 2048)), *args.server_args.split()]
     server = subprocess.Popen(
         [python, "-m", "mmprep", "serve", "--port", str(port), "--log-level", "warning"]
@@ -140,18 +151,64 @@ def run(python: str, streams: int, args: argparse.Namespace) -> dict:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    _wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200, [server])
+    return [server]
+
+
+def start_dynamo(venv: str, port: int, args: argparse.Namespace) -> list[subprocess.Popen]:
+    """Dynamo's frontend and its mocker engine on a model folder of this repo's (discovery
+    through files, no etcd or NATS); the frontend first: the front door measured."""
+    from mmprep.testing.model_folder import make_model_folder
+
+    work = Path(tempfile.mkdtemp(prefix="streams-dynamo-"))
+    folder = make_model_folder("qwen2_5_vl", work / "model")
+    env = {**os.environ, "DYN_FILE_KV": str(work / "kv")}
+    python = f"{venv}/bin/python"
+    frontend = subprocess.Popen(
+        [python, "-m", "dynamo.frontend", "--discovery-backend", "file", "--http-port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    # room for every stream's prompt and answer at once (blocks of 64 tokens), and all in one batch
+    blocks = 4096 * (args.prompt_words + args.pieces) // 64
+    mocker = subprocess.Popen(
+        [python, "-m", "dynamo.mocker", "--discovery-backend", "file", "--model-path", str(folder)]
+        + ["--model-name", DYNAMO_MODEL, "--num-gpu-blocks-override", str(blocks), "--max-num-seqs", "4096"]
+        + ["--max-num-batched-tokens", str(1 << 24), *args.dynamo_args.split()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    models = f"http://127.0.0.1:{port}/v1/models"
+    _wait_until(lambda: bool(httpx.get(models, timeout=1).json()["data"]), [frontend, mocker])
+    return [frontend, mocker]
+
+
+def _wait_until(ready, processes: list[subprocess.Popen]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if ready():
+                return
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass
+        if time.monotonic() > deadline or any(process.poll() is not None for process in processes):
+            raise RuntimeError(f"{processes[0].args!r}: the server did not start")
+        time.sleep(0.2)
+
+
+def run(server_kind: str, streams: int, args: argparse.Namespace) -> dict:
+    """`server_kind`: an interpreter with mmprep, or "dynamo:VENV"."""
+    port = free_port()
+    dynamo = server_kind.startswith("dynamo:")
+    if dynamo:
+        processes = start_dynamo(server_kind.removeprefix("dynamo:"), port, args)
+    else:
+        processes = start_mmprep(server_kind, port, streams, args)
+    server = processes[0]
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError(f"{python}: the server did not start")
-            time.sleep(0.2)
-        request = request_bytes(port, args)
+        request = request_bytes(port, args, dynamo)
         with socket.create_connection(("127.0.0.1", port)) as warm:  # one request: imports, caches
             warm.sendall(request)
             data = b""
@@ -165,10 +222,10 @@ def run(python: str, streams: int, args: argparse.Namespace) -> dict:
         client = multiprocessing.get_context("spawn").Process(
             target=client_main, args=(port, streams, max(streams, args.min_requests), request, there)
         )
-        cpu_before = cpu_seconds(server.pid)
+        cpu_before = [cpu_seconds(process.pid) for process in processes]
         client.start()
         done = here.recv()
-        cpu = cpu_seconds(server.pid) - cpu_before
+        cpu = [cpu_seconds(p.pid) - before for p, before in zip(processes, cpu_before, strict=True)]
         time.sleep(args.after)  # every connection still open
         after_rss = rss_mib(server.pid)
         here.send("let go")
@@ -176,16 +233,18 @@ def run(python: str, streams: int, args: argparse.Namespace) -> dict:
         time.sleep(2)
         closed_rss = rss_mib(server.pid)
         sampler.running = False
+        tokens = max(1, done["tokens"])
         return {
-            "python": python,
+            "server": server_kind,
             "streams": streams,
             "completed": done["streams"],
             "errors": done["errors"],
             "error_bodies": done["error_bodies"][:3],
             "tokens": done["tokens"],
             "seconds": round(done["seconds"], 1),
-            "server_cpu_s": round(cpu, 2),
-            "cpu_us_per_token": round(cpu / max(1, done["tokens"]) * 1e6, 2),
+            "server_cpu_s": round(cpu[0], 2),
+            "cpu_us_per_token": round(cpu[0] / tokens * 1e6, 2),
+            **({"engine_cpu_us_per_token": round(cpu[1] / tokens * 1e6, 2)} if dynamo else {}),
             "rss_mib": {
                 "start": round(start_rss),
                 "peak": round(sampler.peak),
@@ -194,8 +253,9 @@ def run(python: str, streams: int, args: argparse.Namespace) -> dict:
             },
         }
     finally:
-        server.terminate()
-        server.wait(30)
+        for process in processes:
+            process.terminate()
+            process.wait(30)
 
 
 def main() -> None:
@@ -204,6 +264,8 @@ def main() -> None:
     )
     parser.add_argument("--streams", type=int, nargs="+", default=[64, 512, 2048])
     parser.add_argument("--python", nargs="+", default=[sys.executable], help="the servers' interpreters")
+    parser.add_argument("--dynamo", metavar="VENV", help="also Dynamo's frontend and mocker (ai-dynamo)")
+    parser.add_argument("--dynamo-args", default="", help="more `dynamo.mocker` flags (--speedup-ratio ...)")
     parser.add_argument("--pieces", type=int, default=64, help="pieces streamed per request")
     parser.add_argument("--rate", type=float, default=50.0, help="pieces per second per stream")
     parser.add_argument("--prompt-words", type=int, default=8192)
@@ -214,8 +276,8 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     for streams in args.streams:
-        for python in args.python:
-            result = run(python, streams, args)
+        for server in [*args.python, *([f"dynamo:{args.dynamo}"] if args.dynamo else [])]:
+            result = run(server, streams, args)
             print(json.dumps(result), flush=True)
             results.append(result)
     if args.output:

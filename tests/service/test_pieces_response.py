@@ -3,7 +3,8 @@ copied into one body, the small ones joined into one write."""
 
 from __future__ import annotations
 
-from mmprep.api.pieces_response import SMALL_PIECE_BYTES, PiecesResponse, coalesced
+from mmprep.api.pieces_response import PiecesResponse
+from mmprep.vllm.request import SMALL_PIECE_BYTES, coalesced
 
 
 def test_big_pieces_pass_uncopied_and_small_runs_are_joined():

@@ -4,25 +4,23 @@ A render answer is ~30 MB of encoded tensors in a few big pieces. Joined into on
 object it was copied twice before the socket saw it (the join, then h11's own join of what
 it frames), 3 to 4 ms a request each; written piece by piece neither copy happens (h11
 passes a lone bytes piece through as it is), and a slow reader holds no more than the
-connection's send buffer, as uvicorn waits for it to drain between pieces.
+connection's send buffer, as uvicorn waits for it to drain between pieces. The pieces come
+as app/mmprep/vllm/request.py's generate_request_body makes them, small runs already joined
+there (in its thread, and for the engine's send to vLLM too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Sequence
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-# Runs of pieces smaller than this are joined into one write (JSON punctuation, headers of
-# a tensor's encoding): a write per quote mark would cost more than the copy it saves.
-SMALL_PIECE_BYTES = 64 * 1024
-
 
 class PiecesResponse(Response):
-    def __init__(self, pieces: Iterable[bytes], status_code: int = 200, media_type: str | None = None):
-        self._pieces = list(coalesced(pieces))
-        length = sum(len(piece) for piece in self._pieces)
+    def __init__(self, pieces: Sequence[bytes], status_code: int = 200, media_type: str | None = None):
+        self._pieces = pieces
+        length = sum(len(piece) for piece in pieces)
         super().__init__(None, status_code, {"content-length": str(length)}, media_type)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -30,18 +28,3 @@ class PiecesResponse(Response):
         for piece in self._pieces:
             await send({"type": "http.response.body", "body": piece, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def coalesced(pieces: Iterable[bytes]) -> Iterator[bytes]:
-    """The pieces with each run of small ones joined; big ones as they are, not copied."""
-    run: list[bytes] = []
-    for piece in pieces:
-        if len(piece) < SMALL_PIECE_BYTES:
-            run.append(piece)
-            continue
-        if run:
-            yield b"".join(run)
-            run = []
-        yield piece
-    if run:
-        yield b"".join(run)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,9 +80,9 @@ def generate_request_body(
     request: PreparedRequest, options: GenerateOptions, changes: dict[str, Any] | None = None
 ) -> list[bytes]:
     """generate_request (with `changes` made to its fields) as JSON bytes, in pieces to send
-    one after another. The encoded items (nearly all of it) are never made str nor scanned by
-    json: each stands in the document as a placeholder string while it is dumped, then is put
-    in its place."""
+    one after another (small ones joined, big ones as they were made: `coalesced`). The
+    encoded items (nearly all of it) are never made str nor scanned by json: each stands in
+    the document as a placeholder string while it is dumped, then is put in its place."""
     items: list[list[bytes]] = []
     nonce = uuid.uuid4().hex
 
@@ -105,7 +105,27 @@ def generate_request_body(
             number, _, part = part.partition('"')
             pieces += [b'"', *items[int(number)], b'"']
         pieces.append(part.encode())
-    return pieces
+    return list(coalesced(pieces))
+
+
+# Runs of pieces smaller than this are joined into one (JSON punctuation, the headers of a
+# tensor's encoding): a write per quote mark would cost more than the copy it saves.
+SMALL_PIECE_BYTES = 64 * 1024
+
+
+def coalesced(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The pieces with each run of small ones joined; big ones as they are, not copied."""
+    run: list[bytes] = []
+    for piece in pieces:
+        if len(piece) < SMALL_PIECE_BYTES:
+            run.append(piece)
+            continue
+        if run:
+            yield b"".join(run)
+            run = []
+        yield piece
+    if run:
+        yield b"".join(run)
 
 
 def generate_request(

@@ -26,7 +26,9 @@ from .tokenize import detokenize, tokenize
 router = APIRouter()
 
 
-def get_service(request: Request) -> Service:
+async def get_service(request: Request) -> Service:
+    # async, though it awaits nothing: FastAPI runs a plain `def` dependency in its thread
+    # pool, a thread hop for every request.
     return request.app.state.service
 
 

@@ -53,6 +53,11 @@ class Normalizer:
             self._steps = []
             self.dtype = np.dtype(np.uint8)  # transformers leaves the pixels as they are
 
+    @property
+    def keeps_pixels(self) -> bool:
+        """Whether the output is the uint8 pixels themselves (rescale and normalize off)."""
+        return not self._steps
+
     def __call__(self, pixels: np.ndarray, out: np.ndarray) -> None:
         if not self._steps:
             np.copyto(out, pixels)
@@ -90,9 +95,15 @@ class PatchWriter:
         patch_dim = 3 * self.temporal * self.patch * self.patch
         self.output = np.empty((grid_t * self.grid_h * self.grid_w, patch_dim), self._normalize.dtype)
 
-    def write(self, frame: np.ndarray, index: int) -> None:
-        """Frame number `index` of the (padded) clip, resized to the grid: (H, W, 3) uint8."""
+    def write(self, frame: np.ndarray, index: int, copies: int = 1) -> None:
+        """Frame number `index` of the (padded) clip, resized to the grid: (H, W, 3) uint8;
+        also frames `index + 1` to `index + copies - 1`, the same pixels (an image's temporal
+        block, a clip's padding), which must be in the same temporal block."""
         block, slot = divmod(index, self.temporal)
+        if copies < 1 or slot + copies > self.temporal:
+            raise ValueError(
+                f"{copies} copies from frame {index} leave its temporal block of {self.temporal}"
+            )
         rows = self.grid_h * self.grid_w
         m, p = self.merge, self.patch
         blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
@@ -100,12 +111,19 @@ class PatchWriter:
             blocks_h, blocks_w, m, m, 3, self.temporal, p, p
         )
         source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
-        # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of the
-        # bytes) into a small contiguous buffer, so the float arithmetic reads contiguous,
-        # cache-resident memory and the frame is never copied whole.
-        for row in range(blocks_h):
-            pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
-            self._normalize(pixels, target[row, :, :, :, :, slot])
+        if self._normalize.keeps_pixels:
+            # No float work to keep in the cache: the whole frame reordered in one numpy
+            # copy, twice as fast as row by row.
+            target[..., slot, :, :] = source.transpose(0, 3, 1, 4, 6, 2, 5)
+        else:
+            # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of
+            # the bytes) into a small contiguous buffer, so the float arithmetic reads
+            # contiguous, cache-resident memory and the frame is never copied whole.
+            for row in range(blocks_h):
+                pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
+                self._normalize(pixels, target[row, :, :, :, :, slot])
+        for copy in range(slot + 1, slot + copies):  # copied, not reordered and normalized again
+            target[..., copy, :, :] = target[..., slot, :, :]
 
     def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
         """The output, under transformers' names for it, with its grid and token count."""

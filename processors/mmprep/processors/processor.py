@@ -129,8 +129,7 @@ class Processor:
             return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
         writer = PatchWriter(config, 1, resized_height, resized_width)
         resized = resize_bicubic(image, resized_height, resized_width)
-        for index in range(writer.temporal):
-            writer.write(resized, index)
+        writer.write(resized, 0, copies=writer.temporal)
         return writer.processed(*self.tensor_names("image"))
 
     def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | tiles.TileWriter:

@@ -132,8 +132,7 @@ class _Clip:
         resized = resize_bicubic(frame, *self.size)
         writer = self.writer
         end = writer.grid_t * writer.temporal if position == self.count - 1 else position + 1
-        for index in range(position, end):
-            writer.write(resized, index)
+        writer.write(resized, position, copies=end - position)
 
 
 def _address(frame: np.ndarray) -> int:

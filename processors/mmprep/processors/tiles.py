@@ -65,8 +65,10 @@ class TileWriter:
         self._num_tokens = num_tokens
         self.output = np.empty((num_frames, 3, height, width), self._normalize.dtype)
 
-    def write(self, frame: np.ndarray, index: int) -> None:
+    def write(self, frame: np.ndarray, index: int, copies: int = 1) -> None:
+        """Frame `index` (and the `copies - 1` after it, the same pixels), as PatchWriter.write."""
         self._normalize(frame.transpose(2, 0, 1)[None], self.output[index : index + 1])
+        self.output[index + 1 : index + copies] = self.output[index]
 
     def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
         """The frames under the family's names (Family.tile_tensors; the keys are its own)."""

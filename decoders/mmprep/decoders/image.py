@@ -60,13 +60,15 @@ def decode_image(
     try:
         with _open(source) as image:
             _check_size(image, max_source_pixels)
-            turned = image.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)  # a quarter turn
+            orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+            turned = orientation in (5, 6, 7, 8)  # a quarter turn
             upright = (image.height, image.width) if turned else image.size
             metadata = ImageMetadata(*upright, image.format or "", image.mode)
             size = scaled_size(*upright, max_pixels)
             if size != upright:
                 image.draft("RGB", size[::-1] if turned else size)  # JPEG: decode at a smaller scale
-            image = ImageOps.exif_transpose(image)
+            if orientation != 1:  # exif_transpose copies an upright image whole: a tenth of a render's CPU
+                image = ImageOps.exif_transpose(image)
             if image.size != size:
                 image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
             rgb = _to_rgb(image)

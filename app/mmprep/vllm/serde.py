@@ -20,6 +20,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import pybase64
 
 from .items import Field, FieldElem, Item
 
@@ -81,7 +82,9 @@ def encode_item_pieces(item: Item) -> list[bytes]:
 class _Base64Writer:
     """Base64 of everything written, in pieces: small writes wait in a buffer, a large one
     is encoded from its own memory, whole 3-byte groups at a time (base64 of a
-    concatenation is the concatenation of base64s cut at multiples of 3 bytes)."""
+    concatenation is the concatenation of base64s cut at multiples of 3 bytes). pybase64's
+    SIMD encoder, the same bytes as the standard library's: a 720p image's 5.6 MB of
+    patches in 0.7 ms against binascii's 8 to 19."""
 
     LARGE = 1 << 16
 
@@ -95,13 +98,13 @@ class _Base64Writer:
             return
         head = (-len(self.pending)) % 3  # what completes the pending bytes' last group
         self.pending += data[:head]
-        self.pieces.append(base64.b64encode(self.pending))
+        self.pieces.append(pybase64.b64encode(self.pending))
         whole = head + (len(data) - head) // 3 * 3
-        self.pieces.append(base64.b64encode(data[head:whole]))
+        self.pieces.append(pybase64.b64encode(data[head:whole]))
         self.pending = bytearray(data[whole:])
 
     def finish(self) -> list[bytes]:
-        self.pieces.append(base64.b64encode(self.pending))
+        self.pieces.append(pybase64.b64encode(self.pending))
         return [piece for piece in self.pieces if piece]
 
 

@@ -89,10 +89,10 @@ def generate_request_body(
     def placeholder(item: Item) -> str:
         if options.wire_cache is None:
             items.append(encode_item_pieces(item))
-        else:  # a repeated item's pieces, as written the first time (joined: one bytes object)
+        else:  # a repeated item's pieces, as written the first time
             items.append(
                 options.wire_cache.get_or_make(
-                    ["item", *item_parts(item)], lambda: [b"".join(encode_item_pieces(item))], _pieces_bytes
+                    ["item", *item_parts(item)], lambda: encode_item_pieces(item), _pieces_bytes
                 )
             )
         return f"{nonce}:{len(items) - 1}"

@@ -7,6 +7,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --quick --cases images
     python benchmarks/render_server_speed.py --before OTHER/.venv/bin/python   # a change, interleaved
     python benchmarks/render_server_speed.py --cases images --no-float --taskset 0 0,1   # 1 core vs 2
+    python benchmarks/render_server_speed.py --cases images --concurrency 4   # a server kept busy
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
 real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
@@ -24,6 +25,9 @@ real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
 - `mmprep@CPUS` (with --taskset CPUS ...): `mmprep serve` pinned to those cores with
   `taskset -c CPUS`, one server per list (`--taskset 0 0,1`: one core against two, the
   issue's scaling target: 2 cores at least 1.8x 1 core's req/s).
+`--concurrency N` sends each server N requests at once (a batch from N client threads, the
+servers still taken in turn): the req/s of a server kept busy, as a deployment's many clients
+keep it, where concurrency 1 leaves it idle while the client reads each answer.
 Every mmprep server runs with `--default-max-frames 256`, so a request that asks for fps
 gets as many frames as vLLM gives it (vLLM's Qwen-VL loaders take up to 768; mmprep's
 default caps them at 32).
@@ -54,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,7 +211,11 @@ def bodies(case: str, count: int) -> list[dict]:
     return [text_body(words, i) for i in range(count)]
 
 
-def run_case(client: httpx.Client, servers: list[Server], case: str, rounds: int) -> dict[str, dict]:
+def run_case(
+    client: httpx.Client, servers: list[Server], case: str, rounds: int, concurrency: int = 1
+) -> dict[str, dict]:
+    """Each server gets `rounds` requests, `concurrency` at a time (a batch of that many sent
+    together, the servers taken in turn batch by batch), so each sees the same requests."""
     requests = bodies(case, rounds + 1)
     for server in servers:  # one warm-up each (the first request loads what is loaded lazily)
         answered = client.post(server.url + "/v1/chat/completions/render", json=requests[0])
@@ -215,13 +224,19 @@ def run_case(client: httpx.Client, servers: list[Server], case: str, rounds: int
     took = {server.name: 0.0 for server in servers}
     sizes = {server.name: 0 for server in servers}
     cpu = {server.name: -server.cpu_seconds() for server in servers}
-    for body in requests[1:]:
-        for server in servers:  # interleaved: the machine's moods fall on every server alike
-            started = time.perf_counter()
-            answered = client.post(server.url + "/v1/chat/completions/render", json=body)
-            took[server.name] += time.perf_counter() - started
-            sizes[server.name] += len(answered.content)
-            assert answered.status_code == 200, answered.text[:300]
+
+    def post(url: str, body: dict) -> int:
+        answered = client.post(url + "/v1/chat/completions/render", json=body)
+        assert answered.status_code == 200, answered.text[:300]
+        return len(answered.content)
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        for start in range(1, rounds + 1, concurrency):
+            batch = requests[start : start + concurrency]
+            for server in servers:  # interleaved: the machine's moods fall on every server alike
+                started = time.perf_counter()
+                sizes[server.name] += sum(pool.map(post, [server.url] * len(batch), batch))
+                took[server.name] += time.perf_counter() - started
     return {
         server.name: {
             "req_s": rounds / took[server.name],
@@ -243,6 +258,9 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=10, help="requests per case and server")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="requests in flight to a server at once (a pool's clients)"
+    )
     parser.add_argument("--no-float", action="store_true", help="leave mmprep-float out")
     parser.add_argument("--before", type=Path, help="a Python with another mmprep installed: `mmprep-before`")
     parser.add_argument(
@@ -308,14 +326,17 @@ def main() -> None:
     try:
         for server in servers:
             server.start(work / f"{server.name}.log")
-        with httpx.Client(timeout=600) as client:
+        limits = httpx.Limits(max_connections=args.concurrency)
+        with httpx.Client(timeout=600, limits=limits) as client:
             cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
-            print(f"{cores} cores, load {load:.1f}; baseline {servers[0].name}")
+            print(
+                f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}; baseline {servers[0].name}"
+            )
             print(
                 f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}"
             )
             for case in args.cases:
-                figures = run_case(client, servers, case, rounds)
+                figures = run_case(client, servers, case, rounds, args.concurrency)
                 base = figures[servers[0].name]
                 for name, row in figures.items():
                     print(

@@ -25,6 +25,10 @@ real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
 - `mmprep@CPUS` (with --taskset CPUS ...): `mmprep serve` pinned to those cores with
   `taskset -c CPUS`, one server per list (`--taskset 0 0,1`: one core against two, the
   issue's scaling target: 2 cores at least 1.8x 1 core's req/s).
+`--alone SERVER` runs one of them by itself: on the 2-core dev VM, interleaving requests
+between servers raised every server's CPU per request about 2x (4 new images: mmprep 0.16
+CPU-s alone, 0.26 beside vLLM, 0.38 beside three others; vLLM 0.12 to 0.15 alone, 0.31 to
+0.40 interleaved), so absolute figures are read from runs alone, one after another.
 `--concurrency N` sends each server N requests at once (a batch from N client threads, the
 servers still taken in turn): the req/s of a server kept busy, as a deployment's many clients
 keep it, where concurrency 1 leaves it idle while the client reads each answer.
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import io
 import json
 import os
@@ -57,10 +62,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -211,24 +218,58 @@ def bodies(case: str, count: int) -> list[dict]:
     return [text_body(words, i) for i in range(count)]
 
 
+class Client:
+    """The benchmark's client: the standard library's http.client, a keep-alive connection
+    per thread and server. Not httpx: reading a 30 MB answer costs httpx about 136 CPU-ms
+    and http.client 12 (against canned_server.py), and on 2 shared cores the client's CPU is
+    taken from the servers'."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def render(self, url: str, body: dict | bytes) -> tuple[int, bytes]:
+        """POST `body` to `url`'s render route: (status, answer)."""
+        connections = self._local.__dict__.setdefault("connections", {})
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        for attempt in range(2):
+            if url not in connections:
+                connections[url] = http.client.HTTPConnection(urlsplit(url).netloc, timeout=600)
+            try:
+                connections[url].request(
+                    "POST",
+                    "/v1/chat/completions/render",
+                    body=data,
+                    headers={"Content-Type": "application/json"},
+                )
+                answer = connections[url].getresponse()
+                return answer.status, answer.read()
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # the server closed the kept-alive connection while it sat idle (uvicorn's 5 s
+                # by default, while the other servers took their turn): once more on a new one
+                connections.pop(url).close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
 def run_case(
-    client: httpx.Client, servers: list[Server], case: str, rounds: int, concurrency: int = 1
+    client: Client, servers: list[Server], case: str, rounds: int, concurrency: int = 1
 ) -> dict[str, dict]:
     """Each server gets `rounds` requests, `concurrency` at a time (a batch of that many sent
     together, the servers taken in turn batch by batch), so each sees the same requests."""
-    requests = bodies(case, rounds + 1)
+    requests = [json.dumps(body).encode() for body in bodies(case, rounds + 1)]
     for server in servers:  # one warm-up each (the first request loads what is loaded lazily)
-        answered = client.post(server.url + "/v1/chat/completions/render", json=requests[0])
-        if answered.status_code != 200:
-            raise SystemExit(f"{server.name} refused the {case} request: {answered.text[:500]}")
+        status, answer = client.render(server.url, requests[0])
+        if status != 200:
+            raise SystemExit(f"{server.name} refused the {case} request: {answer[:500]!r}")
     took = {server.name: 0.0 for server in servers}
     sizes = {server.name: 0 for server in servers}
     cpu = {server.name: -server.cpu_seconds() for server in servers}
 
-    def post(url: str, body: dict) -> int:
-        answered = client.post(url + "/v1/chat/completions/render", json=body)
-        assert answered.status_code == 200, answered.text[:300]
-        return len(answered.content)
+    def post(url: str, body: bytes) -> int:
+        status, answer = client.render(url, body)
+        assert status == 200, answer[:300]
+        return len(answer)
 
     with ThreadPoolExecutor(concurrency) as pool:
         for start in range(1, rounds + 1, concurrency):
@@ -258,6 +299,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=10, help="requests per case and server")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
+    parser.add_argument(
+        "--alone",
+        metavar="SERVER",
+        help="run only this one of the servers the other flags name (vllm, mmprep, mmprep-before, ...)",
+    )
     parser.add_argument(
         "--concurrency", type=int, default=1, help="requests in flight to a server at once (a pool's clients)"
     )
@@ -323,26 +369,25 @@ def main() -> None:
             {"VLLM_TARGET_DEVICE": "cpu", "VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES": str(2 * 1024**3)},
         )
         servers.insert(0, vllm)
+    if args.alone:
+        servers = [server for server in servers if server.name == args.alone]
+        if not servers:
+            raise SystemExit(f"--alone {args.alone}: no such server in this run")
     try:
         for server in servers:
             server.start(work / f"{server.name}.log")
-        limits = httpx.Limits(max_connections=args.concurrency)
-        with httpx.Client(timeout=600, limits=limits) as client:
-            cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
-            print(
-                f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}; baseline {servers[0].name}"
-            )
-            print(
-                f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}"
-            )
-            for case in args.cases:
-                figures = run_case(client, servers, case, rounds, args.concurrency)
-                base = figures[servers[0].name]
-                for name, row in figures.items():
-                    print(
-                        f"{case:<17}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
-                        f"{row['req_s'] / base['req_s']:>9.2f}{base['cpu_s'] / row['cpu_s']:>8.2f}"
-                    )
+        client = Client()
+        cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
+        print(f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}; baseline {servers[0].name}")
+        print(f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}")
+        for case in args.cases:
+            figures = run_case(client, servers, case, rounds, args.concurrency)
+            base = figures[servers[0].name]
+            for name, row in figures.items():
+                print(
+                    f"{case:<17}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
+                    f"{row['req_s'] / base['req_s']:>9.2f}{base['cpu_s'] / row['cpu_s']:>8.2f}"
+                )
         print(f"load {os.getloadavg()[0]:.1f} at the end")
     finally:
         for server in servers:

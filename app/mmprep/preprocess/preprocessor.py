@@ -45,6 +45,11 @@ from .timing import Timing
 from .vision import VisionProcessing
 
 MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
+# A prompt text longer than this is tokenized in a thread, not on the event loop: 8k words
+# take the tokenizer about 5 ms (64k tokens some 20), which every other request and stream
+# would wait out; tiktoken lets go of the GIL meanwhile, so two such renders use two cores.
+# Below it the thread hop would cost more than it frees.
+LONG_PROMPT_CHARS = 8192
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,10 @@ class Preprocessor:
         prompt = None
         if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
             tokenizing = time.perf_counter()
-            prompt = renderer.tokens(text, media)
+            if len(text) > LONG_PROMPT_CHARS:
+                prompt = await asyncio.to_thread(renderer.tokens, text, media)
+            else:
+                prompt = renderer.tokens(text, media)
             timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(

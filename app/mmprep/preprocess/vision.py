@@ -78,6 +78,7 @@ class VisionProcessing:
         on_device = normalizes_on_device(settings, processor.family)
         if on_device:
             processor = processor.with_raw_pixels()
+        processor.preload()  # torch's import (2 CPU-s here) at start, not in the first image request
         return cls(
             processor, settings.processor_resize, settings.max_vision_tokens, on_device, speaks_vllm(settings)
         )

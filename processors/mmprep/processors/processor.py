@@ -10,7 +10,7 @@ import numpy as np
 
 import mmprep.families as families
 
-from . import tiles
+from . import resize, tiles
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
@@ -45,6 +45,11 @@ class Processor:
 
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
+
+    def preload(self) -> None:
+        """Load now what the first frame processed would load (torch, for the resize, where
+        it is installed), so a service pays for it at start, not on its first request."""
+        resize.preload()
 
     def tensor_names(self, kind: families.Kind) -> tuple[str, str | None]:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""

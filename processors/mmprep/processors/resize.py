@@ -223,6 +223,12 @@ def resize_numpy(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     return rows.reshape(height, width, channels)
 
 
+def preload() -> None:
+    """Import torch now, where resize_bicubic will use it: about 2 CPU-seconds that would
+    otherwise stall the first frame resized."""
+    _torch()
+
+
 @functools.cache
 def _torch() -> Any:
     """torch, where it is installed and MMPREP_TORCH_RESIZE is not 0; else None."""

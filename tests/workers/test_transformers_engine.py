@@ -184,12 +184,14 @@ def test_mmprep_gives_the_engine_what_transformers_gives_its_model(folder, refer
         np.testing.assert_array_equal(request.media[0].processed.tensors[key], inputs[key].numpy())
 
 
-def test_greedy_ids_are_transformers_and_come_one_by_one(engine, folder, reference):
+def test_greedy_ids_are_transformers_and_come_as_made(engine, folder, reference):
     outputs = asyncio.run(collect(engine.generate(prepared(folder))))
     assert generated(outputs) == reference["tokens"]
-    assert [len(output.token_ids) for output in outputs[:-1]] == [
-        1
-    ] * NEW_TOKENS  # streamed, a token at a time
+    # Streamed as they are made: never an empty step, and not all in one. A reader slower
+    # than the model (a loaded machine) takes the tokens made meanwhile together, by design
+    # (transformers_engine.py), so one token per step is the idle case, not a promise.
+    counts = [len(output.token_ids) for output in outputs[:-1]]
+    assert sum(counts) == NEW_TOKENS and min(counts) >= 1 and len(counts) > 1
     last = outputs[-1]
     prompt_length = reference["inputs"]["input_ids"].shape[1]
     assert (last.finish_reason, last.prompt_tokens, last.completion_tokens) == (

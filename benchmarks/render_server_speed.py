@@ -227,29 +227,26 @@ class Client:
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def render(self, url: str, body: dict | bytes) -> tuple[int, bytes]:
-        """POST `body` to `url`'s render route: (status, answer)."""
+    def render(self, url: str, body: bytes) -> tuple[int, bytes]:
+        """POST the JSON `body` to `url`'s render route: (status, answer)."""
         connections = self._local.__dict__.setdefault("connections", {})
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        for attempt in range(2):
-            if url not in connections:
-                connections[url] = http.client.HTTPConnection(urlsplit(url).netloc, timeout=600)
-            try:
-                connections[url].request(
-                    "POST",
-                    "/v1/chat/completions/render",
-                    body=data,
-                    headers={"Content-Type": "application/json"},
-                )
-                answer = connections[url].getresponse()
-                return answer.status, answer.read()
-            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
-                # the server closed the kept-alive connection while it sat idle (uvicorn's 5 s
-                # by default, while the other servers took their turn): once more on a new one
-                connections.pop(url).close()
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return self._post(connections, url, body)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # the server closed the kept-alive connection while it sat idle (uvicorn's 5 s by
+            # default, while the other servers took their turn): once more on a new one
+            connections.pop(url).close()
+            return self._post(connections, url, body)
+
+    @staticmethod
+    def _post(connections: dict, url: str, body: bytes) -> tuple[int, bytes]:
+        if url not in connections:
+            connections[url] = http.client.HTTPConnection(urlsplit(url).netloc, timeout=600)
+        connection = connections[url]
+        headers = {"Content-Type": "application/json"}
+        connection.request("POST", "/v1/chat/completions/render", body=body, headers=headers)
+        answer = connection.getresponse()
+        return answer.status, answer.read()
 
 
 def run_case(

@@ -23,6 +23,7 @@ Each connection closed by one of these is counted in mmprep_connections_closed{r
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import json
 import logging
@@ -153,14 +154,19 @@ class GuardedH11Protocol(H11Protocol):
             self._header_timer.cancel()
             self._header_timer = None
         finished = self.cycle
-        super().on_response_complete()
+        # uvicorn sets the keep-alive timer here, and a timer keeps a copy of the context it
+        # was set in: this request's (its id, its log fields), for as long as the connection
+        # idles. In an empty context it keeps nothing of the request.
+        contextvars.Context().run(super().on_response_complete)
         if self.cycle is finished:  # no pipelined request started in its place
-            # uvicorn keeps the last request's scope and cycle until the next request: on a
-            # kept-alive connection that is what the app hung on the scope (exit stacks,
-            # closures, the route's state), 10 dicts and 10 functions a connection, held
-            # for as long as the client keeps it: 2048 idle connections held 30 MiB.
-            # The app's task holds its own references while it finishes.
-            self.cycle = self.scope = None  # type: ignore[assignment]
+            # uvicorn keeps the last request's scope, cycle and headers until the next
+            # request: on a kept-alive connection that is what the app hung on the scope
+            # (exit stacks, closures, the route's state), 10 dicts and 10 functions a
+            # connection, held for as long as the client keeps it: 2048 idle connections
+            # held 30 MiB. Made while the request ran, they sit among its freed memory and
+            # keep the allocator from returning it. The app's task holds its own references
+            # while it finishes.
+            self.cycle = self.scope = self.headers = None  # type: ignore[assignment]
 
     def _header_timed_out(self) -> None:
         self._header_timer = None

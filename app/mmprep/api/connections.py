@@ -163,9 +163,7 @@ class GuardedH11Protocol(H11Protocol):
             # request: on a kept-alive connection that is what the app hung on the scope
             # (exit stacks, closures, the route's state), 10 dicts and 10 functions a
             # connection, held for as long as the client keeps it: 2048 idle connections
-            # held 30 MiB. Made while the request ran, they sit among its freed memory and
-            # keep the allocator from returning it. The app's task holds its own references
-            # while it finishes.
+            # held 30 MiB. The app's task holds its own references while it finishes.
             self.cycle = self.scope = self.headers = None  # type: ignore[assignment]
 
     def _header_timed_out(self) -> None:

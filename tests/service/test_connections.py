@@ -26,6 +26,7 @@ from mmprep.engines import EngineOutput
 from mmprep.engines.base import NothingToStart
 from mmprep.service import Service
 from mmprep.testing.metrics import metric
+from mmprep.testing.replay import TokenReplayEngine
 from mmprep.testing.servers import AppProcess
 from mmprep.testing.waiting import wait_until as wait_for
 
@@ -399,6 +400,34 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_too():
                 slow.sendall(bytes([byte]))
                 time.sleep(0.05)  # the scenario: the head dripped a byte at a time
         assert time.monotonic() - start < DEADLINE_S
+        assert served.closed("header_timeout") == 1
+
+
+def test_pipelined_requests_are_answered_in_order_and_a_pipelined_head_is_timed_from_the_answer_before_it():
+    """HTTP/1.1 lets a client send requests before the answers to earlier ones: each is
+    answered, in order. A head left incomplete behind them is timed from the last answer's
+    end, so a stream longer than the header timeout is never cut by a 408 meant for it."""
+
+    def replayed(word: str) -> bytes:  # a stream of 8 pieces, 0.1 s apart: longer than the header timeout
+        body = json.dumps(
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+                "replay": {"texts": [word], "repeat": 8, "interval": 0.1},
+            }
+        ).encode()
+        return b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + (
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+
+    with Served(TokenReplayEngine(), header_timeout=0.5) as served:
+        sock = connect(served.port)
+        sock.sendall(replayed("first") + replayed("second") + b"GET /health HTTP/1.1\r\nHo")
+        answer = read_until_closed(sock)
+        assert answer.count(b"HTTP/1.1 200") == 2
+        assert answer.count(b"first") == 8 and answer.count(b"second") == 8
+        assert answer.rindex(b"first") < answer.index(b"second") < answer.index(b"HTTP/1.1 408")
         assert served.closed("header_timeout") == 1
 
 

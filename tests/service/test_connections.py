@@ -431,6 +431,22 @@ def test_pipelined_requests_are_answered_in_order_and_a_pipelined_head_is_timed_
         assert served.closed("header_timeout") == 1
 
 
+def test_a_body_that_ends_after_its_answer_leaves_the_connection_idle_not_timed_as_a_head():
+    """An answer sent before its request's body has all arrived (a 404 to a POST): the
+    body's last bytes make the connection idle again, closed after the keep-alive timeout,
+    not answered 408 as a head that never came."""
+    with Served(header_timeout=0.3, keep_alive_timeout=1.0) as served:
+        sock = connect(served.port)
+        sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n0123456789")
+        sock.settimeout(DEADLINE_S)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 404")
+        sock.sendall(b"0123456789")
+        start = time.monotonic()
+        assert read_until_closed(sock) == b""
+        assert time.monotonic() - start > 0.9
+        assert served.closed("idle") == 1 and served.closed("header_timeout") == 0
+
+
 @pytest.mark.parametrize("sends_first_request", [False, True])
 def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(sends_first_request):
     with Served(keep_alive_timeout=0.3) as served:

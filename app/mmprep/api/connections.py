@@ -1,8 +1,7 @@
 """What one HTTP connection may hold, and for how long: the server's own guard rails.
 
-uvicorn's HTTP/1.1 protocol on httptools (llhttp, in C: a fifth less server CPU per
-streamed token than its h11 protocol, docs/benchmarks.md), with the limits a front door
-behind a load balancer needs and uvicorn lacks:
+uvicorn's HTTP/1.1 protocol (h11), with the limits a front door behind a load balancer
+needs and uvicorn lacks:
 
 - idle: a new connection that sends nothing, or a kept-alive one between requests, is
   closed after --keep-alive-timeout (uvicorn closes only kept-alive ones: a connection
@@ -34,7 +33,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
@@ -74,10 +74,10 @@ def too_many_connections(limit: int) -> ServiceError:
 
 def guarded_protocol(limits: ConnectionLimits, metrics: Metrics, on_refused: Callable[[ServiceError], None]):
     """The protocol factory for uvicorn.Config(http=...)."""
-    return functools.partial(GuardedProtocol, limits=limits, metrics=metrics, on_refused=on_refused)
+    return functools.partial(GuardedH11Protocol, limits=limits, metrics=metrics, on_refused=on_refused)
 
 
-class GuardedProtocol(HttpToolsProtocol):
+class GuardedH11Protocol(H11Protocol):
     def __init__(
         self,
         *args,
@@ -95,7 +95,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._write_timer: asyncio.TimerHandle | None = None
         self._acked: int | None = None  # bytes the client had acknowledged at the last check
         self._progress_at = 0.0  # when that count last grew (or the buffer filled)
-        self._reading = ""  # what of a request the parser is in: "head", "body", or "" (neither)
 
     # -- open and close ------------------------------------------------------------------
 
@@ -138,30 +137,20 @@ class GuardedProtocol(HttpToolsProtocol):
         super().data_received(data)
         self._watch_reading()
 
-    # the parser's callbacks, as a request arrives
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._reading = "head"
-
-    def on_headers_complete(self) -> None:
-        self._reading = "body"
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        self._reading = ""
-        super().on_message_complete()
-
-    def _waiting_for_head(self) -> bool:
-        """A head is arriving (or bytes before one), and no earlier request is being
-        answered: a pipelined head's clock starts when the answer before it ends."""
-        answering = self.cycle is not None and not self.cycle.response_complete
-        return self._reading != "body" and not answering and not self.transport.is_closing()
-
     def _watch_reading(self) -> None:
-        """The clocks on a request still arriving: its head, and its body."""
-        if self._waiting_for_head() and self._header_timer is None:
+        """The clocks on a request still arriving: its head (bytes of it wait in h11's
+        buffer), and its body; or, with nothing arriving, the idle clock."""
+        idle = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        waiting_for_head = idle and bool(self.conn.trailing_data[0])
+        if idle and not waiting_for_head and self.cycle is None and self.timeout_keep_alive_task is None:
+            # A body's last bytes came after its answer (uvicorn stopped the idle clock when
+            # they arrived): idle again, not a head that never ends.
+            self.timeout_keep_alive_task = contextvars.Context().run(
+                self.loop.call_later, self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+        if waiting_for_head and self._header_timer is None:
             self._header_timer = self.loop.call_later(self._limits.header_timeout, self._header_timed_out)
-        elif not self._waiting_for_head() and self._header_timer is not None:
+        elif not waiting_for_head and self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
         # A body that stops arriving: the same allowance of silence, restarted by every piece,
@@ -169,29 +158,31 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        if self._reading == "body" and not self.transport.is_closing():
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
             self._body_timer = self.loop.call_later(self._limits.header_timeout, self._body_timed_out)
 
     def on_response_complete(self) -> None:
-        # uvicorn sets the keep-alive timer here (or starts a pipelined request), and a timer
-        # keeps a copy of the context it was set in: this request's (its id, its log
-        # fields), for as long as the connection idles. In an empty context it keeps
-        # nothing of the request.
+        if self._header_timer is not None:  # a pipelined head, started early: its clock starts below
+            self._header_timer.cancel()
+            self._header_timer = None
+        finished = self.cycle
+        # uvicorn sets the keep-alive timer here, and a timer keeps a copy of the context it
+        # was set in: this request's (its id, its log fields), for as long as the connection
+        # idles. In an empty context it keeps nothing of the request.
         contextvars.Context().run(super().on_response_complete)
-        if self._reading == "" and self.cycle is not None and self.cycle.response_complete:
-            # Read whole and answered, and no pipelined request in its place: uvicorn keeps
-            # the last request's scope, cycle and headers until the next request: on a
-            # kept-alive connection that is what the app hung on the scope (exit stacks,
-            # closures, the route's state), 10 dicts and 10 functions a connection, held for
-            # as long as the client keeps it: 2048 idle connections held 30 MiB. The app's
-            # task holds its own references while it finishes.
+        if self.cycle is finished:  # no pipelined request started in its place
+            # uvicorn keeps the last request's scope, cycle and headers until the next
+            # request: on a kept-alive connection that is what the app hung on the scope
+            # (exit stacks, closures, the route's state), 10 dicts and 10 functions a
+            # connection, held for as long as the client keeps it: 2048 idle connections
+            # held 30 MiB. The app's task holds its own references while it finishes.
             self.cycle = self.scope = self.headers = None  # type: ignore[assignment]
-        if self._reading == "head":  # a pipelined head, started early: its clock starts now
-            self._watch_reading()
+            if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+                self._watch_reading()  # part of a pipelined head came early: its clock starts now
 
     def _header_timed_out(self) -> None:
         self._header_timer = None
-        if not self._waiting_for_head():
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         log.info(
             "request head incomplete after the header timeout; connection closed",
@@ -205,7 +196,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def _body_timed_out(self) -> None:
         self._body_timer = None
-        if self.transport.is_closing() or self._reading != "body":
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
             return
         if self.flow.read_paused:  # we stopped reading (the app is behind), not the client sending
             self._body_timer = self.loop.call_later(self._limits.header_timeout, self._body_timed_out)

@@ -91,9 +91,9 @@ class Served:
         return self.metric("mmprep_connections_closed_total", reason=reason)
 
 
-def chat_request(stream: bool = True, content: str = "hi") -> bytes:
+def chat_request(stream: bool = True, content: str = "hi", **fields) -> bytes:
     body = json.dumps(
-        {"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream}
+        {"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream, **fields}
     ).encode()
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -409,17 +409,7 @@ def test_pipelined_requests_are_answered_in_order_and_a_pipelined_head_is_timed_
     end, so a stream longer than the header timeout is never cut by a 408 meant for it."""
 
     def replayed(word: str) -> bytes:  # a stream of 8 pieces, 0.1 s apart: longer than the header timeout
-        body = json.dumps(
-            {
-                "model": MODEL,
-                "messages": [{"role": "user", "content": "hi"}],
-                "stream": True,
-                "replay": {"texts": [word], "repeat": 8, "interval": 0.1},
-            }
-        ).encode()
-        return b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + (
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        return chat_request(replay={"texts": [word], "repeat": 8, "interval": 0.1})
 
     with Served(TokenReplayEngine(), header_timeout=0.5) as served:
         sock = connect(served.port)

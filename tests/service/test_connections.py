@@ -10,6 +10,7 @@ import gc
 import json
 import os
 import socket
+import struct
 import threading
 import time
 import weakref
@@ -435,6 +436,49 @@ def test_a_body_that_ends_after_its_answer_leaves_the_connection_idle_not_timed_
         assert read_until_closed(sock) == b""
         assert time.monotonic() - start > 0.9
         assert served.closed("idle") == 1 and served.closed("header_timeout") == 0
+
+
+def test_a_client_that_leaves_with_a_pipelined_request_queued_stops_the_request_being_answered():
+    """The request queued behind one being answered is not the only one told the client
+    left: the one being answered (here still waiting on its engine) stops and gives its slot
+    back."""
+    engine = GatedEngine()  # never opened: the first request waits until told the client left
+    with Served(engine) as served:
+        sock = connect(served.port)
+        sock.sendall(chat_request() + chat_request())
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 1, "the first request to be admitted")
+        sock.close()
+        wait_for(lambda: served.metric("mmprep_requests_in_flight") == 0, "the slot to be given back")
+        assert len(engine.admitted) == 1  # the queued one never started
+
+
+def test_a_pipelined_body_that_stalls_is_timed_from_the_answer_before_it_not_cut_into_it():
+    """A request queued behind a stream, its body stalled: the stream is answered whole, and
+    only then is the stalled body timed (408 after the stream, never inside it)."""
+    stream = chat_request(replay={"texts": ["first"], "repeat": 8, "interval": 0.1})  # 0.8 s
+    stalled = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+    with Served(TokenReplayEngine(), header_timeout=0.3) as served:
+        sock = connect(served.port)
+        sock.sendall(stream + stalled)
+        answer = read_until_closed(sock)
+        first, _, after = answer.partition(b"data: [DONE]\n\n\r\n0\r\n\r\n")  # the stream's whole end
+        assert first.startswith(b"HTTP/1.1 200") and first.count(b"first") == 8
+        assert after.startswith(b"HTTP/1.1 408")
+        assert served.closed("body_timeout") == 1
+
+
+def test_a_connection_the_client_resets_is_let_go_at_once():
+    """Not held by its idle clock until the keep-alive timeout (what uvicorn leaves armed)."""
+    with Served(keep_alive_timeout=600) as served:
+        sock = connect(served.port)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        (connection,) = served.server.server_state.connections
+        protocol = weakref.ref(connection)
+        del connection
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset
+        wait_for(lambda: gc.collect() is not None and protocol() is None, "the connection to be let go")
 
 
 @pytest.mark.parametrize("sends_first_request", [False, True])

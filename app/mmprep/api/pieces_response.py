@@ -1,12 +1,11 @@
 """A response body of pieces, written as they are under one Content-Length.
 
 A render answer is ~30 MB of encoded tensors in a few big pieces. Joined into one bytes
-object it was copied twice before the socket saw it (the join, then h11's own join of what
-it frames), 3 to 4 ms a request each; written piece by piece neither copy happens (h11
-passes a lone bytes piece through as it is), and a slow reader holds no more than the
-connection's send buffer, as uvicorn waits for it to drain between pieces. The pieces come
-as app/mmprep/vllm/request.py's generate_request_body makes them, small runs already joined
-there (in its thread, and for the engine's send to vLLM too).
+object it was copied before the socket saw it, 3 to 4 ms a request; written piece by piece
+no copy happens (uvicorn writes each piece of a Content-Length body as it is), and a slow
+reader holds no more than the connection's send buffer, as uvicorn waits for it to drain
+between pieces. The pieces come as app/mmprep/vllm/request.py's generate_request_body makes
+them, small runs already joined there (in its thread, and for the engine's send to vLLM too).
 """
 
 from __future__ import annotations

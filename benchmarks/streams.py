@@ -8,7 +8,9 @@ One `mmprep serve` per run (its own process; the replay engine, `mmprep.testing.
 streaming --pieces one-word pieces at --rate per second per stream, after an --prompt-words
 prompt), and one client process (asyncio on raw sockets: it costs the server nothing it would
 not cost with any client). Each of N client connections sends requests one after another,
-max(N, --min-requests) in all, then keeps its connection open. Server CPU is user + system
+max(N, --min-requests) in all, then keeps its connection open; --ramp opens the connections
+evenly over that many seconds, as aiperf does (the memory kept after the load depends on it:
+docs/benchmarks.md). Server CPU is user + system
 from /proc/PID/stat over the load; RSS from /proc/PID/status, sampled every 0.2 s: at the
 start (after one warm-up request), the peak, and --after seconds after the last stream ended
 with every connection still open. With several --python (e.g. main's venv and this
@@ -83,7 +85,10 @@ def request_bytes(port: int, args: argparse.Namespace, dynamo: bool = False) -> 
 # -- the client (its own process) ---------------------------------------------------------
 
 
-async def _one_connection(port: int, request: bytes, todo: list[int], done: dict, hold: asyncio.Event):
+async def _one_connection(
+    port: int, request: bytes, todo: list[int], done: dict, hold: asyncio.Event, delay: float
+):
+    await asyncio.sleep(delay)  # connections arrive over the ramp, as a benchmark client opens them
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     while todo:
         todo.pop()
@@ -108,12 +113,15 @@ async def _one_connection(port: int, request: bytes, todo: list[int], done: dict
     writer.close()
 
 
-async def _client(port: int, streams: int, requests: int, request: bytes, pipe) -> None:
+async def _client(port: int, streams: int, requests: int, request: bytes, ramp: float, pipe) -> None:
     todo = list(range(requests))
     done: dict = {"tokens": 0, "streams": 0, "errors": 0, "idle": 0, "error_bodies": []}
     hold = asyncio.Event()
     started = time.monotonic()
-    tasks = [asyncio.create_task(_one_connection(port, request, todo, done, hold)) for _ in range(streams)]
+    tasks = [
+        asyncio.create_task(_one_connection(port, request, todo, done, hold, ramp * i / streams))
+        for i in range(streams)
+    ]
     while done["idle"] < streams and not any(task.done() for task in tasks):
         await asyncio.sleep(0.05)
     pipe.send({**done, "seconds": time.monotonic() - started})
@@ -122,8 +130,8 @@ async def _client(port: int, streams: int, requests: int, request: bytes, pipe) 
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def client_main(port: int, streams: int, requests: int, request: bytes, pipe) -> None:
-    asyncio.run(_client(port, streams, requests, request, pipe))
+def client_main(port: int, streams: int, requests: int, request: bytes, ramp: float, pipe) -> None:
+    asyncio.run(_client(port, streams, requests, request, ramp, pipe))
 
 
 # -- one run ------------------------------------------------------------------------------
@@ -220,7 +228,8 @@ def run(server_kind: str, streams: int, args: argparse.Namespace) -> dict:
         sampler.start()
         here, there = multiprocessing.Pipe()
         client = multiprocessing.get_context("spawn").Process(
-            target=client_main, args=(port, streams, max(streams, args.min_requests), request, there)
+            target=client_main,
+            args=(port, streams, max(streams, args.min_requests), request, args.ramp, there),
         )
         cpu_before = [cpu_seconds(process.pid) for process in processes]
         client.start()
@@ -270,6 +279,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="pieces per second per stream")
     parser.add_argument("--prompt-words", type=int, default=8192)
     parser.add_argument("--min-requests", type=int, default=1024, help="requests per run, at least")
+    parser.add_argument(
+        "--ramp", type=float, default=0.0, help="seconds to open the connections over (0: all at once)"
+    )
     parser.add_argument("--after", type=float, default=10.0, help="seconds after the load to read RSS")
     parser.add_argument("--server-args", default="", help="more `mmprep serve` flags")
     parser.add_argument("--output", help="write the results as JSON here")

@@ -58,13 +58,13 @@ class Service:
         )
         self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
         self.started = int(time.time())
-        self._memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
+        self.memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
         self._admission = Admission(
             settings.max_concurrent_requests,
             settings.max_queued_requests,
             settings.max_queue_wait,
             self.metrics,
-            on_idle=self._memory.idle,
+            on_idle=self.memory.idle,
         )
 
     @property
@@ -111,7 +111,7 @@ class Service:
         if not self._admission.try_enter():
             waiting = self._admission.wait()
             await (until_disconnect(http, waiting) if http is not None else waiting)
-        self._memory.busy()
+        self.memory.busy()
         return Slot(self)
 
     @property

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from mmprep.api.app import create_app
-from mmprep.api.server import server_config
+from mmprep.api.connections import GuardedProtocol
+from mmprep.api.server import build_server
 from mmprep.core.config import Settings
 from mmprep.engines import EngineOutput
 from mmprep.engines.base import NothingToStart
@@ -63,13 +63,12 @@ class EndlessEngine(NothingToStart):
 
 
 class Served:
-    """mmprep as `mmprep serve` runs it (server.server_config), in a thread on a free port."""
+    """mmprep as `mmprep serve` runs it (server.build_server), in a thread on a free port."""
 
     def __init__(self, engine=None, **settings):
         self.settings = Settings(port=0, **settings)
         self.service = Service(self.settings, engine)
-        config = server_config(create_app(service=self.service), self.settings, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server = build_server(create_app(service=self.service), self.settings, log_level="warning")
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -467,6 +466,63 @@ def test_a_pipelined_body_that_stalls_is_timed_from_the_answer_before_it_not_cut
         assert served.closed("body_timeout") == 1
 
 
+def test_a_request_that_cannot_be_parsed_behind_a_stream_gets_its_400_after_the_stream():
+    """Bytes that are not HTTP, pipelined behind a stream: the stream is answered whole, then
+    the 400, and the connection closes (llhttp reads ahead; uvicorn wrote its 400 into the
+    middle of the stream)."""
+    stream = chat_request(replay={"texts": ["first"], "repeat": 8, "interval": 0.05})
+    with Served(TokenReplayEngine()) as served:
+        sock = connect(served.port)
+        sock.sendall(stream + b"GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = read_until_closed(sock)
+        first, _, after = answer.partition(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        assert first.startswith(b"HTTP/1.1 200") and first.count(b"first") == 8
+        assert after.startswith(b"HTTP/1.1 400")
+        assert served.closed("invalid_http_request") == 1
+
+
+@pytest.mark.parametrize("part", ["url", "headers"])
+def test_a_request_head_past_64_kib_is_refused_with_431_and_one_within_it_served(part):
+    """A head's size is bounded (llhttp and uvicorn keep any: 200 MiB of headers took 200
+    MiB, a 64 MiB URL 5 s of the event loop); a large cookie or token is not refused."""
+
+    def head(size: int) -> bytes:
+        if part == "url":
+            return b"GET /health?" + b"a" * size + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        return b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-Token: %s\r\n\r\n" % (b"t" * size)
+
+    with Served() as served:
+        sock = connect(served.port)
+        sock.sendall(head(48 * 1024))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock = connect(served.port)
+        sock.sendall(head(70 * 1024)[:-4])  # not even its end: what has come is too much
+        answer = read_until_closed(sock)
+        assert answer.startswith(b"HTTP/1.1 431") and b"request_header_fields_too_large" in answer
+        assert served.closed("request_header_fields_too_large") == 1
+        # A head begun behind a large body, in the same read, is a small head.
+        sock = connect(served.port)
+        sock.sendall(chat_request(stream=False, content="w " * 50_000) + head(16)[:10])
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(head(16)[10:])
+        answer = b""
+        while b"HTTP/1.1" not in answer:
+            answer += sock.recv(65536)
+        assert b"HTTP/1.1 200" in answer
+
+
+def test_a_client_that_reads_none_of_a_finished_answer_is_cut_off_though_idle():
+    """An answer written whole into the buffers of a client that reads none of it: the idle
+    clock closing the connection does not keep it open for good (a close waits for the
+    unsent bytes); it is cut off after the write timeout."""
+    big = {"texts": ["x" * 65536], "repeat": 128}  # an 8 MiB answer: more than the socket buffers hold
+    with Served(TokenReplayEngine(), keep_alive_timeout=0.3, write_timeout=1.0) as served:
+        sock = connect(served.port, receive_buffer=4096)
+        sock.sendall(chat_request(stream=False, replay=big))
+        wait_for(lambda: served.closed("idle") == 1, "the idle clock to close the connection")
+        wait_for(lambda: served.metric("mmprep_connections_open") == 0, "the connection to be cut off")
+
+
 def test_a_connection_the_client_resets_is_let_go_at_once():
     """Not held by its idle clock until the keep-alive timeout (what uvicorn leaves armed)."""
     with Served(keep_alive_timeout=600) as served:
@@ -479,6 +535,59 @@ def test_a_connection_the_client_resets_is_let_go_at_once():
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # a reset
         wait_for(lambda: gc.collect() is not None and protocol() is None, "the connection to be let go")
+
+
+def test_a_connection_handed_to_websockets_leaves_no_clock_behind():
+    """With a WebSocket library installed (ray[serve] brings one), uvicorn hands an upgrade
+    request's connection to its WebSocket protocol: the protocol it leaves is let go, its
+    idle clock not left armed on a transport it no longer owns."""
+    pytest.importorskip("websockets")
+    upgrade = (
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with Served() as served:
+        sock = connect(served.port)
+        sock.sendall(upgrade)
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 403")  # no WebSocket routes here
+        sock.close()
+
+        def left() -> list:
+            gc.collect()
+            return [o for o in gc.get_objects() if isinstance(o, GuardedProtocol) and o.transport is not None]
+
+        wait_for(lambda: not left(), "the HTTP protocol to be let go")
+
+
+@pytest.mark.slow  # the release comes 2 s after the last request, the idle deadline 4 s
+def test_after_a_burst_idle_connections_are_renewed_unseen_by_their_clients():
+    """When the server goes idle, each idle connection is moved to a new transport and
+    protocol (their objects made together, not among the burst's). The client sees
+    nothing: its next request is answered, a head half sent is finished and answered (that
+    connection is not idle: not moved), and the idle deadline is the one it had."""
+    with Served(keep_alive_timeout=4) as served:
+        reused, left_idle, halfway = (connect(served.port) for _ in range(3))
+        for sock in (reused, left_idle):
+            sock.sendall(chat_request(stream=False))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        answered = time.monotonic()
+        halfway.sendall(b"GET /health HTTP/1.1\r\nHo")
+
+        def protocol(sock: socket.socket):
+            address = sock.getsockname()
+            return next(p for p in list(served.server.server_state.connections) if p.client == address)
+
+        before = {sock: protocol(sock) for sock in (reused, left_idle, halfway)}
+        wait_for(lambda: protocol(reused) is not before[reused], "the idle connections to be renewed")
+        assert protocol(left_idle) is not before[left_idle] and protocol(halfway) is before[halfway]
+        halfway.sendall(b"st: x\r\n\r\n")
+        assert halfway.recv(65536).startswith(b"HTTP/1.1 200")
+        reused.sendall(chat_request(stream=False))
+        assert reused.recv(65536).startswith(b"HTTP/1.1 200")
+        assert read_until_closed(left_idle) == b""
+        # its deadline: 4 s after its answer, not after the renewal
+        assert 3.5 < time.monotonic() - answered < 5.5
+        assert served.metric("mmprep_connections_open") == 2
 
 
 @pytest.mark.parametrize("sends_first_request", [False, True])

@@ -1,22 +1,30 @@
 """What one HTTP connection may hold, and for how long: the server's own guard rails.
 
-uvicorn's HTTP/1.1 protocol on httptools (llhttp, in C: 14% less server CPU per streamed
-token than its h11 protocol at 2048 streams, docs/benchmarks.md), with the limits a front
-door behind a load balancer needs and uvicorn lacks:
+uvicorn's HTTP/1.1 protocol on httptools (llhttp, in C: 16% to 18% less server CPU per
+streamed token than its h11 protocol at 2048 streams, docs/benchmarks.md), with the limits a
+front door behind a load balancer needs and uvicorn lacks:
 
 - idle: a new connection that sends nothing, or a kept-alive one between requests, is
   closed after --keep-alive-timeout (uvicorn closes only kept-alive ones: a connection
   that never sent a byte stayed open, an fd, forever);
 - slowloris: a request head (request line and headers) must be complete within
   --header-timeout of its first byte, else 408 and close (uvicorn restarts its keep-alive
-  timer on every byte, so a head sent a byte at a time held the connection for good);
+  timer on every byte, so a head sent a byte at a time held the connection for good), and
+  within MAX_HEAD_BYTES, else 431 and close (llhttp and uvicorn keep a head of any size:
+  200 MiB of headers took 200 MiB, a long URL quadratic time on the event loop);
+- a request that is not HTTP gets its 400 after the answers before it (pipelined behind a
+  stream, uvicorn's 400 was written into the middle of the stream);
 - slow readers: a response's unsent bytes are held up to --send-buffer-bytes (beyond it
   the stream waits); a client whose TCP acknowledges no byte of it for --write-timeout
   (bytes it accepted, not a drain of the buffer: a slow but steady reader is kept) is cut
-  off: the connection is reset, the app sees the client gone (its engine work stops, its
+  off, whatever else closes the connection meanwhile (a close waits for the unsent bytes):
+  the connection is reset, the app sees the client gone (its engine work stops, its
   admission slot and memory are given back), a log line and /metrics say so;
 - too many connections: past --max-connections open, a connection's request is answered
-  503 with Retry-After and the connection closed, at once, never reset.
+  503 with Retry-After and the connection closed, at once, never reset;
+- memory after a burst: an idle connection's objects are made again when the server goes
+  idle (renew_idle_connections), so that a client's kept connections do not pin the
+  burst's memory.
 
 Each connection closed by one of these is counted in mmprep_connections_closed{reason}.
 """
@@ -26,11 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import http
 import json
 import logging
+import os
 import resource
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,6 +52,7 @@ from ..core.metrics import Metrics
 
 log = logging.getLogger("mmprep.connections")
 
+MAX_HEAD_BYTES = 64 * 1024  # a request line and headers past this get 431 (h11 allowed 16 KiB, Node.js 16)
 REFUSAL_BODY_DRAIN_BYTES = (
     1024**2
 )  # read this much of a refused request, so the close after the 503 is not a reset
@@ -96,9 +108,14 @@ class GuardedProtocol(HttpToolsProtocol):
         self._acked: int | None = None  # bytes the client had acknowledged at the last check
         self._progress_at = 0.0  # when that count last grew (or the buffer filled)
         self._reading = ""  # what of a request the parser is in: "head", "body", or "" (neither)
+        self._head_bytes = 0  # bytes received since the head being read began
+        self._ended_in_read = False  # a request ended in the bytes being read
+        # an error to answer once the answers before it are sent
+        self._refusal: tuple[int, str, str] | None = None
         # The request being answered. httptools reads a pipelined request while the one
         # before it is answered, and uvicorn's self.cycle is then the newer one (queued).
         self._answering: RequestResponseCycle | None = None
+        self._renewed_idle_until: float | None = None  # set on a renewal: the idle deadline it keeps
 
     # -- open and close ------------------------------------------------------------------
 
@@ -107,7 +124,9 @@ class GuardedProtocol(HttpToolsProtocol):
         transport.set_write_buffer_limits(high=self._limits.send_buffer_bytes)
         self._metrics.connections_open.set(len(self.connections))
         idle_for: float = self.timeout_keep_alive
-        if len(self.connections) > self._limits.max_connections:
+        if self._renewed_idle_until is not None:  # the same connection, renewed: its deadline stands
+            idle_for = max(0.0, self._renewed_idle_until - self.loop.time())
+        elif len(self.connections) > self._limits.max_connections:
             self.app = self._refuse  # its request gets the 503; the connection closes after it
             idle_for = min(
                 idle_for, self._limits.header_timeout
@@ -128,14 +147,65 @@ class GuardedProtocol(HttpToolsProtocol):
         self._metrics.connections_open.set(len(self.connections))
 
     def _close(self, reason: str) -> None:
+        """Count the connection as closed for `reason`; its clocks on reading stop. The write
+        clock runs on: a close waits for the unsent bytes, and a client that reads none of them
+        must still be cut off."""
         self._metrics.connections_closed.labels(reason).inc()
-        self._cancel_timers()
+        for timer in (self._header_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._body_timer = None
 
     def _cancel_timers(self) -> None:
         for timer in (self._header_timer, self._body_timer, self._write_timer):
             if timer is not None:
                 timer.cancel()
         self._header_timer = self._body_timer = self._write_timer = None
+
+    # -- memory after a burst --------------------------------------------------------------
+
+    async def renew(self) -> bool:
+        """Hand this connection, if idle, to a new transport and protocol on a duplicate of
+        its socket, and let these go; True if it was. The client sees nothing: no byte is
+        pending either way, and a request arriving meanwhile waits in the kernel's buffer.
+
+        Why: a connection opened during a burst has its 50-odd objects (transport, protocol,
+        parser, flow control, timers) made among the burst's own, one or two in each page of
+        the heap; when the burst's objects are freed, those pages stay, each pinned by a few
+        live blocks (aiperf's 2048 kept connections held about 50 MB of otherwise free pages,
+        docs/benchmarks.md). Made again once the burst is over, a connection's objects go
+        into the few pages the allocator fills first, and the pinned pages go back."""
+        transport, keep_alive = self.transport, self.timeout_keep_alive_task
+        idle = self.cycle is None and not self._reading and not self.pipeline
+        if keep_alive is None or not idle or transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        sock = transport.get_extra_info("socket")
+        if (
+            sock is None or transport.get_extra_info("sslcontext") is not None
+        ):  # TLS state lives in the transport
+            return False
+        try:
+            duplicate = socket.socket(fileno=os.dup(sock.fileno()))
+        except OSError:  # out of file descriptors: it stays as it is
+            return False
+        successor = type(self)(
+            config=self.config,
+            server_state=self.server_state,
+            app_state=self.app_state,
+            limits=self._limits,
+            metrics=self._metrics,
+            on_refused=self._on_refused,
+            _loop=self.loop,
+        )
+        successor._renewed_idle_until = keep_alive.when()
+        self.connections.discard(self)  # before the successor counts itself among them
+        self._unset_keepalive_if_required()
+        transport.close()  # its descriptor; the duplicate keeps the connection open
+        try:
+            await self.loop.connect_accepted_socket(lambda: successor, sock=duplicate)
+        except OSError:
+            duplicate.close()  # the client left meanwhile: nothing is lost
+        return True
 
     # -- idle, and request heads that never end -------------------------------------------
 
@@ -145,8 +215,27 @@ class GuardedProtocol(HttpToolsProtocol):
         super().timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:  # what follows a request that could not be read is not read
+            return
+        continuing = self._reading == "head"
+        self._ended_in_read = False
         super().data_received(data)
+        if self.transport.get_protocol() is not self:  # handed to uvicorn's WebSocket protocol
+            self._cancel_timers()
+            self._unset_keepalive_if_required()
+            return
+        # A head that began in these bytes began at their start, unless a request ended in
+        # them (pipelined): then where is not known, and they are not counted (one read more).
+        if self._reading == "head" and (continuing or not self._ended_in_read):
+            self._head_bytes = (self._head_bytes if continuing else 0) + len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._refuse_request(
+                    431, "request_header_fields_too_large", f"the request head is over {MAX_HEAD_BYTES} bytes"
+                )
         self._watch_reading()
+
+    def send_400_response(self, msg: str) -> None:  # uvicorn's answer to what llhttp cannot parse
+        self._refuse_request(400, "invalid_http_request", msg)
 
     # the parser's callbacks, as a request arrives
     def on_message_begin(self) -> None:
@@ -162,6 +251,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._reading = ""
+        self._ended_in_read = True
         super().on_message_complete()
         self._forget_answered()  # a body that ended after its answer
 
@@ -206,7 +296,10 @@ class GuardedProtocol(HttpToolsProtocol):
         if queued is not None and not (self.pipeline and self.pipeline[-1][0] is queued):
             self._answering = queued  # uvicorn started it
         self._forget_answered()
-        self._watch_reading()  # a request that came early (pipelined): its clocks start now
+        if self._refusal is not None:  # a request that came early and could not be read
+            self._refuse_request(*self._refusal)
+        else:
+            self._watch_reading()  # a request that came early (pipelined): its clocks start now
 
     def _forget_answered(self) -> None:
         """uvicorn keeps the last request's scope, cycle and headers until the next request:
@@ -229,9 +322,11 @@ class GuardedProtocol(HttpToolsProtocol):
             extra={"client": _address(self.client), "header_timeout_s": self._limits.header_timeout},
         )
         self._close("header_timeout")
-        self._timed_out(
+        self._error_and_close(
+            408,
+            "request_timeout",
             "the request head (request line and headers) did not arrive within "
-            f"{self._limits.header_timeout:g} s"
+            f"{self._limits.header_timeout:g} s",
         )
 
     def _body_timed_out(self) -> None:
@@ -249,17 +344,33 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is not None and self.cycle.response_started:  # an answer is on its way: no second one
             self.transport.close()
             return
-        self._timed_out(
-            f"the request body stopped arriving for {self._limits.header_timeout:g} s before its end"
+        self._error_and_close(
+            408,
+            "request_timeout",
+            f"the request body stopped arriving for {self._limits.header_timeout:g} s before its end",
         )
 
-    def _timed_out(self, message: str) -> None:
-        """A 408 with OpenAI's error body, and the connection closed."""
-        error = ServiceError(message, "request_timeout", status=408)
-        body = json.dumps(error.body()).encode()
+    def _refuse_request(self, status: int, code: str, message: str) -> None:
+        """A request that cannot be read: its error, after the answers to the requests
+        before it (pipelined ones), and the connection closed; nothing more is read."""
+        if self.transport.is_closing():
+            return
+        if self._answering_earlier():
+            self._refusal = (status, code, message)
+            return
+        log.info(
+            "request refused before it was read", extra={"client": _address(self.client), "status": status}
+        )
+        self._close(code)
+        self._error_and_close(status, code, message)
+
+    def _error_and_close(self, status: int, code: str, message: str) -> None:
+        """An error with OpenAI's error body, and the connection closed."""
+        body = json.dumps(ServiceError(message, code, status=status).body()).encode()
         self.transport.write(
-            b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status, http.HTTPStatus(status).phrase.encode(), len(body), body)
         )
         self.transport.close()
 
@@ -312,7 +423,8 @@ class GuardedProtocol(HttpToolsProtocol):
                 "write_timeout_s": self._limits.write_timeout,
             },
         )
-        self._close("write_timeout")
+        if not self.transport.is_closing():  # else counted already, by what closed it
+            self._close("write_timeout")
         # A reset, not a FIN after the kernel's unsent megabytes: the client learns at once
         # that the stream is over (a close would leave it waiting on a dead one).
         sock = self.transport.get_extra_info("socket")
@@ -342,6 +454,22 @@ class GuardedProtocol(HttpToolsProtocol):
         headers += [(name.lower().encode(), value.encode()) for name, value in (error.headers or {}).items()]
         await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def renew_idle_connections(connections: set) -> int:
+    """Renew every idle connection (GuardedProtocol.renew), one after another (each closes
+    its old descriptor before the next is duplicated: a process at its open-file limit
+    needs one spare); how many were."""
+    renewed, started = 0, time.perf_counter()
+    for protocol in list(connections):
+        if isinstance(protocol, GuardedProtocol) and await protocol.renew():
+            renewed += 1
+    if renewed:
+        log.info(
+            "idle connections renewed",
+            extra={"renewed": renewed, "seconds": round(time.perf_counter() - started, 3)},
+        )
+    return renewed
 
 
 def bytes_acked(transport: asyncio.BaseTransport) -> int | None:

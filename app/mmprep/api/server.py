@@ -12,7 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ..core.config import Settings
-from .connections import ConnectionLimits, fit_open_files, guarded_protocol
+from .connections import ConnectionLimits, fit_open_files, guarded_protocol, renew_idle_connections
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 
@@ -49,11 +49,19 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
     )
 
 
+def build_server(app: FastAPI, settings: Settings, **options) -> uvicorn.Server:
+    """uvicorn's server for `app`, whose idle connections are renewed when the service goes
+    idle after a burst (connections.py: memory they would otherwise pin)."""
+    server = uvicorn.Server(server_config(app, settings, **options))
+    app.state.service.memory.before_release(lambda: renew_idle_connections(server.server_state.connections))
+    return server
+
+
 def serve(
     app: FastAPI, settings: Settings, log_config: dict, sockets: list[socket.socket] | None = None
 ) -> None:
     settings = within_open_files(settings)
-    server = uvicorn.Server(server_config(app, settings, log_config=log_config))
+    server = build_server(app, settings, log_config=log_config)
     server.run(sockets=sockets)
     if not server.started:  # the start failed, logged; older uvicorns' Server.run returns 0 then
         raise SystemExit(3)  # uvicorn.run's own status for a failed start

@@ -18,6 +18,7 @@ per token (docs/benchmarks.md). So the servers run under it where CPython has it
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ctypes
 import ctypes.util
 import gc
@@ -25,6 +26,7 @@ import logging
 import os
 import sys
 import sysconfig
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("mmprep.memory")
 
@@ -73,6 +75,13 @@ class ReleaseWhenIdle:
         self._idle_seconds = idle_seconds
         self._timer: asyncio.TimerHandle | None = None
         self._since_release = 0  # requests finished since memory was last released
+        self._before: list[Callable[[], Awaitable[object]]] = []
+        self._releasing: asyncio.Task | None = None
+
+    def before_release(self, step: Callable[[], Awaitable[object]]) -> None:
+        """Run `step` on the event loop, awaited, before each release (the server's renewal
+        of its idle connections)."""
+        self._before.append(step)
 
     def busy(self) -> None:
         if self._timer is not None:
@@ -90,6 +99,19 @@ class ReleaseWhenIdle:
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
-        if self._since_release:
+        if self._since_release and self._releasing is None:
             self._since_release = 0
-            loop.run_in_executor(None, release_memory)
+            # In a context of its own: the timer was set in the last request's (its id, its
+            # log fields), and what the steps make (renewed connections) would keep a copy.
+            self._releasing = loop.create_task(self._release_now(loop), context=contextvars.Context())
+
+    async def _release_now(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            for step in self._before:
+                try:
+                    await step()
+                except Exception:  # a task nobody awaits: say so, and release all the same
+                    log.exception("a step before the memory release failed")
+            await loop.run_in_executor(None, release_memory)
+        finally:
+            self._releasing = None

@@ -180,9 +180,8 @@ class GuardedProtocol(HttpToolsProtocol):
         if keep_alive is None or not idle or transport.is_closing() or transport.get_write_buffer_size():
             return False
         sock = transport.get_extra_info("socket")
-        if (
-            sock is None or transport.get_extra_info("sslcontext") is not None
-        ):  # TLS state lives in the transport
+        # TLS state lives in the transport: such a connection stays as it is
+        if sock is None or transport.get_extra_info("sslcontext") is not None:
             return False
         try:
             duplicate = socket.socket(fileno=os.dup(sock.fileno()))
@@ -204,7 +203,8 @@ class GuardedProtocol(HttpToolsProtocol):
         try:
             await self.loop.connect_accepted_socket(lambda: successor, sock=duplicate)
         except OSError:
-            duplicate.close()  # the client left meanwhile: nothing is lost
+            duplicate.close()  # the client left meanwhile: nothing is lost, nothing renewed
+            return False
         return True
 
     # -- idle, and request heads that never end -------------------------------------------

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md")])
+DOCS = REPO / "docs"
+PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *DOCS.glob("*.md"), *DOCS.glob("decisions/*.md")])
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 

@@ -6,8 +6,8 @@ write to fresh memory is kernel work, paid as system time; on VMs whose host tak
 free guest memory (virtio-balloon free page reporting) nearly every page is fresh again a
 few seconds after it is freed. Writing into a mapping that an earlier decode filled costs
 none of that: 36-46 ms of system time (23,000 page faults) per 32-frame 720p decode down
-to 3-6 ms (docs/ARCHITECTURE.md). numpy's own allocation would also ask for transparent
-huge pages, which cost more still there (about 2 ms each).
+to 3-6 ms (docs/decisions/002-memory-a-decode-touches.md). numpy's own allocation would
+also ask for transparent huge pages, which cost more still there (about 2 ms each).
 
 An idle mapping is marked MADV_FREE: the kernel may take its pages whenever it needs the
 memory (they come back zeroed, like fresh ones), and otherwise they are written again at

@@ -87,8 +87,8 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
 
     from mmprep.api.responses import CompletionBuilder, sse
     from mmprep.derender import Derendering, ModelFacts, OutputOptions
-    from mmprep.engines.base import EngineOutput
-    from mmprep.engines.prepared import SamplingParams
+    from mmprep.interface.engine import EngineOutput
+    from mmprep.interface.prepared import SamplingParams
     from mmprep.testing.qwen_tokenizer import tokenizer_file
 
     facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))

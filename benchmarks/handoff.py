@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from mmprep.engines import EchoEngine
-from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams
 from mmprep.engines.workers import RemoteWorkersEngine
+from mmprep.interface.prepared import MediaItem, PreparedRequest, SamplingParams
 from mmprep.testing.servers import WorkerProcess
 from mmprep.workers.wire import decode_request, encode_request
 

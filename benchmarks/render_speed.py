@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmprep.engines.prepared import MediaItem
+from mmprep.interface.prepared import MediaItem
 from mmprep.model import load_model_folder
 from mmprep.processors import ProcessedMedia
 from mmprep.render import Renderer

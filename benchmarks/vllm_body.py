@@ -25,7 +25,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-from mmprep.engines.prepared import PreparedRequest, SamplingParams
+from mmprep.interface.prepared import PreparedRequest, SamplingParams
 from mmprep.processors import load_processor
 from mmprep.vllm import request as vllm_request
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body

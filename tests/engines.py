@@ -9,7 +9,7 @@ import os
 import threading
 
 from mmprep.engines import EchoEngine, EngineHTTPError, EngineOutput
-from mmprep.engines.base import NothingToStart
+from mmprep.interface.engine import NothingToStart
 
 
 class SlowEngine(NothingToStart):

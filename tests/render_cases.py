@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmprep.engines.prepared import MediaItem
+from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessedMedia
 

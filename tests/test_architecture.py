@@ -13,8 +13,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # The four source roots; below each, the folders are the import names (app/mmprep/api is
 # mmprep.api, decoders/mmprep/decoders is mmprep.decoders): a room is named as it is imported.
 SOURCE_ROOTS = ("app", "decoders", "families", "processors")
-ENGINE_INTERFACE = "mmprep.engines.base+prepared"
-INTERFACE_MODULES = ("mmprep.engines.base", "mmprep.engines.prepared")
 # Top to bottom; a room may import only rooms after it. Rooms on one line know nothing of each other.
 LAYERS = [
     ["mmprep.__main__"],
@@ -29,7 +27,7 @@ LAYERS = [
     ["mmprep.workers", "mmprep.vllm"],
     ["mmprep.preprocess", "mmprep.derender"],
     ["mmprep.render"],
-    [ENGINE_INTERFACE, "mmprep.media"],
+    ["mmprep.interface", "mmprep.media"],
     ["mmprep.core"],
     ["mmprep.model"],
     ["mmprep.decoders", "mmprep.processors", "mmprep.__init__"],
@@ -37,8 +35,9 @@ LAYERS = [
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
 # The engines live in mmprep.engines, above the protocols some of them speak (mmprep.workers,
-# mmprep.vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest) is
-# a room of its own, low in the house: every room that hands work to an engine imports it.
+# mmprep.vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest),
+# mmprep.interface, is a room of its own, low in the house: every room that hands work to an
+# engine imports it.
 SERVES_HTTP = ("mmprep.api", "mmprep.workers.server", "mmprep.testing", "mmprep.cli")
 
 
@@ -52,8 +51,6 @@ def room_of(module: str) -> str:
     """The room a module belongs to: mmprep.api.chat is in mmprep.api."""
     if module == "mmprep":  # `from mmprep import __version__`: the package's own __init__
         return "mmprep.__init__"
-    if module in INTERFACE_MODULES:
-        return ENGINE_INTERFACE
     return ".".join(module.split(".")[:2])
 
 
@@ -183,9 +180,9 @@ def test_the_family_check_finds_what_it_is_for(tmp_path):
 
 
 def test_the_engines_interface_is_a_room_below_the_engines():
-    assert room_of("mmprep.engines.base") == room_of("mmprep.engines.prepared") == ENGINE_INTERFACE
+    assert room_of("mmprep.interface.engine") == room_of("mmprep.interface.prepared") == "mmprep.interface"
     assert room_of("mmprep.engines.workers") == room_of("mmprep.engines.vllm_generate") == "mmprep.engines"
-    assert LEVEL["mmprep.engines"] < LEVEL["mmprep.vllm"] < LEVEL["mmprep.render"] < LEVEL[ENGINE_INTERFACE]
+    assert LEVEL["mmprep.engines"] < LEVEL["mmprep.vllm"] < LEVEL["mmprep.render"] < LEVEL["mmprep.interface"]
 
 
 def test_every_source_file_is_named_as_it_is_imported():

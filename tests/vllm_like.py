@@ -300,7 +300,7 @@ def qwen_prompt(media: list, text_ids: tuple[int, ...] = (3838, 374, 419, 30)):
     """A Qwen-VL chat prompt as the renderer expands it: a user turn with each media item
     as <|vision_start|> pads <|vision_end|>, the text, and the assistant's turn opened.
     `media`: MediaItems with processed tensors, in prompt order."""
-    from mmprep.engines.prepared import Placeholder, TokenPrompt
+    from mmprep.interface.prepared import Placeholder, TokenPrompt
 
     ids, placeholders = [IM_START, USER, NEWLINE], []
     for index, item in enumerate(media):
@@ -317,7 +317,7 @@ def processed_item(
 ):
     """A MediaItem as mmprep's preprocessing leaves it with --processor: frames (or an
     image) sampled every `step` source frames of a `fps` video, and their tensors."""
-    from mmprep.engines.prepared import MediaItem
+    from mmprep.interface.prepared import MediaItem
 
     if kind == "image":
         return MediaItem(

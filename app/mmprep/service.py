@@ -26,7 +26,7 @@ from .engines import Engine
 from .engines.registry import build_engine
 from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
-from .preprocess import Preprocessing
+from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .vllm.request import generate_options
 from .vllm.wire_cache import WireCache
 
@@ -34,15 +34,13 @@ log = logging.getLogger("mmprep.service")
 
 
 class Service:
-    """`preprocessing`: anything with `start`, `stop` and, once started, a `preprocessor`
-    whose `prepare` the chat handler awaits (by default: this process's own, fetching and
-    decoding here)."""
+    """`preprocessing`: by default this process's own, fetching and decoding here."""
 
     def __init__(
         self,
         settings: Settings,
         engine: Engine | None = None,
-        preprocessing=None,
+        preprocessing: Preprocessing | None = None,
         derendering: Derendering | None = None,
     ):
         self.settings = settings = load_resources(settings)
@@ -56,7 +54,7 @@ class Service:
             settings.tool_call_parser,
             settings.enable_auto_tool_choice,
         )
-        self.preprocessing = preprocessing or Preprocessing(settings, self.metrics)
+        self.preprocessing = preprocessing or LocalPreprocessing(settings, self.metrics)
         self.started = int(time.time())
         self.memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
         self._admission = Admission(
@@ -68,8 +66,12 @@ class Service:
         )
 
     @property
-    def preprocessor(self):
-        return self.preprocessing.preprocessor
+    def preprocessor(self) -> Preparer:
+        """The preprocessing's, once the service has started (routes are served only then)."""
+        preprocessor = self.preprocessing.preprocessor
+        if preprocessor is None:
+            raise RuntimeError("the service has not started: its preprocessing has no preprocessor yet")
+        return preprocessor
 
     async def start(self) -> None:
         await self.preprocessing.start()
@@ -100,7 +102,7 @@ class Service:
         return cache
 
     def ready(self) -> bool:
-        return self.preprocessor is not None and self.engine.ready()
+        return self.preprocessing.preprocessor is not None and self.engine.ready()
 
     # -- admission and accounting ----------------------------------------------------
 

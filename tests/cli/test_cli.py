@@ -125,10 +125,13 @@ def test_a_wrong_setting_stops_the_process_and_says_which(args, env, says):
         ("no_such_module:Engine", "cannot import 'no_such_module'"),
         ("mmprep.engines.echo:Nothing", "module 'mmprep.engines.echo' has no 'Nothing'"),
         ("mmprep.engines.echo:json", "'mmprep.engines.echo:json' is not a class"),
-        ("mmprep.engines.prepared:SamplingParams", "is not an engine: it lacks start, stop, ready, generate"),
         (
-            "mmprep.engines.prepared:MediaItem",
-            "cannot make the engine mmprep.engines.prepared:MediaItem: MediaItem.__init__() missing",
+            "mmprep.interface.prepared:SamplingParams",
+            "is not an engine: it lacks start, stop, ready, generate",
+        ),
+        (
+            "mmprep.interface.prepared:MediaItem",
+            "cannot make the engine mmprep.interface.prepared:MediaItem: MediaItem.__init__() missing",
         ),
     ],
 )

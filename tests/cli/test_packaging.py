@@ -34,7 +34,7 @@ def test_only_mmprep_is_importable_from_a_users_folder(tmp_path):
 
 ENGINE = """
 from mmprep.engines import EngineOutput
-from mmprep.engines.base import NothingToStart
+from mmprep.interface.engine import NothingToStart
 
 
 class ShoutEngine(NothingToStart):

@@ -24,8 +24,8 @@ from vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
 from mmprep.api.app import create_app
 from mmprep.core.config import Settings
-from mmprep.engines.base import EngineError, EngineHTTPError, EngineOutput, NothingToStart
-from mmprep.engines.prepared import PreparedRequest
+from mmprep.interface.engine import EngineError, EngineHTTPError, EngineOutput, NothingToStart
+from mmprep.interface.prepared import PreparedRequest
 from mmprep.model import load_model_folder
 from mmprep.service import Service
 from mmprep.testing.chat import MODEL, assert_error, openai_client

@@ -16,8 +16,8 @@ import pytest
 from vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
 from mmprep.core.config import Settings
-from mmprep.engines.base import EngineError, EngineOutput, NothingToStart
-from mmprep.engines.prepared import PreparedRequest
+from mmprep.interface.engine import EngineError, EngineOutput, NothingToStart
+from mmprep.interface.prepared import PreparedRequest
 from mmprep.testing.chat import openai_client, png_data_url
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer, ThreadServer

@@ -25,8 +25,8 @@ from mmprep.api.schemas import parse_chat_request
 from mmprep.derender import Derendering, OutputOptions
 from mmprep.derender.detokenize import Detokenizer
 from mmprep.derender.stops import StopChecker, StopRules
-from mmprep.engines.base import EngineError, EngineOutput, TokenLogprob
-from mmprep.engines.prepared import SamplingParams
+from mmprep.interface.engine import EngineError, EngineOutput, TokenLogprob
+from mmprep.interface.prepared import SamplingParams
 
 
 def replay(fixture: dict, chunk: int) -> tuple[list, object]:

@@ -13,8 +13,8 @@ from conftest import MEDIA
 
 from mmprep import families
 from mmprep.decoders import decode_video
-from mmprep.engines.prepared import MediaItem
 from mmprep.families.llava_onevision import best_resolution, patch_output_size, video_tokens
+from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, load_processor
 from mmprep.render import Renderer

@@ -12,7 +12,7 @@ import pytest
 from conftest import MEDIA
 
 from mmprep.decoders import decode_video
-from mmprep.engines.prepared import MediaItem
+from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item

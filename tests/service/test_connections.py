@@ -24,7 +24,7 @@ from mmprep.api.connections import GuardedProtocol
 from mmprep.api.server import build_server
 from mmprep.core.config import Settings
 from mmprep.engines import EngineOutput
-from mmprep.engines.base import NothingToStart
+from mmprep.interface.engine import NothingToStart
 from mmprep.service import Service
 from mmprep.testing.metrics import metric
 from mmprep.testing.replay import TokenReplayEngine

@@ -228,7 +228,7 @@ def _png_bytes(url: str) -> bytes:
 
 
 def test_processed_tensors_cross_the_wire_as_views():
-    from mmprep.engines.prepared import MediaItem, PreparedRequest
+    from mmprep.interface.prepared import MediaItem, PreparedRequest
     from mmprep.workers.wire import decode_request, encode_request
 
     processor = load_processor("qwen2_vl")

@@ -21,8 +21,8 @@ from vllm_like import VllmGenerateLike
 
 from mmprep.core.config import Settings
 from mmprep.core.lifespan import StartupError
-from mmprep.engines.base import EngineHTTPError
 from mmprep.engines.vllm_generate import VllmGenerateEngine
+from mmprep.interface.engine import EngineHTTPError
 from mmprep.preprocess.vision import normalizes_on_device
 from mmprep.processors import load_processor
 from mmprep.processors.patches import normalized_patches

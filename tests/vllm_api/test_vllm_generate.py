@@ -19,10 +19,10 @@ from test_vllm_protocol import build_case
 from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 
 from mmprep.core.config import Settings
-from mmprep.engines.base import EngineHTTPError, EngineOutput
-from mmprep.engines.prepared import SamplingParams
 from mmprep.engines.registry import build_engine
 from mmprep.engines.vllm_generate import VllmGenerateEngine, root_url
+from mmprep.interface.engine import EngineHTTPError, EngineOutput
+from mmprep.interface.prepared import SamplingParams
 from mmprep.service import load_resources
 from mmprep.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
 from mmprep.testing.model_folder import make_model_folder

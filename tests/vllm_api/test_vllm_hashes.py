@@ -13,7 +13,7 @@ import pytest
 
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_image
-from mmprep.engines.prepared import MediaItem, SourceImage
+from mmprep.interface.prepared import MediaItem, SourceImage
 from mmprep.testing.chat import chat, image
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer

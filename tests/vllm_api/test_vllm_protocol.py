@@ -18,8 +18,8 @@ import pytest
 from vllm_like import IM_END, MERGE, VIDEO_PAD, VISION_END, VISION_START, processed_item, qwen_prompt
 
 from mmprep.decoders import decode_image
-from mmprep.engines.base import EngineHTTPError
-from mmprep.engines.prepared import (
+from mmprep.interface.engine import EngineHTTPError
+from mmprep.interface.prepared import (
     MediaItem,
     Placeholder,
     PreparedRequest,

@@ -30,8 +30,8 @@ from PIL import Image
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.engines import EngineHTTPError
-from mmprep.engines.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.engines.workers import RemoteWorkersEngine
+from mmprep.interface.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
 from mmprep.testing.chat import openai_client

@@ -12,8 +12,8 @@ import pytest
 import safetensors.numpy
 
 from mmprep.engines import EngineHTTPError, EngineOutput
-from mmprep.engines.base import TokenLogprob
-from mmprep.engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from mmprep.interface.engine import TokenLogprob
+from mmprep.interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.workers.wire import (
     WireError,
     decode_line,

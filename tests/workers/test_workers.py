@@ -16,8 +16,8 @@ from engines import NeverReadyEngine
 
 from mmprep.core.config import Settings
 from mmprep.engines import EngineHTTPError
-from mmprep.engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.engines.workers import RemoteWorkersEngine
+from mmprep.interface.prepared import PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.testing.chat import (
     MODEL,
     ask,

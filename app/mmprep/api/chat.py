@@ -28,8 +28,8 @@ from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..core.logging import request_id_var
 from ..derender import Delta, Derenderer
-from ..engines.base import EngineHTTPError, EngineOutput, check_fields, first_output
-from ..engines.prepared import PreparedRequest
+from ..interface.engine import EngineHTTPError, EngineOutput, check_fields, first_output
+from ..interface.prepared import PreparedRequest
 from ..preprocess import Timing
 from ..service import Service, Slot
 from ..vllm.request import random_request_id
@@ -216,7 +216,7 @@ def check_logprobs(service: Service, asked: bool, passed_on: bool = True) -> Non
     (completions: mmprep writes their logprobs itself, from the token ids, with --model)."""
     if not asked:
         return
-    gives = getattr(service.engine, "gives_logprobs", None)
+    gives = service.engine.gives_logprobs
     tokens = service.derendering.model is not None
     refused = (
         (gives is False or (gives is None and tokens)) if passed_on else (gives is not True or not tokens)

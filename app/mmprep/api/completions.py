@@ -37,8 +37,8 @@ from pydantic import ValidationError
 from ..core.disconnect import close_shielded, until_disconnect
 from ..core.errors import ServiceError, as_service_error
 from ..derender import Derenderer, OutputOptions
-from ..engines.base import EngineOutput, check_fields, first_output
-from ..engines.prepared import PreparedRequest, TokenPrompt
+from ..interface.engine import EngineOutput, check_fields, first_output
+from ..interface.prepared import PreparedRequest, TokenPrompt
 from ..model import load_model_folder
 from ..preprocess import Timing
 from ..render.prompts import decode_prompt

@@ -21,7 +21,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.errors import ServiceError
-from ..engines.prepared import PreparedRequest, SamplingParams, TokenPrompt
+from ..interface.prepared import PreparedRequest, SamplingParams, TokenPrompt
 from ..model import ModelFolder, load_model_folder
 from ..render.prompts import check_ids, encode_prompt
 from ..render.renderer import check_prompt_length

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core.errors import ServiceError
 from ..derender import Delta, Derenderer, OutputOptions
-from ..engines.base import EngineOutput
-from ..engines.prepared import SamplingParams
+from ..interface.engine import EngineOutput
+from ..interface.prepared import SamplingParams
 from ..model import load_model_folder
 from ..render.prompts import check_ids, decode_prompt
 from ..service import Service

@@ -30,6 +30,7 @@ from ..core.errors import ServiceError
 from ..engines.echo import account
 from ..engines.sheet import contact_sheet, png_bytes
 from ..media.data_url import DataURL
+from ..preprocess import LocalPreprocessing
 from ..service import Service
 from .body_limit import BODY_REFUSED
 from .errors import client_gone, refuse
@@ -87,7 +88,12 @@ async def preview_media(
     ]
     if video.processed is not None:
         notes.append(f"processor {service.settings.processor}: {video.processed.num_tokens} tokens")
-    sheet = await service.preprocessing.pool.run(lambda: png_bytes(contact_sheet(video, title, notes)))
+    preprocessing = service.preprocessing
+    if not isinstance(preprocessing, LocalPreprocessing):  # on Ray the frames stay in the decode replica
+        raise ServiceError(
+            "the preview needs this process's own preprocessing", "preview_unavailable", None, 501
+        )
+    sheet = await preprocessing.pool.run(lambda: png_bytes(contact_sheet(video, title, notes)))
     return Preview(sheet, json.loads(account(prepared)), ms)
 
 

@@ -27,7 +27,7 @@ from pydantic import (
 
 from ..core.errors import ServiceError
 from ..derender import OutputOptions
-from ..engines.prepared import SamplingParams
+from ..interface.prepared import SamplingParams
 from ..preprocess import ChatInput
 from ..preprocess.options import PROCESSOR_SCOPES
 from ..render import REASONING_EFFORTS, TemplateOptions

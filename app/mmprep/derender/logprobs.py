@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tokenizers import Tokenizer
 
-from ..engines.base import TokenLogprob
+from ..interface.engine import TokenLogprob
 from ..model.fast_bpe import byte_to_unicode
 from .detokenize import added_tokens
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from tokenizers import Tokenizer
 
-from ..engines.base import EngineError, EngineOutput
-from ..engines.prepared import SamplingParams
+from ..interface.engine import EngineError, EngineOutput
+from ..interface.prepared import SamplingParams
 from .detokenize import Detokenizer
 from .logprobs import LogprobFormatter
 from .options import OutputOptions

@@ -1,8 +1,18 @@
-"""Engines: what turns a PreparedRequest into text. See base.Engine."""
+"""Engines: what turns a PreparedRequest into text, in a registry by `--engine` name
+(registry.py). The interface they implement is mmprep.interface's; its names a user's own
+engine needs are handed on here too."""
 
-from .base import Engine, EngineError, EngineHTTPError, EngineOutput
+from ..interface import (
+    Engine,
+    EngineError,
+    EngineHTTPError,
+    EngineOutput,
+    MediaItem,
+    NothingToStart,
+    PreparedRequest,
+    SamplingParams,
+)
 from .echo import EchoEngine
-from .prepared import MediaItem, PreparedRequest, SamplingParams
 
 __all__ = [
     "EchoEngine",
@@ -11,6 +21,7 @@ __all__ = [
     "EngineHTTPError",
     "EngineOutput",
     "MediaItem",
+    "NothingToStart",
     "PreparedRequest",
     "SamplingParams",
 ]

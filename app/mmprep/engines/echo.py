@@ -19,8 +19,8 @@ from collections.abc import AsyncGenerator
 
 import xxhash
 
-from .base import EngineOutput, FinishReason, NothingToStart
-from .prepared import MediaItem, PreparedRequest
+from ..interface.engine import EngineOutput, FinishReason, NothingToStart
+from ..interface.prepared import MediaItem, PreparedRequest
 
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
 # enough that a long answer does not cost a loop iteration per token.

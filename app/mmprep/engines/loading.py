@@ -1,23 +1,32 @@
 """A user's engine, named by import path: `package.module:ClassName`.
 
 This is how a team puts its own model behind `mmprep worker` without forking mmprep: the
-class is imported, made with no arguments, and must have the four methods of base.Engine.
+class is imported, made with no arguments, and must have the four methods of the Engine
+protocol (mmprep.interface.engine). A fact it does not declare (`accepted_fields`,
+`gives_logprobs`) is taken as not said (None), as NothingToStart declares it.
 """
 
 from __future__ import annotations
 
 from ..core.imports import import_by_path
-from .base import Engine
+from ..interface.engine import ENGINE_FACTS, Engine
 
 ENGINE_METHODS = ("start", "stop", "ready", "generate")
 
 
 def make_engine(path: str) -> Engine:
-    """An instance of the engine class at `path`, checked to have the Engine methods."""
+    """An instance of the engine class at `path`, checked to have the Engine methods, with
+    the facts it leaves out set to their defaults."""
     engine = import_by_path(path)()
     missing = [name for name in ENGINE_METHODS if not callable(getattr(engine, name, None))]
     if missing:
         raise ValueError(
-            f"{path!r} is not an engine: it lacks {', '.join(missing)} (see mmprep.engines.base)"
+            f"{path!r} is not an engine: it lacks {', '.join(missing)} (see mmprep.interface.engine)"
         )
+    for fact, default in ENGINE_FACTS.items():
+        if not hasattr(engine, fact):
+            try:
+                setattr(engine, fact, default)
+            except AttributeError as error:  # __slots__ without it
+                raise ValueError(f"{path!r} has no {fact!r} and takes none: declare it") from error
     return engine

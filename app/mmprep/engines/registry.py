@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.config import Settings
-from .base import Engine
+from ..interface.engine import Engine
 
 
 def _echo(settings: Settings) -> Engine:

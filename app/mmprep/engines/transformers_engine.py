@@ -54,8 +54,8 @@ from transformers.generation.streamers import BaseStreamer
 from mmprep import families
 from mmprep.processors import ProcessedMedia
 
-from .base import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
-from .prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from ..interface.engine import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
+from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 
 if TYPE_CHECKING:
     # What AutoModelForImageTextToText.from_pretrained is annotated to give: a

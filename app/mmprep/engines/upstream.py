@@ -30,8 +30,8 @@ import numpy as np
 from PIL import Image
 
 from ..core.errors import read_error_body
-from .base import EngineHTTPError, EngineOutput, FinishReason
-from .prepared import MediaItem, PreparedRequest, SamplingParams
+from ..interface.engine import EngineHTTPError, EngineOutput, FinishReason
+from ..interface.prepared import MediaItem, PreparedRequest, SamplingParams
 from .probing import ProbedPool
 
 JPEG_QUALITY = 90
@@ -116,6 +116,10 @@ class UpstreamClient(ProbedPool):
 
 
 class OpenAIUpstreamEngine(UpstreamClient):
+    # Every field goes on to the upstream, which honours or refuses it; logprobs too.
+    accepted_fields = None
+    gives_logprobs = None
+
     def __init__(
         self,
         url: str,

@@ -28,13 +28,13 @@ from functools import partial
 import httpx
 
 from ..core.lifespan import StartupError
+from ..interface.engine import EngineHTTPError, EngineOutput
+from ..interface.prepared import PreparedRequest
 from ..vllm import TESTED_VLLM_VERSIONS
 from ..vllm.pixel_form import mismatch, upstream_pixel_dtype
 from ..vllm.request import GenerateOptions, generate_request_body
 from ..vllm.response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from ..vllm.sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
-from .base import EngineHTTPError, EngineOutput
-from .prepared import PreparedRequest
 from .upstream import (
     PROBE_INTERVAL,
     UpstreamClient,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import httpx
 
 from ..core.errors import read_error_body
+from ..interface.engine import EngineHTTPError, EngineOutput
+from ..interface.prepared import PreparedRequest
 from ..workers.wire import REQUEST_CONTENT_TYPE, TensorRequestBody, WireError, decode_line, encode_request
-from .base import EngineHTTPError, EngineOutput
-from .prepared import PreparedRequest
 from .probing import ProbedPool
 
 log = logging.getLogger("mmprep.workers")
@@ -59,6 +59,7 @@ class RemoteWorkersEngine(ProbedPool):
     # Whether logprobs can be given is the workers' engines' to say: a worker refuses them
     # when its engine cannot (server.check_logprobs), so the frontend passes the field on.
     gives_logprobs = True
+    accepted_fields = None  # a worker refuses the fields its own engine cannot honour
 
     def __init__(
         self,

@@ -2,10 +2,19 @@
 and put the tensors where the parts were."""
 
 from .cache import DecodeCache
-from .parts import Preprocessing
+from .parts import LocalPreprocessing, Preparer, Preprocessing
 from .pool import DecodePool
 from .preprocessor import Preprocessor
 from .request import ChatInput
 from .timing import Timing
 
-__all__ = ["ChatInput", "DecodeCache", "DecodePool", "Preprocessing", "Preprocessor", "Timing"]
+__all__ = [
+    "ChatInput",
+    "DecodeCache",
+    "DecodePool",
+    "LocalPreprocessing",
+    "Preparer",
+    "Preprocessing",
+    "Preprocessor",
+    "Timing",
+]

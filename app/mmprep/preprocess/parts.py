@@ -1,23 +1,50 @@
-"""Preprocessing's parts, made, started and stopped together: the decode pool and cache, the
-media fetcher and the Preprocessor over them. A Service holds one; a decode replica of the
-Ray application (app/mmprep/rayserve) holds one alone, with no engine beside it."""
+"""Preprocessing as a Service holds it (the protocol), and this process's own
+(LocalPreprocessing): the decode pool and cache, the media fetcher and the Preprocessor over
+them, made, started and stopped together. A Service holds one by default; a decode replica
+of the Ray application (app/mmprep/rayserve) holds one alone, with no engine beside it, and
+the Ray front door's Service holds RayPreprocessing, whose preprocessor is those replicas."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from typing import Protocol
 
 from mmprep.decoders.errors import DecodeCancelledError
 
 from ..core.config import Settings
 from ..core.metrics import Metrics
+from ..interface import PreparedRequest
 from ..media.fetch import FetchLimits, MediaFetcher
 from ..media.network import NetworkPolicy
 from .cache import DecodeCache
 from .pool import DecodePool
 from .preprocessor import Preprocessor
+from .request import ChatInput
+from .timing import Timing
 
 
-class Preprocessing:
+class Preparer(Protocol):
+    """What the routes await: a chat input made into the engine's request (Preprocessor.prepare)."""
+
+    async def prepare(
+        self, request: ChatInput, request_id: str, cancel: threading.Event
+    ) -> tuple[PreparedRequest, Timing]: ...
+
+
+class Preprocessing(Protocol):
+    """What `Service(preprocessing=...)` takes: started and stopped with the service, and
+    once started, a `preprocessor` the routes hand their requests to."""
+
+    @property
+    def preprocessor(self) -> Preparer | None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class LocalPreprocessing:
     def __init__(self, settings: Settings, metrics: Metrics):
         self.settings, self.metrics = settings, metrics
         self.pool = DecodePool(settings.decode_workers, fixed_threads=settings.decode_threads)

@@ -25,7 +25,7 @@ from mmprep.processors import ProcessedMedia, ProcessorError
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..engines.prepared import MediaItem, PreparedRequest, SourceImage
+from ..interface.prepared import MediaItem, PreparedRequest, SourceImage
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..model import load_model_folder

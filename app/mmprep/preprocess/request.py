@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.prepared import SamplingParams
+from ..interface.prepared import SamplingParams
 from ..render import TemplateOptions
 
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 from ..core.errors import ServiceError
-from ..engines.base import EngineOutput
+from ..interface.engine import EngineOutput
 from ..preprocess import Timing
 from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable
 
@@ -76,10 +76,11 @@ class RayEngine:
     def __init__(self, engine: DeploymentHandle):
         self._engine = engine
         self.accepted_fields: set[str] | None = None
+        self.gives_logprobs: bool | None = None
         self._started = False
 
     async def start(self) -> None:
-        fields = await self._engine.accepted_fields.remote()  # also waits for an engine replica
+        fields, self.gives_logprobs = await self._engine.facts.remote()  # also waits for an engine replica
         self.accepted_fields = None if fields is None else set(fields)
         self._started = True
 

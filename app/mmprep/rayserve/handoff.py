@@ -16,7 +16,7 @@ from ray import exceptions as ray_errors
 from ray.serve import exceptions as serve_errors
 
 from ..core.errors import ServiceError
-from ..engines.prepared import SamplingParams, TokenPrompt
+from ..interface.prepared import SamplingParams, TokenPrompt
 
 # A replica (or its node, or the object it left in the store) is gone, or none can take the
 # request now: the deployment's state, not the request's fault. Ray restarts the replica.

@@ -19,9 +19,9 @@ from ..core.disconnect import close_shielded
 from ..core.errors import ServiceError
 from ..core.logging import request_id_var
 from ..core.metrics import Metrics
-from ..engines.base import Engine, EngineOutput
 from ..engines.registry import build_engine
-from ..preprocess import Preprocessing, Timing
+from ..interface.engine import Engine, EngineOutput
+from ..preprocess import LocalPreprocessing, Preprocessing, Timing
 from ..service import Service, load_resources
 from .front import RayEngine, RayPreprocessing
 from .handoff import RAY_UNAVAILABLE, PreparedInStore, ReplicaUnavailable, portable
@@ -40,7 +40,9 @@ class FrontDoor:
     def __init__(self, settings: Settings, decode: DeploymentHandle, engine: DeploymentHandle):
         # The Service hands its engine what its preprocessing made: here RayPreprocessing's
         # PreparedInStore, which RayEngine takes in place of a PreparedRequest.
-        self._service = Service(settings, cast(Engine, RayEngine(engine)), RayPreprocessing(decode))
+        self._service = Service(
+            settings, cast(Engine, RayEngine(engine)), cast(Preprocessing, RayPreprocessing(decode))
+        )
 
     def __serve_build_asgi_app__(self):
         return create_app(service=self._service)
@@ -48,7 +50,7 @@ class FrontDoor:
 
 class DecodeReplica:
     async def __init__(self, settings: Settings):  # type: ignore[misc]  # Ray Serve awaits an async constructor
-        self._preprocessing = Preprocessing(load_resources(settings), Metrics())
+        self._preprocessing = LocalPreprocessing(load_resources(settings), Metrics())
         await self._preprocessing.start()
 
     async def prepare(
@@ -78,9 +80,10 @@ class EngineReplica:
         self._engine = build_engine(load_resources(settings))
         await self._engine.start()
 
-    def accepted_fields(self) -> list[str] | None:
-        fields = getattr(self._engine, "accepted_fields", None)
-        return None if fields is None else sorted(fields)
+    def facts(self) -> tuple[list[str] | None, bool | None]:
+        """The engine's accepted_fields and gives_logprobs, which the front door reads."""
+        fields = self._engine.accepted_fields
+        return (None if fields is None else sorted(fields)), self._engine.gives_logprobs
 
     async def generate(self, stored: PreparedInStore) -> AsyncIterator[list[EngineOutput] | ServiceError]:
         """The engine's outputs in batches; a ServiceError, as the last item, ends them."""

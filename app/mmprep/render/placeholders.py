@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from mmprep import families
 
-from ..engines.prepared import MediaItem
+from ..interface.prepared import MediaItem
 from ..model import ModelFolder
 
 

@@ -22,7 +22,7 @@ import jinja2
 from mmprep import families
 
 from ..core.errors import ServiceError
-from ..engines.prepared import MediaItem, Placeholder, TokenPrompt
+from ..interface.prepared import MediaItem, Placeholder, TokenPrompt
 from ..model import ModelFolder, ModelFolderError
 from .content_format import detect_content_format
 from .options import TemplateOptions

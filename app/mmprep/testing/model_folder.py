@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmprep.decoders import DecodedVideo
-from mmprep.engines.prepared import MediaItem
+from mmprep.interface.prepared import MediaItem
 from mmprep.processors import Processor
 from mmprep.processors.loading import PRESETS
 

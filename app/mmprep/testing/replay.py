@@ -19,8 +19,8 @@ import asyncio
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from mmprep.engines.base import EngineHTTPError, EngineOutput, FinishReason, NothingToStart, TokenLogprob
-from mmprep.engines.prepared import PreparedRequest
+from mmprep.interface.engine import EngineHTTPError, EngineOutput, FinishReason, NothingToStart, TokenLogprob
+from mmprep.interface.prepared import PreparedRequest
 
 
 class TokenReplayEngine(NothingToStart):

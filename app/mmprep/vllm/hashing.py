@@ -34,7 +34,7 @@ import numpy as np
 
 from mmprep import families
 
-from ..engines.prepared import MediaItem
+from ..interface.prepared import MediaItem
 
 HashAlgorithm = Literal["blake3", "sha256", "sha512"]
 # vLLM's _HF_MODALITY_PROCESSOR_KWARGS: processor options scoped to one modality.

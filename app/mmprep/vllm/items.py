@@ -37,7 +37,7 @@ import numpy as np
 
 from mmprep import families
 
-from ..engines.prepared import MediaItem
+from ..interface.prepared import MediaItem
 
 FieldKind = Literal["batched", "flat", "shared"]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.config import Settings
-from ..engines.base import EngineError, EngineHTTPError
-from ..engines.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
+from ..interface.engine import EngineError, EngineHTTPError
+from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
 from .hashing import HashAlgorithm, mm_hash

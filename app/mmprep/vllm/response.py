@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engines.base import EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
+from ..interface.engine import EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
 
 
 class BadAnswer(ValueError):

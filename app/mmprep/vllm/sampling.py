@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..engines.base import EngineHTTPError
-from ..engines.prepared import SamplingParams
+from ..interface.engine import EngineHTTPError
+from ..interface.prepared import SamplingParams
 
 OUTPUT_KIND_DELTA, OUTPUT_KIND_FINAL_ONLY = 1, 2
 

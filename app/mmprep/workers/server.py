@@ -23,8 +23,8 @@ from ..core.disconnect import ClientGone, close_shielded, until_disconnect
 from ..core.errors import ServiceError, error_reply
 from ..core.lifespan import lifespan_of
 from ..core.logging import request_id_var
-from ..engines.base import Engine, EngineError, EngineHTTPError, EngineOutput, check_fields, first_output
-from ..engines.prepared import PreparedRequest
+from ..interface.engine import Engine, EngineError, EngineHTTPError, EngineOutput, check_fields, first_output
+from ..interface.prepared import PreparedRequest
 from .wire import DELTA_CONTENT_TYPE, WireError, decode_request, encode_error, encode_output
 
 log = logging.getLogger("mmprep.worker")
@@ -100,7 +100,7 @@ def check_logprobs(engine: Engine, request: PreparedRequest) -> None:
     workers leaves this to the worker, whose engine it is."""
     if not request.sampling.logprobs:
         return
-    gives = getattr(engine, "gives_logprobs", None)
+    gives = engine.gives_logprobs
     if gives is False or (gives is None and request.prompt is not None):
         raise EngineHTTPError(
             "this model's engine does not give log-probabilities: ask without logprobs",

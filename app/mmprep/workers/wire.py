@@ -30,8 +30,8 @@ import numpy as np
 from mmprep.processors import ProcessedMedia
 
 from ..core.errors import ServiceError
-from ..engines.base import EngineHTTPError, EngineOutput, TokenLogprob
-from ..engines.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from ..interface.engine import EngineHTTPError, EngineOutput, TokenLogprob
+from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 
 FORMAT = "mmprep.tensor-request.v1"
 REQUEST_CONTENT_TYPE = "application/octet-stream"

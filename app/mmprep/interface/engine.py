@@ -1,13 +1,14 @@
 """The engine interface: what turns a PreparedRequest into text.
 
 An engine is any object with `async def generate(request)`, an async generator of EngineOutput,
-plus `start`, `stop` and `ready`. Outputs are text deltas; the last carries the finish
-reason and the token counts. Engines know nothing of HTTP or of fetching.
+plus `start`, `stop` and `ready`, and the two facts its callers read (`accepted_fields`,
+`gives_logprobs`). Outputs are text deltas; the last carries the finish reason and the token
+counts. Engines know nothing of HTTP or of fetching.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -72,7 +73,11 @@ async def first_output(outputs: AsyncIterator[EngineOutput]) -> EngineOutput:
 
 class NothingToStart:
     """start, stop and ready for an engine that opens nothing (no model, no connection):
-    it is ready from the moment it is made."""
+    it is ready from the moment it is made; and the facts of an engine that says nothing
+    of the fields it takes or of its logprobs."""
+
+    accepted_fields: Collection[str] | None = None
+    gives_logprobs: bool | None = None
 
     async def start(self) -> None:
         pass
@@ -84,10 +89,21 @@ class NothingToStart:
         return True
 
 
+ENGINE_FACTS = {"accepted_fields": None, "gives_logprobs": None}  # each fact's value when not said
+
+
 class Engine(Protocol):
-    """An engine may also have `accepted_fields`, a set of the request fields beyond those
-    mmprep reads (PreparedRequest.extra) that it can honour: a request with any other is
-    refused with a 400 naming it, before any work. Without it, every field is passed on."""
+    """`accepted_fields`: the request fields beyond those mmprep reads (PreparedRequest.extra)
+    that the engine can honour: a request with any other is refused with a 400 naming it,
+    before any work; None passes every field on.
+    `gives_logprobs`: True if its outputs carry logprobs when asked, False if they never do,
+    None if it does not say (a text engine is then passed the field; see check_logprobs)."""
+
+    @property
+    def accepted_fields(self) -> Collection[str] | None: ...
+
+    @property
+    def gives_logprobs(self) -> bool | None: ...
 
     async def start(self) -> None: ...
 
@@ -100,7 +116,7 @@ class Engine(Protocol):
 
 def check_fields(engine: Engine, extra: dict) -> None:
     """Refuse the fields an engine that declares what it takes cannot honour."""
-    accepted = getattr(engine, "accepted_fields", None)
+    accepted = engine.accepted_fields
     if accepted is None:
         return
     refused = sorted(set(extra) - set(accepted))

@@ -30,7 +30,7 @@ LAYERS = [
     ["mmprep.interface", "mmprep.media"],
     ["mmprep.core"],
     ["mmprep.model"],
-    ["mmprep.decoders", "mmprep.processors", "mmprep.__init__"],
+    ["mmprep.decoders", "mmprep.processors"],
     ["mmprep.families"],
 ]
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
@@ -49,8 +49,6 @@ def module_of(path: Path) -> str:
 
 def room_of(module: str) -> str:
     """The room a module belongs to: mmprep.api.chat is in mmprep.api."""
-    if module == "mmprep":  # `from mmprep import __version__`: the package's own __init__
-        return "mmprep.__init__"
     return ".".join(module.split(".")[:2])
 
 
@@ -193,3 +191,69 @@ def test_every_source_file_is_named_as_it_is_imported():
     for module, path in MODULES.items():
         spec = importlib.util.find_spec(module)
         assert spec is not None and spec.origin == str(path), module
+
+
+LIBRARIES = ("mmprep.decoders", "mmprep.processors", "mmprep.families")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_library_is_imported_through_its_face_only(path):
+    """From outside a library, `from mmprep.decoders import X`, never a module inside it:
+    the face (its __init__'s __all__) is all another room may rely on."""
+    room = room_of(module_of(path))
+    inside = sorted(
+        module
+        for module in imports(path)
+        if module in MODULES
+        and room_of(module) in LIBRARIES
+        and room_of(module) != room
+        and module != room_of(module)
+    )
+    assert not inside, f"{module_of(path)} reaches inside a library: {inside}"
+
+
+FOLDERS_ALONE = """
+import importlib, sys
+# Forget the editable install's hooks: only the folders on sys.path may find mmprep.
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in getattr(h, "__module__", "")]
+sys.path[:] = [p for p in sys.path if "__editable__" not in p]
+sys.path_importer_cache.clear()
+sys.path[:0] = sys.argv[1:]
+failed = []
+for module in sys.stdin.read().split():
+    try:
+        spec = importlib.util.find_spec(module)
+        if not module.endswith("__main__"):  # that one runs the command
+            importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name.split(".")[0] == "mmprep":  # ours not found; a missing extra (ray, torch) is fine
+            failed.append(f"{module}: {error}")
+    except Exception as error:
+        failed.append(f"{module}: {type(error).__name__}: {error}")
+    else:
+        if spec is None or not spec.origin.startswith(tuple(sys.argv[1:])):
+            failed.append(f"{module} came from {spec and spec.origin}")
+print("\\n".join(failed))
+"""
+
+
+@pytest.mark.slow  # a Python process importing every module
+def test_every_module_imports_from_the_source_folders_alone():
+    """With the four source roots on PYTHONPATH and no install hook, Python resolves every
+    mmprep module to its file: `mmprep` is a namespace package over the roots, as a type
+    checker or an editor reads them."""
+    import subprocess
+    import sys
+
+    roots = [str(ROOT / root) for root in SOURCE_ROOTS]
+    result = subprocess.run(
+        [sys.executable, "-c", FOLDERS_ALONE, *roots],
+        input="\n".join(sorted(MODULES)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", result.stdout

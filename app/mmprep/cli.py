@@ -246,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
 
         rerun_under_mimalloc()
     if args[:1] in (["--version"], ["-V"]):
-        from . import __version__
+        from .core.version import VERSION
 
-        print(f"mmprep {__version__}")
+        print(f"mmprep {VERSION}")
         return 0
     unknown = unknown_environment_settings()
     if unknown:

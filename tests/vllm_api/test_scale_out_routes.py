@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmprep import __version__
 from mmprep.core.config import Settings
+from mmprep.core.version import VERSION
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.testing.servers import LiveServer
 
@@ -102,7 +102,7 @@ def test_completion_render_max_tokens_defaults_to_16_within_the_context(url):
 
 
 def test_version_and_load(url):
-    assert httpx.get(f"{url}/version").json() == {"version": __version__}
+    assert httpx.get(f"{url}/version").json() == {"version": VERSION}
     assert httpx.get(f"{url}/load").json() == {"server_load": 0}
 
 

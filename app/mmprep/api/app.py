@@ -6,10 +6,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
 from ..core.config import Settings
 from ..core.errors import ServiceError, error_reply
 from ..core.lifespan import lifespan_of
+from ..core.version import VERSION
 from ..service import Service
 from .body_limit import BodySizeLimit
 from .routes import router
@@ -18,7 +18,7 @@ from .routes import router
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
     service = service or Service(settings or Settings())
 
-    app = FastAPI(title="mmprep", version=__version__, lifespan=lifespan_of(service))
+    app = FastAPI(title="mmprep", version=VERSION, lifespan=lifespan_of(service))
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)

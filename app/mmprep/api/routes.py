@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from .. import __version__
+from ..core.version import VERSION
 from ..service import Service
 from .chat import chat_completion
 from .completions import completion
@@ -145,7 +145,7 @@ async def ready(service: ServiceDep) -> Response:
 @router.get("/version")
 async def version() -> dict:
     """As vLLM's /version, with mmprep's version."""
-    return {"version": __version__}
+    return {"version": VERSION}
 
 
 @router.get("/load")

@@ -20,8 +20,7 @@ from numbers import Real
 from typing import Any
 
 from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
-from mmprep.processors import ProcessorError
-from mmprep.processors.config import IGNORED_KEYS, KNOWN_KEYS
+from mmprep.processors import IGNORED_KEYS, KNOWN_KEYS, ProcessorError
 
 from ..core.config import MediaSettings
 from ..core.errors import ServiceError

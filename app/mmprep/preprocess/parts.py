@@ -10,7 +10,7 @@ import asyncio
 import threading
 from typing import Protocol
 
-from mmprep.decoders.errors import DecodeCancelledError
+from mmprep.decoders import DecodeCancelledError
 
 from ..core.config import Settings
 from ..core.metrics import Metrics

@@ -18,8 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from mmprep.decoders import DecodedVideo, VideoSampling, decode_image, decode_video
-from mmprep.decoders.errors import CorruptMediaError, MediaError
+from mmprep.decoders import (
+    CorruptMediaError,
+    DecodedVideo,
+    MediaError,
+    VideoSampling,
+    decode_image,
+    decode_video,
+)
 from mmprep.processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings

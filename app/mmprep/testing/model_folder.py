@@ -16,8 +16,7 @@ from typing import Any
 
 from mmprep.decoders import DecodedVideo
 from mmprep.interface.prepared import MediaItem
-from mmprep.processors import Processor
-from mmprep.processors.loading import PRESETS
+from mmprep.processors import PRESETS, Processor
 
 from .qwen_tokenizer import tokenizer_file
 

@@ -3,14 +3,17 @@ rescaled, normalized and patchified exactly as transformers does it; each family
 and sizing rule are its module's in mmprep.families. Knows numpy and Pillow, nothing of HTTP
 or FFmpeg."""
 
-from .config import FAMILIES, ProcessorConfig
+from .config import FAMILIES, IGNORED_KEYS, KNOWN_KEYS, ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError
-from .loading import load_processor, preset_models
+from .loading import PRESETS, load_processor, preset_models
 from .patches import ProcessedMedia
 from .processor import Processor
 
 __all__ = [
     "FAMILIES",
+    "IGNORED_KEYS",
+    "KNOWN_KEYS",
+    "PRESETS",
     "ProcessedMedia",
     "Processor",
     "ProcessorConfig",

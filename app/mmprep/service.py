@@ -23,7 +23,7 @@ from .core.memory import ReleaseWhenIdle
 from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
 from .engines import Engine
-from .engines.registry import build_engine
+from .engines.loading import build_engine
 from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing

@@ -322,8 +322,8 @@ def test_the_parsers_get_the_token_ids_each_step_came_from(monkeypatch):
             seen["reasoning"].append(token_ids)
             return super().feed(text, token_ids)
 
-    monkeypatch.setitem(TOOL_PARSERS._classes, "hermes", Tools)
-    monkeypatch.setitem(REASONING_PARSERS._classes, "qwen3", Reasoning)
+    monkeypatch.setitem(TOOL_PARSERS._entries, "hermes", Tools)
+    monkeypatch.setitem(REASONING_PARSERS._entries, "qwen3", Reasoning)
     fixture = load("tool_call_after_reasoning")
     deltas, _ = replay(fixture, 5)
     # every id taken, the EOS that ended the answer among them

@@ -19,7 +19,7 @@ from test_vllm_protocol import build_case
 from vllm_like import ANSWER_IDS, VIDEO_PAD, VllmGenerateLike
 
 from mmprep.core.config import Settings
-from mmprep.engines.registry import build_engine
+from mmprep.engines.loading import build_engine
 from mmprep.engines.vllm_generate import VllmGenerateEngine, root_url
 from mmprep.interface.engine import EngineHTTPError, EngineOutput
 from mmprep.interface.prepared import SamplingParams

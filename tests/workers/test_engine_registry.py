@@ -1,5 +1,6 @@
-"""The engines registry: every --engine choice has its factory, each builds its engine from
-the settings, and every engine class lives in app/mmprep/engines."""
+"""The engines registry (core.config.ENGINES, the one list of --engine choices): each choice
+names a factory that builds its engine from the settings, every engine class lives in
+app/mmprep/engines, and an unknown name is refused naming the choices."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ import inspect
 
 import pytest
 
-from mmprep.core.config import ENGINES as ENGINE_CHOICES
-from mmprep.core.config import Settings
-from mmprep.engines.registry import ENGINES, build_engine
+from mmprep.core.config import ENGINES, Settings
+from mmprep.engines.loading import build_engine
 
 SETTINGS = {
     "echo": {},
@@ -18,8 +18,10 @@ SETTINGS = {
 }
 
 
-def test_the_registry_holds_every_choice_of_the_settings():
-    assert set(ENGINES) == set(ENGINE_CHOICES)
+def test_every_choice_names_a_factory_that_imports():
+    assert set(ENGINES.names()) == {"echo", "workers", "openai", "vllm-generate"}
+    for name in ENGINES.names():
+        assert callable(ENGINES.get(name)), name
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -31,3 +33,10 @@ def test_each_engine_is_built_from_its_settings_and_lives_in_app_engines(name):
 def test_an_engine_class_replaces_the_choice():
     engine = build_engine(Settings(engine_class="mmprep.engines.echo:EchoEngine"))
     assert type(engine).__name__ == "EchoEngine"
+
+
+def test_an_unknown_engine_is_refused_naming_the_choices():
+    with pytest.raises(
+        ValueError, match="unknown engine 'nonesuch': choose one of echo, openai, vllm-generate"
+    ):
+        Settings(engine="nonesuch")

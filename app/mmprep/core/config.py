@@ -12,18 +12,32 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .registry import Registry
+
 ENV_PREFIX = "MMPREP_"
 WORKER_ENV_PREFIX = "MMPREP_WORKER_"
 # Variables an engine that mmprep ships reads itself (and checks itself): the transformers engine's.
 ENGINE_ENV_PREFIXES = ("MMPREP_TRANSFORMERS_",)
-ENGINES = ("echo", "workers", "openai", "vllm-generate")
+# The --engine choices, each an engine module's factory from the settings, imported only when
+# chosen (the transformers engine, an --engine-class, needs torch): the one list the CLI, these
+# settings and engines.loading.build_engine read.
+ENGINES: Registry[Callable[[Settings], Any]] = Registry(
+    "engine",
+    {
+        "echo": "mmprep.engines.echo:from_settings",
+        "workers": "mmprep.engines.workers:from_settings",
+        "openai": "mmprep.engines.upstream:from_settings",
+        "vllm-generate": "mmprep.engines.vllm_generate:from_settings",
+    },
+)
 RAY_DEPLOYMENTS = ("FrontDoor", "Decode", "Engine")  # the Ray application's deployments (app/mmprep/rayserve)
 DEFAULT_ENGINE_CLASS = "mmprep.engines.echo:EchoEngine"
 REQUEST_OVERHEAD_BYTES = 16 * 1024**2  # a request's text and JSON around its data URLs
@@ -340,7 +354,7 @@ class ModelSettings(SettingsGroup):
 
 
 class EngineSettings(SettingsGroup):
-    """The engine (app/mmprep/engines/registry.py) and how it is reached."""
+    """The engine (ENGINES; app/mmprep/engines/loading.py builds it) and how it is reached."""
 
     engine: str = Field(
         "echo",
@@ -398,8 +412,7 @@ class EngineSettings(SettingsGroup):
     @field_validator("engine")
     @classmethod
     def _engine_known(cls, engine: str) -> str:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        ENGINES.check(engine)
         return engine
 
     @field_validator("worker_url")

@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator
 
 import xxhash
 
+from ..core.config import Settings
 from ..interface.engine import EngineOutput, FinishReason, NothingToStart
 from ..interface.prepared import MediaItem, PreparedRequest
 
@@ -129,3 +130,8 @@ def _prompt(prompt) -> dict:
             for p in prompt.placeholders
         ],
     }
+
+
+def from_settings(settings: Settings) -> EchoEngine:
+    """`--engine echo` (core.config.ENGINES)."""
+    return EchoEngine(settings.echo_chars_per_token)

@@ -1,17 +1,28 @@
-"""A user's engine, named by import path: `package.module:ClassName`.
+"""The engine the settings name: `--engine`'s, from core.config.ENGINES (each an engine
+module's `from_settings`, imported only when chosen), or a user's own class by import path,
+`--engine-class package.module:ClassName`.
 
-This is how a team puts its own model behind `mmprep worker` without forking mmprep: the
-class is imported, made with no arguments, and must have the four methods of the Engine
+The latter is how a team puts its own model behind `mmprep worker` without forking mmprep:
+the class is imported, made with no arguments, and must have the four methods of the Engine
 protocol (mmprep.interface.engine). A fact it does not declare (`accepted_fields`,
 `gives_logprobs`) is taken as not said (None), as NothingToStart declares it.
 """
 
 from __future__ import annotations
 
+from ..core.config import ENGINES, Settings
 from ..core.imports import import_by_path
 from ..interface.engine import ENGINE_FACTS, Engine
 
 ENGINE_METHODS = ("start", "stop", "ready", "generate")
+
+
+def build_engine(settings: Settings) -> Engine:
+    """The engine the settings name: --engine-class's, else --engine's (names checked when
+    the settings load)."""
+    if settings.engine_class is not None:
+        return make_engine(settings.engine_class)
+    return ENGINES.get(settings.engine)(settings)
 
 
 def make_engine(path: str) -> Engine:

@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from ..core.config import Settings
 from ..core.errors import read_error_body
 from ..interface.engine import EngineHTTPError, EngineOutput, FinishReason
 from ..interface.prepared import MediaItem, PreparedRequest, SamplingParams
@@ -381,4 +382,17 @@ def bad_answer(text: str, shape: str = "OpenAI's") -> EngineHTTPError:
         f"the upstream model server sent an answer that is not {shape} shape: {text[:200]!r}",
         502,
         "upstream_bad_answer",
+    )
+
+
+def from_settings(settings: Settings) -> OpenAIUpstreamEngine:
+    """`--engine openai` (core.config.ENGINES)."""
+    if settings.upstream_url is None or settings.upstream_model is None:  # Settings refuses this
+        raise ValueError("engine 'openai' needs upstream_url and upstream_model")
+    return OpenAIUpstreamEngine(
+        settings.upstream_url,
+        settings.upstream_model,
+        api_key=settings.upstream_api_key,
+        connect_timeout=settings.engine_connect_timeout,
+        read_timeout=settings.engine_read_timeout,
     )

@@ -27,12 +27,13 @@ from functools import partial
 
 import httpx
 
+from ..core.config import Settings
 from ..core.lifespan import StartupError
 from ..interface.engine import EngineHTTPError, EngineOutput
 from ..interface.prepared import PreparedRequest
 from ..vllm import TESTED_VLLM_VERSIONS
 from ..vllm.pixel_form import mismatch, upstream_pixel_dtype
-from ..vllm.request import GenerateOptions, generate_request_body
+from ..vllm.request import GenerateOptions, generate_options, generate_request_body
 from ..vllm.response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from ..vllm.sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 from .upstream import (
@@ -234,4 +235,18 @@ async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[Engine
             finish = finish_reason(choice) or finish
     yield EngineOutput(
         finish_reason=finish or "stop", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+    )
+
+
+def from_settings(settings: Settings) -> VllmGenerateEngine:
+    """`--engine vllm-generate` (core.config.ENGINES)."""
+    if settings.upstream_url is None:  # Settings refuses this
+        raise ValueError("engine 'vllm-generate' needs upstream_url")
+    return VllmGenerateEngine(
+        settings.upstream_url,
+        generate_options(settings),
+        api_key=settings.upstream_api_key,
+        connect_timeout=settings.engine_connect_timeout,
+        read_timeout=settings.engine_read_timeout,
+        allow_untested_version=settings.upstream_allow_untested_version,
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ..core.config import Settings
 from ..core.errors import read_error_body
 from ..interface.engine import EngineHTTPError, EngineOutput
 from ..interface.prepared import PreparedRequest
@@ -173,3 +174,13 @@ async def _check_status(response: httpx.Response) -> None:
     if response.status_code < 500:
         raise EngineHTTPError(message, response.status_code, code, param)
     raise EngineHTTPError(f"the worker failed: {message}", 502, code)
+
+
+def from_settings(settings: Settings) -> RemoteWorkersEngine:
+    """`--engine workers` (core.config.ENGINES)."""
+    return RemoteWorkersEngine(
+        settings.worker_url,
+        connect_timeout=settings.engine_connect_timeout,
+        read_timeout=settings.engine_read_timeout,
+        probe_interval=settings.worker_probe_interval,
+    )

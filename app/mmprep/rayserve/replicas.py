@@ -19,7 +19,7 @@ from ..core.disconnect import close_shielded
 from ..core.errors import ServiceError
 from ..core.logging import request_id_var
 from ..core.metrics import Metrics
-from ..engines.registry import build_engine
+from ..engines.loading import build_engine
 from ..interface.engine import Engine, EngineOutput
 from ..preprocess import LocalPreprocessing, Preprocessing, Timing
 from ..service import Service, load_resources

@@ -5,11 +5,11 @@ format is a new module)."""
 
 from __future__ import annotations
 
+from ...core.registry import Registry, import_modules
 from ..options import OutputOptions
-from ..plugins import Registry, import_modules
 from .base import ReasoningParser
 
-REGISTRY: Registry[ReasoningParser] = Registry("reasoning parser")
+REGISTRY: Registry[type[ReasoningParser]] = Registry("reasoning parser")
 import_modules(__name__, __path__)
 
 

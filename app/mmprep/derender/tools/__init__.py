@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..plugins import Registry, import_modules
+from ...core.registry import Registry, import_modules
 from .base import ToolCallDelta, ToolParser, new_tool_call_id
 
-REGISTRY: Registry[ToolParser] = Registry("tool call parser")
+REGISTRY: Registry[type[ToolParser]] = Registry("tool call parser")
 import_modules(__name__, __path__)
 
 

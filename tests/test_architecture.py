@@ -23,7 +23,7 @@ LAYERS = [
     ["mmprep.rayserve"],
     ["mmprep.api"],
     ["mmprep.service"],
-    ["mmprep.engines"],
+    ["mmprep.engines", "mmprep.transport"],
     ["mmprep.workers", "mmprep.vllm"],
     ["mmprep.preprocess", "mmprep.derender"],
     ["mmprep.render"],
@@ -38,17 +38,17 @@ WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
 # mmprep.vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest),
 # mmprep.interface, is a room of its own, low in the house: every room that hands work to an
 # engine imports it.
-SERVES_HTTP = ("mmprep.api", "mmprep.workers.server", "mmprep.testing", "mmprep.cli")
+SERVES_HTTP = ("mmprep.api", "mmprep.transport", "mmprep.workers.server", "mmprep.testing", "mmprep.cli")
 
 
 def module_of(path: Path) -> str:
-    """A source file's import name: app/mmprep/api/chat.py is mmprep.api.chat."""
+    """A source file's import name: app/mmprep/api/openai/chat.py is mmprep.api.openai.chat."""
     parts = path.relative_to(ROOT).with_suffix("").parts[1:]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def room_of(module: str) -> str:
-    """The room a module belongs to: mmprep.api.chat is in mmprep.api."""
+    """The room a module belongs to: mmprep.api.openai.chat is in mmprep.api."""
     return ".".join(module.split(".")[:2])
 
 

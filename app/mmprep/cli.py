@@ -53,8 +53,8 @@ class Serve(Settings):
 
     def cli_cmd(self) -> None:
         from .api.app import create_app
-        from .api.server import serve
         from .core.logging import configure_logging
+        from .transport.server import serve
 
         log_config = configure_logging(self.log_level)
         settings = _loaded(Settings(**self.model_dump(exclude_unset=True)))
@@ -64,9 +64,9 @@ class Serve(Settings):
 
             raise SystemExit(run_on_ray(settings))
         if settings.processes > 1:
-            from .api.server import serve_processes
+            from .transport.server import serve_processes
 
-            raise SystemExit(serve_processes(settings, settings.processes))
+            raise SystemExit(serve_processes(settings, settings.processes, create_app))
         serve(create_app(settings), settings, log_config)
 
 

@@ -20,8 +20,8 @@ from derender_fixtures import (
     tokenizer,
 )
 
-from mmprep.api.responses import Answer, CompletionBuilder
-from mmprep.api.schemas import parse_chat_request
+from mmprep.api.openai.chat_answers import Answer, CompletionBuilder
+from mmprep.api.openai.chat_protocol import parse_chat_request
 from mmprep.derender import Derendering, OutputOptions
 from mmprep.derender.detokenize import Detokenizer
 from mmprep.derender.stops import StopChecker, StopRules

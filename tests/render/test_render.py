@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from render_cases import media_item
 
-from mmprep.api.schemas import parse_chat_request
+from mmprep.api.openai.chat_protocol import parse_chat_request
 from mmprep.core.errors import ServiceError
 from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS

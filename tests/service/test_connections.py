@@ -1,4 +1,4 @@
-"""The server's connection limits (app/mmprep/api/connections.py), against the real server on
+"""The server's connection limits (app/mmprep/transport/connections.py), against the real server on
 loopback with raw sockets: a client that stops reading, a head that never ends, an idle
 connection, too many connections, and requests past the admission limit."""
 
@@ -20,8 +20,6 @@ import httpx
 import pytest
 
 from mmprep.api.app import create_app
-from mmprep.api.connections import GuardedProtocol
-from mmprep.api.server import build_server
 from mmprep.core.config import Settings
 from mmprep.engines import EngineOutput
 from mmprep.interface.engine import NothingToStart
@@ -30,6 +28,8 @@ from mmprep.testing.metrics import metric
 from mmprep.testing.replay import TokenReplayEngine
 from mmprep.testing.servers import AppProcess
 from mmprep.testing.waiting import wait_until as wait_for
+from mmprep.transport.connections import GuardedProtocol
+from mmprep.transport.server import build_server
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10

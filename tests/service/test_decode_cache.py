@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import MEDIA
 
-from mmprep.api.schemas import parse_chat_request
+from mmprep.api.openai.chat_protocol import parse_chat_request
 from mmprep.core.config import Settings
 from mmprep.core.metrics import Metrics
 from mmprep.media.fetch import FetchLimits, MediaFetcher

@@ -3,7 +3,7 @@ copied into one body, the small ones joined into one write."""
 
 from __future__ import annotations
 
-from mmprep.api.pieces_response import PiecesResponse
+from mmprep.transport.pieces_response import PiecesResponse
 from mmprep.vllm.request import SMALL_PIECE_BYTES, coalesced
 
 

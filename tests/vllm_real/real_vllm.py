@@ -368,7 +368,7 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) 
     import asyncio
     import threading
 
-    from mmprep.api.schemas import parse_chat_request
+    from mmprep.api.openai.chat_protocol import parse_chat_request
     from mmprep.core.config import Settings
     from mmprep.service import Service
     from mmprep.vllm.hashing import mm_hash

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from real_vllm import RENDER_VENV, REPO, missing_venv
 
-from mmprep.api.messages import MessagesApi, MessagesRequest
-from mmprep.api.responses_api import ResponsesApi, ResponsesRequest
+from mmprep.api.anthropic.messages import MessagesApi, MessagesRequest
+from mmprep.api.openai.responses import ResponsesApi, ResponsesRequest
 
 FILE = REPO / "tests" / "data" / "vllm_real" / "client_api_translations.json"
 RECORDED: dict[str, Any] = json.loads(FILE.read_text())

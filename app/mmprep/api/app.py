@@ -11,7 +11,7 @@ from ..core.errors import ServiceError, error_reply
 from ..core.lifespan import lifespan_of
 from ..core.version import VERSION
 from ..service import Service
-from .body_limit import BodySizeLimit
+from ..transport.body_limit import BodySizeLimit
 from .routes import router
 
 

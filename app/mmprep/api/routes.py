@@ -10,18 +10,18 @@ from fastapi.responses import JSONResponse, Response
 
 from ..core.version import VERSION
 from ..service import Service
-from .chat import chat_completion
-from .completions import completion
-from .completions_render import render_completion
-from .derender import derender_chat, derender_completion
-from .messages import MessagesApi
-from .messages_render import render_messages
-from .model_routes import ModelHandler, answer_with_model
-from .preview import page, preview_post
-from .render import render_chat_request
-from .responses_api import ResponsesApi
-from .responses_render import render_responses
-from .tokenize import detokenize, tokenize
+from .anthropic.messages import MessagesApi
+from .openai.chat import chat_completion
+from .openai.completions import completion
+from .openai.responses import ResponsesApi
+from .preview_page import page, preview_post
+from .scale_out.chat_render import render_chat_request
+from .scale_out.common import ModelHandler, answer_with_model
+from .scale_out.completions_render import render_completion
+from .scale_out.derender_routes import derender_chat, derender_completion
+from .scale_out.messages_render import render_messages
+from .scale_out.responses_render import render_responses
+from .scale_out.tokenize import detokenize, tokenize
 
 router = APIRouter()
 

@@ -117,7 +117,7 @@ class ServerSettings(SettingsGroup):
         description="seconds a request may wait in the queue; then 503 queue_timeout with Retry-After",
     )
 
-    # -- connections (app/mmprep/api/connections.py) ---------------------------------------------
+    # -- connections (app/mmprep/transport/connections.py) ---------------------------------------------
     max_connections: int = Field(
         8192,
         ge=1,

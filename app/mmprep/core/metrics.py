@@ -102,7 +102,7 @@ class Metrics:
         self.connections_open = Gauge("mmprep_connections_open", "HTTP connections open", registry=r)
         self.connections_closed = Counter(
             "mmprep_connections_closed",
-            "HTTP connections the server closed by its limits (mmprep.api.connections): idle, "
+            "HTTP connections the server closed by its limits (mmprep.transport.connections): idle, "
             "header_timeout, body_timeout (a body that stopped arriving), write_timeout (a client that "
             "stopped reading), over_limit (past --max-connections)",
             ["reason"],

@@ -10,7 +10,7 @@ from typing import Any
 @dataclass(frozen=True)
 class OutputOptions:
     """The request's fields about its answer's text, beyond SamplingParams (validated by
-    app/mmprep/api/schemas.py)."""
+    app/mmprep/api/openai/chat_protocol.py)."""
 
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True

@@ -69,7 +69,8 @@ class MediaFetcher:
         await self._client.aclose()
 
     async def fetch(self, url: str | DataURL) -> FetchedMedia:
-        """`url` as the client sent it; a long data URL arrives already parsed (mmprep.api.json_body)."""
+        """`url` as the client sent it; a long data URL arrives already parsed
+        (mmprep.transport.json_body)."""
         if isinstance(url, DataURL):
             return await _decode_data_url(url, self.limits.max_bytes)
         scheme = url.split(":", 1)[0].lower() if ":" in url else ""

@@ -419,7 +419,7 @@ def _text_of(part: dict, where: str) -> str:
 
 def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
     """The URL of an image_url / video_url part, and a video's own sampling keys. A long data
-    URL comes as a DataURL (see app/mmprep/api/json_body.py)."""
+    URL comes as a DataURL (see app/mmprep/transport/json_body.py)."""
     value = part.get(key)
     if isinstance(value, str | DataURL):  # some clients send the URL bare
         return value, {}

@@ -36,7 +36,7 @@ def run_on_ray(settings: Settings) -> int:
         return 2
     try:
         # Ray Serve's own proxy serves HTTP here: it gets mmprep's idle timeout, so clients
-        # (not the proxy) close idle connections, as in one process (app/mmprep/api/connections.py).
+        # (not the proxy) close idle connections, as in one process (app/mmprep/transport/connections.py).
         serve.start(
             http_options={
                 "host": settings.host,

@@ -25,13 +25,13 @@ from pydantic import (
     model_validator,
 )
 
-from ..core.errors import ServiceError
-from ..derender import OutputOptions
-from ..interface.prepared import SamplingParams
-from ..preprocess import ChatInput
-from ..preprocess.options import PROCESSOR_SCOPES
-from ..render import REASONING_EFFORTS, TemplateOptions
-from .validation import field_name
+from ...core.errors import ServiceError
+from ...derender import OutputOptions
+from ...interface.prepared import SamplingParams
+from ...preprocess import ChatInput
+from ...preprocess.options import PROCESSOR_SCOPES
+from ...render import REASONING_EFFORTS, TemplateOptions
+from ..scale_out.validation import field_name
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 
@@ -45,7 +45,7 @@ class ChatMessage(BaseModel):
 
     def as_sent(self) -> dict[str, Any]:
         """The message as a plain object; a list content's parts as they came (a long data
-        URL stays the DataURL app/mmprep/api/json_body.py made of it)."""
+        URL stays the DataURL app/mmprep/transport/json_body.py made of it)."""
         dumped = self.model_dump(exclude_none=True)
         if isinstance(self.content, list):
             dumped["content"] = self.content

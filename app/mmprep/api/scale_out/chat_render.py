@@ -16,12 +16,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from ..core.errors import ServiceError
-from ..service import Service
-from ..vllm.request import generate_request_body, random_request_id
-from .model_routes import answer_with_model
-from .pieces_response import PiecesResponse
-from .schemas import ChatCompletionRequest, parse_chat_request
+from ...core.errors import ServiceError
+from ...service import Service
+from ...transport.pieces_response import PiecesResponse
+from ...vllm.request import generate_request_body, random_request_id
+from ..openai.chat_protocol import ChatCompletionRequest, parse_chat_request
+from .common import answer_with_model
 
 
 async def render_chat_request(service: Service, http: Request) -> Response:

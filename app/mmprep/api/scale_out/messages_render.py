@@ -2,7 +2,7 @@
 (entrypoints/scale_out/render/ render_messages_request): the request checked as vLLM's
 render checks it (tool_addition/tool_removal blocks and output_config a 400 naming them, not
 a silent drop), turned into the chat request vLLM's /v1/messages serves by the conversion
-/v1/messages itself uses (app/mmprep/api/messages.py, as vLLM's to_chat_completion_request), then
+/v1/messages itself uses (app/mmprep/api/anthropic/messages.py, as vLLM's to_chat_completion_request), then
 rendered as the chat render renders it, so the GenerateRequest is the chat render's.
 """
 
@@ -14,10 +14,10 @@ from typing import Any, Literal
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.errors import ServiceError
-from ..service import Service
-from .messages import MessagesApi
-from .render import render_chat_document
+from ...core.errors import ServiceError
+from ...service import Service
+from ..anthropic.messages import MessagesApi
+from .chat_render import render_chat_document
 from .validation import validated
 
 

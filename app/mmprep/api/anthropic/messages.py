@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..core.errors import ServiceError
-from ..media.data_url import DataURL
-from .responses import sse
-from .schemas import ChatCompletionRequest, parse_chat_request
-from .translation import FieldError, FieldNames, body_object, invalid
+from ...core.errors import ServiceError
+from ...media.data_url import DataURL
+from ..openai.chat_answers import sse
+from ..openai.chat_protocol import ChatCompletionRequest, parse_chat_request
+from ..translation import FieldError, FieldNames, body_object, invalid
 
 # Anthropic's error types by status, as vLLM's translate_error_type
 ERROR_TYPES = {

@@ -12,12 +12,12 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
-from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError
-from ..service import Service
-from .body_limit import BODY_REFUSED
-from .errors import client_gone, refuse
-from .json_body import read_json_body
+from ...core.disconnect import ClientGone, until_disconnect
+from ...core.errors import ServiceError
+from ...service import Service
+from ...transport.body_limit import BODY_REFUSED
+from ...transport.json_body import read_json_body
+from ..errors import client_gone, refuse
 
 # The work of one request: its parsed body, the HTTP request (headers), a cancel event for
 # work in threads -> the answer (JSON-able, or a Response of its own).

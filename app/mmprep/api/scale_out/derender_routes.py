@@ -22,17 +22,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..core.errors import ServiceError
-from ..derender import Delta, Derenderer, OutputOptions
-from ..interface.engine import EngineOutput
-from ..interface.prepared import SamplingParams
-from ..model import load_model_folder
-from ..render.prompts import check_ids, decode_prompt
-from ..service import Service
-from ..vllm.response import BadAnswer, choice_outputs
-from .model_routes import check_model, served_model
-from .responses import Answer, text_choice, text_completion, usage
-from .schemas import parse_chat_request
+from ...core.errors import ServiceError
+from ...derender import Delta, Derenderer, OutputOptions
+from ...interface.engine import EngineOutput
+from ...interface.prepared import SamplingParams
+from ...model import load_model_folder
+from ...render.prompts import check_ids, decode_prompt
+from ...service import Service
+from ...vllm.response import BadAnswer, choice_outputs
+from ..openai.chat_answers import Answer, text_choice, text_completion, usage
+from ..openai.chat_protocol import parse_chat_request
+from .common import check_model, served_model
 from .validation import validated
 
 TokenId = Annotated[int, Field(ge=0)]

@@ -18,12 +18,12 @@ from typing import Annotated, Any
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import load_model_folder
-from ..render.prompts import check_ids, decode_prompt, encode_prompt, token_strings, with_special_tokens
-from ..service import Service
-from ..vllm.request import random_request_id
-from .model_routes import check_model, served_model
-from .schemas import parse_chat_request
+from ...model import load_model_folder
+from ...render.prompts import check_ids, decode_prompt, encode_prompt, token_strings, with_special_tokens
+from ...service import Service
+from ...vllm.request import random_request_id
+from ..openai.chat_protocol import parse_chat_request
+from .common import check_model, served_model
 from .validation import validated
 
 

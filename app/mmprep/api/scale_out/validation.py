@@ -1,5 +1,6 @@
 """A JSON body validated by a pydantic model, or a 400 naming the field at fault, for the
-routes of vLLM's render server (the chat request has its own reader, schemas.py)."""
+routes of vLLM's render server (the chat request has its own reader,
+api/openai/chat_protocol.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..core.errors import ServiceError
+from ...core.errors import ServiceError
 
 Model = TypeVar("Model", bound=BaseModel)
 

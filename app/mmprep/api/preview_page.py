@@ -32,10 +32,10 @@ from ..engines.sheet import contact_sheet, png_bytes
 from ..media.data_url import DataURL
 from ..preprocess import LocalPreprocessing
 from ..service import Service
-from .body_limit import BODY_REFUSED
+from ..transport.body_limit import BODY_REFUSED
+from ..transport.json_body import read_json_body
 from .errors import client_gone, refuse
-from .json_body import read_json_body
-from .schemas import parse_chat_request
+from .openai.chat_protocol import parse_chat_request
 
 log = logging.getLogger("mmprep.api")
 PAGE = Path(__file__).with_name("preview.html")

@@ -7,6 +7,7 @@ import multiprocessing
 import multiprocessing.connection
 import signal
 import socket
+from collections.abc import Callable
 
 import uvicorn
 from fastapi import FastAPI
@@ -88,8 +89,10 @@ def within_open_files(settings: Settings) -> Settings:
     return settings.model_copy(update={"max_connections": fits})
 
 
-def serve_processes(settings: Settings, processes: int) -> int:
-    """`processes` mmprep processes on one port, for when one event loop is not enough.
+def serve_processes(settings: Settings, processes: int, make_app: Callable[[Settings], FastAPI]) -> int:
+    """`processes` mmprep processes on one port, for when one event loop is not enough; each
+    serves the app `make_app` makes of the settings (a module-level function: it is pickled
+    by name to each child).
 
     Each child listens on its own socket with SO_REUSEPORT, so the kernel spreads new
     connections evenly among them; each has its own engine, decode pool, cache and limits
@@ -98,7 +101,7 @@ def serve_processes(settings: Settings, processes: int) -> int:
     one that dies stops the rest. Returns the exit status."""
     context = multiprocessing.get_context("spawn")  # a clean interpreter each: no threads or loops forked
     children = [
-        context.Process(target=_serve_child, args=(settings,), name=f"mmprep-serve-{i}")
+        context.Process(target=_serve_child, args=(settings, make_app), name=f"mmprep-serve-{i}")
         for i in range(processes)
     ]
     stopping = False
@@ -130,13 +133,12 @@ def serve_processes(settings: Settings, processes: int) -> int:
     return 0 if stopping else 1
 
 
-def _serve_child(settings: Settings) -> None:
+def _serve_child(settings: Settings, make_app: Callable[[Settings], FastAPI]) -> None:
     from ..core.logging import configure_logging
-    from .app import create_app
 
     log_config = configure_logging(settings.log_level)
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((settings.host, settings.port))
-    serve(create_app(settings), settings, log_config, sockets=[sock])
+    serve(make_app(settings), settings, log_config, sockets=[sock])

@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..core.errors import ServiceError
-from .responses import sse
-from .schemas import ChatCompletionRequest, parse_chat_request
-from .translation import FieldError, FieldNames, body_object, invalid
+from ...core.errors import ServiceError
+from ..translation import FieldError, FieldNames, body_object, invalid
+from .chat_answers import sse
+from .chat_protocol import ChatCompletionRequest, parse_chat_request
 
 # the content parts a message item may hold, as the chat part each becomes (mmprep's own
 # image_url and video_url parts are taken too: a video has no Responses part of its own)

@@ -24,21 +24,21 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from ..core.disconnect import ClientGone, close_shielded, until_disconnect
-from ..core.errors import ServiceError, as_service_error
-from ..core.logging import request_id_var
-from ..derender import Delta, Derenderer
-from ..interface.engine import EngineHTTPError, EngineOutput, check_fields, first_output
-from ..interface.prepared import PreparedRequest
-from ..preprocess import Timing
-from ..service import Service, Slot
-from ..vllm.request import random_request_id
-from .body_limit import BODY_REFUSED
-from .connections import REQUEST_ID
-from .errors import client_gone, refuse
-from .json_body import read_json_body
-from .responses import SSE_DONE, Answer, CompletionBuilder, sse, usage
-from .schemas import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, parse_chat_request
+from ...core.disconnect import ClientGone, close_shielded, until_disconnect
+from ...core.errors import ServiceError, as_service_error
+from ...core.logging import request_id_var
+from ...derender import Delta, Derenderer
+from ...interface.engine import EngineHTTPError, EngineOutput, check_fields, first_output
+from ...interface.prepared import PreparedRequest
+from ...preprocess import Timing
+from ...service import Service, Slot
+from ...transport.body_limit import BODY_REFUSED
+from ...transport.connections import REQUEST_ID
+from ...transport.json_body import read_json_body
+from ...vllm.request import random_request_id
+from ..errors import client_gone, refuse
+from .chat_answers import SSE_DONE, Answer, CompletionBuilder, sse, usage
+from .chat_protocol import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, parse_chat_request
 
 log = logging.getLogger("mmprep.api")
 

@@ -20,15 +20,15 @@ from typing import Any
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.errors import ServiceError
-from ..interface.prepared import PreparedRequest, SamplingParams, TokenPrompt
-from ..model import ModelFolder, load_model_folder
-from ..render.prompts import check_ids, encode_prompt
-from ..render.renderer import check_prompt_length
-from ..service import Service
-from ..vllm.request import completion_generate_request, random_request_id
-from .model_routes import check_model
-from .schemas import MAX_TOP_LOGPROBS
+from ...core.errors import ServiceError
+from ...interface.prepared import PreparedRequest, SamplingParams, TokenPrompt
+from ...model import ModelFolder, load_model_folder
+from ...render.prompts import check_ids, encode_prompt
+from ...render.renderer import check_prompt_length
+from ...service import Service
+from ...vllm.request import completion_generate_request, random_request_id
+from ..openai.chat_protocol import MAX_TOP_LOGPROBS
+from .common import check_model
 from .validation import validated
 
 # What vLLM's render refuses of a completion request, each with the field and vLLM's words.

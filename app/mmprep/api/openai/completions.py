@@ -34,23 +34,29 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from ..core.disconnect import close_shielded, until_disconnect
-from ..core.errors import ServiceError, as_service_error
-from ..derender import Derenderer, OutputOptions
-from ..interface.engine import EngineOutput, check_fields, first_output
-from ..interface.prepared import PreparedRequest, TokenPrompt
-from ..model import load_model_folder
-from ..preprocess import Timing
-from ..render.prompts import decode_prompt
-from ..render.renderer import check_prompt_length
-from ..service import Service, Slot
-from ..vllm.request import random_request_id
+from ...core.disconnect import close_shielded, until_disconnect
+from ...core.errors import ServiceError, as_service_error
+from ...derender import Derenderer, OutputOptions
+from ...interface.engine import EngineOutput, check_fields, first_output
+from ...interface.prepared import PreparedRequest, TokenPrompt
+from ...model import load_model_folder
+from ...preprocess import Timing
+from ...render.prompts import decode_prompt
+from ...render.renderer import check_prompt_length
+from ...service import Service, Slot
+from ...vllm.request import random_request_id
+from ..scale_out.common import check_model, served_model
+from ..scale_out.completions_render import (
+    CompletionRenderRequest,
+    check_refused,
+    item_ids,
+    prompt_forms,
+    prompt_param,
+)
+from ..scale_out.validation import field_name, validated
 from .chat import ClosingStream, admitted, answer_steps, check_logprobs, end_stream, whole_answer
-from .completions_render import CompletionRenderRequest, check_refused, item_ids, prompt_forms, prompt_param
-from .model_routes import check_model, served_model
-from .responses import SSE_DONE, sse, text_choice, text_completion, usage
-from .schemas import AnswerFields
-from .validation import field_name, validated
+from .chat_answers import SSE_DONE, sse, text_choice, text_completion, usage
+from .chat_protocol import AnswerFields
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from ..derender import Delta
+from ...derender import Delta
 
 
 def sse(payload: dict | str) -> str:

@@ -15,8 +15,8 @@ import pytest
 from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
 from PIL import Image
 
+from mmprep.api.preview_sheet import SheetLayout
 from mmprep.cli import main
-from mmprep.engines.sheet import SheetLayout
 from mmprep.testing.chat import chat, data_url, post, video
 from mmprep.testing.servers import LiveServer
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import MEDIA, on_screen, reference_decode, reference_targets
 from playwright.sync_api import expect, sync_playwright
 
-from mmprep.engines.sheet import SheetLayout
+from mmprep.api.preview_sheet import SheetLayout
 from mmprep.testing.servers import LiveServer
 
 pytestmark = pytest.mark.slow  # a real browser (Chromium through Playwright)

@@ -27,6 +27,7 @@ LAYERS = [
     ["mmprep.workers", "mmprep.vllm"],
     ["mmprep.preprocess", "mmprep.derender"],
     ["mmprep.render"],
+    ["mmprep.modalities"],
     ["mmprep.interface", "mmprep.media"],
     ["mmprep.core"],
     ["mmprep.model"],
@@ -257,3 +258,76 @@ def test_every_module_imports_from_the_source_folders_alone():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", result.stdout
+
+
+# -- modalities: what differs between an image and a video is asked of its record
+# (app/mmprep/modalities), never decided by comparing the modality's name elsewhere.
+# The client API translations compare their own wire formats' types (Anthropic's "image"
+# block, the Responses API's input types) as they map them to chat parts; bench is a client,
+# and sorts its own input files.
+MODALITY_NAMES_ALLOWED = (
+    "mmprep.modalities",
+    "mmprep.api.anthropic",
+    "mmprep.api.openai.responses",
+    "mmprep.bench",
+)
+
+
+def modality_names() -> set[str]:
+    """Every modality's name and content part type."""
+    from mmprep.modalities import MODALITIES
+
+    return {name for modality in MODALITIES.values() for name in (modality.name, modality.part_type)}
+
+
+def modality_comparisons(path: Path, names: set[str]) -> list[str]:
+    """`kind == "video"`, `part["type"] in ("image", "video")`: a comparison one side of which
+    is a modality's name (or a literal tuple holding one); and a table keyed by them."""
+
+    def names_one(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_one(element) for element in node.elts)
+        return False
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare) and any(names_one(side) for side in [node.left, *node.comparators]):
+            found.append((node.lineno, ast.unparse(node)))
+        elif (
+            isinstance(node, ast.Dict)
+            and any(
+                isinstance(key, ast.Constant) and key.value in names and key.value != "type"
+                for key in node.keys
+            )
+            and not any(isinstance(key, ast.Constant) and key.value == "type" for key in node.keys)
+        ):
+            found.append((node.lineno, ast.unparse(node)[:80]))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_the_modality_modules_tell_modalities_apart(path):
+    module = module_of(path)
+    if module.startswith(MODALITY_NAMES_ALLOWED) or room_of(module) in LIBRARIES:
+        return
+    found = modality_comparisons(path, modality_names())
+    assert not found, f"{module} tells modalities apart (ask mmprep.modalities instead): {found}"
+
+
+def test_the_modality_check_finds_what_it_is_for(tmp_path):
+    """The check itself, on the comparisons main held before the modality records."""
+    code = tmp_path / "before.py"
+    code.write_text(
+        "if item.kind == 'video': pass\n"
+        "if part['type'] in ('image', 'video'): pass\n"
+        "MEDIA_PART_TYPES = {'image_url': 'image', 'video_url': 'video'}\n"
+        "same = item.kind == other.kind\n"  # two items compared: allowed
+        "part = {'type': 'video_url', 'video_url': {'url': url}}\n"  # a content part, as a client writes it
+    )
+    assert [line.split(":")[0] for line in modality_comparisons(code, modality_names())] == [
+        "line 1",
+        "line 2",
+        "line 3",
+    ]

@@ -22,6 +22,7 @@ import xxhash
 from ..core.config import Settings
 from ..interface.engine import EngineOutput, FinishReason, NothingToStart
 from ..interface.prepared import MediaItem, PreparedRequest
+from ..modalities import modality_of
 
 # Pieces between trips to the event loop: often enough for a disconnect to stop us, rarely
 # enough that a long answer does not cost a loop iteration per token.
@@ -82,7 +83,7 @@ def account(request: PreparedRequest) -> str:
 def _media_tokens(item: MediaItem) -> int:
     if item.processed is not None:
         return item.processed.num_tokens
-    return len(item.tensor) if item.kind == "video" else 1
+    return modality_of(item).units(item.tensor)
 
 
 def _describe(item: MediaItem) -> dict:
@@ -92,11 +93,7 @@ def _describe(item: MediaItem) -> dict:
         **_tensor_account(item.tensor),
         "metadata": item.metadata,
     }
-    if item.kind == "video":
-        if item.timestamps is None or item.indices is None:
-            raise ValueError(f"{item.param}: a video item comes with its frames' timestamps and indices")
-        described["timestamps"] = [round(float(t), 6) for t in item.timestamps]
-        described["indices"] = item.indices.tolist()
+    described.update(modality_of(item).account(item))
     if item.processed is not None:
         described["processed"] = {
             "num_tokens": item.processed.num_tokens,

@@ -56,6 +56,7 @@ from mmprep.processors import ProcessedMedia
 
 from ..interface.engine import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from ..modalities import MODALITIES
 
 if TYPE_CHECKING:
     # What AutoModelForImageTextToText.from_pretrained is annotated to give: a
@@ -70,10 +71,6 @@ MODEL_VARIABLE = PREFIX + "MODEL"
 DEVICE_VARIABLE = PREFIX + "DEVICE"
 DTYPE_VARIABLE = PREFIX + "DTYPE"
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TYPE_IDS: dict[families.Kind, int] = {
-    "image": 1,
-    "video": 2,
-}  # transformers' mm_token_type_ids: 0 text, 1 image, 2 video
 END = object()  # what the generate thread sends once generate has returned
 
 
@@ -156,7 +153,7 @@ class TransformersEngine:
         self.family = family  # its tensors' names, and what its model takes beside them
         defaults = model.generation_config
         self.eos_ids = _ids(defaults.eos_token_id)
-        self.token_ids = {kind: getattr(config, f"{kind}_token_id", None) for kind in TYPE_IDS}
+        self.token_ids = {kind: getattr(config, f"{kind}_token_id", None) for kind in MODALITIES}
         self.temporal_patch_size = getattr(config.vision_config, "temporal_patch_size", 2)
         self.context = config.get_text_config().max_position_embeddings
         self.vocab_size = config.get_text_config().vocab_size
@@ -263,7 +260,7 @@ class TransformersEngine:
         types = np.zeros(len(ids), np.int64)
         for kind, items in _media_in_prompt_order(prompt, request.media).items():
             self._check_placeholders(ids, kind, items)
-            types[ids == self.token_ids[kind]] = TYPE_IDS[kind]
+            types[ids == self.token_ids[kind]] = MODALITIES[kind].token_type_id  # transformers: 0 is text
             if items:
                 parts.update(self._media_parts(kind, items))
         if self.takes_token_types:
@@ -339,7 +336,7 @@ class TransformersEngine:
                 f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
             ) from None
         parts[pixels_key] = self.family.batch_pixels(kind, parts[pixels_key])
-        if kind == "video":
+        if MODALITIES[kind].timed:
             videos = [item.sampled_video() for item in items]
             inputs = self.family.transformers_video_inputs(videos, self.temporal_patch_size)
             parts.update({key: [value] for key, value in inputs.items()})
@@ -463,7 +460,7 @@ def _media_in_prompt_order(
     placeholders = sorted(prompt.placeholders, key=lambda p: p.offset) or [
         Placeholder(item.kind, index, 0, 0) for index, item in enumerate(media)
     ]
-    ordered: dict[families.Kind, list[MediaItem]] = {kind: [] for kind in TYPE_IDS}
+    ordered: dict[families.Kind, list[MediaItem]] = {kind: [] for kind in MODALITIES}
     for placeholder in placeholders:
         if not 0 <= placeholder.media_index < len(media):
             raise EngineHTTPError(

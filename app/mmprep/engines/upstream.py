@@ -33,6 +33,7 @@ from ..core.config import Settings
 from ..core.errors import read_error_body
 from ..interface.engine import EngineHTTPError, EngineOutput, FinishReason
 from ..interface.prepared import MediaItem, PreparedRequest, SamplingParams
+from ..modalities import MODALITIES, modality_of
 from .probing import ProbedPool
 
 JPEG_QUALITY = 90
@@ -179,9 +180,7 @@ class OpenAIUpstreamEngine(UpstreamClient):
         }
         if request.stream:
             body["stream_options"] = {"include_usage": True}  # usage comes from the upstream
-        video = _video_kwargs(request.media)
-        if video is not None:
-            body["media_io_kwargs"] = {"video": video}
+        body.update(_media_io_kwargs(request.media))
         if request.mm_processor_kwargs is not None:
             body["mm_processor_kwargs"] = request.mm_processor_kwargs
         return body
@@ -236,11 +235,7 @@ def _data_urls(media: list[MediaItem]) -> dict[int, str]:
     urls: dict[int, str] = {}
     for item in media:
         if id(item.tensor) not in urls:
-            if item.kind == "video":
-                frames = ",".join(_jpeg_base64(frame) for frame in item.tensor)
-                urls[id(item.tensor)] = "data:video/jpeg;base64," + frames
-            else:
-                urls[id(item.tensor)] = "data:image/jpeg;base64," + _jpeg_base64(item.tensor)
+            urls[id(item.tensor)] = modality_of(item).data_url(item.tensor, _jpeg_base64)
     return urls
 
 
@@ -257,8 +252,8 @@ def _with_urls(message: dict, media: list[MediaItem], urls: dict[int, str]) -> d
         return message
     parts = []
     for part in content:
-        if part["type"] in ("image", "video"):
-            key = f"{part['type']}_url"
+        if part["type"] in MODALITIES:
+            key = MODALITIES[part["type"]].part_type
             part = {"type": key, key: {"url": urls[id(media[part["media_index"]].tensor)]}}
         parts.append(part)
     return {**message, "content": parts}
@@ -275,13 +270,15 @@ def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def _video_kwargs(media: list[MediaItem]) -> dict | None:
-    """vLLM's media_io_kwargs.video for the request's videos. vLLM takes one set per
-    request, so videos sampled differently cannot share one request."""
-    chosen, first = None, None
+def _media_io_kwargs(media: list[MediaItem]) -> dict:
+    """`media_io_kwargs` for the request's videos (vLLM's VideoMediaIO reads it by the
+    modality's name), or nothing where it has none. vLLM takes one set per request, so
+    videos sampled differently cannot share one request."""
+    chosen, first, name = None, None, None
     for item in media:
-        if item.kind != "video":
+        if not modality_of(item).timed:
             continue
+        name = item.kind
         kwargs = _vllm_video_metadata(item)
         if chosen is None:
             chosen, first = kwargs, item.param
@@ -293,7 +290,7 @@ def _video_kwargs(media: list[MediaItem]) -> dict | None:
                 "conflicting_video_metadata",
                 item.param,
             )
-    return chosen
+    return {} if chosen is None else {"media_io_kwargs": {name: chosen}}
 
 
 def _vllm_video_metadata(item: MediaItem) -> dict:

@@ -8,11 +8,11 @@ placeholder part that points into `media`, which holds the decoded tensor and it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from mmprep.families import SampledVideo
+from mmprep.families import Kind, SampledVideo
 from mmprep.processors import ProcessedMedia
 
 
@@ -38,7 +38,7 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class MediaItem:
-    kind: Literal["image", "video"]
+    kind: Kind  # a modality's name (mmprep.modalities)
     tensor: np.ndarray  # uint8; video (T, H, W, 3), image (H, W, 3); RGB
     metadata: dict[str, Any]  # source metadata (VideoMetadata or ImageMetadata fields)
     param: str  # where the client put it, e.g. "messages[0].content[1].video_url"
@@ -86,7 +86,7 @@ class Placeholder:
     """Where one image or video sits in the prompt's token ids (vLLM's PlaceholderRange):
     `length` tokens from `offset`, standing for PreparedRequest.media[media_index]."""
 
-    modality: Literal["image", "video"]
+    modality: Kind
     media_index: int
     offset: int
     length: int

@@ -91,6 +91,10 @@ class ModelFolder:
         """The folder's name: the served model name unless one is given."""
         return self.path.name
 
+    def pad_token_id(self, modality: str) -> int:
+        """The pad the template writes for one item of a modality (by its name)."""
+        return self.vision_token_ids[f"{modality}_token_id"]
+
     @property
     def image_token_id(self) -> int:
         """The pad the template writes for an image (every family has one)."""

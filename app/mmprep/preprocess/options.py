@@ -1,4 +1,6 @@
-"""A chat request's media options, parsed once into one VideoSampling per video part.
+"""A chat request's media options as a whole: the sampling it asks of every video, and the
+processor options it may send. Each part's own keys, and the merge into one VideoSampling per
+video part, are the video modality's (app/mmprep/modalities/video.py).
 
 Where a video's sampling can come from, the first that says wins:
 1. the video_url part's own keys (`{"url": ..., "num_frames": 8}`);
@@ -15,37 +17,26 @@ key mmprep does not know, or a vLLM key it does not do, is a 400 naming it, at e
 
 from __future__ import annotations
 
-from dataclasses import fields
-from numbers import Real
 from typing import Any
 
-from mmprep.decoders import InvalidSamplingError, MediaError, VideoSampling
-from mmprep.processors import IGNORED_KEYS, KNOWN_KEYS, ProcessorError
+from mmprep.processors import IGNORED_KEYS, KNOWN_KEYS
 
-from ..core.config import MediaSettings
 from ..core.errors import ServiceError
+from ..modalities import MODALITIES
+from ..modalities.video import sampling_keys
 
-# What a request may say of a video's sampling: VideoSampling's fields but the server's max_pixels.
-SAMPLING_KEYS = tuple(field.name for field in fields(VideoSampling) if field.name != "max_pixels")
-# vLLM's video loader keys, by what mmprep does with them.
-FRAME_RECOVERY = "frame_recovery"  # true: what mmprep always does (a frame FFmpeg cannot produce is
-#                                    replaced by the frame on screen at its time); false: refused
-REFUSED_KEYS = {
-    "max_duration": "mmprep samples the whole video; cut it shorter, or bound the frames with max_frames",
-}
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
 # mm_processor_kwargs keys that change what transformers' processor makes (its config keys),
 # and the scopes vLLM passes to one modality's processor.
 PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS)
-PROCESSOR_SCOPES = ("images_kwargs", "videos_kwargs")
+PROCESSOR_SCOPES = tuple(modality.processor_scope for modality in MODALITIES.values())
 DEVICE_NORMALIZE_KEYS = frozenset({"do_rescale", "do_normalize"})
-IMAGE_PART_KEYS = ("url", "detail")
 
 
 def request_options(video_options: dict[str, Any], mm_processor_kwargs: dict | None) -> dict[str, Any]:
     """The sampling the request as a whole asks for (media_io_kwargs.video over the processor's);
     ServiceError for a wrong key or a conflict. Both objects (their types checked at the edge)."""
-    video = _known_keys(video_options, "media_io_kwargs.video")
+    video = sampling_keys(video_options, "media_io_kwargs.video")
     processor = _processor_sampling(mm_processor_kwargs)
     if not processor:
         return video
@@ -83,86 +74,7 @@ def check_processor_kwargs(mm_processor_kwargs: dict | None, normalizes_on_devic
             )
 
 
-def part_options(value: dict, param: str) -> dict[str, Any]:
-    """The sampling keys a video_url part carries itself (its other key is `url`)."""
-    return _known_keys({key: item for key, item in value.items() if key != "url"}, param)
-
-
-def check_image_part(value: dict, param: str) -> None:
-    unknown = sorted(set(value) - set(IMAGE_PART_KEYS))
-    if any(key in SAMPLING_KEYS for key in unknown):
-        raise ServiceError(
-            f"{param} takes no sampling keys; only video_url parts do", "invalid_sampling", param
-        )
-    if unknown:
-        raise ServiceError(
-            f"{param} has unknown key(s) {', '.join(map(repr, unknown))}: "
-            f"an image_url takes {', '.join(IMAGE_PART_KEYS)}",
-            "invalid_content_part",
-            param,
-        )
-
-
-def video_sampling(
-    request: dict[str, Any], part: dict[str, Any], settings: MediaSettings, param: str
-) -> VideoSampling:
-    """The part's VideoSampling: its own keys over the request's over the server's defaults."""
-    merged = dict(request)
-    if "fps" in part or "num_frames" in part:
-        merged.pop("fps", None)
-        merged.pop("num_frames", None)
-    merged.update(part)
-    fps, num_frames = merged.get("fps"), merged.get("num_frames")
-    if num_frames is None and fps is None:
-        fps = settings.default_fps
-    # An explicit count is honoured up to the hard limit; only fps and the default are capped.
-    cap = settings.max_frames if num_frames is not None else settings.default_max_frames
-    max_frames = merged.get("max_frames", cap)
-    if isinstance(max_frames, int) and not isinstance(max_frames, bool):
-        max_frames = min(max_frames, settings.max_frames)
-    try:
-        return VideoSampling(
-            fps, num_frames, max_frames, settings.max_pixels, merged.get("seek_mode", settings.seek_mode)
-        )
-    except InvalidSamplingError as error:
-        raise part_error(error, param) from error
-
-
-def part_error(error: MediaError | ProcessorError | ServiceError, param: str) -> ServiceError:
-    """A sampling, decoding, processing or fetching error as the client sees it: a 400 naming the part."""
-    return ServiceError(f"{param}: {error}", error.code, param)
-
-
 # -- reading the keys --------------------------------------------------------------------
-
-
-def _known_keys(options: dict, where: str) -> dict[str, Any]:
-    """The sampling keys of `options`, vLLM's spellings read; ServiceError for any other key."""
-    known = {}
-    for key, value in options.items():
-        if key in REFUSED_KEYS:
-            raise ServiceError(
-                f"{where}.{key}: mmprep does not do {key}: {REFUSED_KEYS[key]}", "invalid_sampling", where
-            )
-        if key == FRAME_RECOVERY:
-            if value is not True:
-                raise ServiceError(
-                    f"{where}.{key}: mmprep always recovers frames (a frame FFmpeg cannot produce is "
-                    "replaced by the frame on screen at its time); frame_recovery can only be true",
-                    "invalid_sampling",
-                    where,
-                )
-            continue
-        if key not in SAMPLING_KEYS:
-            raise ServiceError(
-                f"{where} has unknown key {key!r}: the sampling keys are {', '.join(SAMPLING_KEYS)}",
-                "invalid_sampling",
-                where,
-            )
-        if value is None or (key == "fps" and _not_set(value)):
-            continue  # vLLM: fps <= 0 means "not set"
-        known[key] = value
-    return known
 
 
 def _processor_sampling(mm_processor_kwargs: dict | None) -> dict[str, Any]:
@@ -170,11 +82,7 @@ def _processor_sampling(mm_processor_kwargs: dict | None) -> dict[str, Any]:
     if kwargs.get("do_sample_frames") is False:
         return {}  # the processor is told not to sample: its fps and num_frames are not sampling
     sampling = {key: kwargs[key] for key in PROCESSOR_SAMPLING_KEYS if kwargs.get(key) is not None}
-    return _known_keys(sampling, "mm_processor_kwargs")
-
-
-def _not_set(fps: Any) -> bool:
-    return isinstance(fps, Real) and not isinstance(fps, bool) and fps <= 0
+    return sampling_keys(sampling, "mm_processor_kwargs")
 
 
 def _spell(options: dict) -> str:

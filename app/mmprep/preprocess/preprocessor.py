@@ -16,41 +16,25 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from mmprep.decoders import (
-    CorruptMediaError,
-    DecodedVideo,
-    MediaError,
-    VideoSampling,
-    decode_image,
-    decode_video,
-)
+from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
 from mmprep.processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..interface.prepared import MediaItem, PreparedRequest, SourceImage
+from ..interface.prepared import MediaItem, PreparedRequest
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
+from ..modalities import BY_PART_TYPE, DecodeContext, Loaded, Modality, part_error
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import (
-    check_image_part,
-    check_processor_kwargs,
-    part_error,
-    part_options,
-    request_options,
-    video_sampling,
-)
+from .options import check_processor_kwargs, request_options
 from .pool import DecodePool
 from .request import ChatInput
 from .timing import Timing
 from .vision import VisionProcessing
 
-MEDIA_PART_TYPES = {"image_url": "image", "video_url": "video"}
 # A prompt text longer than this is tokenized in a thread, not on the event loop: 8k words
 # take the tokenizer about 5 ms (64k tokens some 20), which every other request and stream
 # would wait out; tiktoken lets go of the GIL meanwhile, so two such renders use two cores.
@@ -59,31 +43,16 @@ LONG_PROMPT_CHARS = 8192
 
 
 @dataclass(frozen=True)
-class _Loaded:
-    """One media item decoded (a DecodedVideo or DecodedImage), and processed with --processor."""
-
-    decoded: Any
-    processed: ProcessedMedia | None = None
-    source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
-
-    @property
-    def nbytes(self) -> int:
-        processed = self.processed.tensors.values() if self.processed is not None else ()
-        source = len(self.source.data) if self.source is not None else 0
-        return _tensor_of(self.decoded).nbytes + sum(tensor.nbytes for tensor in processed) + source
-
-
-@dataclass(frozen=True)
 class _MediaPart:
-    kind: str  # "image" or "video"
+    modality: Modality
     url: str | DataURL
-    sampling: VideoSampling | None  # videos only
+    sampling: VideoSampling | None  # a timed modality's only
     param: str  # e.g. messages[0].content[1].video_url
 
     @property
     def key(self) -> tuple:
         """Parts with equal keys are fetched and decoded once."""
-        return self.kind, self.url, self.sampling
+        return self.modality.name, self.url, self.sampling
 
 
 def _as_data_url(url: str | DataURL) -> DataURL | None:
@@ -143,7 +112,7 @@ class Preprocessor:
         text = renderer.render_text(messages, request.template) if renderer is not None else None
         rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
-        media = [_media_item(part, loaded[part.key]) for part in parts]
+        media = [part.modality.item(loaded[part.key], part.param) for part in parts]
         self._check_total_size(media)
         if self._vision is not None:  # before any engine work
             tokens = 0
@@ -190,15 +159,15 @@ class Preprocessor:
             new_content: list[dict[str, Any]] = []
             for j, part in enumerate(content):
                 where = f"messages[{i}].content[{j}]"
-                kind = _part_type(part, where)
-                if kind == "text":
+                modality = _modality_of(part, where)
+                if modality is None:
                     new_content.append({"type": "text", "text": _text_of(part, where)})
                     continue
-                param = f"{where}.{kind}_url"
-                url, keys = _url_of(part, f"{kind}_url", param)
-                sampling = video_sampling(requested, keys, self._settings, param) if kind == "video" else None
-                new_content.append({"type": kind, "media_index": len(parts)})
-                parts.append(_MediaPart(kind, url, sampling, param))
+                param = f"{where}.{modality.part_type}"
+                url, keys = _url_of(part, modality, param)
+                sampling = modality.sampling(requested, keys, self._settings, param)
+                new_content.append({"type": modality.name, "media_index": len(parts)})
+                parts.append(_MediaPart(modality, url, sampling, param))
             messages.append({**message, "content": new_content})
         if len(parts) > self._settings.max_media_parts:
             raise ServiceError(
@@ -245,7 +214,7 @@ class Preprocessor:
             # decode: a chat that resends its images each turn decodes none of them again
             # (4 of the 17 ms of CPU a cached render of four 720p JPEGs took).
             made_with = ("data URL", data_url.media_type, data_url.is_base64, part.sampling, self._made_with)
-            key = await content_key(part.kind, data_url.payload, made_with)
+            key = await content_key(part.modality.name, data_url.payload, made_with)
             return await self._cache.get_or_decode(
                 key, lambda: self._fetch_and_decode(part, timing, cancel, reuse=False), _nbytes
             )
@@ -263,7 +232,7 @@ class Preprocessor:
         timing.add("fetch", started, fetched_at)
         try:
             if reuse and self._cache is not None:
-                key = await content_key(part.kind, fetched.data, (part.sampling, self._made_with))
+                key = await content_key(part.modality.name, fetched.data, (part.sampling, self._made_with))
                 decode = functools.partial(self._decode, part, fetched.data, cancel)
                 result = await self._cache.get_or_decode(key, decode, _nbytes)
             else:
@@ -273,59 +242,22 @@ class Preprocessor:
         timing.add("decode", fetched_at, time.perf_counter())
         return result
 
-    async def _decode(self, part: _MediaPart, data: bytes, cancel: threading.Event):
+    async def _decode(self, part: _MediaPart, data: bytes, cancel: threading.Event) -> Loaded:
         """Decoded in the pool, its tensors made read-only."""
         started = time.perf_counter()
-        if part.kind == "video":
-            result = await self._pool.run_with_threads(self._decode_video, data, part.sampling, cancel)
-        else:
-            result = await self._pool.run_with_threads(self._decode_image, data)
-        tensor = _tensor_of(result.decoded)
-        tensor.flags.writeable = False  # shared: by parts, by requests through the cache
+        modality = part.modality
+
+        def decode(threads: int) -> Loaded:
+            context = DecodeContext(self._settings, self._vision, cancel, threads, self._timed_processing)
+            return modality.decode(data, part.sampling, context)
+
+        result = await self._pool.run_with_threads(decode)
+        result.tensor.flags.writeable = False  # shared: by parts, by requests through the cache
         for processed in result.processed.tensors.values() if result.processed is not None else ():
             processed.flags.writeable = False
-        self._metrics.decode_seconds.labels(part.kind).observe(time.perf_counter() - started)
-        self._metrics.frames_decoded.labels(part.kind).inc(len(tensor) if part.kind == "video" else 1)
+        self._metrics.decode_seconds.labels(modality.name).observe(time.perf_counter() - started)
+        self._metrics.frames_decoded.labels(modality.name).inc(modality.units(result.tensor))
         return result
-
-    # -- in the pool's threads --
-
-    def _decode_video(
-        self, data: bytes, sampling: VideoSampling, cancel: threading.Event, threads: int
-    ) -> _Loaded:
-        settings, vision = self._settings, self._vision
-        decode = functools.partial(
-            decode_video,
-            data,
-            sampling=sampling,
-            max_bytes=settings.max_decoded_bytes,
-            max_source_pixels=settings.max_source_pixels,
-            cancel=cancel,
-            timeout=settings.decode_timeout,
-            device=settings.decode_device,
-        )
-        if vision is None:
-            return _Loaded(decode(threads=threads), None)
-        # The processor works on each frame as it is decoded (on_frame), on threads of its own.
-        with vision.processor.stream_video(threads) as stream:
-            video = decode(
-                threads=vision.decoder_threads(threads),
-                frame_size=vision.frame_rule,
-                frame_picks=vision.frame_picks(sampling, settings.default_fps),
-                on_frame=stream.add,
-            )
-            return _Loaded(video, self._timed_processing("video", lambda: stream.result(video.frames)))
-
-    def _decode_image(self, data: bytes, threads: int) -> _Loaded:
-        settings, vision = self._settings, self._vision
-        image = decode_image(
-            data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
-        )
-        unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
-        source = SourceImage(data, image.converted) if unscaled else None
-        if vision is None:
-            return _Loaded(image, None, source)
-        return _Loaded(image, self._timed_processing("image", lambda: vision.process_image(image)), source)
 
     def _timed_processing(self, kind: str, work) -> ProcessedMedia:
         """work(), timed for mmprep_process_seconds: for a video, what is left of the
@@ -367,44 +299,17 @@ def _cancel_unfinished(tasks: dict) -> list:
     return unfinished
 
 
-def _tensor_of(result) -> np.ndarray:
-    """A DecodedVideo's frames or a DecodedImage's pixels."""
-    return result.frames if isinstance(result, DecodedVideo) else result.pixels
-
-
-def _media_item(part: _MediaPart, loaded: _Loaded) -> MediaItem:
-    result, processed = loaded.decoded, loaded.processed
-    if part.kind == "video":
-        return MediaItem(
-            kind="video",
-            tensor=result.frames,
-            metadata=result.metadata.to_dict(),
-            param=part.param,
-            timestamps=result.timestamps,
-            indices=result.indices,
-            hf_metadata=result.to_hf_metadata(),
-            processed=processed,
-        )
-    return MediaItem(
-        kind="image",
-        tensor=result.pixels,
-        metadata=result.metadata.to_dict(),
-        param=part.param,
-        processed=processed,
-        source=loaded.source,
-    )
-
-
-def _part_type(part: Any, where: str) -> str:
+def _modality_of(part: Any, where: str) -> Modality | None:
+    """The modality a media part carries; None for a text part."""
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise ServiceError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
     kind = part["type"]
     if kind == "text":
-        return "text"
-    if kind in MEDIA_PART_TYPES:
-        return MEDIA_PART_TYPES[kind]
+        return None
+    if kind in BY_PART_TYPE:
+        return BY_PART_TYPE[kind]
     raise ServiceError(
-        f"{where} has type {kind!r}; this server takes text, image_url and video_url parts",
+        f"{where} has type {kind!r}; this server takes {', '.join(['text', *BY_PART_TYPE])} parts",
         "unsupported_content_type",
         f"{where}.type",
     )
@@ -417,15 +322,12 @@ def _text_of(part: dict, where: str) -> str:
     return text
 
 
-def _url_of(part: dict, key: str, where: str) -> tuple[str | DataURL, dict]:
-    """The URL of an image_url / video_url part, and a video's own sampling keys. A long data
-    URL comes as a DataURL (see app/mmprep/transport/json_body.py)."""
-    value = part.get(key)
+def _url_of(part: dict, modality: Modality, where: str) -> tuple[str | DataURL, dict]:
+    """The URL of a media part, and the part's own options (a video's sampling keys). A long
+    data URL comes as a DataURL (see app/mmprep/transport/json_body.py)."""
+    value = part.get(modality.part_type)
     if isinstance(value, str | DataURL):  # some clients send the URL bare
         return value, {}
     if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
         raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
-    if key == "image_url":
-        check_image_part(value, where)
-        return value["url"], {}
-    return value["url"], part_options(value, where)
+    return value["url"], modality.part_options(value, where)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from mmprep import families
 
 from ..interface.prepared import MediaItem
+from ..modalities import modality_of
 from ..model import ModelFolder
 
 
@@ -31,12 +32,12 @@ def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
     if item.processed is None:
         raise ValueError(f"{item.param}: the item was not processed, so its token count is unknown")
     processor = folder.processor
-    config = processor.image_config if item.kind == "image" else processor.video_config
+    config = processor.config(item.kind)
     if config is None:
         raise ValueError(f"{item.param}: the model folder has no image processor config")
     family = families.get(folder.family)
     grid = family.item_grid(item.kind, item.processed.tensors)
-    video = item.sampled_video() if item.kind == "video" else None
+    video = item.sampled_video() if modality_of(item).timed else None
     try:
         return family.item_tokens(item.kind, grid, config, folder.vision_token_ids, video, folder.encode)
     except ValueError as error:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
 
@@ -23,6 +23,7 @@ from mmprep import families
 
 from ..core.errors import ServiceError
 from ..interface.prepared import MediaItem, Placeholder, TokenPrompt
+from ..modalities import MODALITIES
 from ..model import ModelFolder, ModelFolderError
 from .content_format import detect_content_format
 from .options import TemplateOptions
@@ -31,7 +32,6 @@ from .template import CompiledTemplate, TemplateInputError, compile_template
 
 log = logging.getLogger("mmprep.render")
 
-MediaKind = Literal["image", "video"]  # as MediaItem.kind
 
 # The chat_template_kwargs mmprep gives the template itself: the rest reach it if it reads them.
 _OWN_INPUTS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
@@ -66,10 +66,7 @@ class Renderer:
             folder, folder.tools_chat_template, folder.tools_chat_template_source
         )
         self.tools_content_format = detect_content_format(self.tools_template.ast)
-        self._pad_kinds: dict[int, MediaKind] = {
-            folder.image_token_id: "image",
-            folder.video_token_id: "video",
-        }
+        self._pad_kinds = {folder.pad_token_id(kind): kind for kind in MODALITIES}
 
     # -- step 1: the text ---------------------------------------------------------------
 
@@ -357,7 +354,7 @@ def _as_parts(content: str | list[dict[str, Any]] | None) -> list[dict[str, Any]
 
 
 def _template_part(part: dict[str, Any]) -> dict[str, Any]:
-    if part.get("type") in ("image", "video"):
+    if part.get("type") in MODALITIES:
         return {"type": part["type"]}
     return part
 
@@ -386,23 +383,21 @@ def _parsed_arguments(call: dict[str, Any], where: str) -> dict[str, Any]:
     return {**call, "function": {**call["function"], "arguments": parsed}}
 
 
-def _item_order(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> list[int]:
+def _item_order(pads: list[tuple[int, families.Kind]], media: list[MediaItem]) -> list[int]:
     """Each pad's item (its index in `media`): the k-th image pad is the k-th image, the
     k-th video pad the k-th video, as transformers' processor and vLLM pair them (a
     template may write a message's images before its videos, as LLaVA-OneVision's does)."""
-    queues = {
-        kind: [index for index, item in enumerate(media) if item.kind == kind] for kind in ("image", "video")
-    }
+    queues = {kind: [index for index, item in enumerate(media) if item.kind == kind] for kind in MODALITIES}
     return [queues[kind].pop(0) for _, kind in pads]
 
 
-def _check_counts(pads: list[tuple[int, MediaKind]], media: list[MediaItem]) -> None:
+def _check_counts(pads: list[tuple[int, families.Kind]], media: list[MediaItem]) -> None:
     """Each media item needs its pad in the rendered prompt: as many of each kind."""
     in_prompt = [kind for _, kind in pads]
     given = [item.kind for item in media]
-    if all(in_prompt.count(kind) == given.count(kind) for kind in ("image", "video")):
+    if all(in_prompt.count(kind) == given.count(kind) for kind in MODALITIES):
         return
-    counts = {kind: (in_prompt.count(kind), given.count(kind)) for kind in ("image", "video")}
+    counts = {kind: (in_prompt.count(kind), given.count(kind)) for kind in MODALITIES}
     detail = ", ".join(
         f"{kind}s: {found} in the prompt, {sent} sent" for kind, (found, sent) in counts.items()
     )

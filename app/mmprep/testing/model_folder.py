@@ -16,6 +16,7 @@ from typing import Any
 
 from mmprep.decoders import DecodedVideo
 from mmprep.interface.prepared import MediaItem
+from mmprep.modalities import MODALITIES
 from mmprep.processors import PRESETS, Processor
 
 from .qwen_tokenizer import tokenizer_file
@@ -54,7 +55,7 @@ def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(content, str)
             else content
         )
-        parts = [{"type": part["type"]} if part["type"] in ("image", "video") else part for part in parts]
+        parts = [{"type": part["type"]} if part["type"] in MODALITIES else part for part in parts]
         if message["role"] == "tool" and all(part["type"] == "text" for part in parts):
             message["content"] = "\n".join(part["text"] for part in parts)
         else:

@@ -35,10 +35,13 @@ import numpy as np
 from mmprep import families
 
 from ..interface.prepared import MediaItem
+from ..modalities import modality_of
 
 HashAlgorithm = Literal["blake3", "sha256", "sha512"]
 # vLLM's _HF_MODALITY_PROCESSOR_KWARGS: processor options scoped to one modality.
-MODALITY_KWARGS = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+# Every modality's scope of mm_processor_kwargs vLLM knows (audio's too: mmprep has no audio
+# yet, but a request may name its scope, which vLLM leaves out of an image's or video's hash).
+VLLM_SCOPES = ("images_kwargs", "videos_kwargs", "audio_kwargs")
 
 _NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
 
@@ -57,7 +60,7 @@ def mm_hash(
     """The hex digest vLLM computes for this image or video of a request to `model_id`
     (a model of `family`, which decides whether a video's metadata counts)."""
     factors: dict[str, Any] = {"model_id": model_id, item.kind: hashed_media(item, family)}
-    kwargs = scoped_kwargs(item.kind, mm_processor_kwargs or {})
+    kwargs = scoped_kwargs(modality_of(item).processor_scope, mm_processor_kwargs or {})
     if kwargs:
         factors["mm_processor_kwargs"] = kwargs
     return hash_kwargs(algorithm, factors)
@@ -65,7 +68,7 @@ def mm_hash(
 
 def hashed_media(item: MediaItem, family: str | None = None) -> Any:
     """What vLLM hashes for this item (see the module docstring)."""
-    if item.kind == "video":
+    if modality_of(item).timed:
         # Kept with the frames where the family's vLLM parser keeps a video's metadata
         # (video_needs_metadata in vllm 0.33.0's qwen2_5_vl.py and qwen3_vl.py); else dropped.
         known = families.find(family)
@@ -82,10 +85,10 @@ def video_metadata(item: MediaItem) -> dict[str, Any]:
     return {**(item.hf_metadata or {}), "do_sample_frames": False}
 
 
-def scoped_kwargs(modality: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The processor kwargs that count for `modality`: all but other modalities' scopes."""
-    own = MODALITY_KWARGS.get(modality)
-    return {key: value for key, value in kwargs.items() if key not in MODALITY_KWARGS.values() or key == own}
+def scoped_kwargs(own: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The processor kwargs that count for a modality whose scope is `own`: all but other
+    modalities' scopes."""
+    return {key: value for key, value in kwargs.items() if key not in VLLM_SCOPES or key == own}
 
 
 class PilImage:

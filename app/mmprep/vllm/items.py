@@ -38,6 +38,7 @@ import numpy as np
 from mmprep import families
 
 from ..interface.prepared import MediaItem
+from ..modalities import MODALITIES
 
 FieldKind = Literal["batched", "flat", "shared"]
 
@@ -99,7 +100,7 @@ def kwargs_items(
         raise ValueError(f"{family}: a flat {kind} field needs a grid to size its items")
     else:
         items = _items(media, pixels_key, grid_key)
-    if kind == "video":
+    if MODALITIES[kind].timed:
         for kwargs, entry in zip(items, media, strict=True):
             for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
                 kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))

@@ -25,6 +25,7 @@ from typing import Any
 from ..core.config import Settings
 from ..interface.engine import EngineError, EngineHTTPError
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
+from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
 from .hashing import HashAlgorithm, mm_hash
@@ -355,7 +356,7 @@ def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateO
                     options.family,
                 )
 
-            if options.wire_cache is None or item.kind != "video":
+            if options.wire_cache is None or not modality_of(item).timed:
                 done[id(item.tensor)] = digest()
             else:
                 factors = (

@@ -32,6 +32,7 @@ from mmprep.processors import ProcessedMedia
 from ..core.errors import ServiceError
 from ..interface.engine import EngineHTTPError, EngineOutput, TokenLogprob
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
+from ..modalities import MODALITIES
 
 FORMAT = "mmprep.tensor-request.v1"
 REQUEST_CONTENT_TYPE = "application/octet-stream"
@@ -304,9 +305,10 @@ def _json_field(metadata: dict, key: str, kind: type):
 
 
 def _media_item(entry: dict, tensors: dict[str, np.ndarray]) -> MediaItem:
-    if entry["kind"] not in ("image", "video"):
+    if entry["kind"] not in MODALITIES:
         raise WireError(
-            f"media item {entry.get('param')!r} has kind {entry['kind']!r}; expected image or video"
+            f"media item {entry.get('param')!r} has kind {entry['kind']!r}; "
+            f"expected one of {', '.join(MODALITIES)}"
         )
     processed = entry.get("processed")
     if processed is not None:

@@ -35,6 +35,10 @@ class Processor:
     def family(self) -> str:
         return self.video_config.family
 
+    def config(self, kind: families.Kind) -> ProcessorConfig | None:
+        """The config of the processor for `kind`'s items."""
+        return {"image": self.image_config, "video": self.video_config}[kind]
+
     def with_raw_pixels(self) -> Processor:
         """This processor with rescale and normalize off on both sides: the patches stay the
         resized uint8 pixels, for a model that normalizes them itself on the device (as

@@ -51,6 +51,7 @@ from vllm.multimodal.media.image import ImageMediaIO
 from vllm.multimodal.parse import MultiModalDataParser
 from vllm.version import __version__
 
+from mmprep.modalities import modality_of
 from mmprep.vllm import hashing
 from mmprep.vllm.request import generate_request
 
@@ -156,7 +157,7 @@ def vllm_hash(item, case) -> str:
     kwargs = {
         key: value
         for key, value in (case.mm_processor_kwargs or {}).items()
-        if key not in hashing.MODALITY_KWARGS.values() or key == hashing.MODALITY_KWARGS[item.kind]
+        if key not in hashing.VLLM_SCOPES or key == modality_of(item).processor_scope
     }
     data: dict[str, list[object]]
     if item.kind == "video":

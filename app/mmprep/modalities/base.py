@@ -1,0 +1,114 @@
+"""The modality record: everything mmprep does differently for an image, a video (and,
+next, audio), in one object per modality, as vLLM keeps a MediaIO per modality behind one
+media connector. The rooms that handle media ask the record; none compares a modality's name.
+
+A record says:
+- `name`: the modality's name ("video"): a PreparedRequest media part's type, MediaItem.kind,
+  a placeholder's modality, the metrics' label;
+- `part_type`: the OpenAI content part that carries one ("video_url"), and `part_options`,
+  the keys such a part may carry besides its URL;
+- `timed`: whether an item is frames over time (timestamps, indices, sampling, the video
+  rules of the families and of vLLM's wire);
+- `sampling`: the part's decode options from the request's;
+- `decode`: the fetched bytes made into a `Loaded` (the decoded media, the processor's tensors);
+- `item`: a `Loaded` as the MediaItem the engines get; `units`, its frames; `account`, what the
+  echo engine says of it beyond its tensor;
+- `data_url`: the item as an OpenAI-compatible server takes it back;
+- `token_type_id`: transformers' mm_token_type_ids value for its placeholder tokens;
+  `processor_scope`, the key of mm_processor_kwargs for its processor alone ("videos_kwargs").
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mmprep.decoders import MediaError, VideoSampling
+from mmprep.families import Kind
+from mmprep.processors import ProcessedMedia, ProcessorError
+
+from ..core.config import MediaSettings, Settings
+from ..core.errors import ServiceError
+from ..interface.prepared import MediaItem, SourceImage
+
+# preprocess.vision.VisionProcessing (a room above this one): the model's processor, its
+# frame rules and its token check, or None without --processor / --model.
+Vision = Any
+# work() timed for mmprep_process_seconds under the modality's name (the Preprocessor's).
+TimedProcessing = Callable[[str, Callable[[], ProcessedMedia]], ProcessedMedia]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One media item decoded, and processed with --processor: what the decode cache keeps."""
+
+    decoded: Any  # a DecodedVideo or DecodedImage
+    tensor: np.ndarray  # its frames or pixels, uint8 RGB
+    processed: ProcessedMedia | None = None
+    source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
+
+    @property
+    def nbytes(self) -> int:
+        processed = self.processed.tensors.values() if self.processed is not None else ()
+        source = len(self.source.data) if self.source is not None else 0
+        return self.tensor.nbytes + sum(tensor.nbytes for tensor in processed) + source
+
+
+@dataclass(frozen=True)
+class DecodeContext:
+    """What a decode in the pool's thread works with besides the bytes and the part's options."""
+
+    settings: Settings
+    vision: Vision
+    cancel: threading.Event
+    threads: int  # this decode's share of the cores
+    timed: TimedProcessing
+
+
+class Modality(ABC):
+    name: ClassVar[Kind]  # the names are the families' Kind: what a family has rules for
+    part_type: ClassVar[str]
+    timed: ClassVar[bool]
+    token_type_id: ClassVar[int]
+    processor_scope: ClassVar[str]
+
+    @abstractmethod
+    def part_options(self, value: dict[str, Any], param: str) -> dict[str, Any]:
+        """The keys a part carries besides its URL, checked; a ServiceError naming any other."""
+
+    def sampling(
+        self, requested: dict[str, Any], own: dict[str, Any], settings: MediaSettings, param: str
+    ) -> VideoSampling | None:
+        """The part's decode options: its own keys over the request's over the server's."""
+        return None
+
+    @abstractmethod
+    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
+        """The bytes decoded (in the pool's thread), and processed when there is a processor."""
+
+    @abstractmethod
+    def item(self, loaded: Loaded, param: str) -> MediaItem:
+        """The MediaItem an engine gets for the part at `param`."""
+
+    def units(self, tensor: np.ndarray) -> int:
+        """The frames a tensor of this modality holds."""
+        return len(tensor) if self.timed else 1
+
+    def account(self, item: MediaItem) -> dict[str, Any]:
+        """What the echo engine says of an item besides its tensor and metadata."""
+        return {}
+
+    @abstractmethod
+    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str]) -> str:
+        """The item as a data URL an OpenAI-compatible server reads, each picture as
+        `encode` writes it (base64 of a JPEG)."""
+
+
+def part_error(error: MediaError | ProcessorError | ServiceError, param: str) -> ServiceError:
+    """A sampling, decoding, processing or fetching error as the client sees it: a 400 naming the part."""
+    return ServiceError(f"{param}: {error}", error.code, param)

@@ -1,0 +1,71 @@
+"""Image: an `image_url` part (its keys: `url`, `detail`), decoded with Pillow, upright,
+scaled to --max-pixels; the file kept when its pixels are exactly what vLLM's own loader
+makes of it, since vLLM keys such an image by its bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mmprep.decoders import DecodedImage, VideoSampling, decode_image
+
+from ..core.errors import ServiceError
+from ..interface.prepared import MediaItem, SourceImage
+from .base import DecodeContext, Loaded, Modality
+from .video import SAMPLING_KEYS
+
+PART_KEYS = ("url", "detail")
+
+
+class Image(Modality):
+    name = "image"
+    part_type = "image_url"
+    timed = False
+    token_type_id = 1
+    processor_scope = "images_kwargs"
+
+    def part_options(self, value: dict[str, Any], param: str) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(PART_KEYS))
+        if any(key in SAMPLING_KEYS for key in unknown):
+            raise ServiceError(
+                f"{param} takes no sampling keys; only video_url parts do", "invalid_sampling", param
+            )
+        if unknown:
+            raise ServiceError(
+                f"{param} has unknown key(s) {', '.join(map(repr, unknown))}: "
+                f"an image_url takes {', '.join(PART_KEYS)}",
+                "invalid_content_part",
+                param,
+            )
+        return {}
+
+    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
+        settings, vision = context.settings, context.vision
+        image = decode_image(
+            data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
+        )
+        unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
+        source = SourceImage(data, image.converted) if unscaled else None
+        if vision is None:
+            return Loaded(image, image.pixels, None, source)
+        processed = context.timed(self.name, lambda: vision.process_image(image))
+        return Loaded(image, image.pixels, processed, source)
+
+    def item(self, loaded: Loaded, param: str) -> MediaItem:
+        image: DecodedImage = loaded.decoded
+        return MediaItem(
+            kind=self.name,
+            tensor=image.pixels,
+            metadata=image.metadata.to_dict(),
+            param=param,
+            processed=loaded.processed,
+            source=loaded.source,
+        )
+
+    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str]) -> str:
+        return "data:image/jpeg;base64," + encode(tensor)
+
+
+IMAGE = Image()

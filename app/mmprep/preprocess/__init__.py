@@ -5,7 +5,7 @@ from .cache import DecodeCache
 from .parts import LocalPreprocessing, Preparer, Preprocessing
 from .pool import DecodePool
 from .preprocessor import Preprocessor
-from .request import ChatInput
+from .request import ChatInput, MediaPart
 from .timing import Timing
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DecodeCache",
     "DecodePool",
     "LocalPreprocessing",
+    "MediaPart",
     "Preparer",
     "Preprocessing",
     "Preprocessor",

@@ -1,6 +1,7 @@
-"""From an OpenAI chat request to a PreparedRequest: find the media parts, fetch each
-URL, decode it off the event loop (then run the vision processor, with --processor), and
-put the tensors where the parts were.
+"""From an OpenAI chat request to a PreparedRequest: for each media part (typed at the edge,
+app/mmprep/api/openai/content.py) its decode options, then fetch its URL, decode it off the
+event loop with its modality's record (then the vision processor, with --processor), and put
+the tensors where the parts were.
 
 Identical media in one request (same URL, same sampling) is fetched and decoded once.
 Everything runs under one deadline; when it passes or the client goes away, fetches are
@@ -14,7 +15,6 @@ import functools
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
 from mmprep.processors import ProcessedMedia, ProcessorError
@@ -25,7 +25,7 @@ from ..core.metrics import Metrics
 from ..interface.prepared import MediaItem, PreparedRequest
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
-from ..modalities import BY_PART_TYPE, DecodeContext, Loaded, Modality, part_error
+from ..modalities import MODALITIES, DecodeContext, Loaded, Modality, part_error
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
@@ -105,7 +105,7 @@ class Preprocessor:
         """`request` typed at the edge. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
-        messages, parts = self._find_media(request)
+        messages, parts = request.messages, self._media_parts(request)
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
         renderer = self._renderer
@@ -145,38 +145,24 @@ class Preprocessor:
 
     # -- finding the parts -------------------------------------------------------------
 
-    def _find_media(self, request: ChatInput) -> tuple[list[dict], list[_MediaPart]]:
+    def _media_parts(self, request: ChatInput) -> list[_MediaPart]:
+        """The request's media parts (typed at the edge), each with its decode options."""
         requested = request_options(request.video_options, request.mm_processor_kwargs)
         if self._vision is not None:
             check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
-        messages: list[dict] = []
-        parts: list[_MediaPart] = []
-        for i, message in enumerate(request.messages):
-            content = message.get("content")
-            if not isinstance(content, list):
-                messages.append(message)
-                continue
-            new_content: list[dict[str, Any]] = []
-            for j, part in enumerate(content):
-                where = f"messages[{i}].content[{j}]"
-                modality = _modality_of(part, where)
-                if modality is None:
-                    new_content.append({"type": "text", "text": _text_of(part, where)})
-                    continue
-                param = f"{where}.{modality.part_type}"
-                url, keys = _url_of(part, modality, param)
-                sampling = modality.sampling(requested, keys, self._settings, param)
-                new_content.append({"type": modality.name, "media_index": len(parts)})
-                parts.append(_MediaPart(modality, url, sampling, param))
-            messages.append({**message, "content": new_content})
-        if len(parts) > self._settings.max_media_parts:
+        if len(request.media) > self._settings.max_media_parts:
             raise ServiceError(
-                f"the request has {len(parts)} image and video parts, "
+                f"the request has {len(request.media)} image and video parts, "
                 f"more than the {self._settings.max_media_parts} allowed",
                 "too_many_media_parts",
                 "messages",
             )
-        return messages, parts
+        parts = []
+        for part in request.media:
+            modality = MODALITIES[part.kind]
+            sampling = modality.sampling(requested, part.options, self._settings, part.param)
+            parts.append(_MediaPart(modality, part.url, sampling, part.param))
+        return parts
 
     # -- fetching and decoding ---------------------------------------------------------
 
@@ -297,37 +283,3 @@ def _cancel_unfinished(tasks: dict) -> list:
     for key in unfinished:
         tasks[key].cancel()
     return unfinished
-
-
-def _modality_of(part: Any, where: str) -> Modality | None:
-    """The modality a media part carries; None for a text part."""
-    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-        raise ServiceError(f"{where} must be an object with a 'type'", "invalid_content_part", where)
-    kind = part["type"]
-    if kind == "text":
-        return None
-    if kind in BY_PART_TYPE:
-        return BY_PART_TYPE[kind]
-    raise ServiceError(
-        f"{where} has type {kind!r}; this server takes {', '.join(['text', *BY_PART_TYPE])} parts",
-        "unsupported_content_type",
-        f"{where}.type",
-    )
-
-
-def _text_of(part: dict, where: str) -> str:
-    text = part.get("text")
-    if not isinstance(text, str):
-        raise ServiceError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
-    return text
-
-
-def _url_of(part: dict, modality: Modality, where: str) -> tuple[str | DataURL, dict]:
-    """The URL of a media part, and the part's own options (a video's sampling keys). A long
-    data URL comes as a DataURL (see app/mmprep/transport/json_body.py)."""
-    value = part.get(modality.part_type)
-    if isinstance(value, str | DataURL):  # some clients send the URL bare
-        return value, {}
-    if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
-        raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
-    return value["url"], modality.part_options(value, where)

@@ -2,8 +2,9 @@
 and a wrong one is a 400 naming it; the rooms inside take typed options (`ChatInput`,
 `TemplateOptions`, `OutputOptions`, `SamplingParams`) and never check them again.
 
-Message content stays a string or a list of part objects here: the preprocessor walks the
-parts itself (each media part is a URL to fetch) so that every error names the exact part.
+Message content is a string or a list of part objects here; `chat_input` types the parts
+(content.py: text, or a media part of a modality, each error naming the exact part) and hands
+preprocessing the media parts beside messages that hold a placeholder for each.
 Fields vLLM defines that the engine may read too (tools, chat_template_kwargs, top_k,
 ignore_eos, ...) are typed by AnswerFields and PromptFields but kept as they came
 (`model_extra`): an engine that forwards the request passes them on unchanged.
@@ -32,6 +33,7 @@ from ...preprocess import ChatInput
 from ...preprocess.options import PROCESSOR_SCOPES
 from ...render import REASONING_EFFORTS, TemplateOptions
 from ..scale_out.validation import field_name
+from .content import typed_content
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 
@@ -119,9 +121,11 @@ class ChatCompletionRequest(BaseModel):
 
     def chat_input(self) -> ChatInput:
         """The request as preprocessing takes it: typed, nothing left to check."""
+        messages, media = typed_content([message.as_sent() for message in self.messages])
         return ChatInput(
             model=self.model,
-            messages=[message.as_sent() for message in self.messages],
+            messages=messages,
+            media=media,
             sampling=self.sampling_params(),
             stream=self.stream,
             template=self.template_options(),

@@ -31,9 +31,9 @@ from mmprep.vllm import request as vllm_request
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from vllm_like import processed_item, qwen_prompt  # noqa: E402 (tests/ is on sys.path only from here)
+from tests.vllm.helpers import processed_item, qwen_prompt  # noqa: E402 (the root is on sys.path only from here)
 
 
 def plain_encode(item) -> str:

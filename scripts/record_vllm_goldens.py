@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
+sys.path.insert(0, str(REPO))  # tests.vllm_real, as pytest imports it
 
-from real_vllm import (  # noqa: E402 (after the path)
+from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     DEFAULT_MODE,
     FAMILIES,
     MEDIA_CASES,

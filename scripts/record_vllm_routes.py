@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "vllm_real"))
+sys.path.insert(0, str(REPO))  # tests.vllm_real, as pytest imports it
 
-from real_vllm import RENDER_VENV, VllmProcess, missing_venv  # noqa: E402 (after the path)
-from record_vllm_goldens import dumps  # noqa: E402
-from routes import (  # noqa: E402
+from record_vllm_goldens import dumps  # noqa: E402 (after the path)
+
+from tests.vllm_real.real_vllm import RENDER_VENV, VllmProcess, missing_venv  # noqa: E402
+from tests.vllm_real.routes import (  # noqa: E402
     FAMILY,
     PARSER_ARGS,
     ROUTES_ARGS,

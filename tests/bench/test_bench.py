@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import xxhash
-from conftest import MEDIA, bench
 from PIL import Image
 
 from mmprep.bench.errors import BenchError
@@ -29,6 +28,8 @@ from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
 from mmprep.testing.cli import run_mmprep
 from mmprep.testing.servers import LiveServer, WorkerProcess
+from tests.bench.helpers import bench
+from tests.helpers import MEDIA
 
 WEBM = "224p_6_vp9.webm"
 

@@ -9,12 +9,12 @@ import socket
 import time
 
 import pytest
-from conftest import bench
 
 from mmprep.bench.load import LoadPlan
 from mmprep.bench.synthetic import write_clip
 from mmprep.testing.fileserver import FileServer
 from mmprep.testing.servers import LiveServer
+from tests.bench.helpers import bench
 
 
 def connected(sockets: list[socket.socket], within: float) -> int:

@@ -242,7 +242,7 @@ def test_logs_are_json_with_request_ids_and_never_hold_data_url_bodies():
     import base64
     import json
 
-    from conftest import MEDIA
+    from tests.helpers import MEDIA
 
     payload = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
     server = AppProcess("serve", "--log-level", "debug").start().wait_ready()

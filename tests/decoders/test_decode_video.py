@@ -5,10 +5,10 @@ import io
 import av
 import numpy as np
 import pytest
-from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
-from make_fixtures import CFR_CLIPS, paint
 
 from mmprep.decoders import MediaTooLargeError, decode_video, probe_video
+from tests.data.media.make_fixtures import CFR_CLIPS, paint
+from tests.helpers import MEDIA, on_screen, painted, reference_decode, reference_targets
 
 VP9_224P = MEDIA / "224p_6_vp9.webm"
 

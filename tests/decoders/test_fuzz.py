@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fuzz_media import KEPT, MEDIA, case, run_one, seeds
+
+from tests.decoders.fuzz_media import KEPT, MEDIA, case, run_one, seeds
 
 FUZZ = Path(__file__).with_name("fuzz_media.py")
 CASES = 2500

@@ -10,12 +10,12 @@ import logging
 import av
 import numpy as np
 import pytest
-from conftest import MEDIA, painted
 
 from mmprep.decoders import InvalidArgumentError, decode_video, gpu
 from mmprep.decoders.frames import FrameConverter
 from mmprep.testing.chat import chat, data_url, post, video
 from mmprep.testing.servers import LiveServer
+from tests.helpers import MEDIA, painted
 
 REQUESTS = [{"num_frames": 5}, {"fps": 2.0}, {"num_frames": 3, "max_pixels": 64 * 48}]
 

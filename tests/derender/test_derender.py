@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from derender_fixtures import (
+
+from mmprep.api.openai.chat_answers import Answer, CompletionBuilder
+from mmprep.api.openai.chat_protocol import parse_chat_request
+from mmprep.derender import Derendering, OutputOptions
+from mmprep.derender.detokenize import Detokenizer
+from mmprep.derender.stops import StopChecker, StopRules
+from mmprep.interface.engine import EngineError, EngineOutput
+from mmprep.interface.prepared import SamplingParams
+from tests.derender.helpers import (
     CHUNK_SIZES,
     EOS_IDS,
     assert_message,
@@ -17,46 +25,9 @@ from derender_fixtures import (
     facts,
     fixture_names,
     load,
+    replay,
     tokenizer,
 )
-
-from mmprep.api.openai.chat_answers import Answer, CompletionBuilder
-from mmprep.api.openai.chat_protocol import parse_chat_request
-from mmprep.derender import Derendering, OutputOptions
-from mmprep.derender.detokenize import Detokenizer
-from mmprep.derender.stops import StopChecker, StopRules
-from mmprep.interface.engine import EngineError, EngineOutput, TokenLogprob
-from mmprep.interface.prepared import SamplingParams
-
-
-def replay(fixture: dict, chunk: int) -> tuple[list, object]:
-    """The fixture's ids through a Derenderer, `chunk` at a time, as an engine gives
-    them; stops early when the derenderer says so. (deltas, derenderer)"""
-    body = parse_chat_request(
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fixture["request"]}
-    )
-    derender = derendering(fixture).start(body.sampling_params(), body.output_options(), prompt_tokens=7)
-    ids, logprobs = fixture["token_ids"], fixture.get("logprobs") or []
-    deltas = []
-    for start in range(0, len(ids), chunk):
-        given = tuple(
-            TokenLogprob(i, lp, tuple(map(tuple, top))) for i, lp, top in logprobs[start : start + chunk]
-        )
-        deltas.append(
-            derender.feed(EngineOutput(token_ids=tuple(ids[start : start + chunk]), logprobs=given))
-        )
-        if derender.stopped:
-            break
-    else:
-        deltas.append(
-            derender.feed(
-                EngineOutput(
-                    finish_reason=fixture["engine_finish"], prompt_tokens=7, completion_tokens=len(ids)
-                )
-            )
-        )
-    deltas.append(derender.finish())
-    return deltas, derender
 
 
 @pytest.mark.parametrize("chunk", CHUNK_SIZES)

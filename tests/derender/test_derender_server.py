@@ -9,7 +9,6 @@ from typing import Self
 
 import httpx
 import pytest
-from derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
 
 from mmprep.api.app import create_app
 from mmprep.cli import Mmprep, Serve
@@ -20,6 +19,7 @@ from mmprep.service import Service
 from mmprep.testing.chat import assert_error, openai_client, post
 from mmprep.testing.replay import TokenReplayEngine
 from mmprep.testing.servers import ThreadServer
+from tests.derender.helpers import CHUNK_SIZES, assert_message, derendering, fixture_names, load
 
 MODEL = "qwen-test"
 MESSAGES = [{"role": "user", "content": "hi"}]

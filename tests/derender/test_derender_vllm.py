@@ -17,10 +17,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from derender_fixtures import FIXTURES, fixture_names, load
-from test_derender import replay
 
 from mmprep.testing.qwen_tokenizer import tokenizer_file
+from tests.derender.helpers import FIXTURES, fixture_names, load, replay
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", str(REPO / ".venv-vllm-render" / "bin" / "python"))

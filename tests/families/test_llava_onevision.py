@@ -9,7 +9,6 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import MEDIA
 
 from mmprep import families
 from mmprep.decoders import decode_video
@@ -19,6 +18,7 @@ from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, load_processor
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
+from tests.helpers import MEDIA
 
 FAMILY = families.get("llava_onevision")
 # (height, width) -> (tiles with the base one, <image> tokens), from transformers 5.24's

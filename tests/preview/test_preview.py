@@ -12,13 +12,13 @@ import shutil
 import httpx
 import numpy as np
 import pytest
-from conftest import MEDIA, on_screen, painted, reference_decode, reference_targets
 from PIL import Image
 
 from mmprep.api.preview_sheet import SheetLayout
 from mmprep.cli import main
 from mmprep.testing.chat import chat, data_url, post, video
 from mmprep.testing.servers import LiveServer
+from tests.helpers import MEDIA, on_screen, painted, reference_decode, reference_targets
 
 HEADER_LINES = 4  # the title, the metadata, the sampling asked, what the engine gets and the times
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import MEDIA, on_screen, reference_decode, reference_targets
 from playwright.sync_api import expect, sync_playwright
 
 from mmprep.api.preview_sheet import SheetLayout
 from mmprep.testing.servers import LiveServer
+from tests.helpers import MEDIA, on_screen, reference_decode, reference_targets
 
 pytestmark = pytest.mark.slow  # a real browser (Chromium through Playwright)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from make_goldens import case_input, to_levels
 
 from mmprep.processors import load_processor
+from tests.data.processors.make_goldens import case_input, to_levels
 
 GOLDENS = Path(__file__).parents[1] / "data" / "processors"
 CASES = json.loads((GOLDENS / "cases.json").read_text())["cases"]

@@ -9,10 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
-from make_goldens import transformers_output  # its oracle imports torch when called
 
 from mmprep.processors import load_processor
 from mmprep.processors.resize import resize_bicubic, resize_numpy
+from tests.data.processors.make_goldens import transformers_output  # its oracle imports torch when called
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)

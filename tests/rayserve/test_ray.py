@@ -18,7 +18,8 @@ from typing import TypedDict
 
 import httpx
 import pytest
-from conftest import MEDIA
+
+from tests.helpers import MEDIA
 
 pytest.importorskip(
     "ray", reason="needs the ray extra: pip install -e '.[test,ray]' (.ci/run's 3.13 run has it)"

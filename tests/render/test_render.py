@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from render_cases import media_item
 
 from mmprep.api.openai.chat_protocol import parse_chat_request
 from mmprep.core.errors import ServiceError
@@ -17,6 +16,7 @@ from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS
 from mmprep.render import Renderer, TemplateOptions
 from mmprep.testing.model_folder import make_model_folder
+from tests.render.helpers import media_item
 
 GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "render" / "goldens.json").read_text())["cases"]
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")

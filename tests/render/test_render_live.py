@@ -9,13 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import MEDIA
 
 from mmprep.decoders import decode_video
 from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
 from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
+from tests.helpers import MEDIA
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 

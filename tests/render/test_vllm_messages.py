@@ -20,13 +20,9 @@ CASES = RECORDED["cases"]
 
 def _folder(root: Path) -> Path:
     # the recording script's own folder maker: the same files on both sides
-    import importlib.util
+    from tests.data.render import record_vllm_messages
 
-    spec = importlib.util.spec_from_file_location("record_vllm_messages", DATA / "record_vllm_messages.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.folder(root)
+    return record_vllm_messages.folder(root)
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ import httpx
 import openai
 import pytest
 import xxhash
-from conftest import MEDIA
 from PIL import Image
 
 from mmprep.decoders import decode_image, decode_video
 from mmprep.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
 from mmprep.testing.servers import LiveServer
+from tests.helpers import MEDIA
 
 WEBM = "224p_6_vp9.webm"
 MP4 = "bframes_h264.mp4"

@@ -10,13 +10,13 @@ import time
 import httpx
 import openai
 import pytest
-from conftest import MEDIA
-from engines import SlowEngine
 
 from mmprep.testing.chat import MODEL, assert_error, chat, post, video
 from mmprep.testing.metrics import metric
 from mmprep.testing.servers import LiveServer, free_port
 from mmprep.testing.waiting import wait_until
+from tests.engines.helpers import SlowEngine
+from tests.helpers import MEDIA
 
 
 @pytest.fixture(scope="module")
@@ -428,9 +428,8 @@ def test_a_huge_frame_size_is_refused_before_decoding(media_server):
 def long_decode(tmp_path_factory):
     """A 1 h 51 min clip whose last frame costs decoding all 200,000 before it, and how
     long that takes here, in process."""
-    from make_fixtures import write_long_single_keyframe_clip
-
     from mmprep.decoders import decode_video
+    from tests.data.media.make_fixtures import write_long_single_keyframe_clip
 
     clip = write_long_single_keyframe_clip(tmp_path_factory.mktemp("long") / "long.webm", frames=200_000)
     started = time.monotonic()

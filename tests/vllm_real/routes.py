@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from real_vllm import COMMON_ARGS, MEDIA_CASES
 
 from mmprep.testing.model_folder import make_model_folder
 from mmprep.vllm.sampling import VLLM_DEFAULTS
+from tests.vllm_real.real_vllm import COMMON_ARGS, MEDIA_CASES
 
 FAMILY = "qwen2_vl"
 MAX_MODEL_LEN = 4096  # COMMON_ARGS's --max-model-len

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_vllm import RENDER_VENV, REPO, missing_venv
 
 from mmprep.api.anthropic.messages import MessagesApi, MessagesRequest
 from mmprep.api.openai.responses import ResponsesApi, ResponsesRequest
+from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
 
 FILE = REPO / "tests" / "data" / "vllm_real" / "client_api_translations.json"
 RECORDED: dict[str, Any] = json.loads(FILE.read_text())

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from real_vllm import (
+
+from tests.vllm_real.real_vllm import (
     FAMILIES,
     MEDIA_CASES,
     MODES,

@@ -12,7 +12,9 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
-from real_vllm import (
+
+from mmprep.testing.model_folder import make_model_folder
+from tests.vllm_real.real_vllm import (
     MEDIA_CASES,
     NORMALIZE,
     RENDER_VENV,
@@ -25,8 +27,6 @@ from real_vllm import (
     render_fields,
     vllm_render,
 )
-
-from mmprep.testing.model_folder import make_model_folder
 
 pytestmark = pytest.mark.slow
 if reason := missing_venv(RENDER_VENV):

@@ -7,8 +7,9 @@ without it."""
 from __future__ import annotations
 
 import pytest
-from real_vllm import RENDER_VENV, VllmProcess, missing_venv
-from routes import (
+
+from tests.vllm_real.real_vllm import RENDER_VENV, VllmProcess, missing_venv
+from tests.vllm_real.routes import (
     FAMILY,
     KNOWN,
     PARSER_ARGS,

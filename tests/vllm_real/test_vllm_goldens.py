@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from real_vllm import (
+
+from mmprep.model import ModelFolder
+from mmprep.testing.model_folder import make_model_folder
+from tests.vllm_real.real_vllm import (
     MEDIA,
     MEDIA_CASES,
     MULTI_CASES,
@@ -31,9 +34,6 @@ from real_vllm import (
     render,
     render_fields,
 )
-
-from mmprep.model import ModelFolder
-from mmprep.testing.model_folder import make_model_folder
 
 GOLDENS_FILE = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
 if not GOLDENS_FILE.exists():

@@ -11,8 +11,9 @@ import json
 
 import httpx
 import pytest
-from real_vllm import REPO
-from routes import (
+
+from tests.vllm_real.real_vllm import REPO
+from tests.vllm_real.routes import (
     KNOWN,
     ask,
     cases,

@@ -1,6 +1,6 @@
 """Remote tensor workers: real `mmprep worker` processes behind a frontend that runs
 `--engine workers`, through HTTP with the official openai client. The workers host the
-echo engine or the test engines of tests/engines.py."""
+echo engine or the test engines of tests/engines/helpers.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import MEDIA
-from engines import NeverReadyEngine
 
 from mmprep.core.config import Settings
 from mmprep.engines import EngineHTTPError
@@ -32,11 +30,13 @@ from mmprep.testing.chat import (
 from mmprep.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
 from mmprep.testing.waiting import wait_until
 from mmprep.workers.server import create_worker_app
+from tests.engines.helpers import NeverReadyEngine
+from tests.helpers import MEDIA
 
 pytestmark = pytest.mark.slow  # four `mmprep worker` processes
 
 WEBM = "224p_6_vp9.webm"
-TESTS = Path(__file__).parents[1]  # where the worker processes find engines.py
+ROOT = Path(__file__).parents[2]  # where the worker processes find tests/engines/helpers.py
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +53,16 @@ def workers(slow_log):
         "b": WorkerProcess(),
         "slow": WorkerProcess(
             "--engine-class",
-            "engines:SlowEngine",
+            "tests.engines.helpers:SlowEngine",
             env={"SLOW_ENGINE_LOG": str(slow_log)},
-            import_from=[TESTS],
+            import_from=[ROOT],
         ),
         "budget": WorkerProcess(
             "--engine-class",
-            "engines:FrameBudgetEngine",
+            "tests.engines.helpers:FrameBudgetEngine",
             "--max-request-bytes",
             "1000000",
-            import_from=[TESTS],
+            import_from=[ROOT],
         ),
     }
     try:

@@ -75,8 +75,8 @@ class AppProcess:
     """`python -m mmprep <command>` as an operator runs it: a real process on a free loopback
     port, ready when `ready_path` answers 200, which a test can kill (SIGKILL, as a crash)
     and start again on the same port. Its log goes to a file `log()` reads. Modules in the
-    `import_from` folders are importable by it (tests/ for `--engine-class engines:SlowEngine`);
-    it runs in `cwd` (default: the test's own)."""
+    `import_from` folders are importable by it (the repository's root for `--engine-class
+    tests.engines.helpers:SlowEngine`); it runs in `cwd` (default: the test's own)."""
 
     def __init__(
         self,

@@ -1,0 +1,76 @@
+"""mm_hashes through mmprep serve --model, as vLLM's frontend would key the same media: an
+image file by its bytes (the hashes vLLM 0.33.0 itself computed, tests/data/vllm/goldens.json),
+the model id as vLLM's render takes it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mmprep.core.config import Settings
+from mmprep.decoders import decode_image
+from mmprep.interface.prepared import MediaItem, SourceImage
+from mmprep.testing.chat import chat, image
+from mmprep.testing.model_folder import make_model_folder
+from mmprep.testing.servers import LiveServer
+from mmprep.vllm.hashing import mm_hash
+
+DATA = Path(__file__).parents[1] / "data" / "vllm"
+GOLDEN_MODEL_ID = "Qwen/qwen2_vl-test"  # the model id the goldens were hashed for (build_case)
+FILES = ["rgb.png", "rgba.png", "gray.jpg", "palette_trns.png"]  # the goldens' qwen2_vl_image_files
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return make_model_folder("qwen2_vl", tmp_path_factory.mktemp("models") / "Qwen2-VL-2B-Instruct")
+
+
+def data_url(name: str) -> str:
+    kind = "png" if name.endswith(".png") else "jpeg"
+    return f"data:image/{kind};base64," + base64.b64encode((DATA / "images" / name).read_bytes()).decode()
+
+
+def rendered_hashes(server, names: list[str]) -> list[str]:
+    parts = [image(data_url(name)) for name in names]
+    answer = httpx.post(
+        f"{server.url}/v1/chat/completions/render",
+        json=chat(*parts, model="Qwen2-VL-2B-Instruct"),
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["features"]["mm_hashes"]["image"]
+
+
+def test_an_image_file_gets_the_hash_vllm_gives_the_file(folder):
+    """vLLM's frontend keys an image it fetched by the file's bytes (and its RGB conversion);
+    mmprep, given the same model id, gives the same keys, so the two share vLLM's caches."""
+    goldens = json.loads((DATA / "goldens.json").read_text())["cases"]["qwen2_vl_image_files"]
+    settings = Settings(model=folder, upstream_model_id=GOLDEN_MODEL_ID)
+    with LiveServer(settings) as server:
+        assert rendered_hashes(server, FILES) == goldens["mm_hashes"]["image"]
+
+
+def test_the_model_id_defaults_to_the_folder_as_given(folder):
+    """As `vllm launch render FOLDER` keys its hashes: by FOLDER, not the served name."""
+    data = (DATA / "images" / "rgb.png").read_bytes()
+    with LiveServer(Settings(model=folder, served_model_name=["Qwen2-VL-2B-Instruct"])) as server:
+        (rendered,) = rendered_hashes(server, ["rgb.png"])
+    item = MediaItem("image", decode_image(data).pixels, {}, "image")
+    keyed = MediaItem("image", item.tensor, {}, "image", source=SourceImage(data, False))
+    assert rendered == mm_hash(keyed, str(folder))
+    assert rendered != mm_hash(item, str(folder))  # not by its pixels
+
+
+def test_an_image_scaled_down_is_keyed_by_its_pixels(folder):
+    """--max-pixels makes other pixels than vLLM's loader would: then the file's key would
+    name other tensors, so the key is the pixels'."""
+    data = (DATA / "images" / "rgb.png").read_bytes()
+    with LiveServer(Settings(model=folder, max_pixels=32 * 32)) as server:
+        (rendered,) = rendered_hashes(server, ["rgb.png"])
+    scaled = decode_image(data, max_pixels=32 * 32).pixels
+    assert scaled.shape[:2] == (32, 32)
+    assert rendered == mm_hash(MediaItem("image", scaled, {}, "image"), str(folder))

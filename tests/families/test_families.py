@@ -15,18 +15,27 @@ from mmprep.families.video import block_times, qwen2_vl_picks, qwen3_vl_picks
 
 
 def test_the_registry_is_keyed_by_name_and_model_type():
-    assert families.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "internvl")
+    assert families.FAMILIES == (
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen3_vl",
+        "qwen3_5",
+        "llava_onevision",
+        "internvl",
+    )
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
         "qwen2_5_vl": "qwen2_5_vl",
         "qwen3_vl": "qwen3_vl",
         "qwen3_vl_moe": "qwen3_vl",
+        "qwen3_5": "qwen3_5",
+        "qwen3_5_moe": "qwen3_5",
         "llava_onevision": "llava_onevision",
         "internvl": "internvl",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
-    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision, internvl"):
+    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl"):
         families.get("qwen9_vl")
 
 
@@ -58,15 +67,18 @@ def test_vllms_facts_per_family():
         "qwen2_vl",
         "qwen2_5_vl",
         "qwen3_vl",
+        "qwen3_5",  # qwen3_5.py's classes are Qwen3-VL's, these two facts not overridden
     }
     assert {name for name, family in facts.items() if family.video_metadata_in_hash} == {
         "qwen2_5_vl",
         "qwen3_vl",
+        "qwen3_5",
     }
     assert {name: family.max_position_embeddings for name, family in facts.items()} == {
         "qwen2_vl": 32768,
         "qwen2_5_vl": 32768,
         "qwen3_vl": 128000,
+        "qwen3_5": 32768,
         "llava_onevision": 32768,
         "internvl": 32768,
     }
@@ -80,6 +92,7 @@ def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
     }
     assert [key for key, value in takes.items() if not value] == [
         ("qwen3_vl", "video"),
+        ("qwen3_5", "video"),  # Qwen3VLVideoProcessor's too
         ("llava_onevision", "image"),  # a fixed size: min_pixels / max_pixels mean nothing to it
         ("llava_onevision", "video"),
         ("internvl", "image"),

@@ -47,6 +47,24 @@ def test_a_family_folder_loads_its_ids_tokens_and_processor(family, tmp_path):
         assert folder.added_tokens[151667].content == "<think>" and 151667 not in folder.special_token_ids
 
 
+@pytest.mark.parametrize("preset", ["qwen3_5", "qwen3_5_moe"])
+def test_a_qwen3_5_folder_loads_its_ids_from_its_own_vocabulary(preset, tmp_path):
+    """Qwen3.5 / 3.6: Qwen3-VL's processor, a vocabulary of 248,044 with the special tokens
+    after it, the template as chat_template.jinja, no generation_config.json (the 9B publishes
+    none): generation stops on config.json's EOS, and the tokenizer's own (model_facts)."""
+    folder = ModelFolder.load(make_model_folder(preset, tmp_path / preset))
+    assert (folder.family, folder.model_type, folder.processor.family) == ("qwen3_5", preset, "qwen3_5")
+    assert (folder.image_token_id, folder.video_token_id) == (248056, 248057)
+    assert (folder.vision_start_token_id, folder.vision_end_token_id) == (248053, 248054)
+    assert folder.eos_token_ids == (248044,)
+    assert folder.tokenizer.token_to_id(folder.template_tokens["eos_token"]) == 248046
+    assert folder.chat_template_source == "chat_template.jinja"
+    assert folder.added_tokens[248058].content == "<tool_call>" and 248058 not in folder.special_token_ids
+    assert folder.added_tokens[248068].content == "<think>" and 248068 not in folder.special_token_ids
+    assert folder.added_tokens[248076].content == "<|audio_pad|>" and 248076 in folder.special_token_ids
+    assert folder.encode("hello <|im_start|>")[-1] == 248045
+
+
 def test_the_chat_template_is_found_as_transformers_finds_it(tmp_path):
     folder = make_model_folder("qwen2_vl", tmp_path / "m")
     (folder / "chat_template.jinja").write_text("jinja")

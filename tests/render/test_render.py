@@ -201,26 +201,57 @@ def test_a_pad_token_typed_in_text_does_not_shift_the_media(renderers):
     assert caught.value.code == "placeholder_mismatch"
 
 
-@pytest.mark.parametrize(
-    ("template", "expected"),
-    [
-        ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
-        ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
-        (
-            "{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}",
-            "openai",
-        ),
-        ("{% set first = messages[0] %}{% for p in first.content %}x{% endfor %}", "openai"),
-    ],
-)
+# Each template with the format vLLM 0.33.0's own _detect_content_format (vllm/renderers/hf.py)
+# gave it, run in the render venv (scripts/vllm_venv.sh).
+MACRO = "{% macro r(c) %}{% for p in c %}x{% endfor %}{% endmacro %}"
+CONTENT_FORMATS = [
+    ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
+    ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
+    (
+        "{% for m in messages %}{% for p in m.content | selectattr('type') %}x{% endfor %}{% endfor %}",
+        "openai",
+    ),
+    # an item of the messages is not bound to them (0.33; earlier vLLMs said "openai")
+    ("{% set first = messages[0] %}{% for p in first.content %}x{% endfor %}", "string"),
+    # a macro's parameter that a call passes a message's content (Qwen3.5's render_content)
+    (MACRO + "{% for m in messages %}{{ r(m.content) }}{% endfor %}", "openai"),
+    (MACRO + "{% for m in messages %}{{ r(c=m['content']) }}{% endfor %}", "openai"),
+    (MACRO + "{% for m in messages %}{{ r('x') }}{% endfor %}", "string"),
+    (
+        "{% for m in messages %}{% set content = m.content %}{% for p in content %}x{% endfor %}{% endfor %}",
+        "openai",
+    ),
+    ("{% for content in stuff %}x{% endfor %}{% for p in content %}y{% endfor %}", "openai"),  # any `content`
+    ("{% macro r(content) %}{% for p in content %}x{% endfor %}{% endmacro %}{{ r('x') }}", "string"),
+    (
+        "{% set ns = namespace(rest=messages) %}{% for m in ns.rest %}{% for p in m.content %}x{% endfor %}"
+        "{% endfor %}",
+        "openai",
+    ),
+    (
+        "{% set msgs = messages[1:] %}{% for m in msgs %}{% for p in m.content %}x{% endfor %}{% endfor %}",
+        "openai",
+    ),
+    (
+        "{% set ns = namespace(x=1) %}{% set ns.rest = messages %}{% for m in ns.rest %}"
+        "{% for p in m.content %}x{% endfor %}{% endfor %}",
+        "openai",
+    ),
+    ("{% for m in messages %}{% for a, b in m.content %}x{% endfor %}{% endfor %}", "string"),  # vLLM fails
+]
+
+
+@pytest.mark.parametrize(("template", "expected"), CONTENT_FORMATS)
 def test_the_content_format_is_detected_as_vllm_does(template, expected):
     from mmprep.render import compile_template, detect_content_format
 
     assert detect_content_format(compile_template(template).ast) == expected
 
 
-def test_the_qwen_templates_take_parts(renderers):
+def test_the_qwen_templates_take_parts(renderers, tmp_path):
     assert {renderer.content_format for renderer in renderers.values()} == {"openai"}
+    qwen3_5 = Renderer(ModelFolder.load(make_model_folder("qwen3_5", tmp_path / "qwen3_5")))
+    assert qwen3_5.content_format == "openai"  # through its render_content macro
 
 
 def test_a_string_template_gets_the_text_joined_with_the_placeholders_first(tmp_path):

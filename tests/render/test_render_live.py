@@ -39,7 +39,7 @@ CONVERSATION = [
 ]
 
 
-@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"])
 def family(request, tmp_path_factory):
     path = make_model_folder(request.param, tmp_path_factory.mktemp(request.param) / request.param)
     with warnings.catch_warnings():

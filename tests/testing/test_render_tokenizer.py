@@ -145,7 +145,7 @@ def test_decode_round_trips(converted):
     ] == texts
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
 def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
     from mmprep.model.fast_bpe import fast_encoder
 

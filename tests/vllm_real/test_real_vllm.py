@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from tests.vllm_real.real_vllm import (
+    ENGINE_ARGS,
     FAMILIES,
     MEDIA_CASES,
     MODES,
@@ -64,7 +65,9 @@ SETUPS = [pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMI
 # them on vllm-generate (400 unsupported_placeholder, issue 31 point 5).
 # InternVL, every item: an image's range holds <img> and </img>, a video's its frames' labels
 # too; vLLM's own render -> generate answered a 500 for each (tests/data/vllm_real/goldens.json).
-REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")} | {("internvl", case) for case in CASES}
+REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5") for video in ("vp9", "h264")} | {
+    ("internvl", case) for case in CASES
+}
 POINT_5 = (
     "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's items (no is_embed): "
     "issue 31, point 5"
@@ -88,7 +91,7 @@ def setup(request):
     keeps what vLLM's generate answered mmprep)."""
     family, mode = request.param
     folder = model_folder(family)
-    with vllm_serve(folder, mode) as server, RecordingProxy(server.url) as proxy:
+    with vllm_serve(folder, mode, family) as server, RecordingProxy(server.url) as proxy:
         with mmprep_server(folder, proxy.url, normalize=mode == "normalize") as mmprep:
             yield {
                 "family": family,
@@ -129,6 +132,12 @@ def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
 def test_render_is_vllm_serves_render(request, setup, case):
     """Ids, placeholders and tensors (hashes: below) equal those of the engine's own render."""
     mark_refused(request, setup, case)
+    bfloat16 = setup["family"] in ENGINE_ARGS and setup["mode"] == "no-normalize"
+    if bfloat16 and (setup["family"], case) not in REFUSED:
+        # the engine's own render writes float pixels in its dtype (bfloat16 here, which its CPU
+        # Gated DeltaNet needs), mmprep's render float32 (the engine casts them as it loads them;
+        # the greedy ids above agree), and tests' reader of the wire takes no bfloat16
+        request.applymarker(pytest.mark.xfail(strict=True, reason="a bfloat16 engine's render: float32 here"))
     body = body_for(setup, case)
     theirs = render_fields(render(setup["vllm"], body))
     ours = render_fields(render(setup["mmprep"], body))

@@ -32,9 +32,9 @@ pytestmark = pytest.mark.slow
 if reason := missing_venv(RENDER_VENV):
     pytest.skip(reason, allow_module_level=True)
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe")
 # mmprep refuses Qwen3-VL videos on vLLM's wire (a sparse placeholder: test_real_vllm.py's REFUSED)
-REFUSED = {("qwen3_vl", "vp9"), ("qwen3_vl", "h264")}
+REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", "qwen3_5_moe") for video in ("vp9", "h264")}
 
 
 def camera_jpeg(seed: int) -> str:

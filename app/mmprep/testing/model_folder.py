@@ -23,14 +23,14 @@ from .qwen_tokenizer import tokenizer_file
 
 
 def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str, ...] = ()) -> Path:
-    """Write `family`'s model folder (qwen2_vl, qwen2_5_vl or qwen3_vl) at `target` (made if
-    missing) and return it. `omit`: file names left out, for tests of refused folders."""
+    """Write the model folder of a preset (a family's name, or qwen3_5_moe) at `target` (made
+    if missing) and return it. `omit`: file names left out, for tests of refused folders."""
     preset = PRESETS / family
     if not preset.is_dir():
         raise ValueError(f"no preset folder for {family!r} in {PRESETS}")
     folder = Path(target)
     folder.mkdir(parents=True, exist_ok=True)
-    for source in sorted(preset.glob("*.json")):
+    for source in sorted([*preset.glob("*.json"), *preset.glob("*.jinja")]):
         if source.name not in omit:
             shutil.copyfile(source, folder / source.name)
     if "tokenizer.json" not in omit:

@@ -29,6 +29,12 @@ PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Qwen3.5's (and 3.6's): Qwen2's, a letter's combining marks kept with it (transformers'
+# tokenization_qwen3_5.PRETOKENIZE_REGEX).
+QWEN3_5_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 # (id, content, special) as the families' tokenizer_config.json publish them. "special"
 # false marks tokens a decode with skip_special_tokens keeps (tool calls, thinking).
@@ -85,13 +91,40 @@ _INTERNVL = [
         ]
     )
 ]
+# Qwen3.5 and 3.6 (a vocabulary of 248,044): Qwen3's tokens at their new ids, then the audio
+# and speech ones, as Qwen/Qwen3.5-9B's tokenizer_config.json lists them (presets/SOURCES.md).
+QWEN3_5_VOCAB = 248044
+_QWEN3_5 = [
+    (QWEN3_5_VOCAB + offset, content, special)
+    for offset, (_, content, special) in enumerate(_QWEN2_VL + _QWEN2_5 + _QWEN3)
+] + [
+    (248070 + offset, content, True)
+    for offset, content in enumerate(
+        [
+            "<|audio_start|>",
+            "<|audio_end|>",
+            "<tts_pad>",
+            "<tts_text_bos>",
+            "<tts_text_eod>",
+            "<tts_text_bos_single>",
+            "<|audio_pad|>",
+        ]
+    )
+]
 ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
     "qwen2_vl": _QWEN2_VL,
     "qwen2_5_vl": _QWEN2_VL + _QWEN2_5,
     "qwen3_vl": _QWEN2_VL + _QWEN2_5 + _QWEN3,
     "llava_onevision": _LLAVA_ONEVISION,
     "internvl": _QWEN2_VL + _QWEN2_5 + _QWEN3 + _INTERNVL,
+    "qwen3_5": _QWEN3_5,
+    "qwen3_5_moe": _QWEN3_5,
 }
+# A family whose vocabulary is larger than Qwen2's 151,643 ranks, and its own pre-tokenizer.
+VOCAB_SIZES = {"qwen3_5": QWEN3_5_VOCAB, "qwen3_5_moe": QWEN3_5_VOCAB}
+PATTERNS = {"qwen3_5": QWEN3_5_PATTERN, "qwen3_5_moe": QWEN3_5_PATTERN}
+# The bytes a filler token starts with: never in UTF-8 text, so no text encodes to one.
+FILLER = b"\xff\xfe"
 
 
 def ranks_file() -> Path:
@@ -139,6 +172,11 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
         raise ValueError(f"no Qwen tokenizer for {family!r}: choose one of {', '.join(ADDED_TOKENS)}")
     ranks = ranks if ranks is not None else load_ranks()
     vocab = {_as_unicode(token): rank for token, rank in ranks.items()}
+    # A larger vocabulary than Qwen2's: its ranks, then fillers no text encodes to, so the
+    # special tokens come at their published ids (the tokenizers library numbers added tokens
+    # from the vocabulary's end, whatever ids the file gives them).
+    for id_ in range(len(ranks), VOCAB_SIZES.get(family, len(ranks))):
+        vocab[_as_unicode(FILLER + str(id_).encode())] = id_
     merged = sorted((rank, _last_merge(ranks, token)) for token, rank in ranks.items() if len(token) > 1)
     merges = [[_as_unicode(left), _as_unicode(right)] for _, (left, right) in merged]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
@@ -162,7 +200,12 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": PATTERNS.get(family, PATTERN)},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
                 byte_level,
             ],
         },

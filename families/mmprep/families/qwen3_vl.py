@@ -40,8 +40,8 @@ QWEN3_VIDEO = COMMON | {
 class Qwen3VL(QwenVL):
     name = "qwen3_vl"
     model_types = ("qwen3_vl", "qwen3_vl_moe")
-    processor_classes = ("Qwen3VLProcessor",)
-    video_processor_classes = ("Qwen3VLVideoProcessor",)
+    processor_classes: tuple[str, ...] = ("Qwen3VLProcessor",)
+    video_processor_classes: tuple[str, ...] = ("Qwen3VLVideoProcessor",)
     image_preset = "qwen3_vl"
     max_position_embeddings = 128000
     video_metadata_in_hash = True  # vLLM's video_needs_metadata

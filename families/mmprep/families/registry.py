@@ -6,13 +6,14 @@ line in REGISTERED; the tables below are built from the families' own attributes
 
 from __future__ import annotations
 
-from . import internvl, llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_vl
+from . import internvl, llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
 from .base import Family
 
 REGISTERED: tuple[Family, ...] = (
     qwen2_vl.FAMILY,
     qwen2_5_vl.FAMILY,
     qwen3_vl.FAMILY,
+    qwen3_5.FAMILY,
     llava_onevision.FAMILY,
     internvl.FAMILY,
 )

@@ -492,8 +492,8 @@ def test_greedy_ids_are_transformers(tmp_path, family):
     """Qwen3-VL: the render puts each temporal block's time before it, and the model's M-RoPE
     takes one grid per block. Qwen3.5: the same prompt and tensors, into a hybrid model
     (linear and full attention) of its own vocabulary. LLaVA-OneVision: whole 384 x 384
-    frames (the tiles layout), 14 x 14 pooled tokens a frame and a newline. The engine's ids on mmprep's prompt and
-    tensors are still transformers' own."""
+    frames (the tiles layout), 14 x 14 pooled tokens a frame and a newline. The engine's ids
+    on mmprep's prompt and tensors are still transformers' own."""
     folder = build_model_folder(tmp_path / f"tiny-{family}", family, initializer_range=0.2)
     inputs = transformers_inputs(folder)
     request = prepared(folder, max_tokens=8)

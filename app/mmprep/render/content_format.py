@@ -151,5 +151,5 @@ def _content_loops(root: nodes.Node) -> Iterator[nodes.For]:
             or (bare is not None and bare in parameters.get(id(loop), ()))
             or (bare == "content" and id(loop) not in in_macros)
         ):
-            _target_name(loop)
+            _target_name(loop)  # raises _NotOneName for a tuple target, as vLLM's assert fails
             yield loop

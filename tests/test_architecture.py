@@ -114,7 +114,7 @@ def family_names() -> set[str]:
     names = set(families.FAMILIES) | set(families.MODEL_TYPES)
     for name in families.FAMILIES:
         family = families.get(name)
-        names |= set(family.token_names.values()) | set(family.string_placeholders.values())
+        names |= set(family.token_names.values()) | {side.placeholder for side in family.sides.values()}
     return names
 
 

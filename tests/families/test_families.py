@@ -86,7 +86,7 @@ def test_vllms_facts_per_family():
 
 def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
     takes = {
-        (name, kind): families.get(name).takes_pixel_aliases(kind)
+        (name, kind): families.get(name).sides[kind].takes_pixel_aliases
         for name in families.FAMILIES
         for kind in ("image", "video")
     }
@@ -139,19 +139,19 @@ def test_internvl_tiles_and_prompt():
         View((896, 2240), (896, 2240), tile=(448, 448)),
         View((448, 448), (448, 448)),
     ]
-    assert family.tile_tokens("image", config, 1, 300, 800) == 11 * 256
+    assert family.image.tile_tokens(config, 1, 300, 800) == 11 * 256
     assert family.image_views(config, 448, 448) == [View((448, 448), (448, 448), tile=(448, 448))]
-    assert family.tile_tokens("image", config, 1, 448, 448) == 256
+    assert family.image.tile_tokens(config, 1, 448, 448) == 256
     ids = {"image_token_id": 9, "video_token_id": 8, "start_image_token_id": 1, "end_image_token_id": 2}
-    assert family.item_tokens("image", (3,), config, ids, None, list) == [1] + [9] * 768 + [2]
+    assert family.image.item_tokens((3,), config, ids, None, list) == [1] + [9] * 768 + [2]
 
     def encode(text):
         return [ord(char) for char in text]
 
-    video = family.item_tokens("video", (2,), config, ids, SampledVideo(indices=(0, 5)), encode)
+    video = family.video.item_tokens((2,), config, ids, SampledVideo(indices=(0, 5)), encode)
     frame = [1] + [9] * 256 + [2]
     assert video == encode("Frame1: ") + frame + encode("\nFrame2: ") + frame
-    assert family.vllm_shared_fields("video", ids) == {"video_token_id": 8}
+    assert family.video.vllm_shared_fields(ids) == {"video_token_id": 8}
 
 
 def test_internvl_config_keys_are_read_and_bad_ones_refused():

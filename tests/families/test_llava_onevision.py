@@ -72,7 +72,7 @@ def test_image_tokens_and_tiles(size, expected):
     assert processed.tensors["pixel_values"].shape == (1, tiles, 3, 384, 384)
     assert processed.tensors["image_sizes"].tolist() == [list(size)]
     assert processed.num_tokens == processor.image_tokens(*size) == tokens
-    assert FAMILY.item_grid("image", processed.tensors) == list(size)
+    assert FAMILY.image.item_grid(processed.tensors) == list(size)
 
 
 def test_video_tokens():
@@ -82,17 +82,17 @@ def test_video_tokens():
     processed = processor.process_video(np.zeros((3, 20, 30, 3), np.uint8))
     assert list(processed.tensors) == ["pixel_values_videos"]
     assert processed.tensors["pixel_values_videos"].shape == (1, 3, 3, 384, 384)
-    assert processed.num_tokens == 589 and FAMILY.item_grid("video", processed.tensors) == [3]
+    assert processed.num_tokens == 589 and FAMILY.video.item_grid(processed.tensors) == [3]
 
 
 def test_vllm_keeps_the_batch_padding_of_images():
     """The HF processor pads a prompt's images to one tile count (do_pad), and vLLM's
     batched field keeps each item's padded tiles."""
     one, three = np.ones((1, 2, 3, 4, 4), np.float32), np.ones((1, 3, 3, 4, 4), np.float32)
-    padded = FAMILY.batch_pixels("image", [one, three])
+    padded = FAMILY.image.batch_pixels([one, three])
     assert [tiles.shape[1] for tiles in padded] == [3, 3] and not padded[0][0, 2].any()
     assert padded[0][0, :2].all() and padded[1] is three
-    assert [frames.shape[1] for frames in FAMILY.batch_pixels("video", [one, three])] == [2, 3]
+    assert [frames.shape[1] for frames in FAMILY.video.batch_pixels([one, three])] == [2, 3]
 
 
 def test_its_config_keys_are_read_and_others_refused():

@@ -153,7 +153,7 @@ class TransformersEngine:
         self.family = family  # its tensors' names, and what its model takes beside them
         defaults = model.generation_config
         self.eos_ids = _ids(defaults.eos_token_id)
-        self.token_ids = {kind: getattr(config, f"{kind}_token_id", None) for kind in MODALITIES}
+        self.token_ids = {kind: getattr(config, family.sides[kind].token_key, None) for kind in MODALITIES}
         self.temporal_patch_size = getattr(config.vision_config, "temporal_patch_size", 2)
         self.context = config.get_text_config().max_position_embeddings
         self.vocab_size = config.get_text_config().vocab_size
@@ -283,7 +283,7 @@ class TransformersEngine:
         part that needs no joining, writable and already right for the CPU, is used as it is
         (from a worker, the very buffer the request came in); a read-only one (the decode
         cache shares it) is copied once, straight to where it goes."""
-        pixels = {pixels_key for pixels_key, _ in self.family.tensor_names.values()}
+        pixels = {side.tensor_names[0] for side in self.family.sides.values()}
         inputs = {}
         for key, arrays in parts.items():
             joined = np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
@@ -327,7 +327,8 @@ class TransformersEngine:
         """The items' tensors, to be joined as transformers' processor joins a batch's: pixels
         and grids in prompt order, under the family's names; for videos, what else the family's
         model takes (Qwen2.5-VL's second_per_grid_ts)."""
-        pixels_key, grid_key = self.family.tensor_names[kind]
+        side = self.family.sides[kind]
+        pixels_key, grid_key = side.tensor_names
         keys = [pixels_key] if grid_key is None else [pixels_key, grid_key]
         try:
             parts = {key: [_processed(item).tensors[key] for item in items] for key in keys}
@@ -335,7 +336,7 @@ class TransformersEngine:
             raise EngineHTTPError(
                 f"a processed {kind} lacks its {missing} tensor", 400, "unprocessed_media"
             ) from None
-        parts[pixels_key] = self.family.batch_pixels(kind, parts[pixels_key])
+        parts[pixels_key] = side.batch_pixels(parts[pixels_key])
         if MODALITIES[kind].timed:
             videos = [item.sampled_video() for item in items]
             inputs = self.family.transformers_video_inputs(videos, self.temporal_patch_size)

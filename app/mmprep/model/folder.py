@@ -91,9 +91,9 @@ class ModelFolder:
         """The folder's name: the served model name unless one is given."""
         return self.path.name
 
-    def pad_token_id(self, modality: str) -> int:
+    def pad_token_id(self, modality: families.Kind) -> int:
         """The pad the template writes for one item of a modality (by its name)."""
-        return self.vision_token_ids[f"{modality}_token_id"]
+        return self.vision_token_ids[families.get(self.family).sides[modality].token_key]
 
     @property
     def image_token_id(self) -> int:

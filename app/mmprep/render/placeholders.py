@@ -1,7 +1,7 @@
-"""The tokens each image or video stands for in the prompt: its model family's
-(mmprep.families: Family.item_tokens), as transformers' processor writes them
-(replace_image_token / replace_video_token), from the item's grid as the family reads it
-(Family.item_grid: its grid tensor's row, or LLaVA-OneVision's image size and frame count).
+"""The tokens each image or video stands for in the prompt: its model family's side for
+the item's modality (mmprep.families: Side.item_tokens), as transformers' processor writes
+them (replace_image_token / replace_video_token), from the item's grid as that side reads it
+(Side.item_grid: its grid tensor's row, or LLaVA-OneVision's image size and frame count).
 For the Qwen-VL families:
 
 - images, and Qwen2-VL / Qwen2.5-VL videos: `grid_t * grid_h * grid_w // merge_size**2` pads.
@@ -35,10 +35,10 @@ def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
     config = processor.config(item.kind)
     if config is None:
         raise ValueError(f"{item.param}: the model folder has no image processor config")
-    family = families.get(folder.family)
-    grid = family.item_grid(item.kind, item.processed.tensors)
+    side = families.get(folder.family).sides[item.kind]
+    grid = side.item_grid(item.processed.tensors)
     video = item.sampled_video() if modality_of(item).timed else None
     try:
-        return family.item_tokens(item.kind, grid, config, folder.vision_token_ids, video, folder.encode)
+        return side.item_tokens(grid, config, folder.vision_token_ids, video, folder.encode)
     except ValueError as error:
         raise ValueError(f"{item.param}: {error}") from None

@@ -169,8 +169,8 @@ class Renderer:
     def _joined(self, parts: list[dict[str, Any]]) -> str:
         """vLLM's "string" form: the model's placeholder for each media item (its family's),
         then the text parts, one per line."""
-        placeholders = self.family.string_placeholders
-        media = [placeholders[part["type"]] for part in parts if part["type"] != "text"]
+        sides = self.family.sides
+        media = [sides[part["type"]].placeholder for part in parts if part["type"] != "text"]
         texts = [part["text"] for part in parts if part["type"] == "text"]
         return "\n".join(media + texts)
 

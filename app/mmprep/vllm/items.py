@@ -3,7 +3,8 @@
 vLLM runs the HF processor over all of a prompt's items of one modality, then splits its
 batched output into one item per image or video by each key's field (the model's
 `_get_mm_fields_config`). The keys and what they hold are the model family's
-(mmprep.families: tensor_names, vllm_pixels_field, batch_pixels, vllm_video_fields). For
+(mmprep.families: its side's tensor_names and batch_pixels for the items' modality,
+vllm_pixels_field, vllm_video_fields). For
 LLaVA-OneVision (llava_onevision.py) every key is batched: `pixel_values` (tiles, 3, H, W),
 its tiles padded to the most of the prompt's images, `image_sizes` (2,) on the CPU,
 `pixel_values_videos` (frames, 3, H, W). For the Qwen2-VL, Qwen2.5-VL and Qwen3-VL
@@ -19,7 +20,7 @@ models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.
 - Qwen3-VL videos: `timestamps`, batched on the CPU: a list of Python floats, one per
   temporal block (the mean time of its frames), as vLLM's `_calculate_timestamps`.
 
-A family's items may also share keys (Family.vllm_shared_fields, from the model's token ids):
+A family's items may also share keys (Side.vllm_shared_fields, from the model's token ids):
 a shared field kept on the CPU, every item the same 0-d int64.
 
 Keys go in the order of the model's field config (vLLM's own order comes from a set, so
@@ -93,9 +94,10 @@ def kwargs_items(
         raise ValueError(f"items of one modality expected, got {sorted(kinds)}")
     rules = families.get(family)
     kind = media[0].kind
-    pixels_key, grid_key = rules.tensor_names[kind]
+    side = rules.sides[kind]
+    pixels_key, grid_key = side.tensor_names
     if rules.vllm_pixels_field == "batched":
-        items = _batched_items(media, rules, kind)
+        items = _batched_items(media, side)
     elif grid_key is None:
         raise ValueError(f"{family}: a flat {kind} field needs a grid to size its items")
     else:
@@ -104,7 +106,7 @@ def kwargs_items(
         for kwargs, entry in zip(items, media, strict=True):
             for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
                 kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
-    for key, value in rules.vllm_shared_fields(kind, token_ids or {}).items():
+    for key, value in side.vllm_shared_fields(token_ids or {}).items():
         shared = Field("shared", {"keep_on_cpu": True, "batch_size": len(items)})
         for kwargs in items:
             kwargs[key] = FieldElem(np.array(value, np.int64), shared)
@@ -127,13 +129,13 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
     ]
 
 
-def _batched_items(media: Sequence[MediaItem], rules: families.Family, kind: families.Kind) -> list[Item]:
+def _batched_items(media: Sequence[MediaItem], side: families.Side) -> list[Item]:
     """Every key batched, each item its own array (the batch's leading axis of one taken
-    off), the pixels as the HF processor batches them (Family.batch_pixels); what is not
+    off), the pixels as the HF processor batches them (Side.batch_pixels); what is not
     the pixels (LLaVA's image_sizes) kept on the CPU."""
     tensors = [_processed_tensors(item) for item in media]
-    pixels_key, _ = rules.tensor_names[kind]
-    pixels = rules.batch_pixels(kind, [named[pixels_key] for named in tensors])
+    pixels_key, _ = side.tensor_names
+    pixels = side.batch_pixels([named[pixels_key] for named in tensors])
     fields = {key: batched(keep_on_cpu=key != pixels_key) for key in tensors[0]}
     return [
         {

@@ -1,9 +1,11 @@
 """The model families mmprep knows, one module each, behind one registry keyed by name and
 by config.json's `model_type`: what differs between families (token names, processor
 defaults and sizing, prompt expansion, the engines' tensors, vLLM's facts) lives here and
-nowhere else. Knows numpy, nothing else of mmprep's: the processors and the service use it."""
+nowhere else; what differs by modality within a family is one `Side` per modality
+(`family.sides[modality]`). Knows numpy, nothing else of mmprep's: the processors and the
+service use it."""
 
-from .base import Family, Kind, SideConfig, View
+from .base import Family, ImageSide, Kind, Side, SideConfig, VideoSide, View
 from .registry import (
     FAMILIES,
     MODEL_TYPES,
@@ -20,10 +22,13 @@ __all__ = [
     "FAMILIES",
     "MODEL_TYPES",
     "Family",
+    "ImageSide",
     "Kind",
     "SampledVideo",
+    "Side",
     "SideConfig",
     "SizeError",
+    "VideoSide",
     "View",
     "find",
     "for_image_processor_type",

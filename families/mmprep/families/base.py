@@ -5,7 +5,9 @@ file make of one kind of model: which config.json `model_type`s it is, its proce
 names and defaults, how it sizes a frame, the tokens an image or video stands for in the
 prompt, the tensors the model takes and the facts vLLM's model file states about it. The
 rest of mmprep asks the registry (registry.py) for the family and then asks the family; it
-never compares family names itself.
+never compares family names itself. What differs by modality is a `Side` of the family,
+one object per modality (`family.image`, `family.video`; `family.sides[name]` for a caller
+holding a modality's name), so nothing here compares modality names either.
 
 What each method computes is plain data in, plain data out (ints, lists, numpy arrays), so
 this package imports nothing of mmprep's: the processors (numpy and Pillow only) and the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -66,9 +69,116 @@ class SideConfig(Protocol):
     def option(self, name: str) -> Any: ...
 
 
+class Side:
+    """What one model family does with the items of one modality: its side of the processor
+    (transformers' image or video class), the tensors it makes and their names, the tokens
+    an item stands for in the prompt, and how vLLM and a batch hold them. A family holds one
+    instance per modality it takes (`Family.sides`, keyed by the modality's name), so a
+    caller that has an item's modality asks `family.sides[item.kind]` and never tells the
+    modalities apart itself; a new modality is one more side class, not a branch in each rule.
+    A family's sides subclass `ImageSide` / `VideoSide`, which say what every family's side
+    of that modality shares."""
+
+    modality: Kind  # the modality's name, Family.sides' key (mmprep.modalities' Modality.name)
+    # the key of token_names (and of ModelFolder.vision_token_ids) whose token the template
+    # writes once for an item of this modality: its pad
+    token_key: str
+    # (the pixels' name, the grid's name), as transformers' processor returns them; None
+    # where it returns no grid (the pixels' shape is the item's size)
+    tensor_names: tuple[str, str | None]
+    # what vLLM writes for a media part in a template that takes its content as a string
+    # (vLLM's "string" content format)
+    placeholder: str
+    # transformers' class attributes for this side: what a key missing from a config file
+    # falls back to
+    defaults: Mapping[str, Any] = {}
+    # processor config keys that only this side's classes have (a Qwen-VL video's clip cap,
+    # LLaVA-OneVision's image_grid_pinpoints): read here, accepted and dropped on a side
+    # without them (processors' ProcessorConfig)
+    own_keys: frozenset[str] = frozenset()
+    # whether this side's class reads `min_pixels` / `max_pixels` (else they are ignored, as
+    # transformers ignores them)
+    takes_pixel_aliases: bool = True
+
+    def __repr__(self) -> str:
+        return f"<{self.modality} side {type(self).__name__}>"
+
+    def processor_defaults(self) -> dict[str, Any]:
+        """`defaults`, a copy the caller may change."""
+        return dict(self.defaults)
+
+    # -- the processor, for a tiled family ------------------------------------------------
+
+    def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        """For a tiled family: an item's placeholder tokens, from its size as given (the
+        patches layout counts its grid instead)."""
+        raise NotImplementedError
+
+    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """For a tiled family: an item's processed tensors, as transformers' processor returns
+        them, from its normalized tiles (N, 3, H, W) and its size (an image's as given, a
+        video's frames' as resized)."""
+        raise NotImplementedError
+
+    # -- the prompt ----------------------------------------------------------------------
+
+    def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row, a
+        (t, h, w) grid or a count of tiles."""
+        grid_key = self.tensor_names[1]
+        if grid_key is None:
+            raise NotImplementedError(f"{self!r} has no grid: its item_grid reads its own")
+        return [int(size) for size in np.ravel(tensors[grid_key][0])]
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """The tokens that replace an item's one pad in the prompt, as transformers' processor
+        writes them: `grid` is its (t, h, w) grid, `config` this side of the processor,
+        `token_ids` the ids of the family's `token_names` in this model folder, `video` the
+        sampled video's facts (None for an item not over time). A ValueError where the item
+        and its grid disagree."""
+        raise NotImplementedError
+
+    # -- the engines' inputs -------------------------------------------------------------
+
+    def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
+        """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
+        item holds the same 0-d int64), from the model's token ids."""
+        return {}
+
+    def batch_pixels(self, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Each item's processed pixels as transformers' processor leaves them when it runs
+        over all of this modality's items of a prompt at once (as vLLM's renderer runs it),
+        in prompt order: a batch may pad them to one shape."""
+        return list(pixels)
+
+
+class ImageSide(Side):
+    """An image side: transformers' image processor class."""
+
+    modality = "image"
+    token_key = "image_token_id"
+
+
+class VideoSide(Side):
+    """A video side: transformers' video processor class, whose Qwen-VL ancestors add a cap
+    on the clip's pixels (cap_pixels_per_frame, max_video_tokens)."""
+
+    modality = "video"
+    token_key = "video_token_id"
+    own_keys = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
+
+
 class Family:
-    """One model family. A subclass sets the class attributes and overrides what differs;
-    the registry holds one instance of each."""
+    """One model family. A subclass sets the class attributes, its sides (`image`, `video`:
+    instances of its own ImageSide / VideoSide subclasses) and overrides what differs; the
+    registry holds one instance of each."""
 
     name: str  # the registry's key, and ProcessorConfig.family
     # config.json `model_type`s of this family (the registry's other key)
@@ -88,20 +198,17 @@ class Family:
     # a token_names key -> the key config.json writes it under, where they differ
     # (transformers' attribute_map: LLaVA's image_token_id is image_token_index)
     config_aliases: Mapping[str, str] = {}
-    # per kind: (the pixels' name, the grid's name), as transformers' processor returns them;
-    # None where it returns no grid (the pixels' shape is the item's size)
-    tensor_names: Mapping[Kind, tuple[str, str | None]] = {}
+    # what the family does with each modality's items (Side); `sides` keys them by name
+    image: Side
+    video: Side
     layout: Layout = "patches"
     # processor config keys beyond the Qwen-VL ones that this family's classes read (their
-    # defaults in processor_defaults; SideConfig.option reads them, image_grid_pinpoints is
+    # defaults in its sides' defaults; SideConfig.option reads them, image_grid_pinpoints is
     # grid_pinpoints), and the steps transformers' Qwen-VL classes never take (do_pad, ...)
     # that this family's take without changing one item (its do_pad pads a batch's images
     # to one tile count)
     extra_keys: frozenset[str] = frozenset()
     item_switches: frozenset[str] = frozenset()
-    # per kind: what vLLM writes for a media part in a template that takes its content as a
-    # string (vLLM's "string" content format)
-    string_placeholders: Mapping[Kind, str] = {}
     # transformers' text-config default of max_position_embeddings, for a config.json without it
     max_position_embeddings: int | None = None
     # vLLM's model file: how its _get_mm_fields_config holds the pixels ("flat": one run of
@@ -116,20 +223,16 @@ class Family:
     # the tensors as the engine batches them
     transformers_engine: bool = True
 
+    def __init__(self) -> None:
+        # each side under its modality's name: what a caller holding an item's modality asks
+        self.sides: Mapping[Kind, Side] = MappingProxyType(
+            {side.modality: side for side in (self.image, self.video)}
+        )
+
     def __repr__(self) -> str:
         return f"<family {self.name}>"
 
     # -- the processor -------------------------------------------------------------------
-
-    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
-        """transformers' class attributes for this side: what a key missing from a config
-        file falls back to."""
-        raise NotImplementedError
-
-    def takes_pixel_aliases(self, kind: Kind) -> bool:
-        """Whether this side's class reads `min_pixels` / `max_pixels` (else they are ignored,
-        as transformers ignores them)."""
-        return True
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         """(height, width) an image of this size is resized to."""
@@ -143,17 +246,6 @@ class Family:
         """For a tiled family: the views an image of this size is cut into, in order."""
         raise NotImplementedError
 
-    def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
-        """For a tiled family: an item's placeholder tokens, from its size as given (the
-        patches layout counts its grid instead)."""
-        raise NotImplementedError
-
-    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
-        """For a tiled family: an item's processed tensors, as transformers' processor returns
-        them, from its normalized tiles (N, 3, H, W) and its size (an image's as given, a
-        video's frames' as resized)."""
-        raise NotImplementedError
-
     def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
         """The frames vLLM 0.33's video loader for this family takes of a video of `total`
         frames lasting `duration` seconds, asked for `fps` frames a second (the request's,
@@ -162,37 +254,7 @@ class Family:
         honours num_frames), so mmprep's sampling contract applies."""
         return None
 
-    # -- the prompt ----------------------------------------------------------------------
-
-    def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
-        """What item_tokens reads as `grid` of an item's processed tensors: its grid's row, a
-        (t, h, w) grid or a count of tiles."""
-        grid_key = self.tensor_names[kind][1]
-        if grid_key is None:
-            raise NotImplementedError(f"{self.name} has no {kind} grid: item_grid reads its own")
-        return [int(size) for size in np.ravel(tensors[grid_key][0])]
-
-    def item_tokens(
-        self,
-        kind: Kind,
-        grid: Sequence[int],
-        config: SideConfig,
-        token_ids: Mapping[str, int],
-        video: SampledVideo | None,
-        encode: Encode,
-    ) -> list[int]:
-        """The tokens that replace an item's one pad in the prompt, as transformers' processor
-        writes them: `grid` is its (t, h, w) grid, `config` its side of the processor,
-        `token_ids` the ids of `token_names` in this model folder, `video` the sampled video's
-        facts (None for an image). A ValueError where the item and its grid disagree."""
-        raise NotImplementedError
-
     # -- the engines' inputs -------------------------------------------------------------
-
-    def vllm_shared_fields(self, kind: Kind, token_ids: Mapping[str, int]) -> dict[str, int]:
-        """Keys vLLM's items of this kind share (a shared field kept on the CPU: every item
-        holds the same 0-d int64), from the model's token ids."""
-        return {}
 
     def vllm_video_fields(
         self, video: SampledVideo, temporal_patch_size: int
@@ -200,12 +262,6 @@ class Family:
         """The keys a video's vLLM MultiModalKwargsItem holds beyond its pixels and grid, each
         a batched field kept on the CPU (the model's _get_mm_fields_config)."""
         return {}
-
-    def batch_pixels(self, kind: Kind, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Each item's processed pixels as transformers' processor leaves them when it runs
-        over all of one modality's items of a prompt at once (as vLLM's renderer runs it),
-        in prompt order: a batch may pad them to one shape."""
-        return list(pixels)
 
     def transformers_video_inputs(
         self, videos: Sequence[SampledVideo], temporal_patch_size: int

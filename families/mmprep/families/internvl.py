@@ -26,11 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-from .base import Encode, Family, Kind, SideConfig, View
+from .base import Encode, Family, ImageSide, Side, SideConfig, VideoSide, View
 from .video import SampledVideo
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -69,6 +68,85 @@ EXTRA = {
 }
 
 
+class InternVLSide(Side):
+    """What InternVL's two sides share: the classes' defaults and extra keys, no
+    min_pixels / max_pixels, the context token's id shared by vLLM's items."""
+
+    takes_pixel_aliases = False  # neither class has min_pixels / max_pixels
+
+    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """The item's tiles (N, 3, H, W) and, as vLLM's `*_num_patches`, their count."""
+        pixels_key, count_key = self.tensor_names
+        assert count_key is not None
+        return {pixels_key: tiles, count_key: np.array([len(tiles)], np.int64)}
+
+    def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
+        """interns1.py's image_token_id / video_token_id: the id vLLM finds the item's
+        embeddings at. vLLM's video prompt writes `<video>` there, so that is its video id."""
+        return {self.token_key: token_ids[self.token_key]}
+
+
+class InternVLImage(InternVLSide, ImageSide):
+    """GotOcr2ImageProcessor, cropping to tiles as InternVLProcessor has it."""
+
+    # vLLM's names: transformers' processor returns every tile, images' and videos' frames in
+    # prompt order, as one `pixel_values`, and the counts only in the prompt
+    tensor_names = ("pixel_values", "image_num_patches")
+    placeholder = "<IMG_CONTEXT>"  # get_placeholder_str
+    defaults = DEFAULTS | EXTRA
+
+    def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        """image_seq_length a tile: the canvas's, and the thumbnail where there is more than one."""
+        seq_length: int = config.option("image_seq_length")
+        tiles = tile_count(canvas(config, height, width), config.fixed_size)
+        return (tiles + 1 if tiles > 1 else 1) * seq_length
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        (tiles,) = grid
+        start, end = token_ids["start_image_token_id"], token_ids["end_image_token_id"]
+        return [start] + [token_ids["image_token_id"]] * (config.option("image_seq_length") * tiles) + [end]
+
+
+class InternVLVideo(InternVLSide, VideoSide):
+    """InternVLVideoProcessor: each frame one tile."""
+
+    tensor_names = ("pixel_values_videos", "video_num_patches")
+    placeholder = "<video>"  # get_placeholder_str
+    defaults = DEFAULTS | EXTRA | {"max_video_tokens": 1}  # never read
+
+    def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        """image_seq_length a frame: each is one tile."""
+        seq_length: int = config.option("image_seq_length")
+        return num_frames * seq_length
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        (tiles,) = grid
+        if video is not None and len(video.indices) != tiles:
+            raise ValueError(f"{len(video.indices)} frames for {tiles} tiles")
+        start, end = token_ids["start_image_token_id"], token_ids["end_image_token_id"]
+        frame = [start] + [token_ids["image_token_id"]] * config.option("image_seq_length") + [end]
+        tokens: list[int] = []
+        for index in range(tiles):
+            # between two special tokens (or after the turn's line break) text is tokenized on its own
+            tokens += _encode(encode, f"{chr(10) if index else ''}Frame{index + 1}: ")
+            tokens += frame
+        return tokens
+
+
 class InternVL(Family):
     name = "internvl"
     model_types = ("internvl",)
@@ -81,13 +159,8 @@ class InternVL(Family):
         "start_image_token_id": "<img>",
         "end_image_token_id": "</img>",
     }
-    # vLLM's names: transformers' processor returns every tile, images' and videos' frames in
-    # prompt order, as one `pixel_values`, and the counts only in the prompt
-    tensor_names = {
-        "image": ("pixel_values", "image_num_patches"),
-        "video": ("pixel_values_videos", "video_num_patches"),
-    }
-    string_placeholders = {"image": "<IMG_CONTEXT>", "video": "<video>"}  # get_placeholder_str
+    image = InternVLImage()
+    video = InternVLVideo()
     max_position_embeddings = 32768  # Qwen2Config's, InternVLConfig's default text config
     layout = "tiles"
     extra_keys = frozenset(EXTRA)
@@ -95,75 +168,29 @@ class InternVL(Family):
     # order: not what the transformers engine hands a model
     transformers_engine = False
 
-    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
-        return DEFAULTS | EXTRA | ({"max_video_tokens": 1} if kind == "video" else {})  # never read
-
-    def takes_pixel_aliases(self, kind: Kind) -> bool:
-        return False  # neither class has min_pixels / max_pixels
-
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         """The canvas of whole tiles the image is resized to before it is cut."""
-        tile_height, tile_width = config.fixed_size
-        columns, rows = tiled_canvas(
-            height, width, tile_height, tile_width, config.option("min_patches"), config.option("max_patches")
-        )
-        return rows * tile_height, columns * tile_width
+        return canvas(config, height, width)
 
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         return config.fixed_size
 
     def image_views(self, config: SideConfig, height: int, width: int) -> list[View]:
         """The canvas cut into tiles, then the thumbnail where that makes more than one."""
-        canvas = self.image_size(config, height, width)
-        views = [View(canvas, canvas, tile=config.fixed_size)]
-        if tile_count(canvas, config.fixed_size) > 1:
+        whole = canvas(config, height, width)
+        views = [View(whole, whole, tile=config.fixed_size)]
+        if tile_count(whole, config.fixed_size) > 1:
             views.append(View(config.fixed_size, config.fixed_size))
         return views
 
-    def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
-        """image_seq_length a tile: a video's frame is one, an image has its canvas's and
-        the thumbnail where there is more than one."""
-        seq_length: int = config.option("image_seq_length")
-        if kind == "video":
-            return num_frames * seq_length
-        tiles = tile_count(self.image_size(config, height, width), config.fixed_size)
-        return (tiles + 1 if tiles > 1 else 1) * seq_length
 
-    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
-        """The item's tiles (N, 3, H, W) and, as vLLM's `*_num_patches`, their count."""
-        pixels_key, count_key = self.tensor_names[kind]
-        assert count_key is not None
-        return {pixels_key: tiles, count_key: np.array([len(tiles)], np.int64)}
-
-    def item_tokens(
-        self,
-        kind: Kind,
-        grid: Sequence[int],
-        config: SideConfig,
-        token_ids: Mapping[str, int],
-        video: SampledVideo | None,
-        encode: Encode,
-    ) -> list[int]:
-        (tiles,) = grid
-        seq_length = config.option("image_seq_length")
-        start, end = token_ids["start_image_token_id"], token_ids["end_image_token_id"]
-        context = token_ids["image_token_id"]
-        if kind == "image":
-            return [start] + [context] * (seq_length * tiles) + [end]
-        if video is not None and len(video.indices) != tiles:
-            raise ValueError(f"{len(video.indices)} frames for {tiles} tiles")
-        frame = [start] + [context] * seq_length + [end]
-        tokens: list[int] = []
-        for index in range(tiles):
-            # between two special tokens (or after the turn's line break) text is tokenized on its own
-            tokens += _encode(encode, f"{chr(10) if index else ''}Frame{index + 1}: ")
-            tokens += frame
-        return tokens
-
-    def vllm_shared_fields(self, kind: Kind, token_ids: Mapping[str, int]) -> dict[str, int]:
-        """interns1.py's image_token_id / video_token_id: the id vLLM finds the item's
-        embeddings at. vLLM's video prompt writes `<video>` there, so that is its video id."""
-        return {f"{kind}_token_id": token_ids["image_token_id" if kind == "image" else "video_token_id"]}
+def canvas(config: SideConfig, height: int, width: int) -> tuple[int, int]:
+    """(h, w): the canvas of whole tiles an image of this size is resized to before it is cut."""
+    tile_height, tile_width = config.fixed_size
+    columns, rows = tiled_canvas(
+        height, width, tile_height, tile_width, config.option("min_patches"), config.option("max_patches")
+    )
+    return rows * tile_height, columns * tile_width
 
 
 def tile_count(canvas: tuple[int, int], tile: tuple[int, int]) -> int:

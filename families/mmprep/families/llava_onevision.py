@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from .base import Encode, Family, Kind, SideConfig, View
+from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
 from .video import SampledVideo
 
 TILE = 384
@@ -59,6 +58,78 @@ MAX_TILES = 9  # vision_aspect_ratio "anyres_max_9"
 POOL_STRIDE = 2  # the model's spatial_pool_stride for video frames
 
 
+class LlavaOnevisionImage(ImageSide):
+    """LlavaOnevisionImageProcessor ("anyres")."""
+
+    tensor_names = ("pixel_values", "image_sizes")
+    placeholder = "<image>"
+    defaults = IMAGE
+    own_keys = frozenset({"image_grid_pinpoints"})
+    takes_pixel_aliases = False
+
+    def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        return image_tokens(height, width, config)
+
+    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """A batch of one: (1, tiles, 3, H, W), and the image's (height, width) as given."""
+        pixels_key, sizes_key = self.tensor_names
+        assert sizes_key is not None
+        return {pixels_key: tiles[None], sizes_key: np.array([[height, width]], np.int64)}
+
+    def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """The image's (height, width) as given."""
+        return [int(size) for size in tensors["image_sizes"][0]]
+
+    def batch_pixels(self, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """do_pad pads each image's tiles to the most of any in the batch (vLLM's batched
+        field keeps the padding in each item)."""
+        return pad_batch(pixels) if pixels else []
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """`grid` is the image's (height, width)."""
+        height, width = grid
+        return [token_ids[self.token_key]] * image_tokens(height, width, config)
+
+
+class LlavaOnevisionVideo(VideoSide):
+    """LlavaOnevisionVideoProcessor: each frame one tile. vLLM processes the videos one at
+    a time, so each keeps its own frames (no batch padding)."""
+
+    tensor_names = ("pixel_values_videos", None)
+    placeholder = "<video>"
+    defaults = VIDEO
+    takes_pixel_aliases = False
+
+    def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
+        return video_tokens(num_frames)
+
+    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+        """A batch of one: (1, frames, 3, H, W)."""
+        return {self.tensor_names[0]: tiles[None]}
+
+    def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """The video's frame count."""
+        return [len(tensors[self.tensor_names[0]][0])]
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """`grid` is the video's frame count first."""
+        return [token_ids[self.token_key]] * video_tokens(grid[0])
+
+
 class LlavaOnevision(Family):
     name = "llava_onevision"
     model_types = ("llava_onevision",)
@@ -67,19 +138,13 @@ class LlavaOnevision(Family):
     image_processor_classes = ("LlavaOnevisionImageProcessor",)
     token_names = {"image_token_id": "<image>", "video_token_id": "<video>"}
     config_aliases = {"image_token_id": "image_token_index", "video_token_id": "video_token_index"}
-    tensor_names = {"image": ("pixel_values", "image_sizes"), "video": ("pixel_values_videos", None)}
-    string_placeholders = {"image": "<image>", "video": "<video>"}
+    image = LlavaOnevisionImage()
+    video = LlavaOnevisionVideo()
     max_position_embeddings = 32768  # Qwen2Config's default
     layout = "tiles"
     extra_keys = frozenset({"image_grid_pinpoints"})
     item_switches = frozenset({"do_pad"})  # the images of a batch padded to one tile count
     vllm_pixels_field = "batched"
-
-    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
-        return dict(IMAGE if kind == "image" else VIDEO)
-
-    def takes_pixel_aliases(self, kind: Kind) -> bool:
-        return False
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         return config.fixed_size
@@ -94,43 +159,6 @@ class LlavaOnevision(Family):
         inner = patch_output_size(height, width, best)
         top, left = (best[0] - inner[0]) // 2, (best[1] - inner[1]) // 2
         return [View((tile_h, tile_w), (tile_h, tile_w)), View(inner, best, (top, left), (tile_h, tile_w))]
-
-    def tile_tokens(self, kind: Kind, config: SideConfig, num_frames: int, height: int, width: int) -> int:
-        return video_tokens(num_frames) if kind == "video" else image_tokens(height, width, config)
-
-    def tile_tensors(self, kind: Kind, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
-        """A batch of one: (1, tiles, 3, H, W); an image's (height, width) as given beside it."""
-        pixels_key, sizes_key = self.tensor_names[kind]
-        if sizes_key is None:
-            return {pixels_key: tiles[None]}
-        return {pixels_key: tiles[None], sizes_key: np.array([[height, width]], np.int64)}
-
-    def item_grid(self, kind: Kind, tensors: Mapping[str, np.ndarray]) -> list[int]:
-        """An image's (height, width) as given; a video's frame count."""
-        if kind == "video":
-            return [len(tensors["pixel_values_videos"][0])]
-        return [int(size) for size in tensors["image_sizes"][0]]
-
-    def batch_pixels(self, kind: Kind, pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Images: do_pad pads each image's tiles to the most of any in the batch (vLLM's
-        batched field keeps the padding in each item). Videos: vLLM processes them one at a
-        time, so each keeps its own frames."""
-        return pad_batch(pixels) if kind == "image" and pixels else list(pixels)
-
-    def item_tokens(
-        self,
-        kind: Kind,
-        grid: Sequence[int],
-        config: SideConfig,
-        token_ids: Mapping[str, int],
-        video: SampledVideo | None,
-        encode: Encode,
-    ) -> list[int]:
-        """An image's `grid` is its (height, width), a video's its frame count first."""
-        if kind == "video":
-            return [token_ids["video_token_id"]] * video_tokens(grid[0])
-        height, width = grid
-        return [token_ids["image_token_id"]] * image_tokens(height, width, config)
 
 
 def best_resolution(height: int, width: int, pinpoints: Sequence[Sequence[int]]) -> tuple[int, int]:

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-from .base import Encode, Kind, SideConfig
-from .qwen_vl import COMMON, QWEN2_IMAGE, QwenVL
+from .base import Encode, SideConfig
+from .qwen_vl import COMMON, QwenVL, QwenVLVideo
 from .sizing import qwen3_video_size
 from .video import SampledVideo, block_times, qwen3_vl_picks
 
@@ -37,24 +36,54 @@ QWEN3_VIDEO = COMMON | {
 }
 
 
+class Qwen3VLVideo(QwenVLVideo):
+    """Qwen3VLVideoProcessor: 16-pixel patches, no min_pixels / max_pixels, each temporal
+    block's time in the prompt."""
+
+    defaults = QWEN3_VIDEO
+    takes_pixel_aliases = False  # Qwen3VLVideoProcessor has no min_pixels / max_pixels
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        if video is None:
+            return super().item_tokens(grid, config, token_ids, video, encode)
+        grid_t, grid_h, grid_w = grid
+        per_block = grid_h * grid_w // config.merge_size**2
+        frame = (
+            [token_ids["vision_start_token_id"]]
+            + [token_ids[self.token_key]] * per_block
+            + [token_ids["vision_end_token_id"]]
+        )
+        times = block_times(video.indices, video.source_fps, config.temporal_patch_size)
+        if len(times) != grid_t:
+            raise ValueError(f"{len(times)} frame times for {grid_t} temporal blocks")
+        tokens: list[int] = []
+        for time in times:
+            # Between two special tokens the text is tokenized on its own, so alone is the same.
+            tokens += _encode(encode, f"<{time:.1f} seconds>")
+            tokens += frame
+        return tokens
+
+
 class Qwen3VL(QwenVL):
     name = "qwen3_vl"
     model_types = ("qwen3_vl", "qwen3_vl_moe")
     processor_classes: tuple[str, ...] = ("Qwen3VLProcessor",)
     video_processor_classes: tuple[str, ...] = ("Qwen3VLVideoProcessor",)
     image_preset = "qwen3_vl"
+    video = Qwen3VLVideo()  # images: Qwen2-VL's side, as QwenVL's
     max_position_embeddings = 128000
     video_metadata_in_hash = True  # vLLM's video_needs_metadata
-
-    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
-        return dict(QWEN2_IMAGE if kind == "image" else QWEN3_VIDEO)
 
     def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
         """Qwen3VLVideoProcessor's loader: by fps too, its own count and linspace."""
         return qwen3_vl_picks(total, duration, fps, max_frames)
-
-    def takes_pixel_aliases(self, kind: Kind) -> bool:
-        return kind == "image"  # Qwen3VLVideoProcessor has no min_pixels / max_pixels
 
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         # transformers refuses fewer frames than temporal_patch_size; we pad first (with the
@@ -69,34 +98,6 @@ class Qwen3VL(QwenVL):
             config.min_pixels,
             _clip_cap(config, num_frames),
         )
-
-    def item_tokens(
-        self,
-        kind: Kind,
-        grid: Sequence[int],
-        config: SideConfig,
-        token_ids: Mapping[str, int],
-        video: SampledVideo | None,
-        encode: Encode,
-    ) -> list[int]:
-        if kind == "image" or video is None:
-            return super().item_tokens(kind, grid, config, token_ids, video, encode)
-        grid_t, grid_h, grid_w = grid
-        per_block = grid_h * grid_w // config.merge_size**2
-        frame = (
-            [token_ids["vision_start_token_id"]]
-            + [token_ids["video_token_id"]] * per_block
-            + [token_ids["vision_end_token_id"]]
-        )
-        times = block_times(video.indices, video.source_fps, config.temporal_patch_size)
-        if len(times) != grid_t:
-            raise ValueError(f"{len(times)} frame times for {grid_t} temporal blocks")
-        tokens: list[int] = []
-        for time in times:
-            # Between two special tokens the text is tokenized on its own, so alone is the same.
-            tokens += _encode(encode, f"<{time:.1f} seconds>")
-            tokens += frame
-        return tokens
 
     def vllm_video_fields(
         self, video: SampledVideo, temporal_patch_size: int

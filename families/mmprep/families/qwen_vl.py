@@ -5,9 +5,8 @@ video sizing and one pad per merged patch in the prompt."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from .base import Encode, Family, Kind, SideConfig
+from .base import Encode, Family, ImageSide, Side, SideConfig, VideoSide
 from .sizing import image_size
 from .video import SampledVideo, qwen2_vl_picks
 
@@ -37,6 +36,39 @@ QWEN2_VIDEO = QWEN2_IMAGE | {
 }
 
 
+class QwenVLSide(Side):
+    """What the Qwen-VL sides share: one pad per merged patch of the item's (t, h, w) grid
+    (replace_image_token / replace_video_token)."""
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """`grid_t * grid_h * grid_w // merge_size**2` pads."""
+        grid_t, grid_h, grid_w = grid
+        return [token_ids[self.token_key]] * (grid_t * grid_h * grid_w // config.merge_size**2)
+
+
+class QwenVLImage(QwenVLSide, ImageSide):
+    """Qwen2VLImageProcessor (every Qwen-VL family's images)."""
+
+    tensor_names = ("pixel_values", "image_grid_thw")
+    placeholder = "<|vision_start|><|image_pad|><|vision_end|>"
+    defaults = QWEN2_IMAGE
+
+
+class QwenVLVideo(QwenVLSide, VideoSide):
+    """Qwen2VLVideoProcessor (Qwen2-VL's and Qwen2.5-VL's videos)."""
+
+    tensor_names = ("pixel_values_videos", "video_grid_thw")
+    placeholder = "<|vision_start|><|video_pad|><|vision_end|>"
+    defaults = QWEN2_VIDEO
+
+
 class QwenVL(Family):
     token_names = {
         "image_token_id": "<|image_pad|>",
@@ -44,19 +76,10 @@ class QwenVL(Family):
         "vision_start_token_id": "<|vision_start|>",
         "vision_end_token_id": "<|vision_end|>",
     }
-    tensor_names = {
-        "image": ("pixel_values", "image_grid_thw"),
-        "video": ("pixel_values_videos", "video_grid_thw"),
-    }
-    string_placeholders = {
-        "image": "<|vision_start|><|image_pad|><|vision_end|>",
-        "video": "<|vision_start|><|video_pad|><|vision_end|>",
-    }
+    image: Side = QwenVLImage()
+    video: Side = QwenVLVideo()
     # vllm 0.32/0.33's qwen2_vl.py, qwen2_5_vl.py and qwen3_vl.py: supports_mm_device_do_normalize
     device_normalizes = True
-
-    def processor_defaults(self, kind: Kind) -> dict[str, Any]:
-        return dict(QWEN2_IMAGE if kind == "image" else QWEN2_VIDEO)
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         return image_size(height, width, config.factor, config.min_pixels, config.max_pixels)
@@ -68,21 +91,6 @@ class QwenVL(Family):
         """vLLM picks its loader by the video processor's class; Qwen2VLVideoProcessor's
         (Qwen2-VL's and Qwen2.5-VL's) samples by fps and ignores num_frames."""
         return qwen2_vl_picks(total, duration, fps, max_frames)
-
-    def item_tokens(
-        self,
-        kind: Kind,
-        grid: Sequence[int],
-        config: SideConfig,
-        token_ids: Mapping[str, int],
-        video: SampledVideo | None,
-        encode: Encode,
-    ) -> list[int]:
-        """`grid_t * grid_h * grid_w // merge_size**2` pads (replace_image_token /
-        replace_video_token)."""
-        pad = token_ids["image_token_id" if kind == "image" else "video_token_id"]
-        grid_t, grid_h, grid_w = grid
-        return [pad] * (grid_t * grid_h * grid_w // config.merge_size**2)
 
 
 def _frame_cap(config: SideConfig, num_frames: int) -> int:

@@ -1,5 +1,6 @@
-"""`ProcessorConfig`: one side (image or video) of a family's processor, resolved from
-transformers' own configuration keys.
+"""`ProcessorConfig`: one side (one modality: image, video) of a family's processor, resolved
+from transformers' own configuration keys; what differs between the sides is the family's
+side's (mmprep.families: Side.defaults, own_keys, takes_pixel_aliases).
 
 Layers, each overriding the one before: the transformers class's defaults, the config file's
 keys, the caller's keyword overrides. Within one layer `min_pixels` / `max_pixels` win over
@@ -62,14 +63,16 @@ _SIDE_KEYS = frozenset(
         "resample",
     }
 )
-_VIDEO_KEYS = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
+# Keys only some sides' classes have (a Qwen-VL video's clip cap; families.Side.own_keys
+# says which side has them): accepted on every side, read only where the side has them.
+_ONE_SIDE_KEYS = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
 # Steps transformers' Qwen-VL classes have but never take (their class default is off):
 # accepted off (false or null), refused on, since that would change the output.
 OFF_SWITCHES = frozenset({"do_center_crop", "do_pad"})
 # What those steps would use: nothing while they are off, which is the only way they load.
 OFF_SETTINGS = frozenset({"crop_size", "pad_size", "size_divisor"})
 PIXEL_ALIASES = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
-KNOWN_KEYS = _SIDE_KEYS | _VIDEO_KEYS | PIXEL_ALIASES.keys() | IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
+KNOWN_KEYS = _SIDE_KEYS | _ONE_SIDE_KEYS | PIXEL_ALIASES.keys() | IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class ProcessorConfig:
     video, for the whole clip for Qwen3-VL video."""
 
     family: str
-    kind: families.Kind
+    kind: families.Kind  # the side's modality (families.Side.modality)
     min_pixels: int
     max_pixels: int
     patch_size: int
@@ -122,14 +125,13 @@ class ProcessorConfig:
         if pinpoints:
             kwargs["image_grid_pinpoints"] = [list(pair) for pair in pinpoints]
         kwargs["image_mean"], kwargs["image_std"] = list(self.image_mean), list(self.image_std)
-        if self.kind == "image":
-            del kwargs["cap_pixels_per_frame"], kwargs["max_video_tokens"]
+        for key in _ONE_SIDE_KEYS - self.side().own_keys:  # not a keyword of this side's class
+            del kwargs[key]
         return kwargs
 
-
-def class_defaults(family: str, kind: families.Kind) -> dict[str, Any]:
-    """What transformers' class for this side builds with no configuration at all."""
-    return families.get(family).processor_defaults(kind)
+    def side(self) -> families.Side:
+        """The family's rules for this side's modality."""
+        return families.get(self.family).sides[self.kind]
 
 
 def check_keys(values: dict[str, Any], source: str, family: str) -> None:
@@ -153,16 +155,18 @@ def check_keys(values: dict[str, Any], source: str, family: str) -> None:
         )
 
 
-def resolve(family: str, kind: families.Kind, layers: list[tuple[dict[str, Any], str]]) -> ProcessorConfig:
-    """The class defaults with each (values, where they came from) layer applied in order."""
-    values = class_defaults(family, kind)
+def resolve(family: str, side: families.Side, layers: list[tuple[dict[str, Any], str]]) -> ProcessorConfig:
+    """`side` of the `family`'s processor: its class defaults (what transformers' class
+    builds with no configuration at all) with each (values, where they came from) layer
+    applied in order."""
+    values = side.processor_defaults()
     for layer, source in layers:
         check_keys(layer, source, family)
-        _apply(values, layer, family, kind)
-    return _build(family, kind, values)
+        _apply(values, layer, family, side)
+    return _build(family, side, values)
 
 
-def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: families.Kind) -> None:
+def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, side: families.Side) -> None:
     """One layer over `values`: `size` replaces the bounds, then `min_pixels` / `max_pixels`
     refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
     # A null means the class default (values already holds it), as transformers' __init__ reads it.
@@ -171,9 +175,8 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: fam
     layer = {key: value for key, value in layer.items() if key in known and value is not None}
     size = layer.pop("size", None)
     aliases = {key: layer.pop(key) for key in PIXEL_ALIASES if key in layer}
-    if kind == "image":
-        for key in _VIDEO_KEYS:
-            layer.pop(key, None)
+    for key in _ONE_SIDE_KEYS - side.own_keys:
+        layer.pop(key, None)
     if size is not None:
         if not isinstance(size, dict):
             raise ProcessorConfigError(
@@ -181,21 +184,21 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, kind: fam
             )
         values["size"] = dict(size)
     # A class without min_pixels / max_pixels (Qwen3VLVideoProcessor): transformers ignores them.
-    if families.get(family).takes_pixel_aliases(kind):
+    if side.takes_pixel_aliases:
         for alias, value in aliases.items():
             if value is not None:
                 values["size"] = {**values["size"], PIXEL_ALIASES[alias]: value}
     values.update(layer)
 
 
-def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> ProcessorConfig:
+def _build(family: str, side: families.Side, values: dict[str, Any]) -> ProcessorConfig:
     size = values["size"]
     if values.get("resample", 3) != 3:
         raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")
     fixed = _fixed_size(size) if families.get(family).layout == "tiles" else (0, 0)
     return ProcessorConfig(
         family=family,
-        kind=kind,
+        kind=side.modality,
         min_pixels=fixed[0] * fixed[1] or _positive_int(size.get("shortest_edge"), "size.shortest_edge"),
         max_pixels=fixed[0] * fixed[1] or _positive_int(size.get("longest_edge"), "size.longest_edge"),
         patch_size=_positive_int(values["patch_size"], "patch_size"),
@@ -209,10 +212,12 @@ def _build(family: str, kind: families.Kind, values: dict[str, Any]) -> Processo
         do_normalize=_flag(values["do_normalize"], "do_normalize"),
         cap_pixels_per_frame=_flag(values.get("cap_pixels_per_frame") or False, "cap_pixels_per_frame"),
         max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens")
-        if kind == "video"
+        if "max_video_tokens" in side.own_keys
         else 0,
         fixed_size=fixed,
-        grid_pinpoints=_pinpoints(values.get("image_grid_pinpoints") or []) if kind == "image" else (),
+        grid_pinpoints=_pinpoints(values.get("image_grid_pinpoints") or [])
+        if "image_grid_pinpoints" in side.own_keys
+        else (),
         options=_options(family, values),
     )
 

@@ -44,9 +44,10 @@ def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
             f"(e.g. Qwen/Qwen2.5-VL-7B-Instruct; see mmprep/processors/presets/models.json) nor a folder"
         )
     layers = [(overrides, "keyword overrides")] if overrides else []
+    sides = families.get(family)
     return Processor(
-        video=resolve(family, "video", video + layers),
-        image=resolve(family, "image", image + layers) if image is not None else None,
+        video=resolve(family, sides.video, video + layers),
+        image=resolve(family, sides.image, image + layers) if image is not None else None,
     )
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+import mmprep.families as families
+
 from .config import ProcessorConfig
 
 
@@ -82,9 +84,11 @@ def normalized_patches(patches: np.ndarray, config: ProcessorConfig) -> np.ndarr
 class PatchWriter:
     """The output of one video or image: `grid_t * grid_h * grid_w` patches of
     `3 * temporal * patch * patch` values, filled frame by frame (threads may fill
-    different frames at once: each writes only its own columns)."""
+    different frames at once: each writes only its own columns). `side`: the family's side
+    whose tensors these are (its tensor_names)."""
 
-    def __init__(self, config: ProcessorConfig, grid_t: int, height: int, width: int):
+    def __init__(self, config: ProcessorConfig, side: families.Side, grid_t: int, height: int, width: int):
+        self._names = side.tensor_names
         self.patch, self.merge, self.temporal = (
             config.patch_size,
             config.merge_size,
@@ -125,8 +129,9 @@ class PatchWriter:
         for copy in range(slot + 1, slot + copies):  # copied, not reordered and normalized again
             target[..., copy, :, :] = target[..., slot, :, :]
 
-    def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
+    def processed(self) -> ProcessedMedia:
         """The output, under transformers' names for it, with its grid and token count."""
+        pixels_key, grid_key = self._names
         grid = (self.grid_t, self.grid_h, self.grid_w)
         if grid_key is None:
             raise ValueError("the patches layout names its grid")

@@ -30,14 +30,16 @@ class Processor:
     def __init__(self, video: ProcessorConfig, image: ProcessorConfig | None):
         self.video_config = video
         self.image_config = image
+        # each side's config under its modality's name
+        self._configs = {config.kind: config for config in (image, video) if config is not None}
 
     @property
     def family(self) -> str:
         return self.video_config.family
 
     def config(self, kind: families.Kind) -> ProcessorConfig | None:
-        """The config of the processor for `kind`'s items."""
-        return {"image": self.image_config, "video": self.video_config}[kind]
+        """The config of the processor for `kind`'s items (None: this processor has none)."""
+        return self._configs.get(kind)
 
     def with_raw_pixels(self) -> Processor:
         """This processor with rescale and normalize off on both sides: the patches stay the
@@ -57,7 +59,7 @@ class Processor:
 
     def tensor_names(self, kind: families.Kind) -> tuple[str, str | None]:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
-        return self._family().tensor_names[kind]
+        return self._family().sides[kind].tensor_names
 
     def __repr__(self) -> str:
         return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
@@ -98,7 +100,7 @@ class Processor:
         """Placeholder tokens for a clip of `num_frames` frames of height x width."""
         if self._tiled():
             self.video_size(num_frames, height, width)  # its checks
-            return self._family().tile_tokens("video", self.video_config, num_frames, height, width)
+            return self._family().video.tile_tokens(self.video_config, num_frames, height, width)
         grid_t, grid_h, grid_w = self.video_grid(num_frames, height, width)
         return grid_t * grid_h * grid_w // self.video_config.merge_size**2
 
@@ -107,7 +109,7 @@ class Processor:
         config = self._image()
         resized_height, resized_width = self.image_size(height, width)
         if self._tiled():
-            return self._family().tile_tokens("image", config, 1, height, width)
+            return self._family().image.tile_tokens(config, 1, height, width)
         return (
             (resized_height // config.patch_size)
             * (resized_width // config.patch_size)
@@ -136,10 +138,10 @@ class Processor:
         resized_height, resized_width = self.image_size(*image.shape[:2])
         if self._tiled():
             return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
-        writer = PatchWriter(config, 1, resized_height, resized_width)
+        writer = PatchWriter(config, self._family().image, 1, resized_height, resized_width)
         resized = resize_bicubic(image, resized_height, resized_width)
         writer.write(resized, 0, copies=writer.temporal)
-        return writer.processed(*self.tensor_names("image"))
+        return writer.processed()
 
     def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | tiles.TileWriter:
         """The output a clip of `num_frames` frames of height x width is written into, in
@@ -147,9 +149,9 @@ class Processor:
         resized = self.video_size(num_frames, height, width)
         if self._tiled():
             count = self.video_tokens(num_frames, height, width)
-            return tiles.TileWriter(self.video_config, num_frames, *resized, count)
+            return tiles.TileWriter(self.video_config, self._family().video, num_frames, *resized, count)
         grid_t, _, _ = self.video_grid(num_frames, height, width)
-        return PatchWriter(self.video_config, grid_t, *resized)
+        return PatchWriter(self.video_config, self._family().video, grid_t, *resized)
 
     # -- helpers --
 

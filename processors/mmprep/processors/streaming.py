@@ -27,8 +27,6 @@ from typing import Protocol, Self
 
 import numpy as np
 
-from mmprep.families import Kind
-
 from .errors import ProcessorError
 from .patches import PatchWriter, ProcessedMedia
 from .resize import resize_bicubic
@@ -42,8 +40,6 @@ class VideoLayout(Protocol):
     def video_size(self, num_frames: int, height: int, width: int) -> tuple[int, int]: ...
 
     def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | TileWriter: ...
-
-    def tensor_names(self, kind: Kind) -> tuple[str, str | None]: ...
 
 
 class VideoStream:
@@ -95,7 +91,7 @@ class VideoStream:
             for position, frame in enumerate(frames):
                 self._submit(clip, position, frame)
             self._finish()
-        return clip.writer.processed(*self._processor.tensor_names("video"))
+        return clip.writer.processed()
 
     def _announced(self, clip: _Clip, frames: np.ndarray) -> bool:
         sources = self._sources

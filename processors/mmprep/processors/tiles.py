@@ -1,7 +1,7 @@
 """The "tiles" layout (mmprep.families: Family.layout): frames and image tiles kept whole,
 (3, H, W) each, one after another, as transformers' tiling processors return them
 (LLaVA-OneVision's `pixel_values` (1, tiles, 3, H, W), InternVL's (tiles, 3, H, W): the
-family's `tile_tensors` says which, and what goes beside them); the Qwen-VL families'
+family's image or video side's `tile_tensors` says which, and what goes beside them); the Qwen-VL families'
 temporal-patch rows are patches.py's.
 
 An image is cut from its family's views (`Family.image_views`): each view resized
@@ -41,26 +41,35 @@ def image_tiles(image: np.ndarray, views: list[families.View]) -> list[np.ndarra
 
 
 def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -> ProcessedMedia:
-    """`image` uint8 (H, W, 3): its tiles under transformers' names (Family.tile_tensors)."""
+    """`image` uint8 (H, W, 3): its tiles under transformers' names (Side.tile_tensors)."""
     rules = families.get(config.family)
     height, width = image.shape[:2]
     tiles = np.stack(image_tiles(image, rules.image_views(config, height, width)))
     normalize = Normalizer(config, CHANNELS_FIRST)
     pixels = np.empty(tiles.shape, normalize.dtype)
     normalize(tiles, pixels)
-    return ProcessedMedia(tensors=rules.tile_tensors("image", pixels, height, width), num_tokens=num_tokens)
+    return ProcessedMedia(tensors=rules.image.tile_tensors(pixels, height, width), num_tokens=num_tokens)
 
 
 class TileWriter:
     """A clip's output in the tiles layout: frame `index` resized to the family's size, one
     (3, H, W) slot each (PatchWriter's interface, so the streaming video path takes either).
-    Threads may fill different slots at once."""
+    Threads may fill different slots at once. `side`: the family's side whose tensors these
+    are (its tile_tensors)."""
 
     temporal = 1  # no temporal blocks: a frame is written once
 
-    def __init__(self, config: ProcessorConfig, num_frames: int, height: int, width: int, num_tokens: int):
+    def __init__(
+        self,
+        config: ProcessorConfig,
+        side: families.Side,
+        num_frames: int,
+        height: int,
+        width: int,
+        num_tokens: int,
+    ):
         self.grid_t = num_frames
-        self._rules = families.get(config.family)
+        self._side = side
         self._normalize = Normalizer(config, CHANNELS_FIRST)
         self._num_tokens = num_tokens
         self.output = np.empty((num_frames, 3, height, width), self._normalize.dtype)
@@ -70,8 +79,8 @@ class TileWriter:
         self._normalize(frame.transpose(2, 0, 1)[None], self.output[index : index + 1])
         self.output[index + 1 : index + copies] = self.output[index]
 
-    def processed(self, pixels_key: str, grid_key: str | None) -> ProcessedMedia:
-        """The frames under the family's names (Family.tile_tensors; the keys are its own)."""
+    def processed(self) -> ProcessedMedia:
+        """The frames under the family's names (Side.tile_tensors; the keys are its own)."""
         height, width = self.output.shape[2:]
-        tensors = self._rules.tile_tensors("video", self.output, height, width)
+        tensors = self._side.tile_tensors(self.output, height, width)
         return ProcessedMedia(tensors=tensors, num_tokens=self._num_tokens)

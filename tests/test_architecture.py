@@ -261,7 +261,9 @@ def test_every_module_imports_from_the_source_folders_alone():
 
 
 # -- modalities: what differs between an image and a video is asked of its record
-# (app/mmprep/modalities), never decided by comparing the modality's name elsewhere.
+# (app/mmprep/modalities), never decided by comparing the modality's name elsewhere; in the
+# libraries too, where a family's rules for one modality are its side for it
+# (mmprep.families.Side, `family.sides[name]`) and a processor config's own side answers.
 # The client API translations compare their own wire formats' types (Anthropic's "image"
 # block, the Responses API's input types) as they map them to chat parts; bench is a client,
 # and sorts its own input files.
@@ -310,10 +312,13 @@ def modality_comparisons(path: Path, names: set[str]) -> list[str]:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_only_the_modality_modules_tell_modalities_apart(path):
     module = module_of(path)
-    if module.startswith(MODALITY_NAMES_ALLOWED) or room_of(module) in LIBRARIES:
+    if module.startswith(MODALITY_NAMES_ALLOWED):
         return
     found = modality_comparisons(path, modality_names())
-    assert not found, f"{module} tells modalities apart (ask mmprep.modalities instead): {found}"
+    assert not found, (
+        f"{module} tells modalities apart (ask mmprep.modalities, or in the libraries the "
+        f"family's side for the modality, instead): {found}"
+    )
 
 
 def test_the_modality_check_finds_what_it_is_for(tmp_path):
@@ -325,9 +330,15 @@ def test_the_modality_check_finds_what_it_is_for(tmp_path):
         "MEDIA_PART_TYPES = {'image_url': 'image', 'video_url': 'video'}\n"
         "same = item.kind == other.kind\n"  # two items compared: allowed
         "part = {'type': 'video_url', 'video_url': {'url': url}}\n"  # a content part, as a client writes it
+        # what families/ and processors/ held before their sides (issue 48)
+        "config = {'image': self.image_config, 'video': self.video_config}[kind]\n"
+        "defaults = IMAGE if kind == 'image' else VIDEO\n"
+        "side = family.sides[item.kind]\n"  # a lookup by the item's own name: allowed
     )
     assert [line.split(":")[0] for line in modality_comparisons(code, modality_names())] == [
         "line 1",
         "line 2",
         "line 3",
+        "line 6",
+        "line 7",
     ]

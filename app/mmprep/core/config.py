@@ -83,6 +83,48 @@ class ServerSettings(SettingsGroup):
         description="model names clients may ask for; the first is the one /v1/models lists first",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
+    uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] | None = Field(
+        None,
+        description="vllm serve's --uvicorn-log-level: the HTTP server's (uvicorn's) own log level "
+        "(default: --log-level's)",
+    )
+
+    # -- who may call it, from where (app/mmprep/api/auth.py; vllm serve's flags of these names) --
+    api_key: list[str] = Field(
+        [],
+        repr=False,  # a secret: never in a log line or a traceback's repr
+        description="vllm serve's --api-key: keys a client must send (Authorization: Bearer KEY, or "
+        "x-api-key: KEY); without one of them every route but /health, /ready, /metrics, /version and "
+        "/load answers 401 (repeat the flag, or give several after it, for several keys; default: "
+        "VLLM_API_KEY's value if set, else no key asked)",
+    )
+    allowed_origins: list[str] = Field(
+        [], description="vllm serve's --allowed-origins: origins browsers may call from (CORS; none: no CORS)"
+    )
+    allowed_methods: list[str] = Field(["*"], description="vllm serve's --allowed-methods: CORS methods")
+    allowed_headers: list[str] = Field(["*"], description="vllm serve's --allowed-headers: CORS headers")
+    allow_credentials: bool = Field(False, description="vllm serve's --allow-credentials: CORS credentials")
+    root_path: str = Field(
+        "",
+        description="vllm serve's --root-path: the path prefix a path-routing proxy serves mmprep under "
+        "(ASGI root_path)",
+    )
+    ssl_keyfile: Path | None = Field(
+        None, description="vllm serve's --ssl-keyfile: serve HTTPS with this key"
+    )
+    ssl_certfile: Path | None = Field(
+        None, description="vllm serve's --ssl-certfile: serve HTTPS with this certificate"
+    )
+    ssl_ca_certs: Path | None = Field(
+        None, description="vllm serve's --ssl-ca-certs: CA certificates to check client certificates with"
+    )
+    ssl_cert_reqs: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="vllm serve's --ssl-cert-reqs: client certificates (ssl.CERT_*: 0 none, 2 required)",
+    )
+
     enable_preview: bool = Field(
         False,
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
@@ -161,6 +203,32 @@ class ServerSettings(SettingsGroup):
         if len(set(names)) != len(names):
             raise ValueError(f"model names repeat: {names}")
         return names
+
+    @field_validator("api_key")
+    @classmethod
+    def _keys_present(cls, keys: list[str]) -> list[str]:
+        if any(not key.strip() for key in keys):
+            raise ValueError("an API key is empty")
+        return keys
+
+    @field_validator("ssl_keyfile", "ssl_certfile", "ssl_ca_certs")
+    @classmethod
+    def _files_exist(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"{str(path)!r} is not an existing file")
+        return path
+
+    @model_validator(mode="after")
+    def _keys_from_vllms_variable(self) -> Self:
+        """As vllm serve: --api-key (here also MMPREP_API_KEY) first, else VLLM_API_KEY."""
+        if not self.api_key and os.environ.get("VLLM_API_KEY"):
+            self.api_key = [os.environ["VLLM_API_KEY"]]
+        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
+            raise ValueError("HTTPS needs both --ssl-keyfile and --ssl-certfile")
+        if self.root_path and not self.root_path.startswith("/"):
+            raise ValueError(f"--root-path {self.root_path!r} must start with /")
+        self.root_path = self.root_path.rstrip("/")
+        return self
 
     @model_validator(mode="after")
     def _processes_share_a_port(self) -> Self:

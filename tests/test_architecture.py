@@ -17,6 +17,7 @@ SOURCE_ROOTS = ("app", "decoders", "families", "processors")
 LAYERS = [
     ["mmprep.__main__"],
     ["mmprep.cli"],
+    ["mmprep.vllm_flags"],
     ["mmprep.preview"],
     ["mmprep.bench"],
     ["mmprep.testing"],

@@ -26,6 +26,7 @@ from .bench.config import BenchConfig, DecodeBenchConfig
 from .core.config import ENV_PREFIX, WORKER_ENV_PREFIX, Settings, WorkerSettings, unknown_environment_settings
 from .derender import REASONING_PARSERS, TOOL_PARSERS
 from .preview.config import PreviewConfig
+from .vllm_flags import VllmFlagRefused, from_vllm
 
 
 def _with_choices(field: str, names: tuple[str, ...]):
@@ -94,7 +95,11 @@ def _check_chat_templates(settings: Settings) -> None:
     from .render import Renderer
 
     try:
-        Renderer(load_model_folder(str(settings.model), settings.processor))
+        Renderer(
+            load_model_folder(str(settings.model), settings.processor),
+            chat_template=settings.chat_template,
+            content_format=settings.chat_template_content_format,
+        )
     except ModelFolderError as error:
         print(f"mmprep: invalid model: --model {settings.model}: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -240,7 +245,14 @@ SERVERS = {"serve", "worker"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _vllms_list_form(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["serve"]:  # vllm serve's command line: its flags and positional model (vllm_flags.py)
+        try:
+            args = ["serve", *from_vllm(args[1:])]
+        except VllmFlagRefused as refused:
+            print(str(refused), file=sys.stderr)
+            return 2
+    args = _vllms_list_form(args)
     if argv is None and args[:1] and args[0] in SERVERS:  # a command line, not a test's call
         from .core.memory import rerun_under_mimalloc
 

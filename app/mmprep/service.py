@@ -24,9 +24,11 @@ from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
 from .engines import Engine
 from .engines.loading import build_engine
+from .modalities import MODALITIES
 from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing
+from .preprocess.options import server_options
 from .vllm.request import generate_options
 from .vllm.wire_cache import WireCache
 
@@ -175,6 +177,7 @@ def load_resources(settings: Settings) -> Settings:
     folder; and the settings with what the folder decides filled in, as vllm serve takes it
     (the served model name, the context length). A SettingsError names what does not load.
     Loading settings again changes nothing."""
+    _check_media_options(settings)
     if settings.engine_class is not None:
         try:
             import_by_path(settings.engine_class)
@@ -201,6 +204,21 @@ def load_resources(settings: Settings) -> Settings:
     except ValueError as error:
         raise SettingsError("settings", str(error)) from None
     return settings.model_copy(update=update)
+
+
+def _check_media_options(settings: Settings) -> None:
+    """vllm serve's per-modality flags name modalities mmprep serves, and --media-io-kwargs'
+    video keys are sampling keys (as a request's media_io_kwargs.video)."""
+    for setting in ("limit_mm_per_prompt", "media_io_kwargs"):
+        unknown = sorted(set(getattr(settings, setting)) - set(MODALITIES))
+        if unknown:
+            raise SettingsError(
+                setting, f"no modality {', '.join(unknown)}: mmprep serves {', '.join(MODALITIES)}"
+            )
+    try:
+        server_options(settings.media_io_kwargs)
+    except ServiceError as error:
+        raise SettingsError("media_io_kwargs", error.message) from None
 
 
 def model_facts(settings: Settings) -> ModelFacts | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -12,21 +13,36 @@ from ..core.lifespan import lifespan_of
 from ..core.version import VERSION
 from ..service import Service
 from ..transport.body_limit import BodySizeLimit
+from .auth import ApiKeys
 from .routes import router
 
 
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
     service = service or Service(settings or Settings())
 
+    settings = service.settings
     app = FastAPI(title="mmprep", version=VERSION, lifespan=lifespan_of(service))
+    app.root_path = settings.root_path  # --root-path, set as vllm serve sets it (the parameter is deprecated)
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)
-    app.add_middleware(
-        BodySizeLimit,
-        max_bytes=service.settings.max_request_bytes,
-        on_refused=lambda error: service.record(error.status, error.code, error.param),
-    )
+
+    def record(error: ServiceError) -> None:
+        service.record(error.status, error.code, error.param)
+
+    # The last added is the outermost: CORS, then the keys, then the body limit, so a browser
+    # can read a 401 and no body is read for a request without a key.
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, on_refused=record)
+    if settings.api_key:
+        app.add_middleware(ApiKeys, keys=settings.api_key, on_refused=record)
+    if settings.allowed_origins:  # as vllm serve's CORSMiddleware (which adds nothing without origins)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_credentials=settings.allow_credentials,
+            allow_methods=settings.allowed_methods,
+            allow_headers=settings.allowed_headers,
+        )
     return app
 
 

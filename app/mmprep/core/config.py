@@ -82,7 +82,57 @@ class ServerSettings(SettingsGroup):
         ["mmprep-echo"],
         description="model names clients may ask for; the first is the one /v1/models lists first",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log verbosity")
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        "info", description="log verbosity (vllm serve's --log-level, in either case)"
+    )
+    uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] | None = Field(
+        None,
+        description="vllm serve's --uvicorn-log-level: the HTTP server's (uvicorn's) own log level "
+        "(default: --log-level's)",
+    )
+
+    # -- who may call it, from where (app/mmprep/api/auth.py; vllm serve's flags of these names) --
+    api_key: list[str] = Field(
+        [],
+        repr=False,  # a secret: never in a log line or a traceback's repr
+        description="vllm serve's --api-key: keys a client must send (Authorization: Bearer KEY, or "
+        "x-api-key: KEY); without one of them every route but /health, /ready, /metrics, /version and "
+        "/load answers 401 (repeat the flag, or give several after it, for several keys; default: "
+        "VLLM_API_KEY's value if set, else no key asked)",
+    )
+    allowed_origins: list[str] = Field(
+        [], description="vllm serve's --allowed-origins: origins browsers may call from (CORS; none: no CORS)"
+    )
+    allowed_methods: list[str] = Field(["*"], description="vllm serve's --allowed-methods: CORS methods")
+    allowed_headers: list[str] = Field(["*"], description="vllm serve's --allowed-headers: CORS headers")
+    allow_credentials: bool = Field(False, description="vllm serve's --allow-credentials: CORS credentials")
+    root_path: str = Field(
+        "",
+        description="vllm serve's --root-path: the path prefix a path-routing proxy serves mmprep under "
+        "(ASGI root_path)",
+    )
+    ssl_keyfile: Path | None = Field(
+        None, description="vllm serve's --ssl-keyfile: serve HTTPS with this key"
+    )
+    ssl_certfile: Path | None = Field(
+        None, description="vllm serve's --ssl-certfile: serve HTTPS with this certificate"
+    )
+    ssl_ca_certs: Path | None = Field(
+        None, description="vllm serve's --ssl-ca-certs: CA certificates to check client certificates with"
+    )
+    ssl_cert_reqs: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="vllm serve's --ssl-cert-reqs: client certificates (ssl.CERT_*: 0 none, 2 required)",
+    )
+
+    enable_force_include_usage: bool = Field(
+        False,
+        description="vllm serve's --enable-force-include-usage: every streamed chat and completion ends with "
+        "its usage chunk, as if the client asked for stream_options.include_usage (vLLM's per-chunk "
+        "continuous usage it also turns on is not served)",
+    )
     enable_preview: bool = Field(
         False,
         description="serve GET /preview, a page that shows the frames sampled from a video URL or upload "
@@ -92,7 +142,8 @@ class ServerSettings(SettingsGroup):
         1,
         ge=1,
         description="runtime=local: mmprep processes serving --port together (SO_REUSEPORT), for when one "
-        "event loop is not enough; each has its own engine, decode pool and limits",
+        "event loop is not enough; each has its own engine, decode pool and limits (vllm serve's "
+        "--api-server-count, which mmprep serve also takes)",
     )
     runtime: Literal["local", "ray"] = Field(
         "local",
@@ -162,6 +213,37 @@ class ServerSettings(SettingsGroup):
             raise ValueError(f"model names repeat: {names}")
         return names
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _either_case(cls, level: object) -> object:
+        return level.lower() if isinstance(level, str) else level  # vLLM spells them DEBUG, INFO, ...
+
+    @field_validator("api_key")
+    @classmethod
+    def _keys_present(cls, keys: list[str]) -> list[str]:
+        if any(not key.strip() for key in keys):
+            raise ValueError("an API key is empty")
+        return keys
+
+    @field_validator("ssl_keyfile", "ssl_certfile", "ssl_ca_certs")
+    @classmethod
+    def _files_exist(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"{str(path)!r} is not an existing file")
+        return path
+
+    @model_validator(mode="after")
+    def _keys_from_vllms_variable(self) -> Self:
+        """As vllm serve: --api-key (here also MMPREP_API_KEY) first, else VLLM_API_KEY."""
+        if not self.api_key and os.environ.get("VLLM_API_KEY"):
+            self.api_key = [os.environ["VLLM_API_KEY"]]
+        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
+            raise ValueError("HTTPS needs both --ssl-keyfile and --ssl-certfile")
+        if self.root_path and not self.root_path.startswith("/"):
+            raise ValueError(f"--root-path {self.root_path!r} must start with /")
+        self.root_path = self.root_path.rstrip("/")
+        return self
+
     @model_validator(mode="after")
     def _processes_share_a_port(self) -> Self:
         if self.processes > 1 and self.port == 0:
@@ -218,6 +300,24 @@ class MediaSettings(SettingsGroup):
     max_decoded_bytes: int = Field(2 * 1024**3, ge=1, description="most bytes of decoded frames per request")
     max_fetch_bytes: int = Field(512 * 1024**2, ge=1, description="most bytes fetched per media URL")
     max_media_parts: int = Field(16, ge=1, description="most image and video parts per request")
+    limit_mm_per_prompt: dict[str, int | dict[str, Any]] = Field(
+        {},
+        description="vllm serve's --limit-mm-per-prompt: most items per modality in one request, as JSON, "
+        """e.g. '{"image": 4, "video": 1}' (0: the modality is refused; vLLM's """
+        """{"video": {"count": 1, ...}} form is read for its count); more is a 400 naming the modality """
+        "and the limit",
+    )
+    media_io_kwargs: dict[str, dict[str, Any]] = Field(
+        {},
+        description="vllm serve's --media-io-kwargs: the server's media loading options per modality, as "
+        """JSON, e.g. '{"video": {"num_frames": 40}}'; a request's own media_io_kwargs (and a part's """
+        "keys) win over them, key by key (fps and num_frames replace each other)",
+    )
+    mm_processor_kwargs: dict[str, Any] = Field(
+        {},
+        description="vllm serve's --mm-processor-kwargs: the server's processor options, as JSON, laid "
+        "under each request's own mm_processor_kwargs (the request's keys win), as vLLM merges them",
+    )
     fetch_connect_timeout: float = Field(5.0, gt=0, description="seconds to connect to a media server")
     fetch_read_timeout: float = Field(30.0, gt=0, description="seconds a media server may go silent")
     max_redirects: int = Field(5, ge=0, description="redirects followed per media URL")
@@ -258,6 +358,22 @@ class MediaSettings(SettingsGroup):
                 )
         return cleaned
 
+    @field_validator("limit_mm_per_prompt")
+    @classmethod
+    def _limits_are_counts(cls, limits: dict[str, int | dict[str, Any]]) -> dict[str, int | dict[str, Any]]:
+        for modality, limit in limits.items():
+            count = limit.get("count", 999) if isinstance(limit, dict) else limit
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ValueError(f"{modality}: {limit!r} is not a count of items (0 or more)")
+        return limits
+
+    def mm_limit(self, modality: str) -> int | None:
+        """--limit-mm-per-prompt's count for `modality`, None if it sets none."""
+        limit = self.limit_mm_per_prompt.get(modality)
+        if isinstance(limit, dict):
+            return limit.get("count")
+        return limit
+
     @field_validator("allowed_local_media_path")
     @classmethod
     def _paths_are_directories(cls, paths: list[Path]) -> list[Path]:
@@ -296,6 +412,18 @@ class ModelSettings(SettingsGroup):
         "vLLM derives it: the text config's max_position_embeddings, RoPE scaling)",
     )
 
+    chat_template: str | None = Field(
+        None,
+        description="vllm serve's --chat-template: with --model, the chat template every request renders "
+        "with (those with tools too) in place of the folder's: a file's path, or the template itself "
+        "(as vLLM, a value that is no file and holds {, } or a line break)",
+    )
+    chat_template_content_format: Literal["auto", "string", "openai"] = Field(
+        "auto",
+        description="vllm serve's --chat-template-content-format: with --model, message content as the "
+        "template takes it: string (the parts' text joined), openai (the list of parts), or auto (detected "
+        "from the template, as vLLM detects it)",
+    )
     trust_request_chat_template: bool = Field(
         False,
         description="--model: render a request that brings its own chat_template (top-level, or in "
@@ -332,6 +460,36 @@ class ModelSettings(SettingsGroup):
         "transformers' normalized float32)",
     )
 
+    @field_validator("max_model_len", mode="before")
+    @classmethod
+    def _human_readable(cls, value: object) -> object:
+        """As vllm serve's --max-model-len: 32k, 1m, 25.6k (powers of 1000; K, M, G, T powers of 1024),
+        auto or -1 (derived from the folder)."""
+        if not isinstance(value, str):
+            return None if value == -1 else value
+        text = value.strip()
+        if text.lower() == "auto" or text == "-1":
+            return None
+        scale = {
+            "k": 10**3,
+            "m": 10**6,
+            "g": 10**9,
+            "t": 10**12,
+            "K": 2**10,
+            "M": 2**20,
+            "G": 2**30,
+            "T": 2**40,
+        }.get(text[-1:])
+        if scale is None:
+            return text
+        try:
+            number = float(text[:-1])
+        except ValueError:
+            return text
+        if text[-1].isupper() and number != int(number):
+            raise ValueError(f"{value!r}: a binary multiple ({text[-1]}) takes a whole number")
+        return int(number * scale)
+
     @model_validator(mode="after")
     def _processor_options_need_one(self) -> Self:
         if self.max_model_len is not None and self.model is None:
@@ -345,6 +503,12 @@ class ModelSettings(SettingsGroup):
             if given:
                 flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
                 raise ValueError(f"{flags} only apply with --processor or --model")
+        for name in ("chat_template", "chat_template_content_format"):
+            if self._given(name) and self.model is None:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} only applies with --model (mmprep renders the template only "
+                    "then; without it give it to the engine that renders, e.g. the vllm serve behind mmprep)"
+                )
         if self._given("trust_request_chat_template") and self.model is None:
             raise ValueError(
                 "--trust-request-chat-template only applies with --model (mmprep renders the template "

@@ -8,7 +8,8 @@ Where a video's sampling can come from, the first that says wins:
 3. the sampling keys of `mm_processor_kwargs` (`fps`, `num_frames`, with `do_sample_frames`
    not false), which vLLM users send for their model's processor: honoured as sampling where
    media_io_kwargs does not say otherwise, a 400 where the two disagree;
-4. the server's defaults (`--default-fps`, capped at `--default-max-frames`).
+4. the server's `--media-io-kwargs` video options (vllm serve's flag), key by key;
+5. the server's defaults (`--default-fps`, capped at `--default-max-frames`).
 fps and num_frames replace each other across levels. vLLM's spellings mean what they mean
 there: `num_frames: -1` is every frame, `fps <= 0` is "not set". An explicit num_frames is
 honoured up to `--max-frames` and refused above it; only fps and the default are capped. A
@@ -23,7 +24,7 @@ from mmprep.processors import IGNORED_KEYS, KNOWN_KEYS
 
 from ..core.errors import ServiceError
 from ..modalities import MODALITIES
-from ..modalities.video import sampling_keys
+from ..modalities.video import VIDEO, sampling_keys
 
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
 # mm_processor_kwargs keys that change what transformers' processor makes (its config keys),
@@ -87,3 +88,31 @@ def _processor_sampling(mm_processor_kwargs: dict | None) -> dict[str, Any]:
 
 def _spell(options: dict) -> str:
     return ", ".join(f"{key}={value!r}" for key, value in options.items())
+
+
+def server_options(media_io_kwargs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """--media-io-kwargs' video sampling, its keys checked as a request's are (a ServiceError
+    names a wrong one)."""
+    return sampling_keys(media_io_kwargs.get(VIDEO.name) or {}, "--media-io-kwargs video")
+
+
+def under_server_options(server: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
+    """The request's sampling over the server's, key by key; fps and num_frames replace each
+    other, as they do across the request's own levels."""
+    merged = dict(server)
+    if "fps" in requested or "num_frames" in requested:
+        merged.pop("fps", None)
+        merged.pop("num_frames", None)
+    return {**merged, **requested}
+
+
+def under_server_kwargs(server: dict[str, Any], requested: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The request's mm_processor_kwargs over --mm-processor-kwargs, as vLLM merges them: key by
+    key, and a modality's scope (videos_kwargs, ...) key by key within it."""
+    if not server:
+        return requested
+    merged = {**server, **(requested or {})}
+    for scope in PROCESSOR_SCOPES:
+        if isinstance(server.get(scope), dict) and isinstance((requested or {}).get(scope), dict):
+            merged[scope] = {**server[scope], **(requested or {})[scope]}
+    return merged

@@ -11,9 +11,11 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
@@ -29,7 +31,13 @@ from ..modalities import MODALITIES, DecodeContext, Loaded, Modality, part_error
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import check_processor_kwargs, request_options
+from .options import (
+    check_processor_kwargs,
+    request_options,
+    server_options,
+    under_server_kwargs,
+    under_server_options,
+)
 from .pool import DecodePool
 from .request import ChatInput
 from .timing import Timing
@@ -78,6 +86,7 @@ class Preprocessor:
         self._settings, self._fetcher, self._pool, self._metrics = settings, fetcher, pool, metrics
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
+        self._server_sampling = server_options(settings.media_io_kwargs)  # checked at start (service.py)
         # What decides an item's tensors besides its bytes and sampling (the cache's key): the
         # server's image scale, and the vision processor as it is built (family, both configs
         # with their pixel form, the resize). Per-request processor options that would change
@@ -94,6 +103,8 @@ class Preprocessor:
                 load_model_folder(str(settings.model), settings.processor),
                 settings.max_model_len,
                 trust_request_chat_template=settings.trust_request_chat_template,
+                chat_template=settings.chat_template,
+                content_format=settings.chat_template_content_format,
             )
             if settings.model
             else None
@@ -105,6 +116,13 @@ class Preprocessor:
         """`request` typed at the edge. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
+        if self._settings.mm_processor_kwargs:  # --mm-processor-kwargs under the request's own
+            request = dataclasses.replace(
+                request,
+                mm_processor_kwargs=under_server_kwargs(
+                    self._settings.mm_processor_kwargs, request.mm_processor_kwargs
+                ),
+            )
         messages, parts = request.messages, self._media_parts(request)
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
@@ -147,7 +165,9 @@ class Preprocessor:
 
     def _media_parts(self, request: ChatInput) -> list[_MediaPart]:
         """The request's media parts (typed at the edge), each with its decode options."""
-        requested = request_options(request.video_options, request.mm_processor_kwargs)
+        requested = under_server_options(
+            self._server_sampling, request_options(request.video_options, request.mm_processor_kwargs)
+        )
         if self._vision is not None:
             check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
         if len(request.media) > self._settings.max_media_parts:
@@ -157,6 +177,16 @@ class Preprocessor:
                 "too_many_media_parts",
                 "messages",
             )
+        counts = Counter(part.kind for part in request.media)
+        for kind, count in counts.items():
+            limit = self._settings.mm_limit(kind)
+            if limit is not None and count > limit:  # vllm serve's --limit-mm-per-prompt
+                raise ServiceError(
+                    f"At most {limit} {kind}(s) may be provided in one prompt: the request has {count} "
+                    f"(--limit-mm-per-prompt {kind}: {limit})",
+                    "too_many_media_parts",
+                    "messages",
+                )
         parts = []
         for part in request.media:
             modality = MODALITIES[part.kind]

@@ -52,20 +52,31 @@ class Renderer:
     that name makes it; else such a request is refused."""
 
     def __init__(
-        self, folder: ModelFolder, max_model_len: int | None = None, trust_request_chat_template: bool = False
+        self,
+        folder: ModelFolder,
+        max_model_len: int | None = None,
+        trust_request_chat_template: bool = False,
+        chat_template: str | None = None,
+        content_format: str = "auto",
     ):
         self.folder = folder
         self.family = families.get(folder.family)
         self.max_model_len = max_model_len  # None: no limit (vLLM's max_model_len, --max-model-len)
         self.trust_request_chat_template = trust_request_chat_template
-        self.template = _folder_template(folder, folder.chat_template, folder.chat_template_source)
-        self.content_format = detect_content_format(self.template.ast)
-        # vLLM renders a request with tools with the tokenizer's template (the same one in
-        # the Qwen-VL folders)
-        self.tools_template = _folder_template(
-            folder, folder.tools_chat_template, folder.tools_chat_template_source
-        )
-        self.tools_content_format = detect_content_format(self.tools_template.ast)
+        # vllm serve's --chat-template-content-format: "auto" detects each template's own
+        self.forced_format = None if content_format == "auto" else content_format
+        if chat_template is not None:  # --chat-template: for every request, those with tools too
+            text = server_template(chat_template)
+            self.template = self.tools_template = _compiled(text, "--chat-template")
+        else:
+            self.template = _folder_template(folder, folder.chat_template, folder.chat_template_source)
+            # vLLM renders a request with tools with the tokenizer's template (the same one in
+            # the Qwen-VL folders)
+            self.tools_template = _folder_template(
+                folder, folder.tools_chat_template, folder.tools_chat_template_source
+            )
+        self.content_format = self._format_of(self.template)
+        self.tools_content_format = self._format_of(self.tools_template)
         self._pad_kinds = {folder.pad_token_id(kind): kind for kind in MODALITIES}
 
     # -- step 1: the text ---------------------------------------------------------------
@@ -133,7 +144,10 @@ class Renderer:
             raise ServiceError(
                 f"{param} does not compile: line {error.lineno}: {error.message}", "invalid_request", param
             ) from None
-        return template, detect_content_format(template.ast)
+        return template, self._format_of(template)
+
+    def _format_of(self, template: CompiledTemplate) -> str:
+        return self.forced_format or detect_content_format(template.ast)
 
     def _template_kwargs(self, template, given: dict[str, Any]) -> dict[str, Any]:
         # As vLLM: only the variables the template reads (enable_thinking, add_vision_id, ...).
@@ -240,6 +254,31 @@ def _positions(ids: list[int], token: int) -> list[int]:
         at = ids.index(token, at + 1)
         found.append(at)
     return found
+
+
+def server_template(given: str) -> str:
+    """vllm serve --chat-template's value as vLLM 0.33 loads it (load_chat_template): a file's
+    text where the value opens as a file; else the value itself if it holds `{`, `}` or a line
+    break; else a ModelFolderError (a path that is not there; vLLM's built-in template names
+    are not shipped with mmprep)."""
+    try:
+        with open(given, encoding="utf-8") as file:
+            return file.read()
+    except OSError as error:
+        if any(char in given for char in "{}\n"):
+            return given
+        raise ModelFolderError(
+            f"--chat-template {given!r} looks like a file's path, but it does not open: {error.strerror}"
+        ) from None
+
+
+def _compiled(text: str, source: str) -> CompiledTemplate:
+    try:
+        return compile_template(text)
+    except jinja2.exceptions.TemplateSyntaxError as error:
+        raise ModelFolderError(
+            f"{source}: the chat template does not compile: line {error.lineno}: {error.message}"
+        ) from None
 
 
 def _folder_template(folder: ModelFolder, text: str, source: str) -> CompiledTemplate:

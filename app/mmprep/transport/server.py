@@ -46,8 +46,24 @@ def server_config(app: FastAPI, settings: Settings, **options) -> uvicorn.Config
         # uvicorn annotates it int, but its protocols only hand it to loop.call_later (float seconds).
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        **vllm_server_options(settings),
         **options,
     )
+
+
+def vllm_server_options(settings: Settings) -> dict:
+    """uvicorn's options that vllm serve's flags of the same names set: TLS and its own log level."""
+    options: dict = {}
+    if settings.ssl_keyfile is not None:
+        options.update(
+            ssl_keyfile=str(settings.ssl_keyfile),
+            ssl_certfile=str(settings.ssl_certfile),
+            ssl_ca_certs=None if settings.ssl_ca_certs is None else str(settings.ssl_ca_certs),
+            ssl_cert_reqs=settings.ssl_cert_reqs,
+        )
+    if settings.uvicorn_log_level is not None:
+        options["log_level"] = settings.uvicorn_log_level
+    return options
 
 
 def build_server(app: FastAPI, settings: Settings, **options) -> uvicorn.Server:

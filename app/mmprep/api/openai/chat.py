@@ -148,7 +148,9 @@ async def _answer(
         http, service.preprocessor.prepare(body.chat_input(), request_id, cancel), cancel
     )
     log.info("prepared", extra={"media": len(prepared.media), "server_timing": timing.header()})
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    include_usage = service.settings.enable_force_include_usage or bool(
+        body.stream_options and body.stream_options.include_usage
+    )
     builder = CompletionBuilder(request_id, body.model, include_usage)
     derender = _derenderer(service, body, prepared)
     if not body.stream:

@@ -127,7 +127,9 @@ async def _answer(service: Service, body: CompletionRenderRequest, http: Request
         for generation in outputs:
             await close_shielded(generation)
         raise
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    include_usage = service.settings.enable_force_include_usage or bool(
+        body.stream_options and body.stream_options.include_usage
+    )
     chunks = _stream(service, choices, firsts, outputs, request_id, model, include_usage, slot)
     slot.handed_over = True  # from here the stream owns the admission slot
     return ClosingStream(

@@ -22,6 +22,7 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "qwen3_5",
         "llava_onevision",
         "internvl",
+        "gemma4",
     )
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
@@ -32,10 +33,13 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "qwen3_5_moe": "qwen3_5",
         "llava_onevision": "llava_onevision",
         "internvl": "internvl",
+        "gemma4": "gemma4",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
-    with pytest.raises(KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl"):
+    with pytest.raises(
+        KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4"
+    ):
         families.get("qwen9_vl")
 
 
@@ -51,6 +55,8 @@ def test_a_folder_without_config_json_is_told_by_its_class_names():
     assert by_class("processor_class", "InternVLProcessor").name == "internvl"
     assert by_class("video_processor_type", "InternVLVideoProcessor").name == "internvl"
     assert families.for_image_processor_type("GotOcr2ImageProcessorFast").name == "internvl"
+    assert by_class("processor_class", "Gemma4Processor").name == "gemma4"
+    assert families.for_image_processor_type("Gemma4ImageProcessor").name == "gemma4"
 
 
 def test_two_families_cannot_claim_one_name():
@@ -73,7 +79,10 @@ def test_vllms_facts_per_family():
         "qwen2_5_vl",
         "qwen3_vl",
         "qwen3_5",
+        "gemma4",  # gemma4_mm.py's get_data_parser
     }
+    # gemma4_mm.py runs a video's frames through Gemma4Processor's image side
+    assert {name for name, family in facts.items() if family.vllm_frames_as_images} == {"gemma4"}
     assert {name: family.max_position_embeddings for name, family in facts.items()} == {
         "qwen2_vl": 32768,
         "qwen2_5_vl": 32768,
@@ -81,6 +90,7 @@ def test_vllms_facts_per_family():
         "qwen3_5": 32768,
         "llava_onevision": 32768,
         "internvl": 32768,
+        "gemma4": 131072,
     }
 
 
@@ -97,18 +107,20 @@ def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
         ("llava_onevision", "video"),
         ("internvl", "image"),
         ("internvl", "video"),
+        ("gemma4", "image"),  # sized by max_soft_tokens alone
+        ("gemma4", "video"),
     ]
 
 
 def test_each_familys_extras_beside_a_videos_tensors():
     video = SampledVideo(indices=(0, 6, 12), fps=24.0, frames_indices=(0, 6, 12), total_num_frames=48)
     assert video.sampled_fps == 3 / 48 * 24
-    assert families.get("qwen2_vl").vllm_video_fields(video, 2) == {}
-    fields = families.get("qwen2_5_vl").vllm_video_fields(video, 2)
+    assert families.get("qwen2_vl").vllm_video_fields(video, 2, 0) == {}
+    fields = families.get("qwen2_5_vl").vllm_video_fields(video, 2, 0)
     assert fields["second_per_grid_ts"].dtype == np.float32 and fields["second_per_grid_ts"] == np.float32(
         2 / 1.5
     )
-    assert families.get("qwen3_vl").vllm_video_fields(video, 2) == {"timestamps": [0.125, 0.5]}
+    assert families.get("qwen3_vl").vllm_video_fields(video, 2, 0) == {"timestamps": [0.125, 0.5]}
     inputs = families.get("qwen2_5_vl").transformers_video_inputs([video, video], 2)
     assert inputs["second_per_grid_ts"].dtype == np.float32
     assert inputs["second_per_grid_ts"].tolist() == [np.float32(2 / 1.5)] * 2

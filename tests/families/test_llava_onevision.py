@@ -41,7 +41,8 @@ def test_the_registry_knows_it_by_model_type_and_class_names():
     assert families.for_image_processor_type("LlavaOnevisionImageProcessorFast") is FAMILY
     # vllm 0.33's llava_onevision.py: no supports_mm_device_do_normalize, no video metadata
     assert not FAMILY.device_normalizes and not FAMILY.video_metadata_in_hash
-    assert FAMILY.vllm_pixels_field == "batched" and FAMILY.layout == "tiles"
+    assert FAMILY.image.vllm_pixels_field == FAMILY.video.vllm_pixels_field == "batched"
+    assert FAMILY.layout == "tiles"
 
 
 def test_the_presets_are_the_llava_hf_models():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmprep import families
 from mmprep.processors import IGNORED_KEYS, KNOWN_KEYS
 
 from ..core.errors import ServiceError
@@ -27,9 +28,11 @@ from ..modalities import MODALITIES
 from ..modalities.video import VIDEO, sampling_keys
 
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
-# mm_processor_kwargs keys that change what transformers' processor makes (its config keys),
-# and the scopes vLLM passes to one modality's processor.
-PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS)
+# mm_processor_kwargs keys that change what transformers' processor makes (its config keys,
+# a family's own ones too: Gemma 4's max_soft_tokens), and the scopes vLLM passes to one
+# modality's processor.
+FAMILY_KEYS = frozenset().union(*(families.get(name).extra_keys for name in families.FAMILIES))
+PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS) | FAMILY_KEYS
 PROCESSOR_SCOPES = tuple(modality.processor_scope for modality in MODALITIES.values())
 DEVICE_NORMALIZE_KEYS = frozenset({"do_rescale", "do_normalize"})
 

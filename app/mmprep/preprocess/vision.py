@@ -75,6 +75,8 @@ class VisionProcessing:
             processor = load_processor(settings.processor)
         else:
             return None
+        if speaks_vllm(settings):
+            processor = processor.as_vllm_renders()
         on_device = normalizes_on_device(settings, processor.family)
         if on_device:
             processor = processor.with_raw_pixels()

@@ -19,7 +19,7 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.modalities import MODALITIES
 from mmprep.processors import PRESETS, Processor
 
-from .qwen_tokenizer import tokenizer_file
+from . import gemma_tokenizer, qwen_tokenizer
 
 
 def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str, ...] = ()) -> Path:
@@ -37,6 +37,14 @@ def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str
         # a copy, not a link: a test that edits its folder's tokenizer.json leaves the cache be
         shutil.copyfile(tokenizer_file(family), folder / "tokenizer.json")
     return folder
+
+
+def tokenizer_file(preset: str) -> Path:
+    """The tokenizer.json a preset's folder gets: the real Qwen vocabulary for the Qwen-based
+    families, a Gemma-shaped one with Gemma's special tokens for Gemma's."""
+    if preset in gemma_tokenizer.FAMILIES:
+        return gemma_tokenizer.tokenizer_file(preset)
+    return qwen_tokenizer.tokenizer_file(preset)
 
 
 def as_transformers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mmprep import families
+from mmprep.processors import ProcessedMedia
 
 from ..interface.prepared import MediaItem
 from ..modalities import MODALITIES
@@ -58,7 +59,7 @@ class Field:
 class FieldElem:
     """One key of an item: its data (an array, a 0-d array, or a list of floats) and field."""
 
-    data: np.ndarray | list[float]
+    data: np.ndarray | list[float] | list[int]
     field: Field
 
 
@@ -96,15 +97,17 @@ def kwargs_items(
     kind = media[0].kind
     side = rules.sides[kind]
     pixels_key, grid_key = side.tensor_names
-    if rules.vllm_pixels_field == "batched":
+    if side.vllm_pixels_field == "batched":
         items = _batched_items(media, side)
     elif grid_key is None:
         raise ValueError(f"{family}: a flat {kind} field needs a grid to size its items")
     else:
         items = _items(media, pixels_key, grid_key)
+    items = [{side.vllm_names.get(key, key): element for key, element in item.items()} for item in items]
     if MODALITIES[kind].timed:
         for kwargs, entry in zip(items, media, strict=True):
-            for key, data in rules.vllm_video_fields(entry.sampled_video(), temporal_patch_size).items():
+            video, tokens = entry.sampled_video(), _processed(entry).num_tokens
+            for key, data in rules.vllm_video_fields(video, temporal_patch_size, tokens).items():
                 kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
     for key, value in side.vllm_shared_fields(token_ids or {}).items():
         shared = Field("shared", {"keep_on_cpu": True, "batch_size": len(items)})
@@ -114,29 +117,33 @@ def kwargs_items(
 
 
 def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[Item]:
-    tensors = [_processed_tensors(item) for item in media]
-    pixels = [named[pixels_key] for named in tensors]
-    grids = [np.ascontiguousarray(named[grid_key], dtype=np.int64) for named in tensors]
-    pixels_field = flat([len(rows) for rows in pixels])  # one field object for the batch, as vLLM's
+    """The pixels, and any other tensor with a row per pixel row (Gemma 4's positions),
+    flat, each key one field object for the batch, as vLLM's; the grid batched on the CPU."""
+    tensors = [_processed(item).tensors for item in media]
+    sizes = [len(named[pixels_key]) for named in tensors]
+    rows_keys = [key for key in tensors[0] if key != grid_key]
+    rows_fields = {key: flat(sizes) for key in rows_keys}
     grid_field = batched(keep_on_cpu=True)
     return [
         {
-            pixels_key: FieldElem(np.ascontiguousarray(rows), pixels_field),
-            # the item's row of the batch: a (t, h, w) grid, or a 0-d count of tiles
-            grid_key: FieldElem(np.array(grid[0]), grid_field),
+            **{key: FieldElem(np.ascontiguousarray(named[key]), rows_fields[key]) for key in rows_keys},
+            # the item's row of the batch: a (t, h, w) grid, or a 0-d count of tiles or frames
+            grid_key: FieldElem(
+                np.array(np.ascontiguousarray(named[grid_key], dtype=np.int64)[0]), grid_field
+            ),
         }
-        for rows, grid in zip(pixels, grids, strict=True)
+        for named in tensors
     ]
 
 
 def _batched_items(media: Sequence[MediaItem], side: families.Side) -> list[Item]:
     """Every key batched, each item its own array (the batch's leading axis of one taken
-    off), the pixels as the HF processor batches them (Side.batch_pixels); what is not
-    the pixels (LLaVA's image_sizes) kept on the CPU."""
-    tensors = [_processed_tensors(item) for item in media]
-    pixels_key, _ = side.tensor_names
+    off), the pixels as the HF processor batches them (Side.batch_pixels); the grid, where
+    the side has one (LLaVA's image_sizes), kept on the CPU."""
+    tensors = [_processed(item).tensors for item in media]
+    pixels_key, grid_key = side.tensor_names
     pixels = side.batch_pixels([named[pixels_key] for named in tensors])
-    fields = {key: batched(keep_on_cpu=key != pixels_key) for key in tensors[0]}
+    fields = {key: batched(keep_on_cpu=key == grid_key) for key in tensors[0]}
     return [
         {
             key: FieldElem(np.ascontiguousarray(rows if key == pixels_key else named[key])[0], fields[key])
@@ -146,7 +153,7 @@ def _batched_items(media: Sequence[MediaItem], side: families.Side) -> list[Item
     ]
 
 
-def _processed_tensors(item: MediaItem) -> dict[str, np.ndarray]:
+def _processed(item: MediaItem) -> ProcessedMedia:
     if item.processed is None:
         raise ValueError(f"{item.param} was not processed: vLLM's token-in protocol needs --processor")
-    return item.processed.tensors
+    return item.processed

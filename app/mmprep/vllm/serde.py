@@ -73,8 +73,8 @@ def encode_item_pieces(item: Item) -> list[bytes]:
             out.write(pack.pack_array_header(3) + pack.pack(dtype) + pack.pack(list(data.shape)))
             out.write(ext_header(RAW_VIEW, raw.nbytes))
             out.write(raw)
-        else:
-            out.write(pack.pack([float(value) for value in data]))
+        else:  # a list of Python numbers (Qwen3-VL's times; Gemma 4's token counts are ints)
+            out.write(pack.pack([value if isinstance(value, int) else float(value) for value in data]))
         out.write(pack.pack("field") + pack.pack([elem.field.kind, elem.field.keywords]))
     return out.finish()
 

@@ -57,6 +57,8 @@ class SideConfig(Protocol):
     @property
     def merge_size(self) -> int: ...
     @property
+    def patch_size(self) -> int: ...
+    @property
     def cap_pixels_per_frame(self) -> bool: ...
     @property
     def max_video_tokens(self) -> int: ...
@@ -99,6 +101,11 @@ class Side:
     # whether this side's class reads `min_pixels` / `max_pixels` (else they are ignored, as
     # transformers ignores them)
     takes_pixel_aliases: bool = True
+    # vLLM's model file: how its _get_mm_fields_config holds this side's pixels ("flat": one
+    # run of rows with each item's slice, every other tensor but the grid too; "batched":
+    # each item its own array), and the names it gives tensors transformers names otherwise
+    vllm_pixels_field: Literal["flat", "batched"] = "flat"
+    vllm_names: Mapping[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<{self.modality} side {type(self).__name__}>"
@@ -114,10 +121,12 @@ class Side:
         patches layout counts its grid instead)."""
         raise NotImplementedError
 
-    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+    def tile_tensors(
+        self, config: SideConfig, tiles: np.ndarray, height: int, width: int
+    ) -> dict[str, np.ndarray]:
         """For a tiled family: an item's processed tensors, as transformers' processor returns
-        them, from its normalized tiles (N, 3, H, W) and its size (an image's as given, a
-        video's frames' as resized)."""
+        them, from its normalized tiles (N, 3, H, W), this side's config and the item's size
+        (an image's as given, a video's frames' as resized)."""
         raise NotImplementedError
 
     # -- the prompt ----------------------------------------------------------------------
@@ -211,14 +220,15 @@ class Family:
     item_switches: frozenset[str] = frozenset()
     # transformers' text-config default of max_position_embeddings, for a config.json without it
     max_position_embeddings: int | None = None
-    # vLLM's model file: how its _get_mm_fields_config holds the pixels ("flat": one run of
-    # rows with each item's slice; "batched": each item its own array, the grid too);
-    # supports_mm_device_do_normalize (its renderer sends uint8 patches and
+    # vLLM's model file: supports_mm_device_do_normalize (its renderer sends uint8 patches and
     # the model normalizes them), and video_needs_metadata (a video's metadata is parsed, and
     # so hashed, with its frames)
-    vllm_pixels_field: Literal["flat", "batched"] = "flat"
     device_normalizes: bool = False
     video_metadata_in_hash: bool = False
+    # vLLM's renderer runs a video's frames through the image processor (at the video's
+    # budget) where transformers runs its video processor: their rescale and normalize then
+    # are the image side's (Processor.as_vllm_renders)
+    vllm_frames_as_images: bool = False
     # whether the transformers engine (app/mmprep/engines/transformers_engine.py) can feed its model
     # the tensors as the engine batches them
     transformers_engine: bool = True
@@ -257,10 +267,11 @@ class Family:
     # -- the engines' inputs -------------------------------------------------------------
 
     def vllm_video_fields(
-        self, video: SampledVideo, temporal_patch_size: int
-    ) -> dict[str, np.ndarray | list[float]]:
-        """The keys a video's vLLM MultiModalKwargsItem holds beyond its pixels and grid, each
-        a batched field kept on the CPU (the model's _get_mm_fields_config)."""
+        self, video: SampledVideo, temporal_patch_size: int, num_tokens: int
+    ) -> dict[str, np.ndarray | list[float] | list[int]]:
+        """The keys a video's vLLM MultiModalKwargsItem holds beyond its processed tensors,
+        each a batched field kept on the CPU (the model's _get_mm_fields_config); `num_tokens`
+        is the video's placeholder tokens."""
         return {}
 
     def transformers_video_inputs(

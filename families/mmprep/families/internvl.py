@@ -74,7 +74,9 @@ class InternVLSide(Side):
 
     takes_pixel_aliases = False  # neither class has min_pixels / max_pixels
 
-    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+    def tile_tensors(
+        self, config: SideConfig, tiles: np.ndarray, height: int, width: int
+    ) -> dict[str, np.ndarray]:
         """The item's tiles (N, 3, H, W) and, as vLLM's `*_num_patches`, their count."""
         pixels_key, count_key = self.tensor_names
         assert count_key is not None

@@ -66,11 +66,14 @@ class LlavaOnevisionImage(ImageSide):
     defaults = IMAGE
     own_keys = frozenset({"image_grid_pinpoints"})
     takes_pixel_aliases = False
+    vllm_pixels_field = "batched"
 
     def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
         return image_tokens(height, width, config)
 
-    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+    def tile_tensors(
+        self, config: SideConfig, tiles: np.ndarray, height: int, width: int
+    ) -> dict[str, np.ndarray]:
         """A batch of one: (1, tiles, 3, H, W), and the image's (height, width) as given."""
         pixels_key, sizes_key = self.tensor_names
         assert sizes_key is not None
@@ -106,11 +109,14 @@ class LlavaOnevisionVideo(VideoSide):
     placeholder = "<video>"
     defaults = VIDEO
     takes_pixel_aliases = False
+    vllm_pixels_field = "batched"
 
     def tile_tokens(self, config: SideConfig, num_frames: int, height: int, width: int) -> int:
         return video_tokens(num_frames)
 
-    def tile_tensors(self, tiles: np.ndarray, height: int, width: int) -> dict[str, np.ndarray]:
+    def tile_tensors(
+        self, config: SideConfig, tiles: np.ndarray, height: int, width: int
+    ) -> dict[str, np.ndarray]:
         """A batch of one: (1, frames, 3, H, W)."""
         return {self.tensor_names[0]: tiles[None]}
 
@@ -144,7 +150,6 @@ class LlavaOnevision(Family):
     layout = "tiles"
     extra_keys = frozenset({"image_grid_pinpoints"})
     item_switches = frozenset({"do_pad"})  # the images of a batch padded to one tile count
-    vllm_pixels_field = "batched"
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         return config.fixed_size

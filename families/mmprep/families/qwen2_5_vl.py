@@ -21,8 +21,8 @@ class Qwen2_5VL(QwenVL):
     video_metadata_in_hash = True  # vLLM's video_needs_metadata
 
     def vllm_video_fields(
-        self, video: SampledVideo, temporal_patch_size: int
-    ) -> dict[str, np.ndarray | list[float]]:
+        self, video: SampledVideo, temporal_patch_size: int, num_tokens: int
+    ) -> dict[str, np.ndarray | list[float] | list[int]]:
         """second_per_grid_ts: a 0-d float32."""
         return {"second_per_grid_ts": np.array(temporal_patch_size / video.sampled_fps, np.float32)}
 

@@ -100,8 +100,8 @@ class Qwen3VL(QwenVL):
         )
 
     def vllm_video_fields(
-        self, video: SampledVideo, temporal_patch_size: int
-    ) -> dict[str, np.ndarray | list[float]]:
+        self, video: SampledVideo, temporal_patch_size: int, num_tokens: int
+    ) -> dict[str, np.ndarray | list[float] | list[int]]:
         """timestamps: a list of Python floats, one per temporal block (vLLM's
         Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand)."""
         return {"timestamps": block_times(video.indices, video.source_fps, temporal_patch_size)}

@@ -122,6 +122,8 @@ class ProcessorConfig:
         del kwargs["options"]  # read by mmprep's rules; transformers' classes split them otherwise
         if self.fixed_size != (0, 0):
             kwargs["size"] = {"height": fixed[0], "width": fixed[1]}
+        elif self.max_pixels == 0:  # sized by the family's own options
+            kwargs["size"] = None
         if pinpoints:
             kwargs["image_grid_pinpoints"] = [list(pair) for pair in pinpoints]
         kwargs["image_mean"], kwargs["image_std"] = list(self.image_mean), list(self.image_std)
@@ -195,12 +197,22 @@ def _build(family: str, side: families.Side, values: dict[str, Any]) -> Processo
     size = values["size"]
     if values.get("resample", 3) != 3:
         raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")
-    fixed = _fixed_size(size) if families.get(family).layout == "tiles" else (0, 0)
+    if size is None:  # a class that sizes by its own options (Gemma 4's max_soft_tokens): no bounds
+        fixed, bounds = (0, 0), (0, 0)
+    elif families.get(family).layout == "tiles":
+        fixed = _fixed_size(size)
+        bounds = (fixed[0] * fixed[1],) * 2
+    else:
+        fixed = (0, 0)
+        bounds = (
+            _positive_int(size.get("shortest_edge"), "size.shortest_edge"),
+            _positive_int(size.get("longest_edge"), "size.longest_edge"),
+        )
     return ProcessorConfig(
         family=family,
         kind=side.modality,
-        min_pixels=fixed[0] * fixed[1] or _positive_int(size.get("shortest_edge"), "size.shortest_edge"),
-        max_pixels=fixed[0] * fixed[1] or _positive_int(size.get("longest_edge"), "size.longest_edge"),
+        min_pixels=bounds[0],
+        max_pixels=bounds[1],
         patch_size=_positive_int(values["patch_size"], "patch_size"),
         temporal_patch_size=_positive_int(values["temporal_patch_size"], "temporal_patch_size"),
         merge_size=_positive_int(values["merge_size"], "merge_size"),

@@ -52,6 +52,24 @@ class Processor:
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
 
+    def as_vllm_renders(self) -> Processor:
+        """This processor as vLLM's renderer runs it: where vLLM sends a family's video frames
+        through its image processor (Family.vllm_frames_as_images: Gemma 4), the frames are
+        rescaled and normalized as the image side does it (Gemma 4's image side multiplies by
+        1/255 where its video side divides by 255: the same values to within one bit)."""
+        if not self._family().vllm_frames_as_images or self.image_config is None:
+            return self
+        image = self.image_config
+        video = replace(
+            self.video_config,
+            do_rescale=image.do_rescale,
+            rescale_factor=image.rescale_factor,
+            do_normalize=image.do_normalize,
+            image_mean=image.image_mean,
+            image_std=image.image_std,
+        )
+        return Processor(video=video, image=image)
+
     def preload(self) -> None:
         """Load now what the first frame processed would load (torch, for the resize, where
         it is installed), so a service pays for it at start, not on its first request."""

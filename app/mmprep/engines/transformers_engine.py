@@ -324,12 +324,14 @@ class TransformersEngine:
             )
 
     def _media_parts(self, kind: families.Kind, items: list[MediaItem]) -> dict[str, list[np.ndarray]]:
-        """The items' tensors, to be joined as transformers' processor joins a batch's: pixels
-        and grids in prompt order, under the family's names; for videos, what else the family's
-        model takes (Qwen2.5-VL's second_per_grid_ts)."""
+        """The items' tensors, to be joined as transformers' processor joins a batch's: each
+        tensor the processor made (pixels, grids, Gemma 4's patch positions) in prompt order,
+        under the family's names; for videos, what else the family's model takes (Qwen2.5-VL's
+        second_per_grid_ts)."""
         side = self.family.sides[kind]
-        pixels_key, grid_key = side.tensor_names
-        keys = [pixels_key] if grid_key is None else [pixels_key, grid_key]
+        pixels_key = side.tensor_names[0]
+        keys = [name for name in side.tensor_names if name is not None]
+        keys += [name for name in _processed(items[0]).tensors if name not in keys]
         try:
             parts = {key: [_processed(item).tensors[key] for item in items] for key in keys}
         except KeyError as missing:

@@ -1,6 +1,7 @@
 """Tiny random-weight vision-language models for tests (the Qwen-VL families, Qwen3.5,
-LLaVA-OneVision, InternVL): a family's published model folder (model_folder.make_model_folder: configs, chat
-template, the real Qwen vocabulary) with a config.json of tiny text and vision sizes (the real
+LLaVA-OneVision, InternVL, Gemma 4): a family's published model folder
+(model_folder.make_model_folder: configs, chat template, the real vocabulary or one shaped
+like it) with a config.json of tiny text and vision sizes (the real
 vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
 The transformers engine's tests load them in process; tests/vllm_real/ serves them with a real
 vLLM, whose venv has torch and transformers but not mmprep: so this file imports nothing of
@@ -76,6 +77,17 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "image_size": [448, 448],
         "patch_size": [14, 14],
     },
+    # the published tower's patch, pooling and budget (16, 3, 280), two small layers
+    "gemma4": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "default_output_length": 280,
+        "standardize": True,
+    },
 }
 TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
@@ -99,6 +111,23 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
         "model_type": "qwen2",
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
     },
+    # Gemma 4's text model: a sliding layer and a full one (the published ropes), vision
+    # tokens attending both ways within an image, no per-layer inputs, Gemma's vocabulary
+    "gemma4": {
+        "vocab_size": 262144,
+        "vocab_size_per_layer_input": 262144,
+        "hidden_size_per_layer_input": 0,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "sliding_window": 512,
+        "head_dim": 8,
+        "global_head_dim": 8,
+        "num_kv_shared_layers": 0,
+        "use_bidirectional_attention": "vision",
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1e6, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"},
+        },
+    },
     # a Qwen3 language model, its rope one-dimensional
     "internvl": {
         "model_type": "qwen3",
@@ -119,6 +148,7 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
         "use_image_newline_parameter": True,
     },
     "internvl": {"image_token_id": 151671},
+    "gemma4": {"audio_config": None},  # images and video only: no audio tower
 }
 FAMILIES = tuple(VISION_CONFIGS)
 # vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
@@ -146,6 +176,7 @@ VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     },
     "llava_onevision": TEXT_FOR["llava_onevision"],
     "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+    "gemma4": {**TEXT_FOR["gemma4"], "head_dim": 32, "global_head_dim": 32},
 }
 # and the vision tower's output is the text's hidden size
 VLLM_VISION = {
@@ -155,6 +186,7 @@ VLLM_VISION = {
     "qwen3_5": {"out_hidden_size": 64},
     "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
     "internvl": {},  # its projector maps the tower's output to the text's size
+    "gemma4": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
 }
 
 
@@ -177,6 +209,7 @@ def save_tiny_model(
             transformers.LlavaOnevisionForConditionalGeneration,
         ),
         "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
+        "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
     config = config_class(

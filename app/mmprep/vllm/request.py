@@ -9,7 +9,8 @@ PlaceholderRangeInfo has nothing more), `kwargs_data` (each item encoded, serde.
 adds them for a prefill that takes its embeddings from elsewhere).
 
 vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
-for an embedding. A placeholder whose range holds other tokens too (Qwen3-VL videos: a
+for an embedding. A range that holds its embeddings as one run between markers goes as
+that run (_embed_range); one whose embeddings are split by other tokens (Qwen3-VL videos: a
 timestamp and vision start/end around each frame) is refused here with a 400 naming the
 part, rather than failing inside vLLM.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from mmprep import families
 
 from ..core.config import Settings
 from ..interface.engine import EngineError, EngineHTTPError
@@ -275,7 +278,7 @@ def features(
     placeholders = sorted(prompt.placeholders, key=lambda placeholder: placeholder.offset)
     if not placeholders:
         return None
-    by_modality: dict[str, list[Placeholder]] = {}
+    by_modality: dict[families.Kind, list[Placeholder]] = {}
     for placeholder in placeholders:
         by_modality.setdefault(placeholder.modality, []).append(placeholder)
     hashes: dict[str, list[str]] = {}
@@ -284,8 +287,11 @@ def features(
     metadata: dict[str, list[str]] = {}
     for modality, group in by_modality.items():
         media = [_media(request, placeholder) for placeholder in group]
-        for placeholder, item in zip(group, media, strict=True):
-            _check_range(placeholder, item)
+        token = _pad_token(options, modality)
+        group = [
+            _embed_range(placeholder, item, prompt.token_ids, token)
+            for placeholder, item in zip(group, media, strict=True)
+        ]
         items = kwargs_items(
             media, options.family or "", options.temporal_patch_size, options.vision_token_ids
         )
@@ -325,19 +331,54 @@ def _media(request: PreparedRequest, placeholder: Placeholder) -> MediaItem:
     return item
 
 
-def _check_range(placeholder: Placeholder, item: MediaItem) -> None:
-    """vLLM 0.33.0 takes every token of a range for an embedding (no is_embed)."""
+def _pad_token(options: GenerateOptions, modality: families.Kind) -> int | None:
+    """The token that stands for one embedding of `modality` in this model's prompts."""
+    if options.family is None:
+        return None
+    key = families.get(options.family).sides[modality].token_key
+    return options.vision_token_ids.get(key)
+
+
+def _embed_range(
+    placeholder: Placeholder, item: MediaItem, token_ids: Sequence[int], token: int | None
+) -> Placeholder:
+    """The range vLLM 0.33.0's generate endpoint can take for the item: it has no is_embed
+    mask, so it takes every token of a range for an embedding. A range that holds its
+    embeddings as one run between other tokens (Gemma 4's and InternVL's begin and end
+    markers) goes as that run alone: vLLM's runner finds the same run in its own range
+    (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. A range
+    whose embeddings are split (Qwen3-VL's and Gemma 4's videos: a time stamp before each
+    frame) cannot be said on this wire: a 400 naming the part."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
-    if placeholder.length != embeddings:
-        raise EngineHTTPError(
-            f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
-            "among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to say "
-            f"which: a vLLM upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
-            400,
-            "unsupported_placeholder",
-            item.param,
-        )
+    if placeholder.length == embeddings:
+        return placeholder
+    span = token_ids[placeholder.offset : placeholder.offset + placeholder.length]
+    runs = _runs_of(span, token)
+    if len(runs) == 1 and runs[0][1] == embeddings:
+        start, length = runs[0]
+        return replace(placeholder, offset=placeholder.offset + start, length=length)
+    raise EngineHTTPError(
+        f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
+        "split among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to "
+        f"say which: a vLLM upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
+        400,
+        "unsupported_placeholder",
+        item.param,
+    )
+
+
+def _runs_of(span: Sequence[int], token: int | None) -> list[tuple[int, int]]:
+    """(start, length) of each run of `token` in `span`."""
+    runs: list[tuple[int, int]] = []
+    for index, value in enumerate(span):
+        if value != token:
+            continue
+        if runs and sum(runs[-1]) == index:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs
 
 
 def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateOptions) -> list[str]:

@@ -119,16 +119,33 @@ def test_fps_takes_the_frame_on_screen_at_k_over_r():
 def test_a_frame_picks_rule_names_the_frames_from_the_true_count_and_duration():
     seen = []
 
-    def picks(total, duration):
-        seen.append((total, duration))
-        return [0, 12, 12, total + 5]  # twice and past the end: once each, the last frame
+    def picks(metadata):
+        seen.append((metadata.num_frames, metadata.duration, metadata.header_frames))
+        return [0, 12, 12, metadata.num_frames + 5]  # twice and past the end: once each, the last frame
 
     video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", num_frames=4, frame_picks=picks)
-    assert seen == [(90, pytest.approx(90 * 1001 / 30000))]
+    assert seen == [(90, pytest.approx(90 * 1001 / 30000), 90)]
     assert painted(video.frames) == video.indices.tolist() == [0, 12, 89]
     # None: the sampling as asked
-    video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", fps=1, frame_picks=lambda total, duration: None)
+    video = decode_video(MEDIA / "cfr_29.97fps_h264.mp4", fps=1, frame_picks=lambda metadata: None)
     assert video.indices.tolist() == [0, 29, 59]
+
+
+@pytest.mark.parametrize(
+    ("name", "claimed", "plays"),
+    [
+        ("lying_header_mpeg4.avi", 1000, 20),  # the AVI's frame count
+        ("edit_list_h264.mp4", 16, 12),  # the MP4's samples, 4 hidden by its edit list
+        ("start_offset_1500ms_vp9.webm", 9, 6),  # no count: the container's 4.5 s x 2 fps
+        ("vfr_h264.mkv", 71, 12),  # no count: 2.84 s x the 25 fps claimed
+        ("live_no_duration_vp9.webm", 0, 20),  # neither a count nor a duration
+    ],
+)
+def test_the_metadata_keeps_the_frame_count_the_header_claims(name, claimed, plays):
+    """What OpenCV's CAP_PROP_FRAME_COUNT reads of the file (vLLM's loader picks frames by it),
+    beside the frames that play."""
+    metadata = probe_video(MEDIA / name)
+    assert (metadata.header_frames, metadata.num_frames) == (claimed, plays)
 
 
 # -- which stream: FFmpeg's best, not the first -------------------------------------------

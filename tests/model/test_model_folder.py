@@ -14,6 +14,7 @@ import pytest
 from mmprep import families
 from mmprep.decoders import decode_video
 from mmprep.model import ModelFolder, ModelFolderError
+from mmprep.preprocess.loader_picks import LoaderPicks
 from mmprep.processors import load_processor
 from mmprep.render import Renderer, TemplateOptions
 from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
@@ -138,7 +139,7 @@ def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_fol
     decoded = decode_video(
         WEBM.read_bytes(),
         max_pixels=1920 * 1080,
-        frame_picks=lambda total, duration: family.vllm_frame_picks(total, duration, 2.0, 256),
+        frame_picks=LoaderPicks(family, 2.0, None, 768),
     )
     assert len(decoded.frames) != 4
     item = video_item(decoded, load_processor(folder.path))

@@ -65,12 +65,14 @@ def test_the_model_id_defaults_to_the_folder_as_given(folder):
     assert rendered != mm_hash(item, str(folder))  # not by its pixels
 
 
-def test_an_image_scaled_down_is_keyed_by_its_pixels(folder):
-    """--max-pixels makes other pixels than vLLM's loader would: then the file's key would
-    name other tensors, so the key is the pixels'."""
+def test_max_pixels_leaves_an_image_the_processor_sizes_as_vllm_keys_it(folder):
+    """--max-pixels scales no image a model's processor sizes (docs/sampling.md, "No silent
+    shrinking"): the processor gets the whole picture, as vLLM's, and the key is the file's,
+    as vLLM's, however small --max-pixels is."""
     data = (DATA / "images" / "rgb.png").read_bytes()
     with LiveServer(Settings(model=folder, max_pixels=32 * 32)) as server:
         (rendered,) = rendered_hashes(server, ["rgb.png"])
-    scaled = decode_image(data, max_pixels=32 * 32).pixels
-    assert scaled.shape[:2] == (32, 32)
-    assert rendered == mm_hash(MediaItem("image", scaled, {}, "image"), str(folder))
+    whole = decode_image(data).pixels
+    assert whole.shape[0] * whole.shape[1] > 32 * 32
+    keyed = MediaItem("image", whole, {}, "image", source=SourceImage(data, False))
+    assert rendered == mm_hash(keyed, str(folder))

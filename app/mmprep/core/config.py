@@ -273,7 +273,7 @@ class MediaSettings(SettingsGroup):
     default_max_frames: int = Field(
         32, ge=1, description="frames per video when a request does not say max_frames"
     )
-    max_frames: int = Field(256, ge=1, description="most frames per video, whatever a request asks")
+    max_frames: int = Field(768, ge=1, description="most frames per video, whatever a request asks")
     seek_mode: Literal["exact", "keyframe"] = Field(
         "exact",
         description="default for videos: exact (the frame on screen at each time) or keyframe (the nearest "

@@ -51,6 +51,10 @@ class Loaded:
     tensor: np.ndarray  # its frames or pixels, uint8 RGB
     processed: ProcessedMedia | None = None
     source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
+    # Where the model's own rule picked a video's frames (preprocess/loader_picks.py): its
+    # transformers metadata as vLLM's loader writes it, and how its frames were picked
+    hf_metadata: dict[str, Any] | None = None
+    picks: dict[str, Any] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -82,9 +86,16 @@ class Modality(ABC):
         """The keys a part carries besides its URL, checked; a ServiceError naming any other."""
 
     def sampling(
-        self, requested: dict[str, Any], own: dict[str, Any], settings: MediaSettings, param: str
+        self,
+        requested: dict[str, Any],
+        own: dict[str, Any],
+        settings: MediaSettings,
+        param: str,
+        model_picks: bool = False,
     ) -> VideoSampling | None:
-        """The part's decode options: its own keys over the request's over the server's."""
+        """The part's decode options: its own keys over the request's over the server's.
+        `model_picks`: the model's own rule picks the frames, at their own size
+        (preprocess/loader_picks.py): the server's frame and size defaults do not apply."""
         return None
 
     @abstractmethod

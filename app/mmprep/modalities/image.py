@@ -43,9 +43,9 @@ class Image(Modality):
 
     def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
         settings, vision = context.settings, context.vision
-        image = decode_image(
-            data, max_pixels=settings.max_pixels, max_source_pixels=settings.max_source_pixels
-        )
+        # With a processor the model's rule sizes the image: --max-pixels would shrink it first
+        max_pixels = settings.max_pixels if vision is None else None
+        image = decode_image(data, max_pixels=max_pixels, max_source_pixels=settings.max_source_pixels)
         unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
         source = SourceImage(data, image.converted) if unscaled else None
         if vision is None:

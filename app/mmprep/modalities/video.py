@@ -7,6 +7,7 @@ What a request may say of a video's sampling, and how vLLM's spellings read, is 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import fields
@@ -44,7 +45,12 @@ class Video(Modality):
         return sampling_keys({key: item for key, item in value.items() if key != "url"}, param)
 
     def sampling(
-        self, requested: dict[str, Any], own: dict[str, Any], settings: MediaSettings, param: str
+        self,
+        requested: dict[str, Any],
+        own: dict[str, Any],
+        settings: MediaSettings,
+        param: str,
+        model_picks: bool = False,
     ) -> VideoSampling:
         merged = dict(requested)
         if "fps" in own or "num_frames" in own:
@@ -54,9 +60,10 @@ class Video(Modality):
         fps, num_frames = merged.get("fps"), merged.get("num_frames")
         if num_frames is None and fps is None:
             fps = settings.default_fps
-        # An explicit count is honoured up to the hard limit; only fps and the default are capped.
-        cap = settings.max_frames if num_frames is not None else settings.default_max_frames
-        max_frames = merged.get("max_frames", cap)
+        # An explicit count is honoured up to the hard limit; only fps and the default are
+        # capped. Where the model's rule picks, it counts (up to --max-frames, or a 400).
+        cap = settings.max_frames if num_frames is not None or model_picks else settings.default_max_frames
+        max_frames = merged.get("max_frames", None if model_picks else cap)
         if isinstance(max_frames, int) and not isinstance(max_frames, bool):
             max_frames = min(max_frames, settings.max_frames)
         try:
@@ -71,7 +78,6 @@ class Video(Modality):
         decode = functools.partial(
             decode_video,
             data,
-            sampling=sampling,
             max_bytes=settings.max_decoded_bytes,
             max_source_pixels=settings.max_source_pixels,
             cancel=context.cancel,
@@ -79,29 +85,38 @@ class Video(Modality):
             device=settings.decode_device,
         )
         if vision is None:
-            video = decode(threads=context.threads)
+            video = decode(sampling=sampling, threads=context.threads)
             return Loaded(video, video.frames)
+        assert sampling is not None  # a video part always has its sampling
+        # The processor sizes the frames by the model's rule: --max-pixels would shrink them first
+        sampling = dataclasses.replace(sampling, max_pixels=None)
+        picks = vision.loader_picks(sampling, settings.default_fps, settings.max_frames)
         # The processor works on each frame as it is decoded (on_frame), on threads of its own.
         with vision.processor.stream_video(context.threads) as stream:
             video = decode(
+                sampling=sampling,
                 threads=vision.decoder_threads(context.threads),
                 frame_size=vision.frame_rule,
-                frame_picks=vision.frame_picks(sampling, settings.default_fps),
+                frame_picks=picks,
                 on_frame=stream.add,
             )
             processed = context.timed(self.name, lambda: stream.result(video.frames))
+        if picks is None:
             return Loaded(video, video.frames, processed)
+        return Loaded(
+            video, video.frames, processed, hf_metadata=picks.hf_metadata(video), picks=picks.account(video)
+        )
 
     def item(self, loaded: Loaded, param: str) -> MediaItem:
         video: DecodedVideo = loaded.decoded
         return MediaItem(
             kind=self.name,
             tensor=video.frames,
-            metadata=video.metadata.to_dict(),
+            metadata=video.metadata.to_dict() | (loaded.picks or {}),
             param=param,
             timestamps=video.timestamps,
             indices=video.indices,
-            hf_metadata=video.to_hf_metadata(),
+            hf_metadata=loaded.hf_metadata or video.to_hf_metadata(),
             processed=loaded.processed,
         )
 

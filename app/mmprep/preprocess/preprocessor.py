@@ -187,10 +187,11 @@ class Preprocessor:
                     "too_many_media_parts",
                     "messages",
                 )
+        model_picks = self._vision is not None and self._vision.picks_frames
         parts = []
         for part in request.media:
             modality = MODALITIES[part.kind]
-            sampling = modality.sampling(requested, part.options, self._settings, part.param)
+            sampling = modality.sampling(requested, part.options, self._settings, part.param, model_picks)
             parts.append(_MediaPart(modality, part.url, sampling, part.param))
         return parts
 

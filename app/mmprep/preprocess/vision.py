@@ -17,6 +17,7 @@ from mmprep.processors import ProcessedMedia, Processor, load_processor
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
+from .loader_picks import LoaderPicks
 
 
 def normalizes_on_device(settings: Settings, family: str) -> bool:
@@ -108,22 +109,22 @@ class VisionProcessing:
             return self.processor.video_size(num_frames, height, width)
         return height, width
 
-    def frame_picks(self, sampling: VideoSampling, default_fps: float):
-        """decode_video's frame_picks rule where mmprep speaks vLLM's wire: the frames vLLM's
-        loader for this model takes (its Qwen-VL loaders sample by fps, the request's else
-        `default_fps`, and ignore num_frames), within the request's max_frames; None
-        elsewhere, and where vLLM's loader samples as the request says (docs/sampling.md,
-        "The model's own rule")."""
-        family = families.find(self.processor.family)
-        if family is None or not self.vllm_frames:
+    def loader_picks(self, sampling: VideoSampling, default_fps: float, limit: int) -> LoaderPicks | None:
+        """decode_video's frame_picks rule where the model's own rule applies (mmprep speaks
+        vLLM's wire, and vLLM has a loader of the model's own: loader_picks.py): the frames
+        it takes, sampled at the request's fps, else `default_fps`, whatever num_frames says;
+        at most the request's own max_frames, and `limit` (--max-frames) or a 400. None
+        elsewhere: the sampling contract (docs/sampling.md, "The model's own rule")."""
+        if not self.picks_frames:
             return None
         fps = sampling.fps if sampling.fps is not None else default_fps
+        return LoaderPicks(families.get(self.processor.family), fps, sampling.max_frames, limit)
 
-        def picks(total: int, duration: float) -> list[int] | None:
-            most = sampling.max_frames if sampling.max_frames is not None else total
-            return family.vllm_frame_picks(total, duration, fps, most)
-
-        return picks
+    @property
+    def picks_frames(self) -> bool:
+        """Whether videos get the frames vLLM's own loader for the model takes (loader_picks)."""
+        family = families.find(self.processor.family)
+        return self.vllm_frames and family is not None and family.vllm_video_loader != "opencv"
 
     def decoder_threads(self, threads: int) -> int:
         """FFmpeg threads for a video whose frames the processor takes as they come, out of

@@ -8,6 +8,7 @@ is checked against the frame index (packet timestamps) and used only if they agr
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,10 @@ class VideoMetadata:
     rotation: int  # degrees counter-clockwise the stored picture is turned for display
     duration_source: str  # "stream", "container", "packets" or "decoded"
     start_time: float  # the first frame's presentation time in the container, seconds
+    # The frame count the file's header claims, as OpenCV reads it (CAP_PROP_FRAME_COUNT: the
+    # stream's nb_frames, else the container's duration times fps, rounded); 0 where it
+    # claims none. Often not num_frames: kept because loaders that trust it (vLLM's) pick by it.
+    header_frames: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,6 +53,16 @@ def container_duration(container: InputContainer) -> float | None:
     start = container.start_time or 0
     seconds = (container.duration - start) / 1_000_000
     return seconds if seconds > 0 else None
+
+
+def header_frame_count(stream: VideoStream, container: InputContainer, fps: float | None) -> int:
+    """The frame count the header claims, as OpenCV's FFmpeg capture reads it: the stream's
+    nb_frames, else floor(container duration x fps + 0.5); 0 where neither is known."""
+    if stream.frames and stream.frames > 0:
+        return int(stream.frames)
+    if container.duration and container.duration > 0 and fps:
+        return max(0, math.floor(container.duration / 1_000_000 * fps + 0.5))
+    return 0
 
 
 def resolve_duration(

@@ -11,6 +11,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, MediaTooLargeError
 from .frames import scaled_size
+from .metadata import VideoMetadata
 from .sampling import VideoSampling, pick_frames, pick_nearest, target_ticks
 from .survey import Survey
 
@@ -48,11 +49,12 @@ class DecodePlan:
 
 # (frames, height, width) -> (height, width): the size a caller wants every frame scaled to.
 FrameSizeRule = Callable[[int, int, int], tuple[int, int]]
-# (frames, duration in seconds) -> the positions (presentation order) of the frames to take,
-# instead of what the sampling's fps / num_frames / max_frames name; None: those, as asked.
-# A model's own sampling rule (a family's vLLM loader, families/mmprep/families/video.py), given the video's
-# true count and duration from the survey.
-FramePickRule = Callable[[int, float], Sequence[int] | None]
+# The video's metadata -> the positions (presentation order) of the frames to take, instead
+# of what the sampling's fps / num_frames / max_frames name; None: those, as asked. A model's
+# own sampling rule (a family's vLLM loader, families/mmprep/families/video.py), given the
+# survey's metadata: the true count and duration, and what the header claims (its rotation
+# is not known yet: 0).
+FramePickRule = Callable[[VideoMetadata], Sequence[int] | None]
 
 
 def plan_decode(
@@ -73,11 +75,11 @@ def plan_decode(
     when it gives (h', w') for (h, w), as the vision processors' sizes do). It may raise,
     to refuse the video before any decoding.
 
-    `frame_picks`, if given, is called once with the frame count and duration; positions it
-    names (clipped to the frames there are) are the targets instead of the sampling's.
+    `frame_picks`, if given, is called once with the survey's metadata; positions it names
+    (clipped to the frames there are) are the targets instead of the sampling's.
     """
     ticks = survey.frame_ticks()
-    picked = frame_picks(len(ticks), survey.duration) if frame_picks is not None and len(ticks) else None
+    picked = frame_picks(survey.metadata(rotation=0)) if frame_picks is not None and len(ticks) else None
     if picked is not None:
         targets = ticks[np.clip(np.asarray(picked, dtype=np.int64), 0, len(ticks) - 1)]
     else:

@@ -12,7 +12,7 @@ import numpy as np
 from .errors import CorruptMediaError, MediaTooLargeError
 from .guard import DecodeGuard
 from .index import FrameIndex, read_index
-from .metadata import VideoMetadata, resolve_duration, stream_fps
+from .metadata import VideoMetadata, header_frame_count, resolve_duration, stream_fps
 from .picker import Clock
 from .source import VideoSource, decode_all, decode_packet
 
@@ -36,6 +36,7 @@ class Survey:
     coded_size: tuple[int, int]  # (width, height) as the stream header gives it, before rotation
     decoded_times: np.ndarray | None  # only for streams without timestamps
     decoder: str = ""  # FFmpeg's decoder for it ("libdav1d" for "av1")
+    header_frames: int = 0  # the count the header claims (VideoMetadata.header_frames)
 
     @property
     def tick(self) -> Fraction:
@@ -77,6 +78,7 @@ class Survey:
             rotation=rotation,
             duration_source=self.duration_source,
             start_time=self.start_time(),
+            header_frames=self.header_frames,
         )
 
 
@@ -89,6 +91,7 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         codec, fmt, decoder = codec_name(stream), container.format.name, stream.codec_context.codec.name
         coded_size = (stream.codec_context.width, stream.codec_context.height)
         claimed_fps = stream_fps(stream)
+        header_frames = header_frame_count(stream, container, claimed_fps)
     decoded_times = None
     num_frames = len(index.pts)
     if duration_source == "decoded":
@@ -102,7 +105,17 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
     assert duration is not None  # resolve_duration gives None only with "decoded", handled above
     fps = claimed_fps or num_frames / duration
     return Survey(
-        index, duration, duration_source, fps, num_frames, codec, fmt, coded_size, decoded_times, decoder
+        index,
+        duration,
+        duration_source,
+        fps,
+        num_frames,
+        codec,
+        fmt,
+        coded_size,
+        decoded_times,
+        decoder,
+        header_frames,
     )
 
 

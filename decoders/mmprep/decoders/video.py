@@ -89,11 +89,12 @@ def decode_video(
     frame_size: a rule (frames, height, width) -> (height, width) for the output size, given
     the planned count and the size after max_pixels, called once before any frame is
     decoded (plan.py says what it must satisfy); what it raises is raised unchanged.
-    frame_picks: a rule (frame count, duration in seconds) -> the positions of the frames to
-    take (presentation order), or None for what the sampling names: a model's own sampling
-    rule (vLLM's Qwen-VL loaders take a count from the duration and spread it, whatever
-    num_frames says; families/mmprep/families/video.py). Called once, with the video's true count and
-    duration; max_pixels, seek_mode and max_frames' check of an explicit num_frames still apply.
+    frame_picks: a rule (VideoMetadata) -> the positions of the frames to take (presentation
+    order), or None for what the sampling names: a model's own sampling rule (vLLM's Qwen-VL
+    loaders take a count from the duration and spread it, whatever num_frames says;
+    families/mmprep/families/video.py). Called once, with the survey's metadata (the true
+    count and duration, and header_frames, what the header claims; rotation 0, not yet
+    known); max_pixels, seek_mode and max_frames' check of an explicit num_frames still apply.
     device: "cpu", or "cuda" to decode on the GPU (NVDEC) where it can (gpu.py): the same
     frames; where it cannot, the CPU decodes and a log line says why.
     on_frame: called as on_frame(position, count, frame) from a decoding thread as soon as

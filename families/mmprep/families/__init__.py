@@ -16,7 +16,7 @@ from .registry import (
     get,
 )
 from .sizing import SizeError
-from .video import SampledVideo
+from .video import LoaderSource, SampledVideo, vllm_source
 
 __all__ = [
     "FAMILIES",
@@ -24,6 +24,7 @@ __all__ = [
     "Family",
     "ImageSide",
     "Kind",
+    "LoaderSource",
     "SampledVideo",
     "Side",
     "SideConfig",
@@ -35,4 +36,5 @@ __all__ = [
     "for_model_type",
     "for_processor_class",
     "get",
+    "vllm_source",
 ]

@@ -229,6 +229,10 @@ class Family:
     # budget) where transformers runs its video processor: their rescale and normalize then
     # are the image side's (Processor.as_vllm_renders)
     vllm_frames_as_images: bool = False
+    # the video loader vLLM 0.33 picks for the model by its video processor's class: "opencv"
+    # (the plain one, which samples as the request says), or one with the model's own rule
+    # ("qwen2_vl", "qwen3_vl": vllm_frame_picks)
+    vllm_video_loader: str = "opencv"
     # whether the transformers engine (app/mmprep/engines/transformers_engine.py) can feed its model
     # the tensors as the engine batches them
     transformers_engine: bool = True

@@ -80,6 +80,7 @@ class Qwen3VL(QwenVL):
     video = Qwen3VLVideo()  # images: Qwen2-VL's side, as QwenVL's
     max_position_embeddings = 128000
     video_metadata_in_hash = True  # vLLM's video_needs_metadata
+    vllm_video_loader = "qwen3_vl"
 
     def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
         """Qwen3VLVideoProcessor's loader: by fps too, its own count and linspace."""

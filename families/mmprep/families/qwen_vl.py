@@ -80,6 +80,7 @@ class QwenVL(Family):
     video: Side = QwenVLVideo()
     # vllm 0.32/0.33's qwen2_vl.py, qwen2_5_vl.py and qwen3_vl.py: supports_mm_device_do_normalize
     device_normalizes = True
+    vllm_video_loader = "qwen2_vl"
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         return image_size(height, width, config.factor, config.min_pixels, config.max_pixels)

@@ -1,7 +1,8 @@
 """`SampledVideo`: what a family's rules read of a video whose frames were sampled
 beforehand (transformers' VideoMetadata, as the decoder fills it), the frame-time
-arithmetic the Qwen-VL processors share, and the frames vLLM 0.33's Qwen-VL video loaders
-take (`qwen2_vl_picks`, `qwen3_vl_picks`: they sample by fps whatever num_frames says)."""
+arithmetic the Qwen-VL processors share, what vLLM 0.33's video loader reads of a video
+(`vllm_source`) and the frames its Qwen-VL loaders take (`qwen2_vl_picks`,
+`qwen3_vl_picks`: they sample by fps whatever num_frames says)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,29 @@ def block_times(indices: Sequence[int], fps: float, temporal_patch_size: int) ->
         (seconds[i] + seconds[i + temporal_patch_size - 1]) / 2
         for i in range(0, len(seconds), temporal_patch_size)
     ]
+
+
+@dataclass(frozen=True)
+class LoaderSource:
+    """What vLLM 0.33's OpenCV video loader reads of a video (video_decoders/opencv.py,
+    get_video_metadata) and samples by: its frame count, its rate and its duration."""
+
+    total: int
+    fps: float
+    duration: float
+
+
+def vllm_source(frames: int, header_frames: int, fps: float) -> LoaderSource:
+    """vLLM's view of a video whose `frames` play, whose header claims `header_frames` (0:
+    none) at `fps` (its average rate): the claimed count; the frames that demux where it
+    claims none; the frames that play where the header claims more than one beyond them (its
+    end-of-stream seek, which sees edit lists and stale AVI headers). The duration is that
+    count over the rate, as vLLM computes it, not the timestamps' span: a variable-rate
+    clip's differs."""
+    total = header_frames if header_frames > 0 else frames
+    if 0 < frames < total - 1:
+        total = frames
+    return LoaderSource(total, fps, total / fps if fps > 0 else 0.0)
 
 
 def qwen2_vl_picks(

@@ -1,6 +1,6 @@
 """Generate the video fixtures in this folder with PyAV's bundled encoders.
 
-    python tests/data/media/make_fixtures.py
+    python tests/data/media/make_fixtures.py [BUILDER ...]
 
 Every frame paints its own index into its pixels (see `paint`), so a test can read
 back which frame the decoder returned (see `read_painted_index`). Each fixture is
@@ -413,7 +413,83 @@ def opus_audio_only_webm():
     _write("audio_only_opus.webm", "webm", build)
 
 
-def main():
+# -- footage as cameras and editors leave it: the frames vLLM's loader picks (issue 50) --------
+
+
+def mpeg4_avi_23976():
+    """A long AVI at 23.976 fps with B-frames (270 frames, painted i % 256): the rate's
+    rounding moves a frame-index rule's picks by one where a time-based rule's do not."""
+
+    def build(c):
+        s = _video_stream(c, "mpeg4", Fraction(24000, 1001), 64, 48, options={"bf": "2", "qscale": "10"})
+        _encode(c, s, [(i, paint(i % 256, 64, 48)) for i in range(270)])
+
+    _write("ntsc_bframes_mpeg4.avi", "avi", build)
+
+
+def h264_phone_jitter_mp4():
+    """A phone-style MP4: 30 fps nominal, every frame's duration jittered by up to 2 ms
+    (456 frames, painted i % 256, B-frames), so its average rate is not 30."""
+    steps = [2970, 3000, 3000, 3030, 2940, 3060]  # in 1/90000 s
+
+    def build(c):
+        s = _video_stream(c, "libx264", 30, 64, 48, options={"crf": "30", "bf": "2"})
+        s.codec_context.time_base = Fraction(1, 90000)
+        pts, frames = 0, []
+        for i in range(456):
+            frames.append((pts, paint(i % 256, 64, 48)))
+            pts += steps[(i * 7) % len(steps)]
+        _encode(c, s, frames)
+
+    _write("phone_jitter_h264.mp4", "mp4", build)
+
+
+def h264_vfr_mp4():
+    """A variable-rate MP4: 60 frames over about 15 s in bursts and pauses; its average rate
+    (4 fps) is far from its nominal one, and its span from the count over that average."""
+    steps = [1000, 100, 100, 200, 500]  # ms
+
+    def build(c):
+        s = _video_stream(c, "libx264", 10, 64, 48, options={"crf": "30"})
+        s.codec_context.time_base = Fraction(1, 1000)
+        pts, frames = 0, []
+        for i in range(60):
+            frames.append((pts, paint(i, 64, 48)))
+            pts += steps[(i * 3) % len(steps)]
+        _encode(c, s, frames)
+
+    _write("vfr_bursts_h264.mp4", "mp4", build)
+
+
+def h264_trimmed_last_frame_mp4():
+    """An MP4 whose edit list hides its last frame: the header counts 20 samples, 19 play
+    (OpenCV believes 20; its end-of-stream check forgives one). Made by shortening the one
+    edit of a 20-frame, 10 fps clip by a frame's duration in the file's bytes."""
+
+    def build(c):
+        s = _video_stream(c, "libx264", 10, 64, 48, options={"crf": "30", "bf": "0", "g": "10"})
+        _encode(c, s, _painted(20, 64, 48))
+
+    path = _write("trimmed_last_frame_h264.mp4", "mp4", build, {"use_editlist": "1"})
+    data = bytearray(path.read_bytes())
+    mvhd = data.find(b"mvhd")
+    offset = 24 if data[mvhd + 4] else 16  # the timescale's place in a version 1 or 0 mvhd
+    (timescale,) = struct.unpack_from(">I", data, mvhd + offset)
+    elst = data.find(b"elst")
+    assert data[elst + 4] == 0 and struct.unpack_from(">I", data, elst + 8) == (1,), "one version 0 edit"
+    (duration,) = struct.unpack_from(">I", data, elst + 12)
+    struct.pack_into(">I", data, elst + 12, duration - timescale // 10)
+    path.write_bytes(bytes(data))
+
+
+def main(names=()):
+    """Every fixture, or the builders named (e.g. h264_vfr_mp4): the encoders are not
+    bit-exact across FFmpeg builds, so a new fixture is made without remaking the others."""
+    if names:
+        for name in names:
+            globals()[name]()
+        return
+
     vp9_webm_224p_6()
     vp9_webm_start_offset()
     vp9_webm_audio_outlasts_video()
@@ -436,7 +512,11 @@ def main():
     for name, rate, count in CFR_CLIPS:
         h264_cfr_mp4(name, rate, count)
     h264_two_video_streams_mp4()
+    mpeg4_avi_23976()
+    h264_phone_jitter_mp4()
+    h264_vfr_mp4()
+    h264_trimmed_last_frame_mp4()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""The frames of a video where the model's own rule applies: where mmprep stands in for
+vLLM's renderer (preprocess/vision.py, `speaks_vllm`) and vLLM 0.33 has a loader of the
+model's own for it (the Qwen-VL line: `Family.vllm_video_loader`), a video gets the frames
+that loader takes, by its arithmetic over what it reads of the file (`families.vllm_source`:
+the header's frame count, its average rate, their quotient as the duration), as positions
+over the frames that play, in presentation order: the i-th frame OpenCV grabs.
+
+Where that loader would not return what it picks (the header claims a frame that does not
+play: its grab fails, and vLLM hands the model fewer frames), the frames are picked by the
+same rule over what plays (the count that decodes, the timestamps' span), and the item says
+so: `"picks": "presentation-time"` with the reason, in its metadata and the log.
+
+The server's limits stay: a video whose picks are more than `--max-frames` is a 400 naming
+it, never fewer frames. A request's own max_frames (mmprep's key) bounds the picks as the
+loader's max_frames would.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from mmprep import families
+from mmprep.decoders import DecodedVideo, VideoMetadata
+
+from ..core.errors import ServiceError
+
+log = logging.getLogger("mmprep")
+VLLM_MAX_FRAMES = 768  # vLLM's Qwen-VL loaders' own cap
+
+
+@dataclass(frozen=True)
+class LoaderPicks:
+    """decode_video's frame_picks rule for one video part, and what the item then says."""
+
+    family: families.Family
+    fps: float  # the request's, else the server's default
+    max_frames: int | None  # the request's own max_frames; None: the loader's cap
+    limit: int  # --max-frames: picks beyond it are a 400
+
+    def __call__(self, metadata: VideoMetadata) -> list[int]:
+        source = self.source(metadata)
+        if source is None:
+            log.info(
+                "a video's header claims %d frames, %d play: vLLM's %s loader would not return the "
+                "frames it picks; picking by presentation time",
+                metadata.header_frames,
+                metadata.num_frames,
+                self.family.vllm_video_loader,
+            )
+            return self._picks(metadata.num_frames, metadata.duration)
+        return self._picks(source.total, source.duration)
+
+    def source(self, metadata: VideoMetadata) -> families.LoaderSource | None:
+        """vLLM's view of the video, or None where its loader would fail to grab a frame it
+        picks (a header that claims one frame more than plays: OpenCV believes it)."""
+        source = families.vllm_source(metadata.num_frames, metadata.header_frames, metadata.fps)
+        if max(self._picks(source.total, source.duration)) >= metadata.num_frames:
+            return None
+        return source
+
+    def _picks(self, total: int, duration: float) -> list[int]:
+        most = self.max_frames if self.max_frames is not None else VLLM_MAX_FRAMES
+        picks = self.family.vllm_frame_picks(total, duration, self.fps, most)
+        assert picks is not None  # only families with a loader of their own get a LoaderPicks
+        if len(set(picks)) > self.limit:
+            raise ServiceError(
+                f"vLLM's {self.family.vllm_video_loader} loader takes {len(set(picks))} frames of this "
+                f"video at {self.fps:g} fps, more than the server's --max-frames {self.limit}: ask for "
+                "a lower fps (media_io_kwargs.video.fps) or a shorter video",
+                "too_many_frames",
+            )
+        return picks
+
+    def hf_metadata(self, video: DecodedVideo) -> dict[str, Any]:
+        """transformers' VideoMetadata as vLLM's loader writes it: its frame count and
+        duration (`source`) where its picks stand; the decoder's where they do not."""
+        metadata = video.to_hf_metadata()
+        source = self.source(video.metadata)
+        if source is not None:
+            metadata |= {"total_num_frames": source.total, "duration": source.duration}
+        return metadata
+
+    def account(self, video: DecodedVideo) -> dict[str, Any]:
+        """How the frames were picked, for the item's metadata (the echo account shows it)."""
+        if self.source(video.metadata) is not None:
+            return {"picks": f"vllm:{self.family.vllm_video_loader}"}
+        return {
+            "picks": "presentation-time",
+            "picks_reason": (
+                f"the header claims {video.metadata.header_frames} frames but {video.metadata.num_frames} "
+                f"play: vLLM's {self.family.vllm_video_loader} loader would fail to grab a frame it picks"
+            ),
+        }

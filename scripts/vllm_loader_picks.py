@@ -1,0 +1,61 @@
+"""What vLLM 0.33's own Qwen-VL video loaders take of each video fixture: for each file and
+each loader (`qwen2_vl`: Qwen2-VL and Qwen2.5-VL; `qwen3_vl`: Qwen3-VL and Qwen3.5), at
+2 fps (their default), the frame indices, transformers' metadata as the loader writes it,
+and a digest of each frame's RGB bytes. JSON on stdout. It runs in the vLLM venv (vLLM,
+OpenCV and numpy; no mmprep), so it imports nothing of this repository:
+
+    bash scripts/vllm_venv.sh        # once
+    .venv-vllm-render/bin/python scripts/vllm_loader_picks.py > tests/data/vllm_real/loader_picks.json
+
+tests/decoders/test_vllm_loader_picks.py checks mmprep's picks against the file, and against
+this script's live answer where the venv is there (slow).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+logging.disable(logging.WARNING)  # vLLM's own notes on short reads: the answer says them
+
+from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend  # noqa: E402
+
+MEDIA = Path(__file__).resolve().parents[1] / "tests" / "data" / "media"
+LOADERS = {"qwen2_vl": Qwen2VLVideoBackend, "qwen3_vl": Qwen3VLVideoBackend}
+FPS = 2
+
+
+def loader_answer(loader, data: bytes) -> dict:
+    """One loader's frames of one file, or the error it raised."""
+    try:
+        frames, metadata = loader.load_bytes(data, fps=FPS)
+    except Exception as error:  # a file OpenCV cannot open: what vLLM answers is an error too
+        return {"error": f"{type(error).__name__}: {error}"}
+    return {
+        "indices": metadata["frames_indices"],
+        "total_num_frames": metadata["total_num_frames"],
+        "fps": metadata["fps"],
+        "duration": metadata["duration"],
+        "frames": [hashlib.sha256(frame.tobytes()).hexdigest()[:16] for frame in frames],
+    }
+
+
+def main(names: list[str]) -> None:
+    paths = [MEDIA / name for name in names] or sorted(
+        path for path in MEDIA.iterdir() if path.suffix in (".mp4", ".webm", ".avi", ".mkv")
+    )
+    answers = {
+        path.name: {name: loader_answer(loader, path.read_bytes()) for name, loader in LOADERS.items()}
+        for path in paths
+    }
+    json.dump({"vllm": "0.33.0", "fps": FPS, "files": answers}, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

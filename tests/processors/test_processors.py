@@ -100,7 +100,7 @@ def test_folder_family_from_config_json(tmp_path):
         ("qwen2_vl", {"do_center_crop": True}, "do_center_crop=true: the Qwen-VL processors never take"),
         ("qwen2_vl", {"do_pad": True, "pad_size": {"height": 8}}, "do_pad=true"),
         ("qwen2_vl", {"tile_size": 448}, "unknown processor setting.*tile_size"),
-        ("qwen2_vl", {"resample": 2}, "only bicubic"),
+        ("qwen2_vl", {"resample": 1}, r"only bilinear \(2\) and bicubic \(3\)"),
         ("qwen2_vl", {"patch_size": 0}, "patch_size must be a positive integer"),
         ("qwen2_vl", {"image_std": [0.5, 0]}, "image_std must be a number or a list of 3"),
         ("qwen2_vl", {"image_std": 0}, "image_std must be a non-zero number"),

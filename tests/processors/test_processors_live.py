@@ -1,5 +1,5 @@
-"""The processors against transformers itself, and `resize_bicubic` against torchvision's
-resize, run here and now, all to the bit: skipped unless torch,
+"""The processors against transformers itself, and `resize` (bicubic and bilinear) against
+torchvision's resize, run here and now, all to the bit: skipped unless torch,
 torchvision and transformers are installed (mmprep does not depend on them; CI checks the
 stored goldens in test_processors_golden.py instead)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mmprep.processors import load_processor
-from mmprep.processors.resize import resize_bicubic, resize_numpy
+from mmprep.processors.resize import BILINEAR, resize, resize_bicubic, resize_numpy
 from tests.data.processors.make_goldens import transformers_output  # its oracle imports torch when called
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
@@ -147,14 +147,16 @@ RESIZES = [
 ]
 
 
-def torchvision_resize(frame: np.ndarray, height: int, width: int) -> np.ndarray:
-    """What transformers' fast Qwen processors run: v2's resize of a uint8 CHW tensor."""
+def torchvision_resize(frame: np.ndarray, height: int, width: int, resample: int = 3) -> np.ndarray:
+    """What transformers' fast processors run: v2's resize of a uint8 CHW tensor (bicubic,
+    or with `resample` 2 bilinear: Gemma 3's)."""
     import torch
     from torchvision.transforms import InterpolationMode
-    from torchvision.transforms.v2.functional import resize
+    from torchvision.transforms.v2.functional import resize as v2_resize
 
+    mode = InterpolationMode.BILINEAR if resample == BILINEAR else InterpolationMode.BICUBIC
     chw = torch.from_numpy(frame).permute(2, 0, 1)
-    out = resize(chw, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    out = v2_resize(chw, [height, width], interpolation=mode, antialias=True)
     return out.permute(1, 2, 0).numpy()
 
 
@@ -167,6 +169,18 @@ def test_resize_is_torchvisions(size, resized):
     np.testing.assert_array_equal(resize_bicubic(frame, *resized), theirs)  # torch's kernel, torch installed
 
 
+GEMMA3_RESIZES = [((3000, 1000), (896, 896)), ((300, 334), (896, 896))]  # a tall image, a crop
+
+
+@pytest.mark.parametrize(("size", "resized"), RESIZES + GEMMA3_RESIZES)
+def test_bilinear_resize_is_torchvisions(size, resized):
+    """Gemma 3's resample (2): torchvision's uint8 bilinear (native on this AVX2 CPU)."""
+    frame = np.random.default_rng(sum(size + resized)).integers(0, 256, size + (3,), dtype=np.uint8)
+    theirs = torchvision_resize(frame, *resized, BILINEAR)
+    np.testing.assert_array_equal(resize_numpy(frame, *resized, BILINEAR), theirs)
+    np.testing.assert_array_equal(resize(frame, *resized, BILINEAR), theirs)
+
+
 def test_resize_is_torchvisions_on_random_sizes():
     rng = np.random.default_rng(31)
     for _ in range(60):
@@ -174,11 +188,11 @@ def test_resize_is_torchvisions_on_random_sizes():
         if rng.random() < 0.3:  # large factors down
             out_height = max(1, height // int(rng.integers(2, 40)))
         frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-        theirs = torchvision_resize(frame, out_height, out_width)
-        for ours in (
-            resize_numpy(frame, out_height, out_width),
-            resize_bicubic(frame, out_height, out_width),
-        ):
-            np.testing.assert_array_equal(
-                ours, theirs, err_msg=f"{(height, width)} -> {(out_height, out_width)}"
-            )
+        for resample in (3, BILINEAR):
+            theirs = torchvision_resize(frame, out_height, out_width, resample)
+            for ours in (
+                resize_numpy(frame, out_height, out_width, resample),
+                resize(frame, out_height, out_width, resample),
+            ):
+                where = f"{(height, width)} -> {(out_height, out_width)}, resample {resample}"
+                np.testing.assert_array_equal(ours, theirs, err_msg=where)

@@ -96,6 +96,7 @@ class ProcessorConfig:
     do_normalize: bool
     cap_pixels_per_frame: bool = False
     max_video_tokens: int = 0
+    resample: int = 3  # PIL's number: 3 bicubic, 2 bilinear (Gemma 3's), as transformers resizes
     # a `size` of {"height", "width"} (a tiled family's tile): frames resized to it, and
     # min_pixels = max_pixels = its area; (0, 0) for pixel bounds
     fixed_size: tuple[int, int] = (0, 0)
@@ -195,8 +196,9 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, side: fam
 
 def _build(family: str, side: families.Side, values: dict[str, Any]) -> ProcessorConfig:
     size = values["size"]
-    if values.get("resample", 3) != 3:
-        raise ProcessorConfigError(f"resample={values['resample']!r}: only bicubic (3) is supported")
+    resample = values.get("resample", 3)
+    if isinstance(resample, bool) or resample not in (2, 3):
+        raise ProcessorConfigError(f"resample={resample!r}: only bilinear (2) and bicubic (3) are supported")
     if size is None:  # a class that sizes by its own options (Gemma 4's max_soft_tokens): no bounds
         fixed, bounds = (0, 0), (0, 0)
     elif families.get(family).layout == "tiles":
@@ -226,6 +228,7 @@ def _build(family: str, side: families.Side, values: dict[str, Any]) -> Processo
         max_video_tokens=_positive_int(values["max_video_tokens"], "max_video_tokens")
         if "max_video_tokens" in side.own_keys
         else 0,
+        resample=resample,
         fixed_size=fixed,
         grid_pinpoints=_pinpoints(values.get("image_grid_pinpoints") or [])
         if "image_grid_pinpoints" in side.own_keys

@@ -14,7 +14,6 @@ from . import resize, tiles
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
-from .resize import resize_bicubic
 from .streaming import VideoStream
 
 
@@ -157,7 +156,7 @@ class Processor:
         if self._tiled():
             return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
         writer = PatchWriter(config, self._family().image, 1, resized_height, resized_width)
-        resized = resize_bicubic(image, resized_height, resized_width)
+        resized = resize.resize(image, resized_height, resized_width, config.resample)
         writer.write(resized, 0, copies=writer.temporal)
         return writer.processed()
 

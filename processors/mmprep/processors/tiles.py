@@ -18,16 +18,17 @@ import mmprep.families as families
 
 from .config import ProcessorConfig
 from .patches import Normalizer, ProcessedMedia
-from .resize import resize_bicubic
+from .resize import resize
 
 CHANNELS_FIRST = (1, 3, 1, 1)  # the channel axis of a (tiles, 3, H, W) run
 
 
-def image_tiles(image: np.ndarray, views: list[families.View]) -> list[np.ndarray]:
-    """uint8 (3, h, w) tiles of `image` (H, W, 3), view by view."""
+def image_tiles(image: np.ndarray, views: list[families.View], resample: int = 3) -> list[np.ndarray]:
+    """uint8 (3, h, w) tiles of `image` (H, W, 3), view by view (resized with `resample`:
+    resize.BICUBIC or BILINEAR)."""
     tiles = []
     for view in views:
-        resized = resize_bicubic(image, *view.size)
+        resized = resize(image, *view.size, resample)
         canvas = resized
         if view.canvas != view.size:
             canvas = np.zeros((*view.canvas, 3), np.uint8)
@@ -44,7 +45,7 @@ def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -
     """`image` uint8 (H, W, 3): its tiles under transformers' names (Side.tile_tensors)."""
     rules = families.get(config.family)
     height, width = image.shape[:2]
-    tiles = np.stack(image_tiles(image, rules.image_views(config, height, width)))
+    tiles = np.stack(image_tiles(image, rules.image_views(config, height, width), config.resample))
     normalize = Normalizer(config, CHANNELS_FIRST)
     pixels = np.empty(tiles.shape, normalize.dtype)
     normalize(tiles, pixels)

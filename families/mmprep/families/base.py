@@ -37,12 +37,15 @@ Layout = Literal["patches", "tiles"]
 class View:
     """One resized copy of an image that a tiled processor cuts tiles from: resized to
     `size` (h, w), pasted at `offset` (top, left) into zeros of `canvas` (h, w), cut into
-    tiles of `tile` (h, w) row by row ((0, 0): the canvas is one tile)."""
+    tiles of `tile` (h, w) row by row ((0, 0): the canvas is one tile). `crop` (top, left,
+    height, width): the part of the image resized, where it is not the whole image (Gemma
+    3's pan-and-scan crops)."""
 
     size: tuple[int, int]
     canvas: tuple[int, int]
     offset: tuple[int, int] = (0, 0)
     tile: tuple[int, int] = (0, 0)
+    crop: tuple[int, int, int, int] | None = None
 
 
 class SideConfig(Protocol):
@@ -82,9 +85,17 @@ class Side:
     of that modality shares."""
 
     modality: Kind  # the modality's name, Family.sides' key (mmprep.modalities' Modality.name)
-    # the key of token_names (and of ModelFolder.vision_token_ids) whose token the template
-    # writes once for an item of this modality: its pad
+    # whether the family's models take items of this modality at all (Gemma 3 takes no
+    # video): a request with one is refused, naming the family and the part, and nothing
+    # else of the side is read
+    taken: bool = True
+    # the key of token_names (and of ModelFolder.vision_token_ids) of the token the model
+    # embeds an item as (the processor's image or video token, transformers' mm_token_type_ids)
     token_key: str
+    # the key of the token the template writes once for an item of this modality, its pad,
+    # where that is not token_key's (Gemma 3's template writes <start_of_image>, which its
+    # processor expands to <image_soft_token>s); None: token_key's
+    pad_key: str | None = None
     # (the pixels' name, the grid's name), as transformers' processor returns them; None
     # where it returns no grid (the pixels' shape is the item's size)
     tensor_names: tuple[str, str | None]
@@ -98,6 +109,11 @@ class Side:
     # LLaVA-OneVision's image_grid_pinpoints): read here, accepted and dropped on a side
     # without them (processors' ProcessorConfig)
     own_keys: frozenset[str] = frozenset()
+    # options transformers' processor takes per call for this side's items (a request's
+    # mm_processor_kwargs, flat or in the modality's scope; vllm serve --mm-processor-kwargs),
+    # never from a config file, which its processor overrides with `defaults` (Gemma 3's
+    # pan-and-scan): among the family's extra_keys, read with SideConfig.option
+    request_keys: frozenset[str] = frozenset()
     # whether this side's class reads `min_pixels` / `max_pixels` (else they are ignored, as
     # transformers ignores them)
     takes_pixel_aliases: bool = True
@@ -109,6 +125,11 @@ class Side:
 
     def __repr__(self) -> str:
         return f"<{self.modality} side {type(self).__name__}>"
+
+    @property
+    def pad(self) -> str:
+        """The token_names key of the token the template writes once for an item."""
+        return self.pad_key or self.token_key
 
     def processor_defaults(self) -> dict[str, Any]:
         """`defaults`, a copy the caller may change."""
@@ -155,6 +176,12 @@ class Side:
         raise NotImplementedError
 
     # -- the engines' inputs -------------------------------------------------------------
+
+    def vllm_grid(self, grid: np.ndarray) -> np.ndarray:
+        """An item's grid row (its grid tensor's, tensor_names[1]) as vLLM's model file holds
+        it, where its value differs from transformers' (Gemma 3's num_patches: the crops and
+        the whole image, where transformers counts num_crops)."""
+        return grid
 
     def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
         """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
@@ -259,6 +286,20 @@ class Family:
     def image_views(self, config: SideConfig, height: int, width: int) -> list[View]:
         """For a tiled family: the views an image of this size is cut into, in order."""
         raise NotImplementedError
+
+    def takes(self, modality: Kind) -> bool:
+        """Whether the family's models take items of this modality (Side.taken)."""
+        return self.sides[modality].taken
+
+    def token_merges(self, encode: Encode) -> list[tuple[list[int], list[int]]]:
+        """Runs of tokens that an item's tokens and the text beside them make, each with the
+        token(s) the tokenizer writes for their text instead, in the order vLLM's prompt
+        update replaces them (after putting every item's tokens in place). An item's tokens
+        tokenized alone can end in text that the tokenizer joins with the text next to it in
+        the whole prompt, as transformers' processor tokenizes it (Gemma 3's "\n\n" around an
+        image and the line break before it: one token). `encode`: this model's tokenizer.
+        [] for most families."""
+        return []
 
     def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
         """The frames vLLM 0.33's video loader for this family takes of a video of `total`

@@ -12,7 +12,8 @@ pixel bounds whichever key the file used (transformers' from_pretrained would le
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import mmprep.families as families
@@ -114,6 +115,24 @@ class ProcessorConfig:
         """One of the family's extra settings (a KeyError for a name it has not)."""
         return dict(self.options)[name]
 
+    def with_options(self, values: Mapping[str, Any]) -> ProcessorConfig:
+        """This config with options transformers' processor takes per call set (its side's
+        request_keys: a request's mm_processor_kwargs, Gemma 3's pan-and-scan), each a value
+        of its default's type; a ProcessorConfigError names any other key, or a value of
+        another type."""
+        if not values:
+            return self
+        side = self.side()
+        options = dict(self.options)
+        for key, value in values.items():
+            if key not in side.request_keys:
+                raise ProcessorConfigError(
+                    f"{key} is not an option {self.family}'s {self.kind} processor takes per call"
+                    + (f" (it takes {', '.join(sorted(side.request_keys))})" if side.request_keys else "")
+                )
+            options[key] = _like(value, side.defaults[key], key)
+        return replace(self, options=tuple(sorted(options.items())))
+
     def transformers_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that build the same processor in transformers."""
         kwargs = asdict(self)
@@ -173,7 +192,9 @@ def _apply(values: dict[str, Any], layer: dict[str, Any], family: str, side: fam
     """One layer over `values`: `size` replaces the bounds, then `min_pixels` / `max_pixels`
     refine them (as transformers' __init__ orders them), then the other keys replace theirs."""
     # A null means the class default (values already holds it), as transformers' __init__ reads it.
-    skipped = IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS
+    # a side's request keys are never a file's (transformers' processor passes its own
+    # defaults over them): ProcessorConfig.with_options sets them
+    skipped = IGNORED_KEYS | OFF_SWITCHES | OFF_SETTINGS | side.request_keys
     known = (KNOWN_KEYS | families.get(family).extra_keys) - skipped
     layer = {key: value for key, value in layer.items() if key in known and value is not None}
     size = layer.pop("size", None)
@@ -267,6 +288,22 @@ def _pinpoints(value: Any) -> tuple[tuple[int, int], ...]:
     return tuple(
         (_positive_int(h, "image_grid_pinpoints"), _positive_int(w, "image_grid_pinpoints")) for h, w in value
     )
+
+
+def _like(value: Any, default: Any, name: str) -> Any:
+    """`value` if it is of `default`'s kind (a boolean, an integer, a number), else a
+    ProcessorConfigError naming `name`."""
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    else:
+        ok, kind = isinstance(value, type(default)), type(default).__name__
+    if not ok:
+        raise ProcessorConfigError(f"{name} must be {kind}, got {value!r}")
+    return float(value) if isinstance(default, float) else value
 
 
 def _positive_int(value: Any, name: str) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import mmprep.families as families
 
-from .config import FAMILIES, resolve
+from .config import FAMILIES, ProcessorConfig, resolve
 from .errors import ProcessorConfigError
 from .processor import Processor
 
@@ -45,9 +45,17 @@ def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
         )
     layers = [(overrides, "keyword overrides")] if overrides else []
     sides = families.get(family)
-    return Processor(
-        video=resolve(family, sides.video, video + layers),
-        image=resolve(family, sides.image, image + layers) if image is not None else None,
+    video_config = _per_call(resolve(family, sides.video, video + layers), overrides)
+    image_config = (
+        _per_call(resolve(family, sides.image, image + layers), overrides) if image is not None else None
+    )
+    return Processor(video=video_config, image=image_config)
+
+
+def _per_call(config: ProcessorConfig, overrides: dict[str, Any]) -> ProcessorConfig:
+    """`config` with the overrides that its side takes per call (Side.request_keys)."""
+    return config.with_options(
+        {key: value for key, value in overrides.items() if key in config.side().request_keys}
     )
 
 

@@ -4,7 +4,9 @@ patchify) for videos and images, equal to transformers' output."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +53,19 @@ class Processor:
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
 
+    def with_options(self, kind: families.Kind, values: Mapping[str, Any]) -> Processor:
+        """This processor with options its `kind` side takes per call set (ProcessorConfig.
+        with_options: a request's pan-and-scan for Gemma 3's images)."""
+        if not values:
+            return self
+        changed = self.config(kind)
+
+        def with_values(config: ProcessorConfig) -> ProcessorConfig:
+            return config.with_options(values) if config is changed else config
+
+        image = with_values(self.image_config) if self.image_config is not None else None
+        return Processor(video=with_values(self.video_config), image=image)
+
     def as_vllm_renders(self) -> Processor:
         """This processor as vLLM's renderer runs it: where vLLM sends a family's video frames
         through its image processor (Family.vllm_frames_as_images: Gemma 4), the frames are
@@ -86,6 +101,7 @@ class Processor:
     def video_size(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """(height, width) that frames of this size are resized to in a clip of `num_frames`."""
         config = self.video_config
+        self._check_taken(config)
         _check_dimensions(height, width)
         if not config.do_resize:
             return _unresized(config, height, width)
@@ -97,6 +113,7 @@ class Processor:
     def image_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) that an image of this size is resized to."""
         config = self._image()
+        self._check_taken(config)
         _check_dimensions(height, width)
         if not config.do_resize:
             return _unresized(config, height, width)
@@ -171,6 +188,12 @@ class Processor:
         return PatchWriter(self.video_config, self._family().video, grid_t, *resized)
 
     # -- helpers --
+
+    def _check_taken(self, config: ProcessorConfig) -> None:
+        """A ProcessorInputError for a side whose modality the family's models do not take
+        (Gemma 3's video): every size, count and tensor of that side asks here first."""
+        if not config.side().taken:
+            raise ProcessorInputError(f"{self.family} models take no {config.kind}")
 
     def _tiled(self) -> bool:
         return self._family().layout == "tiles"

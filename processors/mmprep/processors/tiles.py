@@ -4,8 +4,9 @@
 family's image or video side's `tile_tensors` says which, and what goes beside them); the Qwen-VL families'
 temporal-patch rows are patches.py's.
 
-An image is cut from its family's views (`Family.image_views`): each view resized
-(resize.py: torchvision's antialiased bicubic), pasted into zeros (transformers pads the
+An image is cut from its family's views (`Family.image_views`): each view (the whole
+image, or a crop of it) resized (resize.py: torchvision's antialiased bicubic, or bilinear
+where the side's resample says), pasted into zeros (transformers pads the
 uint8 pixels before it rescales them) and cut into tiles row by row. Every tile is then
 rescaled and normalized as the patches are (patches.Normalizer), to the same bits. A video's
 frames are one tile each, resized to the family's video_size."""
@@ -28,7 +29,11 @@ def image_tiles(image: np.ndarray, views: list[families.View], resample: int = 3
     resize.BICUBIC or BILINEAR)."""
     tiles = []
     for view in views:
-        resized = resize(image, *view.size, resample)
+        source = image
+        if view.crop is not None:
+            top, left, height, width = view.crop
+            source = image[top : top + height, left : left + width]
+        resized = resize(source, *view.size, resample)
         canvas = resized
         if view.canvas != view.size:
             canvas = np.zeros((*view.canvas, 3), np.uint8)

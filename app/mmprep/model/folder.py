@@ -93,7 +93,7 @@ class ModelFolder:
 
     def pad_token_id(self, modality: families.Kind) -> int:
         """The pad the template writes for one item of a modality (by its name)."""
-        return self.vision_token_ids[families.get(self.family).sides[modality].token_key]
+        return self.vision_token_ids[families.get(self.family).sides[modality].pad]
 
     @property
     def image_token_id(self) -> int:

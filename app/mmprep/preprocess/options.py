@@ -29,8 +29,8 @@ from ..modalities.video import VIDEO, sampling_keys
 
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
 # mm_processor_kwargs keys that change what transformers' processor makes (its config keys,
-# a family's own ones too: Gemma 4's max_soft_tokens), and the scopes vLLM passes to one
-# modality's processor.
+# a family's own ones too: Gemma 4's max_soft_tokens, Gemma 3's pan-and-scan), and the scopes
+# vLLM passes to one modality's processor.
 FAMILY_KEYS = frozenset().union(*(families.get(name).extra_keys for name in families.FAMILIES))
 PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS) | FAMILY_KEYS
 PROCESSOR_SCOPES = tuple(modality.processor_scope for modality in MODALITIES.values())
@@ -55,19 +55,42 @@ def request_options(video_options: dict[str, Any], mm_processor_kwargs: dict | N
     return {**processor, **video}
 
 
-def check_processor_kwargs(mm_processor_kwargs: dict | None, normalizes_on_device: bool) -> None:
-    """With mmprep's own vision processor (--processor, --model): a 400 naming any key of
-    `mm_processor_kwargs` that would change the processor's tensors (vLLM's processor honours
-    `max_pixels` and the rest per request; mmprep's runs with the server's settings, and a
-    key silently left out would give tensors vLLM's own frontend never makes under that
-    request's hash). do_rescale and do_normalize change nothing where the model normalizes
-    on the device: vLLM ignores them there, and so does mmprep."""
+def check_processor_kwargs(
+    mm_processor_kwargs: dict | None, normalizes_on_device: bool, family: str | None = None
+) -> None:
+    """With mmprep's own vision processor (--processor, --model) of `family`: a 400 naming
+    any key of `mm_processor_kwargs` that would change the processor's tensors (vLLM's
+    processor honours `max_pixels` and the rest per request; mmprep's runs with the server's
+    settings, and a key silently left out would give tensors vLLM's own frontend never makes
+    under that request's hash), but those the family's processor takes per call
+    (Side.request_keys: Gemma 3's pan-and-scan, processor_options); and a 400 naming a
+    family's option the model's family has not (Gemma 4's max_soft_tokens for Gemma 3).
+    do_rescale and do_normalize change nothing where the model normalizes on the device:
+    vLLM ignores them there, and so does mmprep."""
     kwargs = mm_processor_kwargs or {}
-    scopes = [("mm_processor_kwargs", kwargs)] + [
-        (f"mm_processor_kwargs.{scope}", kwargs[scope] or {}) for scope in PROCESSOR_SCOPES if scope in kwargs
+    known = families.find(family)
+    scopes = [("mm_processor_kwargs", kwargs, None)] + [
+        (
+            f"mm_processor_kwargs.{modality.processor_scope}",
+            kwargs[modality.processor_scope] or {},
+            modality.name,
+        )
+        for modality in MODALITIES.values()
+        if modality.processor_scope in kwargs
     ]
     ignored = DEVICE_NORMALIZE_KEYS if normalizes_on_device else frozenset()
-    for where, values in scopes:
+    for where, values, scope in scopes:
+        if known is not None:
+            sides = [known.sides[scope]] if scope is not None else list(known.sides.values())
+            per_call = frozenset().union(*(side.request_keys for side in sides if side.taken))
+            for key in sorted(set(values) & FAMILY_KEYS - known.extra_keys - per_call):
+                raise ServiceError(
+                    f"{where}.{key}: the {known.name} processor has no {key} option (it is another model "
+                    "family's); leave it out",
+                    "unsupported_processor_option",
+                    where,
+                )
+            ignored = ignored | per_call
         for key in sorted(set(values) & PROCESSING_KEYS - ignored):
             raise ServiceError(
                 f"{where}.{key}: mmprep's vision processor runs with the server's settings, not per "
@@ -76,6 +99,20 @@ def check_processor_kwargs(mm_processor_kwargs: dict | None, normalizes_on_devic
                 "unsupported_processor_option",
                 where,
             )
+
+
+def processor_options(mm_processor_kwargs: dict | None, family: str | None, kind: families.Kind) -> tuple:
+    """The options of `mm_processor_kwargs` that the `family`'s processor takes per call for
+    `kind`'s items (Side.request_keys), its scope's (images_kwargs) over the flat ones, as
+    sorted (key, value) pairs: () for none. Checked by check_processor_kwargs first."""
+    known = families.find(family)
+    if known is None or not mm_processor_kwargs:
+        return ()
+    side = known.sides[kind]
+    scoped = mm_processor_kwargs.get(MODALITIES[kind].processor_scope) or {}
+    merged = {key: value for key, value in mm_processor_kwargs.items() if key in side.request_keys}
+    merged |= {key: value for key, value in scoped.items() if key in side.request_keys}
+    return tuple(sorted(merged.items()))
 
 
 # -- reading the keys --------------------------------------------------------------------

@@ -18,8 +18,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from mmprep import families
 from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
-from mmprep.processors import ProcessedMedia, ProcessorError
+from mmprep.processors import ProcessedMedia, ProcessorConfigError, ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
@@ -33,6 +34,7 @@ from ..render import Renderer
 from .cache import DecodeCache, content_key
 from .options import (
     check_processor_kwargs,
+    processor_options,
     request_options,
     server_options,
     under_server_kwargs,
@@ -56,11 +58,13 @@ class _MediaPart:
     url: str | DataURL
     sampling: VideoSampling | None  # a timed modality's only
     param: str  # e.g. messages[0].content[1].video_url
+    # the request's per-call processor options for this part's modality (processor_options)
+    options: tuple = ()
 
     @property
     def key(self) -> tuple:
         """Parts with equal keys are fetched and decoded once."""
-        return self.modality.name, self.url, self.sampling
+        return self.modality.name, self.url, self.sampling, self.options
 
 
 def _as_data_url(url: str | DataURL) -> DataURL | None:
@@ -90,7 +94,8 @@ class Preprocessor:
         # What decides an item's tensors besides its bytes and sampling (the cache's key): the
         # server's image scale, and the vision processor as it is built (family, both configs
         # with their pixel form, the resize). Per-request processor options that would change
-        # the tensors are refused (check_processor_kwargs), so none are part of it.
+        # the tensors are refused (check_processor_kwargs), but those the family's processor
+        # takes per call (Gemma 3's pan-and-scan): each part's key holds those.
         # default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)
         self._made_with = (
             settings.max_pixels,
@@ -168,8 +173,9 @@ class Preprocessor:
         requested = under_server_options(
             self._server_sampling, request_options(request.video_options, request.mm_processor_kwargs)
         )
+        family = self._vision.processor.family if self._vision is not None else None
         if self._vision is not None:
-            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
+            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device, family)
         if len(request.media) > self._settings.max_media_parts:
             raise ServiceError(
                 f"the request has {len(request.media)} image and video parts, "
@@ -191,8 +197,25 @@ class Preprocessor:
         parts = []
         for part in request.media:
             modality = MODALITIES[part.kind]
+            known = families.find(family)
+            if known is not None and not known.takes(part.kind):
+                raise ServiceError(
+                    f"{part.param}: the model's family, {family}, takes no {part.kind} input "
+                    f"({modality.part_type} parts)",
+                    "unsupported_content_type",
+                    part.param,
+                )
             sampling = modality.sampling(requested, part.options, self._settings, part.param, model_picks)
-            parts.append(_MediaPart(modality, part.url, sampling, part.param))
+            options = processor_options(request.mm_processor_kwargs, family, part.kind)
+            if options:
+                assert self._vision is not None  # a family is known only with a processor
+                try:
+                    self._vision.with_options(part.kind, options)
+                except ProcessorConfigError as error:
+                    raise ServiceError(
+                        f"mm_processor_kwargs: {error}", "unsupported_processor_option", "mm_processor_kwargs"
+                    ) from None
+            parts.append(_MediaPart(modality, part.url, sampling, part.param, options))
         return parts
 
     # -- fetching and decoding ---------------------------------------------------------
@@ -230,7 +253,14 @@ class Preprocessor:
             # A data URL's text keys its item as well as its bytes would, and costs no base64
             # decode: a chat that resends its images each turn decodes none of them again
             # (4 of the 17 ms of CPU a cached render of four 720p JPEGs took).
-            made_with = ("data URL", data_url.media_type, data_url.is_base64, part.sampling, self._made_with)
+            made_with = (
+                "data URL",
+                data_url.media_type,
+                data_url.is_base64,
+                part.sampling,
+                part.options,
+                self._made_with,
+            )
             key = await content_key(part.modality.name, data_url.payload, made_with)
             return await self._cache.get_or_decode(
                 key, lambda: self._fetch_and_decode(part, timing, cancel, reuse=False), _nbytes
@@ -249,7 +279,8 @@ class Preprocessor:
         timing.add("fetch", started, fetched_at)
         try:
             if reuse and self._cache is not None:
-                key = await content_key(part.modality.name, fetched.data, (part.sampling, self._made_with))
+                made_with = (part.sampling, part.options, self._made_with)
+                key = await content_key(part.modality.name, fetched.data, made_with)
                 decode = functools.partial(self._decode, part, fetched.data, cancel)
                 result = await self._cache.get_or_decode(key, decode, _nbytes)
             else:
@@ -264,8 +295,10 @@ class Preprocessor:
         started = time.perf_counter()
         modality = part.modality
 
+        vision = self._vision.with_options(modality.name, part.options) if self._vision is not None else None
+
         def decode(threads: int) -> Loaded:
-            context = DecodeContext(self._settings, self._vision, cancel, threads, self._timed_processing)
+            context = DecodeContext(self._settings, vision, cancel, threads, self._timed_processing)
             return modality.decode(data, part.sampling, context)
 
         result = await self._pool.run_with_threads(decode)

@@ -10,6 +10,8 @@ request's total is checked once everything is loaded, before any engine work.
 
 from __future__ import annotations
 
+import copy
+
 from mmprep import families
 from mmprep.decoders import DecodedImage, VideoSampling
 from mmprep.processors import ProcessedMedia, Processor, load_processor
@@ -99,6 +101,16 @@ class VisionProcessing:
             self._ffmpeg_resize,
             self.vllm_frames,
         )
+
+    def with_options(self, kind: families.Kind, options: tuple) -> VisionProcessing:
+        """This processing with a request's per-call processor options for `kind`'s items
+        set ((key, value) pairs of Side.request_keys: Gemma 3's pan-and-scan); a
+        ProcessorConfigError names a value of the wrong type."""
+        if not options:
+            return self
+        changed = copy.copy(self)
+        changed.processor = self.processor.with_options(kind, dict(options))
+        return changed
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;

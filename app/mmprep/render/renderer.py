@@ -9,12 +9,17 @@ videos=..., do_sample_frames=False)["input_ids"]`).
 3. Each pad replaced by its item's tokens, in prompt order (placeholders.py). Special tokens
    are atomic, so this equals tokenizing the expanded text, without tokenizing thousands of
    pads (the live test checks it against transformers).
+4. Where an item's tokens begin or end in text the tokenizer joins with the text beside it
+   (Gemma 3's "\n\n" around an image), the family's token merges, as vLLM applies them
+   (Family.token_merges); a placeholder then starts at the joined token, as vLLM's does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from bisect import bisect_right
 from typing import Any
 
 import jinja2
@@ -77,7 +82,8 @@ class Renderer:
             )
         self.content_format = self._format_of(self.template)
         self.tools_content_format = self._format_of(self.tools_template)
-        self._pad_kinds = {folder.pad_token_id(kind): kind for kind in MODALITIES}
+        self._pad_kinds = {folder.pad_token_id(kind): kind for kind in MODALITIES if self.family.takes(kind)}
+        self._merges = self.family.token_merges(folder.encode)
 
     # -- step 1: the text ---------------------------------------------------------------
 
@@ -209,6 +215,8 @@ class Renderer:
             out += tokens
             start = at + 1
         out += ids[start:]
+        if self._merges:
+            out, placeholders = _merged(out, placeholders, self._merges)
         _check_expanded(len(out), self.max_model_len)
         return TokenPrompt(tuple(out), tuple(placeholders), text)
 
@@ -217,6 +225,47 @@ class Renderer:
     ) -> TokenPrompt:
         """render_text, then tokens: the prompt as a token-in engine takes it."""
         return self.tokens(self.render_text(messages, options), media)
+
+
+def _merged(
+    ids: list[int], placeholders: list[Placeholder], merges: list[tuple[list[int], list[int]]]
+) -> tuple[list[int], list[Placeholder]]:
+    """The family's token merges applied as vLLM's replace_token_matches applies them (each
+    run replaced wherever it occurs, left to right, not overlapping, one run after another),
+    and each placeholder moved to the token its first token became part of (its length is
+    its item's tokens', as vLLM counts it)."""
+    starts = list(range(len(ids)))  # each token's first position in `ids`
+    for run, replacement in merges:
+        ids, starts = _replaced(ids, starts, run, replacement)
+    moved = [
+        dataclasses.replace(placeholder, offset=bisect_right(starts, placeholder.offset) - 1)
+        for placeholder in placeholders
+    ]
+    return ids, moved
+
+
+def _replaced(
+    ids: list[int], starts: list[int], run: list[int], replacement: list[int]
+) -> tuple[list[int], list[int]]:
+    out: list[int] = []
+    out_starts: list[int] = []
+    done, at = 0, -1
+    while True:
+        try:
+            at = ids.index(run[0], at + 1)  # in C: a long prompt has few candidates
+        except ValueError:
+            break
+        if at < done or ids[at : at + len(run)] != run:
+            continue
+        out += ids[done:at]
+        out_starts += starts[done:at]
+        out += replacement
+        out_starts += [starts[at]] * len(replacement)
+        done = at + len(run)
+        at = done - 1
+    if not out:
+        return ids, starts
+    return out + ids[done:], out_starts + starts[done:]
 
 
 def check_prompt_length(count: int, limit: int | None, param: str = "messages") -> None:

@@ -102,7 +102,7 @@ def kwargs_items(
     elif grid_key is None:
         raise ValueError(f"{family}: a flat {kind} field needs a grid to size its items")
     else:
-        items = _items(media, pixels_key, grid_key)
+        items = _items(media, side, pixels_key, grid_key)
     items = [{side.vllm_names.get(key, key): element for key, element in item.items()} for item in items]
     if MODALITIES[kind].timed:
         for kwargs, entry in zip(items, media, strict=True):
@@ -116,9 +116,10 @@ def kwargs_items(
     return items
 
 
-def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[Item]:
+def _items(media: Sequence[MediaItem], side: families.Side, pixels_key: str, grid_key: str) -> list[Item]:
     """The pixels, and any other tensor with a row per pixel row (Gemma 4's positions),
-    flat, each key one field object for the batch, as vLLM's; the grid batched on the CPU."""
+    flat, each key one field object for the batch, as vLLM's; the grid batched on the CPU,
+    as vLLM's model holds it (Side.vllm_grid: Gemma 3's num_patches)."""
     tensors = [_processed(item).tensors for item in media]
     sizes = [len(named[pixels_key]) for named in tensors]
     rows_keys = [key for key in tensors[0] if key != grid_key]
@@ -129,7 +130,7 @@ def _items(media: Sequence[MediaItem], pixels_key: str, grid_key: str) -> list[I
             **{key: FieldElem(np.ascontiguousarray(named[key]), rows_fields[key]) for key in rows_keys},
             # the item's row of the batch: a (t, h, w) grid, or a 0-d count of tiles or frames
             grid_key: FieldElem(
-                np.array(np.ascontiguousarray(named[grid_key], dtype=np.int64)[0]), grid_field
+                side.vllm_grid(np.array(np.ascontiguousarray(named[grid_key], dtype=np.int64)[0])), grid_field
             ),
         }
         for named in tensors

@@ -1,15 +1,19 @@
-"""A Gemma 4 shaped `tokenizer.json`, built offline for tests.
+"""A Gemma shaped `tokenizer.json` (Gemma 4's, Gemma 3's), built offline for tests.
 
 Google publishes Gemma's vocabulary only inside the (gated) checkpoints, and no package
 carries it, so this is not the real vocabulary. It is the published tokenizer's shape, with
-its special tokens at their published ids (google/gemma-4-31B-it's tokenizer.json, as
-processors/mmprep/processors/presets/SOURCES.md says): a SentencePiece-style BPE (spaces
-normalized to "▁", split after each, byte fallback to `<0x..>` tokens, `<unk>`), the same
-decoder, and a vocabulary of 262,144. Its text tokens are a small set of our own: every
-printable ASCII character, "▁", and the words of `WORDS` merged letter by letter; every
-other id is a filler no text encodes to. So text gets other ids than the real model gives
-it, but transformers, vLLM and mmprep all read this one file, and every special token (the
-turn, channel, tool and media markers) is the real one at its real id.
+its special tokens at their published ids (google/gemma-4-31B-it's and google/gemma-3-4b-it's
+tokenizer.json, as processors/mmprep/processors/presets/SOURCES.md says): a SentencePiece-style
+BPE (spaces normalized to "▁", split after each, byte fallback to `<0x..>` tokens, `<unk>`),
+the same decoder, and a vocabulary of 262,144 (Gemma 3: 262,145, its `<image_soft_token>`
+after them). Its text tokens are a small set of our own: every printable ASCII character,
+"▁", and the words of `WORDS` merged letter by letter; every other id is a filler no text
+encodes to. So text gets other ids than the real model gives it, but transformers, vLLM and
+mmprep all read this one file, and every special token (the turn, channel, tool and media
+markers) is the real one at its real id. Gemma 3's also has the published runs of 1 to 31
+line breaks as single tokens (ids 107 to 137, not special), since its image placeholder's
+"\n\n" joins the line breaks around it into one token, and the published `<bos>` its
+tokenizer adds in front of a text (add_special_tokens).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 VOCAB_SIZE = 262144
 # (id, content) as google/gemma-4-31B-it's tokenizer.json lists its added tokens (all special)
-ADDED_TOKENS = [
+GEMMA4_TOKENS = [
     (0, "<pad>"),
     (1, "<eos>"),
     (2, "<bos>"),
@@ -48,7 +52,26 @@ ADDED_TOKENS = [
     (258883, "<audio|>"),
     (258884, "<|video|>"),
 ]
-FAMILIES = ("gemma4",)
+# (id, content) of the named special tokens of google/gemma-3-4b-it's tokenizer.json (its
+# <unusedN> ones are left out: no template or processor writes them)
+GEMMA3_TOKENS = [
+    (0, "<pad>"),
+    (1, "<eos>"),
+    (2, "<bos>"),
+    (3, "<unk>"),
+    (4, "<mask>"),
+    (105, "<start_of_turn>"),
+    (106, "<end_of_turn>"),
+    (255999, "<start_of_image>"),
+    (256000, "<end_of_image>"),
+    (262144, "<image_soft_token>"),
+]
+GEMMA3_LINE_BREAKS = [(106 + count, "\n" * count) for count in range(1, 32)]  # ids 107..137, not special
+ADDED_TOKENS = {"gemma4": GEMMA4_TOKENS, "gemma3": GEMMA3_TOKENS}
+PLAIN_TOKENS = {"gemma4": [], "gemma3": GEMMA3_LINE_BREAKS}  # added, not special
+SIZES = {"gemma4": VOCAB_SIZE, "gemma3": VOCAB_SIZE + 1}
+ADDS_BOS = {"gemma4": False, "gemma3": True}  # the post-processor puts <bos> in front
+FAMILIES = tuple(ADDED_TOKENS)
 SPACE = "\u2581"  # SentencePiece's word mark: the normalizer writes it for every space
 FIRST_BYTE_ID = 238  # where the 256 byte-fallback tokens <0x00>..<0xFF> start, as in Gemma's vocabulary
 # Words merged into one token each (with and without a leading space): the chat template's
@@ -78,11 +101,12 @@ def tokenizer_json(family: str = "gemma4") -> dict:
     """The tokenizer.json of `family` as a dict."""
     if family not in FAMILIES:
         raise ValueError(f"no Gemma tokenizer for {family!r}: choose one of {', '.join(FAMILIES)}")
-    vocab: dict[str, int] = {content: id_ for id_, content in ADDED_TOKENS}
+    special, plain = ADDED_TOKENS[family], PLAIN_TOKENS[family]
+    vocab: dict[str, int] = {content: id_ for id_, content in special + plain}
     for byte in range(256):
         vocab[f"<0x{byte:02X}>"] = FIRST_BYTE_ID + byte
     taken = set(vocab.values())
-    free = iter([id_ for id_ in range(VOCAB_SIZE) if id_ not in taken])
+    free = iter([id_ for id_ in range(SIZES[family]) if id_ not in taken])
     text = _text_vocabulary()
     for token, id_ in zip(text, free, strict=False):  # text first: zip stops there, taking no id
         vocab[token] = id_
@@ -91,6 +115,9 @@ def tokenizer_json(family: str = "gemma4") -> dict:
         vocab[f"\ue000{id_}"] = id_
     # each merged token is its prefix joined with its last character (a word's merges in order)
     merges = [[token[:-1], token[-1]] for token in text if len(token) > 1]
+    added = [(id_, content, True) for id_, content in special] + [
+        (id_, content, False) for id_, content in plain
+    ]
     return {
         "version": "1.0",
         "truncation": None,
@@ -103,9 +130,9 @@ def tokenizer_json(family: str = "gemma4") -> dict:
                 "lstrip": False,
                 "rstrip": False,
                 "normalized": False,
-                "special": True,
+                "special": is_special,
             }
-            for id_, content in ADDED_TOKENS
+            for id_, content, is_special in sorted(added)
         ],
         "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
         "pre_tokenizer": {
@@ -114,12 +141,7 @@ def tokenizer_json(family: str = "gemma4") -> dict:
             "behavior": "MergedWithPrevious",
             "invert": False,
         },
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [{"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {},
-        },
+        "post_processor": _post_processor(ADDS_BOS[family]),
         "decoder": {
             "type": "Sequence",
             "decoders": [
@@ -140,6 +162,22 @@ def tokenizer_json(family: str = "gemma4") -> dict:
             "vocab": vocab,
             "merges": merges,
         },
+    }
+
+
+def _post_processor(adds_bos: bool) -> dict:
+    """TemplateProcessing: each sequence as it is, or with <bos> (id 2) in front of it."""
+    bos = [{"SpecialToken": {"id": "<bos>", "type_id": 0}}] if adds_bos else []
+    return {
+        "type": "TemplateProcessing",
+        "single": [*bos, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [
+            *bos,
+            {"Sequence": {"id": "A", "type_id": 0}},
+            *bos,
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
+        "special_tokens": {"<bos>": {"id": "<bos>", "ids": [2], "tokens": ["<bos>"]}} if adds_bos else {},
     }
 
 

@@ -109,13 +109,15 @@ FAMILY_NAMES_ALLOWED = ("mmprep.families", "mmprep.testing")
 
 def family_names() -> set[str]:
     """Every family's name and config.json model_type, and the token names and string
-    placeholders of each (what a table of one family's tokens would hold)."""
+    placeholders of each (what a table of one family's tokens would hold; a side the family
+    does not take, as Gemma 3's video, has none)."""
     from mmprep import families
 
     names = set(families.FAMILIES) | set(families.MODEL_TYPES)
     for name in families.FAMILIES:
         family = families.get(name)
-        names |= set(family.token_names.values()) | {side.placeholder for side in family.sides.values()}
+        names |= set(family.token_names.values())
+        names |= {side.placeholder for side in family.sides.values() if side.taken}
     return names
 
 

@@ -23,6 +23,7 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "llava_onevision",
         "internvl",
         "gemma4",
+        "gemma3",
     )
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
@@ -34,11 +35,12 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "llava_onevision": "llava_onevision",
         "internvl": "internvl",
         "gemma4": "gemma4",
+        "gemma3": "gemma3",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
     with pytest.raises(
-        KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4"
+        KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4, gemma3"
     ):
         families.get("qwen9_vl")
 
@@ -57,6 +59,8 @@ def test_a_folder_without_config_json_is_told_by_its_class_names():
     assert families.for_image_processor_type("GotOcr2ImageProcessorFast").name == "internvl"
     assert by_class("processor_class", "Gemma4Processor").name == "gemma4"
     assert families.for_image_processor_type("Gemma4ImageProcessor").name == "gemma4"
+    assert by_class("processor_class", "Gemma3Processor").name == "gemma3"
+    assert families.for_image_processor_type("Gemma3ImageProcessor").name == "gemma3"
 
 
 def test_two_families_cannot_claim_one_name():
@@ -91,7 +95,12 @@ def test_vllms_facts_per_family():
         "llava_onevision": 32768,
         "internvl": 32768,
         "gemma4": 131072,
+        "gemma3": 131072,
     }
+    # Gemma 3 takes no video; every other family takes both
+    assert {
+        (name, kind) for name, family in facts.items() for kind in family.sides if not family.takes(kind)
+    } == {("gemma3", "video")}
 
 
 def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
@@ -109,6 +118,8 @@ def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
         ("internvl", "video"),
         ("gemma4", "image"),  # sized by max_soft_tokens alone
         ("gemma4", "video"),
+        ("gemma3", "image"),  # a fixed size
+        ("gemma3", "video"),
     ]
 
 

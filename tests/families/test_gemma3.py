@@ -371,3 +371,79 @@ def test_the_prompt_equals_transformers(model, folder, pas):
     assert list(prompt.token_ids).count(262144) == soft == int(expected["token_type_ids"].sum())
     crops = [int(item.processed.tensors["num_crops"][0]) for item in media]
     assert crops == ([3, 0, 3, 2] if pas else [0, 0, 0, 0])
+
+
+@pytest.mark.slow
+def test_the_transformers_engine_answers_as_transformers(tmp_path):
+    """A tiny random Gemma 3 (tiny_model.py: SigLIP at 896 / 14, two layers each way, its
+    projector drawn at random, not zero): the transformers engine's greedy ids and logprobs
+    (the top 3 each step) on mmprep's prompt and tensors (a wide image cut in 3 crops, an
+    odd-size one) are the model's own on transformers' processor output. The engine hands it
+    token_type_ids (its images attend both ways: without them the logprobs move by 3e-2) and
+    not num_crops (generate refuses it)."""
+    transformers = pytest.importorskip("transformers", reason=REASON)
+    torch = pytest.importorskip("torch", reason=REASON)
+    import asyncio
+
+    from mmprep.engines.transformers_engine import TransformersEngine
+    from mmprep.interface.prepared import PreparedRequest, SamplingParams
+    from mmprep.testing.tiny_model import build_model_folder
+
+    folder = build_model_folder(tmp_path / "tiny-gemma3", "gemma3", initializer_range=0.2)
+    pictures = [noise(300, 1000), noise(97, 131)]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "media_index": 0},
+                {"type": "text", "text": "Describe this image."},
+                {"type": "image", "media_index": 1},
+            ],
+        }
+    ]
+    loaded = ModelFolder.load(folder)
+    processor = load_processor(folder, **PAN_AND_SCAN)
+    media = [
+        MediaItem(
+            "image",
+            pixels,
+            {},
+            f"messages[0].content[{2 * i}].image_url",
+            processed=processor.process_image(pixels),
+        )
+        for i, pixels in enumerate(pictures)
+    ]
+    prompt = Renderer(loaded).render(messages, media)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = transformers.AutoProcessor.from_pretrained(str(folder))
+        text = theirs.apply_chat_template(as_transformers(messages), add_generation_prompt=True)
+        inputs = theirs(
+            text=text, images=pictures, do_pan_and_scan=True, add_special_tokens=False, return_tensors="pt"
+        )
+    assert list(prompt.token_ids) == inputs["input_ids"][0].tolist()
+    model = transformers.AutoModelForImageTextToText.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        out = model.generate(
+            **inputs, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True
+        )
+    expected_ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+    expected = torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+    sampling = SamplingParams(max_tokens=4, logprobs=True, top_logprobs=3)
+    request = PreparedRequest("chatcmpl-1", "tiny", messages, media, sampling, prompt=prompt)
+    engine = TransformersEngine(folder, device="cpu")
+    asyncio.run(engine.start())
+    try:
+
+        async def answer() -> list:
+            return [logprob async for output in engine.generate(request) for logprob in output.logprobs]
+
+        logprobs = asyncio.run(answer())
+    finally:
+        asyncio.run(engine.stop())
+    assert [logprob.token_id for logprob in logprobs] == expected_ids
+    for step, logprob in enumerate(logprobs):
+        values, ids = expected[step].topk(3)
+        assert [token for token, _ in logprob.top] == ids.tolist()
+        assert [value for _, value in logprob.top] == pytest.approx(values.tolist(), abs=1e-5)

@@ -158,7 +158,10 @@ class TransformersEngine:
         self.context = config.get_text_config().max_position_embeddings
         self.vocab_size = config.get_text_config().vocab_size
         takes = inspect.signature(model.forward).parameters
-        self.takes_token_types = "mm_token_type_ids" in takes  # transformers 5.10 on: its M-RoPE reads them
+        # each token's modality, under the name the model takes it (transformers 5.10 on: the
+        # Qwen-VL M-RoPE reads mm_token_type_ids; Gemma 3's image attention, token_type_ids)
+        named = [name for name in ("mm_token_type_ids", "token_type_ids") if name in takes]
+        self.token_types = named[0] if named else None
         # Our per-request GenerationConfig fills only what we set; generate fills the rest from
         # the model's, so the model's keeps nothing a request did not ask for (its sampling
         # defaults, its EOS ids: ignore_eos must be able to drop those).
@@ -263,8 +266,8 @@ class TransformersEngine:
             types[ids == self.token_ids[kind]] = MODALITIES[kind].token_type_id  # transformers: 0 is text
             if items:
                 parts.update(self._media_parts(kind, items))
-        if self.takes_token_types:
-            parts["mm_token_type_ids"] = [types[None]]
+        if self.token_types is not None:
+            parts[self.token_types] = [types[None]]
         stop_ids = set(sampling.stop_token_ids) | (set() if sampling.ignore_eos else set(self.eos_ids))
         return _Job(
             request.request_id,
@@ -332,6 +335,7 @@ class TransformersEngine:
         pixels_key = side.tensor_names[0]
         keys = [name for name in side.tensor_names if name is not None]
         keys += [name for name in _processed(items[0]).tensors if name not in keys]
+        keys = [name for name in keys if name not in side.unused_input_names]
         try:
             parts = {key: [_processed(item).tensors[key] for item in items] for key in keys}
         except KeyError as missing:

@@ -1,5 +1,5 @@
 """Tiny random-weight vision-language models for tests (the Qwen-VL families, Qwen3.5,
-LLaVA-OneVision, InternVL, Gemma 4): a family's published model folder
+LLaVA-OneVision, InternVL, Gemma 4, Gemma 3): a family's published model folder
 (model_folder.make_model_folder: configs, chat template, the real vocabulary or one shaped
 like it) with a config.json of tiny text and vision sizes (the real
 vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
@@ -88,6 +88,17 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "default_output_length": 280,
         "standardize": True,
     },
+    # SigLIP at the published 896 / 14 (64 x 64 patches, pooled 4 x 4 to the 256 soft tokens
+    # its processor counts), two small layers
+    "gemma3": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": 896,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
 }
 TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
@@ -128,6 +139,18 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
             "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"},
         },
     },
+    # Gemma 3's text model: a sliding layer and a full one (their ropes Gemma3TextConfig's),
+    # image tokens attending both ways within an image, Gemma's embedding size (262,208)
+    "gemma3": {
+        "vocab_size": 262208,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "sliding_window": 512,
+        "head_dim": 8,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    },
     # a Qwen3 language model, its rope one-dimensional
     "internvl": {
         "model_type": "qwen3",
@@ -149,6 +172,12 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
     },
     "internvl": {"image_token_id": 151671},
     "gemma4": {"audio_config": None},  # images and video only: no audio tower
+    "gemma3": {"mm_tokens_per_image": 256},  # the token ids: Gemma3Config's defaults, the published ones
+}
+# weights transformers initializes to zeros that would leave the tiny model blind to its
+# pixels (Gemma 3's projector from the vision tower to the text): drawn at random instead
+SEEDED_ZEROS: dict[str, tuple[str, ...]] = {
+    "gemma3": ("model.multi_modal_projector.mm_input_projection_weight",),
 }
 FAMILIES = tuple(VISION_CONFIGS)
 # vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
@@ -177,6 +206,7 @@ VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "llava_onevision": TEXT_FOR["llava_onevision"],
     "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
     "gemma4": {**TEXT_FOR["gemma4"], "head_dim": 32, "global_head_dim": 32},
+    "gemma3": {**TEXT_FOR["gemma3"], "head_dim": 32},
 }
 # and the vision tower's output is the text's hidden size
 VLLM_VISION = {
@@ -187,6 +217,7 @@ VLLM_VISION = {
     "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
     "internvl": {},  # its projector maps the tower's output to the text's size
     "gemma4": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
+    "gemma3": {"hidden_size": 64, "intermediate_size": 128},  # two heads of 32; a projector to the text
 }
 
 
@@ -210,6 +241,7 @@ def save_tiny_model(
         ),
         "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
         "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
+        "gemma3": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
     config = config_class(
@@ -217,7 +249,11 @@ def save_tiny_model(
         vision_config=VISION_CONFIGS[family] | (vision or {}),
         **MODEL_FOR.get(family, {}),
     )
-    model_class(config).save_pretrained(folder)
+    model = model_class(config)
+    with torch.no_grad():
+        for name in SEEDED_ZEROS.get(family, ()):
+            model.get_parameter(name).normal_(std=config.get_text_config().initializer_range)
+    model.save_pretrained(folder)
     return Path(folder)
 
 

@@ -99,6 +99,9 @@ class Side:
     # (the pixels' name, the grid's name), as transformers' processor returns them; None
     # where it returns no grid (the pixels' shape is the item's size)
     tensor_names: tuple[str, str | None]
+    # tensors the processor makes that the transformers model does not take (transformers'
+    # ProcessorMixin.unused_input_names: Gemma 3's num_crops)
+    unused_input_names: tuple[str, ...] = ()
     # what vLLM writes for a media part in a template that takes its content as a string
     # (vLLM's "string" content format)
     placeholder: str

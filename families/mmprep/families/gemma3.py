@@ -126,6 +126,7 @@ class Gemma3Image(ImageSide):
     """Gemma3ImageProcessor, with Gemma3Processor's pan-and-scan options per call."""
 
     tensor_names = ("pixel_values", "num_crops")
+    unused_input_names = ("num_crops",)  # Gemma3Processor's: its model counts crops by the prompt
     placeholder = "<start_of_image>"  # gemma3_mm.py's get_placeholder_str
     pad_key = "boi_token_id"  # the template writes <start_of_image>; the model embeds soft tokens
     defaults = DEFAULTS | EXTRA

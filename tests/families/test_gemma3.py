@@ -268,6 +268,25 @@ def test_pan_and_scan_per_request(server, folder):
     )
 
 
+def test_on_vllms_wire_an_image_is_its_soft_tokens_and_crops_are_refused(server):
+    """vLLM 0.33's generate takes every token of a range for an embedding: an image goes as
+    its 256 <image_soft_token>s (the run its range holds between "\n\n<start_of_image>" and
+    "<end_of_image>\n\n", which vLLM's runner finds in its own range); with crops its
+    embeddings are split by words and markers, which that wire cannot say: a 400 naming it."""
+    body = chat(image(png_data_url(1000, 300, noise=True)), model=MODEL)
+    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
+    ids = answer.json()["token_ids"]
+    assert ids[placeholder["offset"] - 1] == 255999 and placeholder["length"] == 256
+    assert set(ids[placeholder["offset"] : placeholder["offset"] + 256]) == {262144}
+    body["mm_processor_kwargs"] = PAN_AND_SCAN
+    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
+
+
 # -- against transformers, here and now -------------------------------------------------------
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"

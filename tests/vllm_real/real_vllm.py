@@ -37,18 +37,19 @@ SCRIPT = "scripts/vllm_venv.sh"
 VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4", "gemma3")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
 DEFAULT_MODE: dict[str, list[str]] = {"default": []}
 # Families whose vLLM model has no supports_mm_device_do_normalize: the two modes are one.
-ONE_MODE = ("llava_onevision", "gemma4")
+ONE_MODE = ("llava_onevision", "gemma4", "gemma3")
 # Families whose image ranges hold begin and end markers around the embeddings (InternVL's
-# <img> and </img>, Gemma 4's <|image> and <image|>): vLLM's render answers the whole range,
-# which its own generate (0.33, no is_embed) refuses; mmprep sends the embeddings' run.
-BRACKETED = ("internvl", "gemma4")
+# <img> and </img>, Gemma 4's <|image> and <image|>, Gemma 3's "\n\n<start_of_image>" and
+# "<end_of_image>\n\n"): vLLM's render answers the whole range, which its own generate (0.33,
+# no is_embed) refuses; mmprep sends the embeddings' run.
+BRACKETED = ("internvl", "gemma4", "gemma3")
 
 
 def modes_of(family: str) -> dict[str, list[str]]:

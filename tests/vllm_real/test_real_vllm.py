@@ -1,9 +1,9 @@
 """mmprep in front of a real vLLM (issue 31): vLLM's CPU build (0.32, `vllm serve
 --enable-scale-out`) and vLLM 0.33's render server (`vllm launch render`) on tiny random-weight
-Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL and Gemma 4 folders, in vLLM's default mode
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4 and Gemma 3 folders, in vLLM's default mode
 (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
-both (not Gemma 4). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
+both (not Gemma 4 nor Gemma 3). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -72,8 +72,10 @@ SETUPS = [
 # the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache entry ...
 # holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing them on
 # vllm-generate (400 unsupported_placeholder, issue 31 point 5).
+# Gemma 3 takes no video at all: mmprep refuses its videos before anything (400
+# unsupported_content_type), and vLLM's render and chat refuse them too.
 REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", *BRACKETED) for video in VIDEOS}
-# InternVL and Gemma 4 images: the range holds the embeddings as one run between a begin and an
+# InternVL, Gemma 4 and Gemma 3 images: the range holds the embeddings as one run between a begin and an
 # end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
 # alone, which vLLM's runner finds in its own range (extract_embeds_range), and the greedy ids
 # are vllm serve's.

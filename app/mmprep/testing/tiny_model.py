@@ -179,6 +179,12 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
 SEEDED_ZEROS: dict[str, tuple[str, ...]] = {
     "gemma3": ("model.multi_modal_projector.mm_input_projection_weight",),
 }
+# weight names as the published checkpoints write them where transformers 5 saves others:
+# (prefix saved, prefix published) (Gemma 3's SigLIP under vision_tower.vision_model, which
+# vLLM's weight loader expects and transformers reads either way)
+PUBLISHED_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
+    "gemma3": (("vision_tower.", "vision_tower.vision_model."),),
+}
 FAMILIES = tuple(VISION_CONFIGS)
 # vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
 # configuration: head_dim=8"): its folders have heads of 32 (the multimodal rope's sections
@@ -254,7 +260,24 @@ def save_tiny_model(
         for name in SEEDED_ZEROS.get(family, ()):
             model.get_parameter(name).normal_(std=config.get_text_config().initializer_range)
     model.save_pretrained(folder)
+    if family in PUBLISHED_NAMES:
+        _publish_names(Path(folder), PUBLISHED_NAMES[family])
     return Path(folder)
+
+
+def _publish_names(folder: Path, renames: tuple[tuple[str, str], ...]) -> None:
+    """The saved weights' names with each saved prefix turned into the published one."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    weights = load_file(path)
+    renamed = {}
+    for name, tensor in weights.items():
+        for saved, published in renames:
+            if name.startswith(saved) and not name.startswith(published):
+                name = published + name[len(saved) :]
+        renamed[name] = tensor
+    save_file(renamed, path, metadata={"format": "pt"})
 
 
 def save_tiny_vllm_model(folder: str | os.PathLike, family: str) -> Path:

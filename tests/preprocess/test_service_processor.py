@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import xxhash
 
+from mmprep import families
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_image, decode_video
 from mmprep.decoders.errors import InvalidArgumentError
-from mmprep.processors import FAMILIES, load_processor
+from mmprep.processors import FAMILIES, ProcessorInputError, load_processor
 from mmprep.testing.chat import (
     ask,
     assert_error,
@@ -215,8 +216,13 @@ def test_a_frame_size_rule_may_refuse_and_must_give_a_size():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_processors_sizes_treat_height_and_width_alike(family):
-    """What decode_video's frame_size rule must satisfy (the rotation comes after it)."""
+    """What decode_video's frame_size rule must satisfy (the rotation comes after it); a
+    family that takes no video (Gemma 3) sizes none."""
     processor = load_processor(family)
+    if not families.get(family).takes("video"):
+        with pytest.raises(ProcessorInputError, match=f"{family} models take no video"):
+            processor.video_size(4, 720, 1280)
+        return
     for frames, height, width in [(1, 96, 160), (4, 720, 1280), (7, 33, 901), (32, 1080, 1920), (2, 10, 600)]:
         assert (
             processor.video_size(frames, width, height) == processor.video_size(frames, height, width)[::-1]

@@ -7,8 +7,10 @@ the same and compares them without vLLM (issue 28, point 3).
 
 The requests and what of the answers is compared: tests/vllm_real/routes.py. The model is a
 tiny Qwen2-VL folder (tests/vllm_real/real_vllm.py); the render server reads no weights, so
-the folder mmprep makes (configs and the real tokenizer) is enough. Two servers: the derender
-routes are asked of one started with parsers. About three minutes.
+the folder mmprep makes (configs and the real tokenizer) is enough. Three servers: the derender
+routes are asked of one started with parsers (qwen3, hermes), and of one with qwen3_coder's.
+About four minutes. Each derender answer also keeps its top-level fields in the order vLLM
+wrote them (`fields`: the file's keys are sorted).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from record_vllm_goldens import dumps  # noqa: E402 (after the path)
 
 from tests.vllm_real.real_vllm import RENDER_VENV, VllmProcess, missing_venv  # noqa: E402
 from tests.vllm_real.routes import (  # noqa: E402
+    CODER_ARGS,
     FAMILY,
     PARSER_ARGS,
     ROUTES_ARGS,
     ask,
     cases,
+    coder_derender_cases,
     derender_cases,
     encoder,
     routes_folder,
@@ -54,6 +58,11 @@ def main() -> None:
         derendered = {
             name: ask(server.url, case) for name, case in derender_cases(model, encoder(folder)).items()
         }
+    with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *CODER_ARGS) as server:
+        print(f"vllm launch render (with qwen3_coder) ready in {server.started_in:.0f} s", flush=True)
+        coder = {
+            name: ask(server.url, case) for name, case in coder_derender_cases(model, encoder(folder)).items()
+        }
     recorded = {
         "version": "vllm 0.33.0 launch render",
         "family": FAMILY,
@@ -61,10 +70,12 @@ def main() -> None:
         "config": json.loads((folder / "config.json").read_text()),
         "answers": answers,
         "derender_answers": derendered,  # from the server with PARSER_ARGS
+        "coder_derender_answers": coder,  # from the server with CODER_ARGS
     }
     GOLDENS.parent.mkdir(parents=True, exist_ok=True)
     GOLDENS.write_text(dumps(recorded))
-    print(f"{len(answers) + len(derendered)} answers in {time.monotonic() - began:.0f} s -> {GOLDENS}")
+    count = len(answers) + len(derendered) + len(coder)
+    print(f"{count} answers in {time.monotonic() - began:.0f} s -> {GOLDENS}")
 
 
 if __name__ == "__main__":

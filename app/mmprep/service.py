@@ -55,6 +55,7 @@ class Service:
             settings.reasoning_parser,
             settings.tool_call_parser,
             settings.enable_auto_tool_choice,
+            stream_partial_tool_calls=settings.stream_partial_tool_calls,
         )
         self.preprocessing = preprocessing or LocalPreprocessing(settings, self.metrics)
         self.started = int(time.time())

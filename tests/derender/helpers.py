@@ -13,7 +13,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from mmprep.api.openai.chat_protocol import parse_chat_request
-from mmprep.derender import Derendering, ModelFacts
+from mmprep.derender import Delta, Derenderer, Derendering, ModelFacts
 from mmprep.interface.engine import EngineOutput, TokenLogprob
 from mmprep.testing.qwen_tokenizer import tokenizer_file
 
@@ -46,13 +46,15 @@ def load(name: str) -> dict:
     return json.loads(_load(name))
 
 
-def derendering(fixture: dict) -> Derendering:
+def derendering(fixture: dict, partial: bool = False) -> Derendering:
+    """The fixture's server setup; `partial`: with --stream-partial-tool-calls."""
     server = fixture["server"]
     return Derendering(
         facts(),
         server.get("reasoning_parser"),
         server.get("tool_call_parser"),
         enable_auto_tool_choice="tool_call_parser" in server,
+        stream_partial_tool_calls=partial,
     )
 
 
@@ -68,13 +70,14 @@ def assert_message(found: dict, expected: dict) -> None:
     assert found == expected
 
 
-def replay(fixture: dict, chunk: int) -> tuple[list, object]:
+def replay(fixture: dict, chunk: int, partial: bool = False) -> tuple[list[Delta], Derenderer]:
     """The fixture's ids through a Derenderer, `chunk` at a time, as an engine gives
     them; stops early when the derenderer says so. (deltas, derenderer)"""
     body = parse_chat_request(
         {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fixture["request"]}
     )
-    derender = derendering(fixture).start(body.sampling_params(), body.output_options(), prompt_tokens=7)
+    setup = derendering(fixture, partial)
+    derender = setup.start(body.sampling_params(), body.output_options(), prompt_tokens=7)
     ids, logprobs = fixture["token_ids"], fixture.get("logprobs") or []
     deltas = []
     for start in range(0, len(ids), chunk):

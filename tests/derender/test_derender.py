@@ -35,12 +35,29 @@ from tests.derender.helpers import (
 def test_a_fixture_gives_its_expected_answer_at_every_chunk_size(name, chunk):
     fixture = load(name)
     assert tokenizer().decode(fixture["token_ids"], skip_special_tokens=False) == fixture["text"]
-    deltas, derender = replay(fixture, chunk)
+    check_answer(fixture, chunk, fixture["expected"])
+
+
+PARSING_TOOLS = [name for name in fixture_names() if "tool_call_parser" in load(name)["server"]]
+
+
+@pytest.mark.parametrize("chunk", CHUNK_SIZES)
+@pytest.mark.parametrize("name", PARSING_TOOLS)
+def test_with_partial_tool_calls_a_fixture_gives_its_partial_answer(name, chunk):
+    """--stream-partial-tool-calls: a call is shown as it is written, so one that breaks
+    after its first whole argument stays a call (the fixture's `partial`); every other
+    answer is the default's."""
+    fixture = load(name)
+    check_answer(fixture, chunk, fixture.get("partial", fixture["expected"]), partial=True)
+
+
+def check_answer(fixture: dict, chunk: int, expected: dict, partial: bool = False) -> None:
+    deltas, derender = replay(fixture, chunk, partial)
     answer = Answer(derender.reasoning, derender.logprobs)
     for delta in deltas:
         answer.add(delta)
     completion = CompletionBuilder("r", "m").answer(answer, derender.finish_reason, derender.stop_reason, {})
-    choice, expected = completion["choices"][0], fixture["expected"]
+    choice = completion["choices"][0]
     assert_message(choice["message"], expected["message"])
     assert choice["finish_reason"] == expected["finish_reason"]
     assert choice["stop_reason"] == expected.get("stop_reason")
@@ -240,8 +257,33 @@ def test_the_answer_expects_thinking_as_the_template_was_told(fields, thinking):
 # -- the parser plugins -------------------------------------------------------------------
 
 
-def test_a_calls_arguments_stream_as_they_are_written_each_piece_whole_json_so_far():
+def test_a_call_goes_out_whole_once_it_has_closed_and_parsed():
+    """By default (vLLM's answer) nothing of a call is sent before it is known to be one."""
     deltas, _ = replay(load("tool_call_qwen3_coder"), 1)
+    calls = [(n, call) for n, d in enumerate(deltas) for call in d.tool_calls]
+    assert [(call.name, call.arguments) for _, call in calls] == [
+        ("get_weather", '{"city": "São Paulo", "days": 5, "metric": true}')
+    ]
+    text = tokenizer().decode(load("tool_call_qwen3_coder")["token_ids"][: calls[0][0] + 1])
+    assert text.endswith("</tool_call>")  # the step that closed it
+
+
+def test_a_hermes_answer_is_held_from_its_first_call_to_its_end():
+    """vLLM's hermes reads the whole answer's calls at once (one that does not parse makes it
+    all content): from the first <tool_call> on, nothing goes out until the answer ends."""
+    from mmprep.derender.tools import make_tool_parser
+
+    parser = make_tool_parser("hermes")
+    call = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    assert parser.feed("Sure. ") == ("Sure.", [])
+    assert parser.feed(call) == ("", [])
+    assert parser.feed(" then " + call[:20]) == ("", [])
+    content, calls = parser.finish()  # the second call was cut: all of it is content
+    assert (content, calls) == (" " + call + " then " + call[:20], [])
+
+
+def test_a_calls_arguments_stream_as_they_are_written_each_piece_whole_json_so_far():
+    deltas, _ = replay(load("tool_call_qwen3_coder"), 1, partial=True)
     pieces = [call.arguments for d in deltas for call in d.tool_calls if call.id is None]
     # one piece per parameter as its </parameter> comes, then the closing brace
     assert pieces == ['{"city": "São Paulo"', ', "days": 5', ', "metric": true', "}"]
@@ -252,7 +294,7 @@ def test_a_calls_arguments_stream_as_they_are_written_each_piece_whole_json_so_f
 def test_a_json_calls_name_waits_for_its_first_whole_argument():
     from mmprep.derender.tools import make_tool_parser
 
-    parser = make_tool_parser("hermes")
+    parser = make_tool_parser("hermes", partial=True)
     steps = [parser.feed(piece)[1] for piece in ('<tool_call>{"name": "f", ', '"arguments": {"a": 1', ", ")]
     assert steps[:2] == [[], []]  # "1" may go on as "12": not whole yet
     assert [(c.name, c.arguments) for c in steps[2]] == [("f", ""), (None, '{"a": 1')]
@@ -318,7 +360,7 @@ def test_a_long_call_is_reread_only_where_an_argument_can_end(monkeypatch):
 
     arguments = {f"k{i}": f"value {i} " * 5 for i in range(50)}
     text = "<tool_call>" + json.dumps({"name": "f", "arguments": arguments}) + "</tool_call>"
-    parser, reads = make_tool_parser("hermes"), []
+    parser, reads = make_tool_parser("hermes", partial=True), []
     read = parser.streaming
     monkeypatch.setattr(parser, "streaming", lambda jail: reads.append(len(jail)) or read(jail))
     pieces = [parser.feed(text[i : i + 3]) for i in range(0, len(text), 3)] + [parser.finish()]

@@ -13,8 +13,10 @@ import pytest
 from mmprep.api.app import create_app
 from mmprep.cli import Mmprep, Serve
 from mmprep.core.config import Settings
-from mmprep.derender import Derendering
+from mmprep.derender import Derendering, OutputOptions
 from mmprep.engines.echo import EchoEngine
+from mmprep.interface.engine import EngineOutput
+from mmprep.interface.prepared import SamplingParams
 from mmprep.service import Service
 from mmprep.testing.chat import assert_error, openai_client, post
 from mmprep.testing.replay import TokenReplayEngine
@@ -44,11 +46,13 @@ class Servers:
     def __init__(self):
         self._open, self._servers = {}, {}
 
-    def get(self, fixture: dict) -> ReplayServer:
-        key = tuple(sorted(fixture["server"].items()))
+    def get(self, fixture: dict, partial: bool = False) -> ReplayServer:
+        """`partial`: with --stream-partial-tool-calls."""
+        key = (*sorted(fixture["server"].items()), partial)
         if key not in self._servers:
             engine = TokenReplayEngine()
-            service = Service(Settings(served_model_name=[MODEL]), engine, derendering=derendering(fixture))
+            setup = derendering(fixture, partial)
+            service = Service(Settings(served_model_name=[MODEL]), engine, derendering=setup)
             server = ReplayServer(service, engine).__enter__()
             self._servers[key] = server
         return self._servers[key]
@@ -166,10 +170,11 @@ def _check_tool_call_chunks(chunks) -> None:
 
 
 def test_a_calls_arguments_reach_the_openai_client_as_they_are_written(servers):
-    """On the wire, a token at a time: the call's arguments come in a chunk per parameter
-    as each one closes, and the official client's helper assembles the whole call."""
+    """With --stream-partial-tool-calls, on the wire, a token at a time: the call's arguments
+    come in a chunk per parameter as each one closes, and the official client's helper
+    assembles the whole call."""
     fixture = load("tool_call_qwen3_coder")
-    with servers.get(fixture).client.chat.completions.stream(
+    with servers.get(fixture, partial=True).client.chat.completions.stream(
         model=MODEL, messages=MESSAGES, extra_body=body(fixture, 1)
     ) as stream:
         pieces = [
@@ -347,6 +352,10 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
         ),
         ({"enable_auto_tool_choice": True}, "--enable-auto-tool-choice needs --tool-call-parser"),
         (
+            {"stream_partial_tool_calls": True},
+            "--stream-partial-tool-calls needs --enable-auto-tool-choice --tool-call-parser",
+        ),
+        (
             {
                 "engine": "openai",
                 "upstream_url": "http://127.0.0.1:9",
@@ -360,6 +369,30 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
 def test_parser_flags_that_mean_nothing_stop_the_server(flags, message):
     with pytest.raises(ValueError, match=message):
         Serve(**flags)  # the command's settings: the names checked against derender's registries
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_service_streams_partial_tool_calls_only_when_told(partial):
+    """--stream-partial-tool-calls reaches the pipeline: a call cut after its first argument
+    is the model's text by default (vLLM's answer), the call shown so far when told."""
+    settings = Settings(
+        served_model_name=[MODEL],
+        enable_auto_tool_choice=True,
+        tool_call_parser="hermes",
+        **({"stream_partial_tool_calls": True} if partial else {}),
+    )
+    setup = Service(settings, TokenReplayEngine()).derendering
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days'
+    derender = setup.start(SamplingParams(), OutputOptions(tools=({"type": "function", "function": {}},)))
+    deltas = [derender.feed(EngineOutput(text=text[at : at + 4])) for at in range(0, len(text), 4)]
+    deltas += [derender.feed(EngineOutput(finish_reason="length")), derender.finish()]
+    calls = [(call.name, call.arguments) for delta in deltas for call in delta.tool_calls]
+    content = "".join(delta.content for delta in deltas)
+    if partial:  # the call was shown from its first whole argument: closed with it, text kept
+        assert calls == [("get_weather", ""), (None, '{"city": "Paris"'), (None, "}")] and content == text
+    else:
+        assert calls == [] and content == text
+    assert derender.finish_reason == "length"
 
 
 @pytest.mark.parametrize(

@@ -480,6 +480,21 @@ PARSER_SETTINGS: dict[str, Any] = {
     "enable_auto_tool_choice": True,
     "tool_call_parser": "hermes",
 }
+MALFORMED_CALL = (
+    'Sure:\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": }}\n</tool_call>'
+)
+# What a generate answer may carry beside its choices (vLLM's GenerateResponseBase): its
+# derender passes metrics, prompt_logprobs and kv_transfer_params on, not ec_transfer_params.
+GENERATED: dict[str, Any] = {
+    "metrics": {"time_to_first_token_ms": 12.5, "generation_time_ms": 40.0, "mean_itl_ms": 3.25},
+    "prompt_logprobs": [None, {str(HELLO): {"logprob": -1.5, "rank": 1, "decoded_token": "Hello"}}],
+    "kv_transfer_params": {"remote_engine_id": "e1", "remote_block_ids": [1, 2]},
+    "ec_transfer_params": {"remote_engine_id": "ec1"},
+}
+STREAMED: dict[str, Any] = {  # a generate stream's chunk: its derender passes the metrics on
+    "metrics": {"time_to_first_token_ms": 8.0, "tokens_per_second": 99.5},
+    "kv_transfer_params": {"remote_engine_id": "e1"},
+}
 ANSWERS = {
     "plain": "Hello there! I am fine.",
     "reasoning": "<think>\nThe user greets me.\n</think>\n\nHello! I am well.",
@@ -499,6 +514,9 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
     def answer(text: str, finish: str = "stop", eos: bool = True) -> list[int]:
         return encode(text) + ([IM_END] if eos and finish == "stop" else [])
 
+    def choice_of(text: str) -> dict:
+        return {"index": 0, "finish_reason": "stop", "stop_reason": None, "token_ids": answer(text)}
+
     def whole(ids: list[int], request: dict | None, finish: str = "stop", **more) -> dict:
         choice = {"index": 0, "finish_reason": finish, "stop_reason": None, "token_ids": ids}
         return {
@@ -510,12 +528,14 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
             **more,
         }
 
-    def stream(ids: list[int], request: dict | None, size: int = 3, **more) -> list[dict]:
+    def stream(
+        ids: list[int], request: dict | None, size: int = 3, finish: str = "stop", **more
+    ) -> list[dict]:
         pieces = [ids[start : start + size] for start in range(0, len(ids), size)]
         chunks = []
         for number, piece in enumerate(pieces):
             last = number == len(pieces) - 1
-            choice = {"index": 0, "token_ids": piece, "finish_reason": "stop" if last else None}
+            choice = {"index": 0, "token_ids": piece, "finish_reason": finish if last else None}
             chunks.append(
                 {
                     "stream": True,
@@ -541,7 +561,42 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
         out[f"derender-chat-{name}"] = (post, chat, whole(answer(text), request), {})
         out[f"derender-chat-stream-{name}"] = (post, chat, stream(answer(text), request), {})
     cut = answer(ANSWERS["reasoning"], eos=False)[:9]
+    # tool calls vLLM's hermes reads as no call: malformed JSON, and a call cut by max_tokens
+    malformed, cut_call = answer(MALFORMED_CALL), answer(ANSWERS["tool-call"], eos=False)[:-8]
     out |= {
+        "derender-chat-tool-call-malformed": (post, chat, whole(malformed, tools_request), {}),
+        "derender-chat-stream-tool-call-malformed": (post, chat, stream(malformed, tools_request), {}),
+        "derender-chat-tool-call-cut": (post, chat, whole(cut_call, tools_request, "length"), {}),
+        "derender-chat-stream-tool-call-cut": (
+            post,
+            chat,
+            stream(cut_call, tools_request, finish="length"),
+            {},
+        ),
+        # what the generate answer carries beside its ids, as vLLM's derender passes it on
+        "derender-chat-generate-fields": (
+            post,
+            chat,
+            whole(
+                answer("Hi."),
+                {**chat_request, "return_token_ids": True},
+                generate_response=GENERATED
+                | {"request_id": "chatcmpl-g1", "prompt_token_ids": prompt, "choices": [choice_of("Hi.")]},
+            ),
+            {},
+        ),
+        "derender-chat-stream-generate-fields": (
+            post,
+            chat,
+            [
+                {
+                    **chunk,
+                    "generate_chunk": {**chunk["generate_chunk"], **STREAMED, "prompt_token_ids": prompt},
+                }
+                for chunk in stream(answer("Hi there."), {**chat_request, "return_token_ids": True})
+            ],
+            {},
+        ),
         "derender-chat-length": (post, chat, whole(cut, chat_request, "length"), {}),
         "derender-chat-stop-string": (
             post,
@@ -610,6 +665,40 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
             {**completion_body, "completion_request": completion_request},
             {},
         ),
+        # one generate answer's metrics and KV params are the completion's; of two, theirs
+        # only where they agree, and no metrics
+        "derender-completion-generate-fields": (
+            post,
+            completion,
+            {**completion_body, "generate_responses": [GENERATED | responses[0]], "prompt_tokens": [1]},
+            {},
+        ),
+        "derender-completion-generate-fields-differ": (
+            post,
+            completion,
+            {
+                **completion_body,
+                "generate_responses": [
+                    GENERATED | responses[0],
+                    GENERATED | responses[1] | {"kv_transfer_params": {"remote_engine_id": "e2"}},
+                ],
+            },
+            {},
+        ),
+        "derender-completion-stream-generate-fields": (
+            post,
+            completion,
+            [
+                {
+                    "stream": True,
+                    "model": model,
+                    "generate_chunk": {"request_id": "cmpl-s", "choices": [choice], **STREAMED},
+                    "prompt_tokens": 1,
+                }
+                for choice in chunk_choices
+            ],
+            {},
+        ),
         "derender-completion-no-request": (post, completion, completion_body, {}),
         "derender-completion-stream": (
             post,
@@ -643,6 +732,85 @@ def derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
     return out
 
 
+# A call cut by max_tokens, on a server with vLLM's qwen3_coder parser (a third one): vLLM's
+# parser engine gives the call with the parameters written whole.
+CODER_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"]
+CODER_SETTINGS: dict[str, Any] = {"enable_auto_tool_choice": True, "tool_call_parser": "qwen3_coder"}
+CODER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
+CODER_CALL = (
+    "I'll check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSão Paulo\n</parameter>\n"
+    "<parameter=days>\n15\n</parameter>\n</function>\n</tool_call>"
+)
+
+
+def coder_derender_cases(model: str, encode) -> dict[str, tuple[str, str, Any, dict]]:
+    """name -> case, as derender_cases, for the server with CODER_ARGS."""
+    prompt = encode("<|im_start|>user\nWeather in São Paulo?<|im_end|>\n<|im_start|>assistant\n")
+    request = {"model": model, "messages": [{"role": "user", "content": "Weather?"}], "tools": CODER_TOOLS}
+    ids = encode(CODER_CALL)
+    in_days = len(encode(CODER_CALL[: CODER_CALL.index("15") + 1]))  # cut in the second value
+    in_city = len(encode(CODER_CALL[: CODER_CALL.index("Paulo")]))  # in the first one
+    complete = ids + [IM_END]
+
+    def whole(token_ids: list[int], finish: str) -> dict:
+        choice = {"index": 0, "finish_reason": finish, "stop_reason": None, "token_ids": token_ids}
+        return {
+            "model": model,
+            "generate_response": {"request_id": "chatcmpl-q1", "choices": [choice]},
+            "prompt_tokens": len(prompt),
+            "prompt_token_ids": prompt,
+            "chat_request": request,
+        }
+
+    def stream(token_ids: list[int], finish: str) -> list[dict]:
+        pieces = [token_ids[start : start + 3] for start in range(0, len(token_ids), 3)]
+        return [
+            {
+                "stream": True,
+                "model": model,
+                "generate_chunk": {
+                    "request_id": "chatcmpl-q2",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "token_ids": piece,
+                            "finish_reason": finish if n == len(pieces) - 1 else None,
+                        }
+                    ],
+                },
+                "prompt_tokens": len(prompt),
+                "prompt_token_ids": prompt,
+                "chat_request": request,
+            }
+            for n, piece in enumerate(pieces)
+        ]
+
+    chat = "/v1/chat/completions/derender"
+    return {
+        "coder-derender-chat-tool-call": ("POST", chat, whole(complete, "stop"), {}),
+        "coder-derender-chat-tool-call-cut": ("POST", chat, whole(ids[:in_days], "length"), {}),
+        "coder-derender-chat-tool-call-cut-in-first-parameter": (
+            "POST",
+            chat,
+            whole(ids[:in_city], "length"),
+            {},
+        ),
+        "coder-derender-chat-stream-tool-call": ("POST", chat, stream(complete, "stop"), {}),
+        "coder-derender-chat-stream-tool-call-cut": ("POST", chat, stream(ids[:in_days], "length"), {}),
+    }
+
+
 def encoder(folder: Path):
     """The folder's tokenizer, text -> ids (no special tokens added)."""
     from mmprep.model import load_model_folder
@@ -661,13 +829,14 @@ def routes_folder(target: Path) -> Path:
 
 
 @contextmanager
-def mmprep_routes_server(folder: Path, model: str, parsers: bool = False) -> Iterator[str]:
+def mmprep_routes_server(folder: Path, model: str, parsers: dict[str, Any] | None = None) -> Iterator[str]:
     """`mmprep serve --model folder --max-model-len 4096` in a thread, serving `model`;
-    with `parsers`, PARSER_SETTINGS (vLLM's PARSER_ARGS)."""
+    with `parsers`, those settings (PARSER_SETTINGS for vLLM's PARSER_ARGS, CODER_SETTINGS
+    for CODER_ARGS)."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
-    more = PARSER_SETTINGS if parsers else {}
+    more = parsers or {}
     settings = Settings(
         model=folder,
         served_model_name=[model],
@@ -692,6 +861,14 @@ KNOWN = {
     "stream_state, vLLM the first form's field (stream)",
     "derender-chat-stream-tool-call": "mmprep's stream adds up to its whole answer; vLLM's stream sends the "
     "line break between the reasoning and the call as content, which its whole answer does not",
+    "derender-chat-stream-tool-call-malformed": "mmprep's stream adds up to its whole answer (content, as "
+    "vLLM's whole answer); vLLM's hermes streams the call that does not parse as a call with broken JSON",
+    "derender-chat-stream-tool-call-cut": "mmprep's stream adds up to its whole answer (content, finish "
+    "length, as vLLM's whole answer); vLLM's hermes streams the cut call as a call with broken JSON",
+    "coder-derender-chat-stream-tool-call": "mmprep's stream adds up to its whole answer; vLLM's stream "
+    "sends the line break before the call as content, which its whole answer strips",
+    "coder-derender-chat-stream-tool-call-cut": "mmprep's stream adds up to its whole answer (the call with "
+    "its whole parameters, as vLLM's whole answer); vLLM's stream sends the cut value too, broken JSON",
 }
 
 
@@ -721,7 +898,11 @@ def ask(url: str, case: tuple[str, str, Any, dict]) -> dict[str, Any]:
         payload = response.json()
     except ValueError:
         payload = None
-    return {"status": response.status_code, "body": payload}
+    answer = {"status": response.status_code, "body": payload}
+    if path.endswith("/derender") and response.status_code == 200 and isinstance(payload, dict):
+        # the answer's top-level fields in the order they came (the goldens sort their keys)
+        answer["fields"] = list(payload.get("chunk", payload))
+    return answer
 
 
 # Sampling params mmprep writes as its derender needs them (app/mmprep/vllm/sampling.py): compared
@@ -756,6 +937,10 @@ def comparable(path: str, answer: dict[str, Any]) -> dict[str, Any]:
         return {
             "status": status,
             **(_streamed(answer["chunks"]) if "chunks" in answer else _derendered(body)),
+            # every top-level field, in vLLM's order, with its value (the random ones aside)
+            "fields": [_top_level(chunk) for chunk in answer["chunks"]]
+            if "chunks" in answer
+            else _top_level(answer),
         }
     if path.endswith("/render"):
         requests = body if isinstance(body, list) else [body]
@@ -812,6 +997,16 @@ def _derendered(body: dict[str, Any]) -> dict[str, Any]:
         # the counts (vLLM adds its *_details, null here)
         "usage": {key: body["usage"][key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")},
     }
+
+
+VARYING = ("id", "created", "choices", "usage", "model")  # compared apart, or random
+
+
+def _top_level(answer: dict[str, Any]) -> list[Any]:
+    """A derender answer's top-level fields in order, each with its value but the VARYING."""
+    body = answer["body"]
+    body = body.get("chunk", body)
+    return [[name, None if name in VARYING else body[name]] for name in answer.get("fields") or list(body)]
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -10,12 +10,16 @@ import pytest
 
 from tests.vllm_real.real_vllm import RENDER_VENV, VllmProcess, missing_venv
 from tests.vllm_real.routes import (
+    CODER_ARGS,
+    CODER_SETTINGS,
     FAMILY,
     KNOWN,
     PARSER_ARGS,
+    PARSER_SETTINGS,
     ROUTES_ARGS,
     ask,
     cases,
+    coder_derender_cases,
     derender_cases,
     differences,
     encoder,
@@ -41,8 +45,14 @@ def test_every_route_answers_as_vllm(folder):
 
 def test_derender_answers_as_vllm(folder):
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *PARSER_ARGS) as vllm:
-        with mmprep_routes_server(folder, str(folder), parsers=True) as mmprep:
+        with mmprep_routes_server(folder, str(folder), PARSER_SETTINGS) as mmprep:
             compare(vllm.url, mmprep, derender_cases(str(folder), encoder(folder)))
+
+
+def test_qwen3_coder_derender_answers_as_vllm(folder):
+    with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *CODER_ARGS) as vllm:
+        with mmprep_routes_server(folder, str(folder), CODER_SETTINGS) as mmprep:
+            compare(vllm.url, mmprep, coder_derender_cases(str(folder), encoder(folder)))
 
 
 def compare(vllm: str, mmprep: str, asked: dict) -> None:

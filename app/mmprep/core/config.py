@@ -610,11 +610,20 @@ class DerenderSettings(SettingsGroup):
         None,
         description="the format of the model's tool calls, as vLLM's parser of that name",
     )
+    stream_partial_tool_calls: bool = Field(
+        False,
+        description="stream a tool call argument by argument as the model writes it (each piece valid "
+        "JSON so far), not whole once it has ended and parsed; a call that then breaks (malformed, cut "
+        "by max_tokens) stays a call with the arguments sent, closed, and its text is content too. Off: "
+        "a call that does not parse is content, as vLLM answers",
+    )
 
     @model_validator(mode="after")
     def _auto_tool_choice_has_a_parser(self) -> Self:
         if self.enable_auto_tool_choice and self.tool_call_parser is None:
             raise ValueError("--enable-auto-tool-choice needs --tool-call-parser")
+        if self.stream_partial_tool_calls and not self.enable_auto_tool_choice:
+            raise ValueError("--stream-partial-tool-calls needs --enable-auto-tool-choice --tool-call-parser")
         return self
 
 

@@ -57,12 +57,16 @@ class Derendering:
         tool_call_parser: str | None = None,
         enable_auto_tool_choice: bool = False,
         new_tool_id=new_tool_call_id,
+        stream_partial_tool_calls: bool = False,
     ):
         self.model = model
         self.reasoning_parser = REASONING_PARSERS.check(reasoning_parser)  # a ValueError naming the choices
         TOOL_PARSERS.check(tool_call_parser)
         self.tool_call_parser = tool_call_parser if enable_auto_tool_choice else None
         self._new_tool_id = new_tool_id
+        # a call shown as it is written, before it is known whole (tools/base.py): off, a call
+        # that does not parse is content, as vLLM answers
+        self.stream_partial_tool_calls = stream_partial_tool_calls
 
     def start(
         self,
@@ -122,7 +126,9 @@ class Derenderer:
                 self._logprobs = LogprobFormatter(model.tokenizer, sampling.top_logprobs)
         self._tools: ToolParser | None = None
         if tool_parser is not None:
-            self._tools = tool_parser(list(options.tools), setup._new_tool_id)
+            self._tools = tool_parser(
+                list(options.tools), setup._new_tool_id, setup.stream_partial_tool_calls
+            )
         self._reasoning: ReasoningParser | None = None
         if setup.reasoning_parser is not None:
             self._reasoning = make_reasoning_parser(

@@ -13,6 +13,12 @@ through a fresh pipeline (the pipeline gives the same deltas for the same chunks
 derenders its own. The request the answer belongs to (`chat_request`, `completion_request`:
 the body sent to the render route) says the answer's options: tools, stop strings,
 skip_special_tokens, max_tokens, logprobs.
+
+Each answer has exactly the top-level fields of vLLM 0.33's response model for it, in its
+order (CHAT_COMPLETION, CHAT_CHUNK, TEXT_COMPLETION, TEXT_CHUNK), null where vLLM writes null;
+the ones vLLM takes from the generate answer (`metrics`, `prompt_logprobs`,
+`kv_transfer_params`, `prompt_token_ids` with the request's `return_token_ids`) are taken as
+its derender takes them.
 """
 
 from __future__ import annotations
@@ -30,12 +36,115 @@ from ...model import load_model_folder
 from ...render.prompts import check_ids, decode_prompt
 from ...service import Service
 from ...vllm.response import BadAnswer, choice_outputs
-from ..openai.chat_answers import Answer, text_choice, text_completion, usage
+from ..openai.chat_answers import Answer, text_choice, usage
 from ..openai.chat_protocol import parse_chat_request
 from .common import check_model, served_model
 from .validation import validated
 
 TokenId = Annotated[int, Field(ge=0)]
+
+# vLLM 0.33's response models' top-level fields, in their order (ChatCompletionResponse,
+# ChatCompletionStreamResponse, CompletionResponse, CompletionStreamResponse in
+# entrypoints/openai/*/protocol.py): a derender answer has these, the unset ones null.
+CHAT_COMPLETION = (
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "service_tier",
+    "system_fingerprint",
+    "usage",
+    "prompt_logprobs",
+    "prompt_token_ids",
+    "prompt_text",
+    "kv_transfer_params",
+    "ec_transfer_params",
+    "metrics",
+)
+CHAT_CHUNK = (
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "usage",
+    "system_fingerprint",
+    "prompt_token_ids",
+    "prompt_text",
+    "metrics",
+    "kv_transfer_params",
+)
+TEXT_COMPLETION = (
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "service_tier",
+    "system_fingerprint",
+    "usage",
+    "kv_transfer_params",
+    "ec_transfer_params",
+    "metrics",
+)
+TEXT_CHUNK = (
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "usage",
+    "system_fingerprint",
+    "metrics",
+    "kv_transfer_params",
+)
+
+
+def shaped(fields: tuple[str, ...], **values: Any) -> dict:
+    """An answer with exactly `fields`, in their order: the ones not given are null."""
+    unknown = set(values) - set(fields)
+    if unknown:
+        raise ValueError(f"not fields of this answer: {sorted(unknown)}")
+    return {name: values.get(name) for name in fields}
+
+
+class Logprob(BaseModel):
+    """vLLM's Logprob (vllm/logprobs.py), a prompt token's entry in `prompt_logprobs`."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+class SpeculativeDecodingMetrics(BaseModel):
+    """vLLM 0.33's SpeculativeDecodingMetrics (entrypoints/generate/base/protocol.py)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    acceptance_histogram: list[int]
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+    num_spec_tokens: int
+    per_step_accepted: list[int] | None = None
+    per_step_drafted: list[int] | None = None
+
+
+class PerRequestMetrics(BaseModel):
+    """vLLM 0.33's PerRequestMetrics: a generate answer's timings, passed on as its derender
+    passes them (every field, the unset ones null)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    time_to_first_token_ms: float | None = None
+    generation_time_ms: float | None = None
+    queue_time_ms: float | None = None
+    mean_itl_ms: float | None = None
+    tokens_per_second: float | None = None
+    speculative_decoding: SpeculativeDecodingMetrics | None = None
 
 
 class GenerateChoice(BaseModel):
@@ -57,8 +166,14 @@ class GenerateResponse(BaseModel):
     output_mode: Literal["tokens"] = "tokens"
     choices: list[GenerateChoice]
     prompt_token_ids: list[TokenId] | None = None
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None
     usage: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
     kv_transfer_params: dict[str, Any] | None = None
+
+    def dumped(self, name: str) -> Any:
+        """A field as vLLM's answer writes it (JSON: a prompt logprob's key is a string)."""
+        return self.model_dump(mode="json", include={name})[name]
 
 
 class StreamState(BaseModel):
@@ -179,15 +294,19 @@ async def derender_chat(service: Service, document: Any, http, cancel) -> dict:
                 "stop_reason": steps.stop_reason(choice.stop_reason),
             }
         )
-    return {
-        "id": answer.request_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": served_model(service, request.model),
-        "choices": choices,
-        "usage": usage(request.prompt_tokens or 0, _completion_tokens([answer])),
-        "kv_transfer_params": answer.kv_transfer_params,
-    }
+    return shaped(
+        CHAT_COMPLETION,
+        id=answer.request_id,
+        object="chat.completion",
+        created=int(time.time()),
+        model=served_model(service, request.model),
+        choices=choices,
+        usage=usage(request.prompt_tokens or 0, _completion_tokens([answer])),
+        prompt_logprobs=answer.dumped("prompt_logprobs"),
+        prompt_token_ids=answer.prompt_token_ids if _returns_token_ids(request.chat_request) else None,
+        kv_transfer_params=answer.kv_transfer_params,
+        metrics=answer.dumped("metrics"),
+    )
 
 
 async def derender_completion(service: Service, document: Any, http, cancel) -> dict:
@@ -221,17 +340,21 @@ async def derender_completion(service: Service, document: Any, http, cancel) -> 
                     steps.stop_reason(choice.stop_reason),
                 )
             )
-    first = request.generate_responses[0]
-    return {
-        **text_completion(
-            first.request_id,
-            served_model(service, request.model),
-            int(time.time()),
-            choices,
-            usage(prompt_total, _completion_tokens(request.generate_responses)),
-        ),
-        "kv_transfer_params": first.kv_transfer_params,
-    }
+    first, *others = request.generate_responses
+    return shaped(
+        TEXT_COMPLETION,
+        id=first.request_id,
+        object="text_completion",
+        created=int(time.time()),
+        model=served_model(service, request.model),
+        choices=choices,
+        usage=usage(prompt_total, _completion_tokens(request.generate_responses)),
+        # as vLLM's: none where the answers' differ; one prompt's metrics, not several merged
+        kv_transfer_params=None
+        if any(other.kv_transfer_params != first.kv_transfer_params for other in others)
+        else first.kv_transfer_params,
+        metrics=None if others else first.dumped("metrics"),
+    )
 
 
 # -- a stream's chunk -------------------------------------------------------------------------
@@ -266,12 +389,14 @@ def _chat_chunk(service: Service, request: ChatDerenderChunk) -> dict:
     if choice is not None and choice.finish_reason is not None:
         finish = steps.finish_reason()
         finish = "tool_calls" if state.tools_streamed and finish == "stop" else finish
-    body = {
-        "id": request.generate_chunk.request_id,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": served_model(service, request.model),
-        "choices": []
+    generated = request.generate_chunk
+    body = shaped(
+        CHAT_CHUNK,
+        id=generated.request_id,
+        object="chat.completion.chunk",
+        created=int(time.time()),
+        model=served_model(service, request.model),
+        choices=[]
         if choice is None
         else [
             {
@@ -282,8 +407,10 @@ def _chat_chunk(service: Service, request: ChatDerenderChunk) -> dict:
                 "stop_reason": steps.stop_reason(choice.stop_reason) if finish else None,
             }
         ],
-        "usage": _chunk_usage(request),
-    }
+        usage=_chunk_usage(request),
+        prompt_token_ids=generated.prompt_token_ids if _returns_token_ids(request.chat_request) else None,
+        metrics=generated.dumped("metrics"),
+    )
     return {"chunk": body, "stream_state": state.model_dump()}
 
 
@@ -293,25 +420,26 @@ def _completion_chunk(service: Service, request: CompletionDerenderChunk) -> dic
         raise ServiceError(_STREAM_STOP_STRINGS, "invalid_request", "completion_request.stop")
     delta, state, choice, steps = _replayed(service, request, request.completion_request, chat=False)
     finish = steps.finish_reason() if choice and choice.finish_reason else None
-    body = {
-        **text_completion(
-            request.generate_chunk.request_id,
-            served_model(service, request.model),
-            int(time.time()),
-            []
-            if choice is None
-            else [
-                text_choice(
-                    choice.index,
-                    delta.content,
-                    None,
-                    finish,
-                    steps.stop_reason(choice.stop_reason) if finish else None,
-                )
-            ],
-        ),
-        "usage": _chunk_usage(request),
-    }
+    body = shaped(
+        TEXT_CHUNK,
+        id=request.generate_chunk.request_id,
+        object="text_completion",
+        created=int(time.time()),
+        model=served_model(service, request.model),
+        choices=[]
+        if choice is None
+        else [
+            text_choice(
+                choice.index,
+                delta.content,
+                None,
+                finish,
+                steps.stop_reason(choice.stop_reason) if finish else None,
+            )
+        ],
+        usage=_chunk_usage(request),
+        metrics=request.generate_chunk.dumped("metrics"),
+    )
     return {"chunk": body, "stream_state": state.model_dump()}
 
 
@@ -440,6 +568,18 @@ def _finish(choice: GenerateChoice):
     if choice.finish_reason is None:
         return None
     return "length" if choice.finish_reason == "length" else "stop"
+
+
+def _returns_token_ids(given: dict | None) -> bool:
+    """The chat request's `return_token_ids` (vLLM's: the prompt's ids in the answer)."""
+    asked = (given or {}).get("return_token_ids")
+    if asked is not None and not isinstance(asked, bool):
+        raise ServiceError(
+            "chat_request.return_token_ids: must be a boolean",
+            "invalid_request",
+            "chat_request.return_token_ids",
+        )
+    return bool(asked)
 
 
 def _streamed(document: Any, batch_field: str) -> bool:

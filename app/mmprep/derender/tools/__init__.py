@@ -15,9 +15,12 @@ import_modules(__name__, __path__)
 
 
 def make_tool_parser(
-    name: str, tools: list[dict] | None = None, new_id: Callable[[], str] = new_tool_call_id
+    name: str,
+    tools: list[dict] | None = None,
+    new_id: Callable[[], str] = new_tool_call_id,
+    partial: bool = False,
 ) -> ToolParser:
-    return REGISTRY.get(name)(tools, new_id)
+    return REGISTRY.get(name)(tools, new_id, partial)
 
 
 __all__ = ["REGISTRY", "ToolCallDelta", "ToolParser", "make_tool_parser", "new_tool_call_id"]

@@ -1,22 +1,25 @@
 """The held-back state machine every tool-call format shares (Dynamo's jail): content
-flows out until a call opens; the call is held from there, shown as soon as what is held
-of it is certain, and parsed when it closes.
+flows out until a call opens; the call is held from there and parsed when it closes.
 
 What a client sees of a call, as vLLM streams one: a delta naming it (its
 `chatcmpl-tool-...` id and name, empty arguments), then deltas that add to its arguments.
-A call is shown once its name and its first whole argument are written (`streaming`), and
-then argument by argument, each as the JSON the whole call will have, so the stream never
-holds broken JSON and adds up to the whole answer. A call that breaks before it is shown
-(malformed, or cut by the end of the answer) comes back as content, exactly as the model
-wrote it: never lost. One that breaks after is closed with the arguments shown (`}`), and
-its text is content too. In an answer with calls, whitespace at the start and end of the
-content is dropped, as vLLM strips it (held back until text follows it, so the stream says
-the same), except where a format keeps the whitespace between text and a call
-(`keeps_space_before_call`).
+By default a call goes out whole once it has closed and parsed, so that a call that does
+not parse (malformed, or cut by the end of the answer) is content, exactly as the model
+wrote it, as vLLM's whole answer gives it; a format vLLM reads over the whole answer at
+once (`reads_whole_answer`: hermes) holds everything from its first call to the end, since
+there one call that does not parse makes the whole answer content. With `partial`
+(`--stream-partial-tool-calls`), a call is shown as soon as its name and first whole
+argument are written (`streaming`), then argument by argument, each as the JSON the whole
+call will have; one that breaks after it was shown cannot be taken back: it is closed with
+the arguments shown (`}`), and its text is content too. Either way the stream never holds
+broken JSON and adds up to the whole answer. In an answer with calls, whitespace at the
+start and end of the content is dropped, as vLLM strips it (held back until text follows
+it, so the stream says the same), except where a format keeps the whitespace between text
+and a call (`keeps_space_before_call`).
 
 A format says where a call opens and closes (`find_start`, `find_end`; TaggedToolParser
-for the formats that have tags), how it parses (`parse`) and what of an open call is
-certain (`streaming`).
+for the formats that have tags), how it parses (`parse`, also a call the end cut) and what
+of an open call is certain (`streaming`).
 """
 
 from __future__ import annotations
@@ -76,10 +79,23 @@ class ToolParser:
     # The whitespace between text and a call is content (vLLM's hermes gives the text before
     # the first call as it is), not dropped as vLLM's parser engine drops it.
     keeps_space_before_call: ClassVar[bool] = False
+    # vLLM's parser reads the calls of the whole answer at once, and one that does not
+    # parse makes all of it content (hermes): without `partial`, everything from the first
+    # call on is held to the end, so the answer is that too.
+    reads_whole_answer: ClassVar[bool] = False
 
-    def __init__(self, tools: list[dict] | None = None, new_id: Callable[[], str] = new_tool_call_id):
+    def __init__(
+        self,
+        tools: list[dict] | None = None,
+        new_id: Callable[[], str] = new_tool_call_id,
+        partial: bool = False,
+    ):
         self.tools = tools or []
         self._new_id = new_id
+        self.partial = partial  # show a call as it is written (--stream-partial-tool-calls)
+        # the answer's pieces from its first call on, held to the end (reads_whole_answer)
+        self._whole: list[str] | None = None
+        self._holds_whole = self.reads_whole_answer and not partial
         self._held = ""  # text that could be the start of a call
         self._certain_after = frozenset(self.certain_after)
         self._jail: str | None = None  # the call being written, from where it opened
@@ -117,7 +133,8 @@ class ToolParser:
 
     def parse(self, raw: str, closed: bool) -> list[tuple[str, str]]:
         """The (name, arguments) of the calls in `raw`, from where it opened to where it
-        closed (`closed`) or to the end of the answer; [] if it is not a call."""
+        closed (`closed`) or to the end of the answer (cut: what vLLM's parser makes of it);
+        [] if it is not a call."""
         raise NotImplementedError
 
     def identify(self, name: str) -> tuple[str, str]:
@@ -136,6 +153,9 @@ class ToolParser:
 
     def feed(self, text: str, token_ids: tuple[int, ...] = ()) -> tuple[str, list[ToolCallDelta]]:
         """`token_ids`: the ids this step's text came from (none for a text engine)."""
+        if self._whole is not None:  # held to the end (reads_whole_answer)
+            self._whole.append(text)
+            return "", []
         if self._jail is None and not self._held and not self.could_open(text):  # the common case
             return self._content(text), []
         step = Step()
@@ -148,7 +168,7 @@ class ToolParser:
                 text = ""
                 end = self.find_end(self._jail, since)
                 if end is None:
-                    if not self._certain_after.isdisjoint(self._jail[since:]):
+                    if self.partial and not self._certain_after.isdisjoint(self._jail[since:]):
                         self._show(step)
                     break
                 raw, text = self._jail[:end], self._jail[end:]
@@ -163,11 +183,22 @@ class ToolParser:
                 break
             content_end, start = found
             step.content.append(self._content(text[:content_end]))
+            if self._holds_whole:
+                self._whole = [text[content_end:]]
+                break
             self._jail, text = "", text[start:]
         return step.result()
 
     def finish(self) -> tuple[str, list[ToolCallDelta]]:
         step = Step()
+        if self._whole is not None:
+            whole, self._whole, self._holds_whole = "".join(self._whole), None, False
+            if self._every_call_parses(whole):
+                content, calls = self.feed(whole)  # now as any answer: its calls in order
+                step.content.append(content)
+                step.calls.extend(calls)
+            else:  # as vLLM's whole answer: all of it is the model's text
+                step.content.append(self._content(whole))
         if self._jail is not None:
             raw, self._jail = self._jail, None
             self._close(raw, False, step)
@@ -177,6 +208,18 @@ class ToolParser:
             step.content.append(self._space)  # no call came: the whitespace was the answer's
         self._space = ""
         return step.result()
+
+    def _every_call_parses(self, text: str) -> bool:
+        """Whether each call in `text` (an answer from its first call on) parses."""
+        while (found := self.find_start(text)) is not None:
+            jail = text[found[1] :]
+            end = self.find_end(jail, 0)
+            if not self.parse(jail if end is None else jail[:end], end is not None):
+                return False
+            if end is None:
+                break
+            text = jail[end:]
+        return True
 
     def _show(self, step: Step) -> None:
         """What became certain of the open block's calls: each one's name, then its arguments."""

@@ -1,5 +1,6 @@
 """hermes (Qwen2.5, Qwen3, Hermes): `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`,
-as vLLM's Hermes2ProToolParser reads it."""
+as vLLM's Hermes2ProToolParser reads it: the calls of the whole answer at once, so that one
+whose JSON does not parse (malformed, or cut by max_tokens) makes the answer content."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class HermesToolParser(TaggedToolParser):
     blocks = ((TOOL_START, TOOL_END),)
     reasoning_ends_on = TOOL_START
     keeps_space_before_call = True
+    reads_whole_answer = True
 
     @classmethod
     def adjust(cls, options: OutputOptions) -> OutputOptions:

@@ -1,7 +1,10 @@
 """qwen3_coder (Qwen3-Coder, vLLM 0.33's Qwen3 XML format):
 `<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>`
 (the <tool_call> wrapper may be missing). Each value loses one wrapping newline and takes
-the type the tool's JSON schema gives its parameter (tools/schema.py), else stays a string."""
+the type the tool's JSON schema gives its parameter (tools/schema.py), else stays a string.
+A call cut by the end of the answer (max_tokens) is read as vLLM 0.33's parser engine reads
+it: a call with the parameters whose end was written (none: `{}`), its name as far as it
+was written."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNCTION_START, FUNCTION_END = "<function=", "</function>"
 _FUNCTION = re.compile(r"<function=([^>]*)>(.*?)</function>", re.DOTALL)
 _OPEN_FUNCTION = re.compile(r"<function=([^>]*)>")
+_CUT_FUNCTION = re.compile(r"<function=([^>]*)>?(.*)\Z", re.DOTALL)  # the last one, cut
 _PARAMETER = re.compile(r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
 
 
@@ -42,6 +46,14 @@ class Qwen3CoderToolParser(TaggedToolParser):
             arguments = dict(self._parameters(name, match.group(2), whole_only=False))
             calls.append((name, json.dumps(arguments, ensure_ascii=False)))
             rest = rest.replace(match.group(0), "", 1)
+        cut = None if closed else _CUT_FUNCTION.search(rest)
+        if cut is not None:  # the end came inside a function: its whole parameters
+            name = cut.group(1).strip()
+            if not name:
+                return []
+            arguments = dict(self._parameters(name, cut.group(2), whole_only=True))
+            calls.append((name, json.dumps(arguments, ensure_ascii=False)))
+            rest = rest[: cut.start()]
         if not calls:
             return []
         # Nothing but the wrapper and whitespace may be left: else it was not (only) calls.

@@ -40,7 +40,7 @@ class LoaderPicks:
     limit: int  # --max-frames: picks beyond it are a 400
 
     def __call__(self, metadata: VideoMetadata) -> list[int]:
-        source = self.source(metadata)
+        source, picks = self._decide(metadata)
         if source is None:
             log.info(
                 "a video's header claims %d frames, %d play: vLLM's %s loader would not return the "
@@ -49,16 +49,21 @@ class LoaderPicks:
                 metadata.num_frames,
                 self.family.vllm_video_loader,
             )
-            return self._picks(metadata.num_frames, metadata.duration)
-        return self._picks(source.total, source.duration)
+        return picks
 
     def source(self, metadata: VideoMetadata) -> families.LoaderSource | None:
         """vLLM's view of the video, or None where its loader would fail to grab a frame it
         picks (a header that claims one frame more than plays: OpenCV believes it)."""
+        return self._decide(metadata)[0]
+
+    def _decide(self, metadata: VideoMetadata) -> tuple[families.LoaderSource | None, list[int]]:
+        """vLLM's view and its picks; where they name a frame that does not play, None and
+        the same rule's picks over what plays."""
         source = families.vllm_source(metadata.num_frames, metadata.header_frames, metadata.fps)
-        if max(self._picks(source.total, source.duration)) >= metadata.num_frames:
-            return None
-        return source
+        picks = self._picks(source.total, source.duration)
+        if max(picks) < metadata.num_frames:
+            return source, picks
+        return None, self._picks(metadata.num_frames, metadata.duration)
 
     def _picks(self, total: int, duration: float) -> list[int]:
         most = self.max_frames if self.max_frames is not None else VLLM_MAX_FRAMES

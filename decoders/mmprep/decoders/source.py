@@ -322,10 +322,13 @@ def select_video_stream(container: InputContainer) -> VideoStream:
 
 def decode_packet(ctx: VideoCodecContext, packet: Packet[VideoStream] | None) -> Sequence[VideoFrame]:
     """Decode one packet; a packet the decoder rejects is skipped like a lost packet,
-    as players do (the frames after it may still decode)."""
+    as players do (the frames after it may still decode). A decoder that cannot open
+    (its setup data is damaged) never will: that is corrupt media."""
     try:
         return ctx.decode(packet)
-    except av.InvalidDataError:
+    except av.InvalidDataError as error:
+        if not ctx.is_open:
+            raise CorruptMediaError(f"the video's decoder could not start: {error}") from error
         return ()
 
 

@@ -29,6 +29,7 @@ from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .preprocess.options import server_options
+from .preprocess.vision import processor_for
 from .vllm.request import generate_options
 from .vllm.wire_cache import WireCache
 
@@ -189,6 +190,7 @@ def load_resources(settings: Settings) -> Settings:
         except ValueError as error:  # a ProcessorConfigError says what is wrong
             raise SettingsError("processor", str(error)) from None
     if settings.model is None:
+        _check_processor_options(settings)
         return settings
     try:
         folder = load_model_folder(str(settings.model), settings.processor)
@@ -203,7 +205,18 @@ def load_resources(settings: Settings) -> Settings:
         raise SettingsError("settings", f"--model {settings.model}: {error}") from None
     except ValueError as error:
         raise SettingsError("settings", str(error)) from None
-    return settings.model_copy(update=update)
+    settings = settings.model_copy(update=update)
+    _check_processor_options(settings)
+    return settings
+
+
+def _check_processor_options(settings: Settings) -> None:
+    """--mm-processor-kwargs' processing keys make a processor (with --processor or --model)."""
+    if settings.mm_processor_kwargs and (settings.processor is not None or settings.model is not None):
+        try:
+            processor_for(settings)
+        except ServiceError as error:
+            raise SettingsError("mm_processor_kwargs", error.message) from None
 
 
 def _check_media_options(settings: Settings) -> None:

@@ -77,6 +77,7 @@ NOTES = {
     "--enable-force-include-usage": "the final usage chunk; not vLLM's per-chunk usage",
     "--allowed-local-media-path": "several directories may be given",
     "--limit-mm-per-prompt": "image and video",
+    "--mm-processor-kwargs": "the processor's defaults, a request's own over them, as vLLM merges them",
 }
 RENAMED = {
     "--api-server-count": "--processes",

@@ -316,7 +316,8 @@ class MediaSettings(SettingsGroup):
     mm_processor_kwargs: dict[str, Any] = Field(
         {},
         description="vllm serve's --mm-processor-kwargs: the server's processor options, as JSON, laid "
-        "under each request's own mm_processor_kwargs (the request's keys win), as vLLM merges them",
+        "under each request's own mm_processor_kwargs (the request's keys win), as vLLM merges them; with "
+        """--processor or --model their processing keys make the processor, e.g. '{"max_pixels": 1003520}'""",
     )
     fetch_connect_timeout: float = Field(5.0, gt=0, description="seconds to connect to a media server")
     fetch_read_timeout: float = Field(30.0, gt=0, description="seconds a media server may go silent")

@@ -11,7 +11,6 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import threading
 import time
@@ -24,20 +23,14 @@ from mmprep.processors import ProcessedMedia, ProcessorError
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..interface.prepared import MediaItem, PreparedRequest
+from ..interface.prepared import MediaItem, PreparedRequest, merge_processor_kwargs
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..modalities import MODALITIES, DecodeContext, Loaded, Modality, part_error
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import (
-    check_processor_kwargs,
-    request_options,
-    server_options,
-    under_server_kwargs,
-    under_server_options,
-)
+from .options import request_options, server_options, under_server_options
 from .pool import DecodePool
 from .request import ChatInput
 from .timing import Timing
@@ -56,6 +49,7 @@ class _MediaPart:
     url: str | DataURL
     sampling: VideoSampling | None  # a timed modality's only
     param: str  # e.g. messages[0].content[1].video_url
+    vision: VisionProcessing | None  # the request's vision processing (its processor options)
 
     @property
     def key(self) -> tuple:
@@ -87,16 +81,6 @@ class Preprocessor:
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
         self._server_sampling = server_options(settings.media_io_kwargs)  # checked at start (service.py)
-        # What decides an item's tensors besides its bytes and sampling (the cache's key): the
-        # server's image scale, and the vision processor as it is built (family, both configs
-        # with their pixel form, the resize). Per-request processor options that would change
-        # the tensors are refused (check_processor_kwargs), so none are part of it.
-        # default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)
-        self._made_with = (
-            settings.max_pixels,
-            settings.default_fps,
-            self._vision.cache_key if self._vision else None,
-        )
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
             Renderer(
@@ -116,14 +100,12 @@ class Preprocessor:
         """`request` typed at the edge. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
-        if self._settings.mm_processor_kwargs:  # --mm-processor-kwargs under the request's own
-            request = dataclasses.replace(
-                request,
-                mm_processor_kwargs=under_server_kwargs(
-                    self._settings.mm_processor_kwargs, request.mm_processor_kwargs
-                ),
-            )
-        messages, parts = request.messages, self._media_parts(request)
+        # The processor's options: --mm-processor-kwargs under the request's own, as vLLM merges them
+        processor_kwargs = merge_processor_kwargs(
+            self._settings.mm_processor_kwargs, request.mm_processor_kwargs
+        )
+        vision = self._vision.for_request(processor_kwargs) if self._vision is not None else None
+        messages, parts = request.messages, self._media_parts(request, processor_kwargs, vision)
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
         renderer = self._renderer
@@ -132,20 +114,21 @@ class Preprocessor:
         loaded = await self._load_all(parts, timing, cancel)
         media = [part.modality.item(loaded[part.key], part.param) for part in parts]
         self._check_total_size(media)
-        if self._vision is not None:  # before any engine work
+        if vision is not None:  # before any engine work
             tokens = 0
             for item in media:
                 assert item.processed is not None  # with a vision processor, every decode is processed
                 tokens += item.processed.num_tokens
-            self._vision.check_tokens(tokens, "the request's media", "messages")
+            vision.check_tokens(tokens, "the request's media", "messages")
         # The counts come from the processed grids and the videos' metadata.
         prompt = None
         if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
             tokenizing = time.perf_counter()
+            processor = vision.processor if vision is not None else None
             if len(text) > LONG_PROMPT_CHARS:
-                prompt = await asyncio.to_thread(renderer.tokens, text, media)
+                prompt = await asyncio.to_thread(renderer.tokens, text, media, processor)
             else:
-                prompt = renderer.tokens(text, media)
+                prompt = renderer.tokens(text, media, processor)
             timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
@@ -156,6 +139,7 @@ class Preprocessor:
             sampling=request.sampling,
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
+            mm_processor_defaults=self._settings.mm_processor_kwargs,
             extra=dict(request.extra),
             prompt=prompt,
         )
@@ -163,13 +147,13 @@ class Preprocessor:
 
     # -- finding the parts -------------------------------------------------------------
 
-    def _media_parts(self, request: ChatInput) -> list[_MediaPart]:
+    def _media_parts(
+        self, request: ChatInput, processor_kwargs: dict | None, vision: VisionProcessing | None
+    ) -> list[_MediaPart]:
         """The request's media parts (typed at the edge), each with its decode options."""
         requested = under_server_options(
-            self._server_sampling, request_options(request.video_options, request.mm_processor_kwargs)
+            self._server_sampling, request_options(request.video_options, processor_kwargs)
         )
-        if self._vision is not None:
-            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device)
         if len(request.media) > self._settings.max_media_parts:
             raise ServiceError(
                 f"the request has {len(request.media)} image and video parts, "
@@ -191,7 +175,7 @@ class Preprocessor:
         for part in request.media:
             modality = MODALITIES[part.kind]
             sampling = modality.sampling(requested, part.options, self._settings, part.param)
-            parts.append(_MediaPart(modality, part.url, sampling, part.param))
+            parts.append(_MediaPart(modality, part.url, sampling, part.param, vision))
         return parts
 
     # -- fetching and decoding ---------------------------------------------------------
@@ -229,7 +213,13 @@ class Preprocessor:
             # A data URL's text keys its item as well as its bytes would, and costs no base64
             # decode: a chat that resends its images each turn decodes none of them again
             # (4 of the 17 ms of CPU a cached render of four 720p JPEGs took).
-            made_with = ("data URL", data_url.media_type, data_url.is_base64, part.sampling, self._made_with)
+            made_with = (
+                "data URL",
+                data_url.media_type,
+                data_url.is_base64,
+                part.sampling,
+                self._made_with(part),
+            )
             key = await content_key(part.modality.name, data_url.payload, made_with)
             return await self._cache.get_or_decode(
                 key, lambda: self._fetch_and_decode(part, timing, cancel, reuse=False), _nbytes
@@ -248,7 +238,9 @@ class Preprocessor:
         timing.add("fetch", started, fetched_at)
         try:
             if reuse and self._cache is not None:
-                key = await content_key(part.modality.name, fetched.data, (part.sampling, self._made_with))
+                key = await content_key(
+                    part.modality.name, fetched.data, (part.sampling, self._made_with(part))
+                )
                 decode = functools.partial(self._decode, part, fetched.data, cancel)
                 result = await self._cache.get_or_decode(key, decode, _nbytes)
             else:
@@ -264,7 +256,7 @@ class Preprocessor:
         modality = part.modality
 
         def decode(threads: int) -> Loaded:
-            context = DecodeContext(self._settings, self._vision, cancel, threads, self._timed_processing)
+            context = DecodeContext(self._settings, part.vision, cancel, threads, self._timed_processing)
             return modality.decode(data, part.sampling, context)
 
         result = await self._pool.run_with_threads(decode)
@@ -274,6 +266,17 @@ class Preprocessor:
         self._metrics.decode_seconds.labels(modality.name).observe(time.perf_counter() - started)
         self._metrics.frames_decoded.labels(modality.name).inc(modality.units(result.tensor))
         return result
+
+    def _made_with(self, part: _MediaPart) -> tuple:
+        """What decides an item's tensors besides its bytes and sampling (the cache's key): the
+        server's image scale, and the request's vision processing as it is made (family, both
+        configs with their pixel form and the request's processor options, the resize).
+        default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)."""
+        return (
+            self._settings.max_pixels,
+            self._settings.default_fps,
+            part.vision.cache_key if part.vision is not None else None,
+        )
 
     def _timed_processing(self, kind: str, work) -> ProcessedMedia:
         """work(), timed for mmprep_process_seconds: for a video, what is left of the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,15 @@ PRESETS = Path(__file__).parent / "presets"
 Layer = tuple[dict[str, Any], str]
 
 
-def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
+def load_processor(
+    name: str | os.PathLike[str], sides: Mapping[str, Mapping[str, Any]] | None = None, /, **overrides: Any
+) -> Processor:
     """`name`: a family (families.FAMILIES: "qwen2_vl", ..., "internvl"; transformers' classes
     as they are built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct",
     or a folder with preprocessor_config.json and/or video_preprocessor_config.json.
     `overrides`: transformers' config keys (size, min_pixels, patch_size, image_mean, ...)
-    applied over the config on both sides."""
+    applied over the config on both sides. `sides`: more such keys for one side alone, by its
+    modality's name ({"video": {"max_pixels": ...}}), applied last (errors name them mm_processor_kwargs)."""
     name = os.fspath(name)
     if families.find(name) is not None:
         family, image, video = _family(name)
@@ -44,10 +48,16 @@ def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
             f"(e.g. Qwen/Qwen2.5-VL-7B-Instruct; see mmprep/processors/presets/models.json) nor a folder"
         )
     layers = [(overrides, "keyword overrides")] if overrides else []
-    sides = families.get(family)
+    rules, sides = families.get(family), sides or {}
+
+    def side_layers(kind: str) -> list[Layer]:
+        return layers + ([(dict(sides[kind]), "mm_processor_kwargs")] if sides.get(kind) else [])
+
     return Processor(
-        video=resolve(family, sides.video, video + layers),
-        image=resolve(family, sides.image, image + layers) if image is not None else None,
+        video=resolve(family, rules.video, video + side_layers(rules.video.modality)),
+        image=resolve(family, rules.image, image + side_layers(rules.image.modality))
+        if image is not None
+        else None,
     )
 
 

@@ -27,6 +27,7 @@ from .engines.loading import build_engine
 from .modalities import MODALITIES
 from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
+from .model.hub import resolve_model
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .preprocess.options import server_options
 from .preprocess.vision import processor_for
@@ -192,10 +193,22 @@ def load_resources(settings: Settings) -> Settings:
     if settings.model is None:
         _check_processor_options(settings)
         return settings
-    try:
-        folder = load_model_folder(str(settings.model), settings.processor)
-        update: dict = {}
+    update: dict = {}
+    try:  # a Hub id (vllm serve Qwen/Qwen3-VL-8B-Instruct): its snapshot in the local cache
+        path = resolve_model(str(settings.model), settings.revision)
+    except ModelFolderError as error:
+        raise SettingsError("model", str(error)) from None
+    if path != settings.model:
+        # vLLM serves and keys its hashes by the id as given, not by the snapshot's path
+        hub_id = str(settings.model)
+        update |= {"model": path, "revision": None}
         if "served_model_name" not in settings.model_fields_set:
+            update["served_model_name"] = [hub_id]
+        if settings.upstream_model_id is None and settings.upstream_model is None:
+            update["upstream_model_id"] = hub_id
+    try:
+        folder = load_model_folder(str(path), settings.processor)
+        if "served_model_name" not in settings.model_fields_set and "served_model_name" not in update:
             update["served_model_name"] = [folder.name]
         if settings.max_model_len is None:
             update["max_model_len"] = derive_max_model_len(folder.config)[0]

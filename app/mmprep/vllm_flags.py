@@ -33,6 +33,7 @@ TAKEN = frozenset(
     {
         # ModelConfig, MultiModalConfig, StructuredOutputsConfig, LoggingConfig
         "--model",
+        "--revision",
         "--served-model-name",
         "--max-model-len",
         "--allowed-local-media-path",
@@ -73,7 +74,8 @@ ALWAYS = {
 }
 # What a taken flag's table row adds, where mmprep's reading differs in a detail.
 NOTES = {
-    "--model": "a local model folder (a Hugging Face Hub id is not resolved yet)",
+    "--model": "a model folder, or a Hugging Face Hub id resolved from the local cache as vLLM resolves it",
+    "--revision": "the Hub id's snapshot in the cache",
     "--enable-force-include-usage": "the final usage chunk; not vLLM's per-chunk usage",
     "--allowed-local-media-path": "several directories may be given",
     "--limit-mm-per-prompt": "image and video",

@@ -400,10 +400,17 @@ class ModelSettings(SettingsGroup):
 
     model: Path | None = Field(
         None,
-        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its "
-        "tokenizer, chat template, config and processor. Each request's prompt is then rendered to token "
-        "ids, images and videos expanded to the processor's count, for token-in engines; the served model "
-        "name defaults to the folder's name (default: none, engines get the messages)",
+        description="a Hugging Face model folder, or a Hub id resolved from the local Hugging Face cache as "
+        "vllm serve resolves it (Qwen/Qwen3-VL-8B-Instruct; HF_HUB_OFFLINE=1: nothing fetched; online, "
+        "its configs and tokenizer, no weights), what `vllm serve` takes: its tokenizer, chat template, "
+        "config and processor. Each request's prompt is then rendered to token ids, images and videos "
+        "expanded to the processor's count, for token-in engines; the served model name defaults to the "
+        "folder's name, or the Hub id (default: none, engines get the messages)",
+    )
+    revision: str | None = Field(
+        None,
+        description="vllm serve's --revision: with a Hub id --model, the branch, tag or commit of its "
+        "snapshot in the cache (default: main)",
     )
     max_model_len: int | None = Field(
         None,
@@ -495,6 +502,8 @@ class ModelSettings(SettingsGroup):
     def _processor_options_need_one(self) -> Self:
         if self.max_model_len is not None and self.model is None:
             raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
+        if self.revision is not None and self.model is None:
+            raise ValueError("--revision only applies with --model (a Hugging Face Hub id)")
         if self.processor is None and self.model is None:
             given = [
                 name

@@ -412,6 +412,16 @@ class ModelSettings(SettingsGroup):
         description="vllm serve's --revision: with a Hub id --model, the branch, tag or commit of its "
         "snapshot in the cache (default: main)",
     )
+    generation_config: str = Field(
+        "auto",
+        description="vllm serve's --generation-config: with --model, where the sampling defaults of a "
+        "request that leaves them unset come from, as vLLM reads them (temperature, top_p, top_k, min_p, the "
+        "repetition, presence and frequency penalties, and max_new_tokens as the max_tokens default): auto "
+        "(the --model folder's generation_config.json, else its config.json), vllm (none: vLLM's own, "
+        "OpenAI's), or a folder with a generation_config.json. Applied where mmprep writes vLLM's "
+        "SamplingParams (--engine vllm-generate, the render routes); an upstream of --engine openai "
+        "applies its own",
+    )
     max_model_len: int | None = Field(
         None,
         ge=1,
@@ -504,6 +514,15 @@ class ModelSettings(SettingsGroup):
             raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
         if self.revision is not None and self.model is None:
             raise ValueError("--revision only applies with --model (a Hugging Face Hub id)")
+        if self.generation_config not in ("auto", "vllm"):
+            if self.model is None:
+                raise ValueError(
+                    "--generation-config only applies with --model (mmprep writes the sampling defaults of "
+                    "vLLM's SamplingParams only then; without it give it to the vllm serve behind mmprep)"
+                )
+            if not Path(self.generation_config).is_dir():
+                said = repr(self.generation_config)
+                raise ValueError(f"--generation-config {said} is neither auto, vllm nor an existing folder")
         if self.processor is None and self.model is None:
             given = [
                 name
@@ -620,6 +639,12 @@ class DerenderSettings(SettingsGroup):
         None,
         description="the format of the model's tool calls, as vLLM's parser of that name",
     )
+    return_tokens_as_token_ids: bool = Field(
+        False,
+        description="vllm serve's --return-tokens-as-token-ids: with --model, logprobs name each token "
+        "token_id:N instead of its text (tokens that are not valid text stay identifiable), as vLLM; a "
+        "request's own return_tokens_as_token_ids wins",
+    )
 
     @model_validator(mode="after")
     def _auto_tool_choice_has_a_parser(self) -> Self:
@@ -671,6 +696,15 @@ class Settings(RaySettings, DerenderSettings, EngineSettings, ModelSettings, Med
     span groups. Reading settings does no I/O beyond the paths' existence: what they name (the
     model folder, the processor, the engine class) is loaded where the service is built
     (app/mmprep/service.py load_resources)."""
+
+    @model_validator(mode="after")
+    def _token_ids_need_a_model(self) -> Settings:
+        if self.return_tokens_as_token_ids and self.model is None:
+            raise ValueError(
+                "--return-tokens-as-token-ids only applies with --model (mmprep writes the logprobs only "
+                "then; without it give it to the vllm serve behind mmprep)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parsers_fit(self) -> Settings:

@@ -27,8 +27,10 @@ from .engines.loading import build_engine
 from .modalities import MODALITIES
 from .model import ModelFolderError, load_model_folder
 from .model.context import check_max_model_len, derive_max_model_len
+from .model.hub import resolve_model
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .preprocess.options import server_options
+from .preprocess.vision import processor_for
 from .vllm.request import generate_options
 from .vllm.wire_cache import WireCache
 
@@ -190,11 +192,24 @@ def load_resources(settings: Settings) -> Settings:
         except ValueError as error:  # a ProcessorConfigError says what is wrong
             raise SettingsError("processor", str(error)) from None
     if settings.model is None:
+        _check_processor_options(settings)
         return settings
-    try:
-        folder = load_model_folder(str(settings.model), settings.processor)
-        update: dict = {}
+    update: dict = {}
+    try:  # a Hub id (vllm serve Qwen/Qwen3-VL-8B-Instruct): its snapshot in the local cache
+        path = resolve_model(str(settings.model), settings.revision)
+    except ModelFolderError as error:
+        raise SettingsError("model", str(error)) from None
+    if path != settings.model:
+        # vLLM serves and keys its hashes by the id as given, not by the snapshot's path
+        hub_id = str(settings.model)
+        update |= {"model": path, "revision": None}
         if "served_model_name" not in settings.model_fields_set:
+            update["served_model_name"] = [hub_id]
+        if settings.upstream_model_id is None and settings.upstream_model is None:
+            update["upstream_model_id"] = hub_id
+    try:
+        folder = load_model_folder(str(path), settings.processor)
+        if "served_model_name" not in settings.model_fields_set and "served_model_name" not in update:
             update["served_model_name"] = [folder.name]
         if settings.max_model_len is None:
             update["max_model_len"] = derive_max_model_len(folder.config)[0]
@@ -204,7 +219,18 @@ def load_resources(settings: Settings) -> Settings:
         raise SettingsError("settings", f"--model {settings.model}: {error}") from None
     except ValueError as error:
         raise SettingsError("settings", str(error)) from None
-    return settings.model_copy(update=update)
+    settings = settings.model_copy(update=update)
+    _check_processor_options(settings)
+    return settings
+
+
+def _check_processor_options(settings: Settings) -> None:
+    """--mm-processor-kwargs' processing keys make a processor (with --processor or --model)."""
+    if settings.mm_processor_kwargs and (settings.processor is not None or settings.model is not None):
+        try:
+            processor_for(settings)
+        except ServiceError as error:
+            raise SettingsError("mm_processor_kwargs", error.message) from None
 
 
 def _check_media_options(settings: Settings) -> None:

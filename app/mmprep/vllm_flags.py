@@ -33,6 +33,7 @@ TAKEN = frozenset(
     {
         # ModelConfig, MultiModalConfig, StructuredOutputsConfig, LoggingConfig
         "--model",
+        "--revision",
         "--served-model-name",
         "--max-model-len",
         "--allowed-local-media-path",
@@ -42,6 +43,7 @@ TAKEN = frozenset(
         "--mm-processor-kwargs",
         "--mm-device-do-normalize",
         "--reasoning-parser",
+        "--generation-config",
         "--log-level",
         # Frontend
         "--chat-template",
@@ -50,6 +52,7 @@ TAKEN = frozenset(
         "--enable-auto-tool-choice",
         "--tool-call-parser",
         "--enable-force-include-usage",
+        "--return-tokens-as-token-ids",
         "--host",
         "--port",
         "--uvicorn-log-level",
@@ -73,10 +76,14 @@ ALWAYS = {
 }
 # What a taken flag's table row adds, where mmprep's reading differs in a detail.
 NOTES = {
-    "--model": "a local model folder (a Hugging Face Hub id is not resolved yet)",
+    "--model": "a model folder, or a Hugging Face Hub id resolved from the local cache as vLLM resolves it",
+    "--revision": "the Hub id's snapshot in the cache",
+    "--generation-config": "with --model: the sampling defaults of vLLM's SamplingParams mmprep writes",
+    "--return-tokens-as-token-ids": "with --model, where mmprep writes the logprobs",
     "--enable-force-include-usage": "the final usage chunk; not vLLM's per-chunk usage",
     "--allowed-local-media-path": "several directories may be given",
     "--limit-mm-per-prompt": "image and video",
+    "--mm-processor-kwargs": "the processor's defaults, a request's own over them, as vLLM merges them",
 }
 RENAMED = {
     "--api-server-count": "--processes",
@@ -91,9 +98,6 @@ FRONT_DOOR = {
     "--tokens-only": "mmprep serves its scale-out routes with --model",
     "--enable-scale-out": "mmprep serves its scale-out routes with --model",
     "--uds": "mmprep listens on TCP (--host, --port)",
-    "--return-tokens-as-token-ids": "not taken yet (issue 51)",
-    "--generation-config": "not taken yet (issue 51): mmprep reads only the EOS ids of the folder's "
-    "generation_config.json",
 }
 ENGINES_OWN = (
     "mmprep runs no model; give it to the vllm serve behind mmprep "

@@ -113,6 +113,13 @@ def test_a_vllm_serve_command_line_runs_as_mmprep_serve(tmp_path):
     args = [str(folder), "--api-key", "k1", "k2", "--limit-mm-per-prompt", '{"image": 1}']
     args += ["--served-model-name", MODEL, "--disable-log-requests", "--trust-request-mm-kwargs"]
     args += ["--max-model-len", "4k", "--uvicorn-log-level", "warning"]
+    args += [
+        "--generation-config",
+        "vllm",
+        "--return-tokens-as-token-ids",
+        "--mm-processor-kwargs",
+        '{"max_pixels": 50000}',
+    ]
     with AppProcess("serve", *args) as server:
         assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
         with pytest.raises(openai.AuthenticationError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -128,19 +129,50 @@ def test_a_layout_the_cluster_cannot_place_is_refused_at_once_naming_what_it_ask
         serving.close()
 
 
-def test_rays_own_serve_run_of_a_layout_it_cannot_place_stops_at_once_naming_what_it_asks():
+STOPS = """
+import _thread, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell leaves a command it starts with &
+from mmprep.rayserve.application import _stopper
+stop = _stopper() if sys.argv[1] == "mmprep" else _thread.interrupt_main
+threading.Timer(0.2, stop).start()
+try:
+    time.sleep(5)
+    print("still waiting")
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+def test_the_placement_checks_stop_reaches_a_command_that_ignores_sigint():
+    """What the check below stops `serve run` with, without Ray's start in the way: where SIGINT
+    is ignored, _thread.interrupt_main() (Ctrl-C's own path, which the check used) does
+    nothing, and mmprep's stop signal still interrupts the main thread's wait at once."""
+    said = {
+        way: subprocess.run([sys.executable, "-c", STOPS, way], capture_output=True, text=True, timeout=60)
+        for way in ("interrupt_main", "mmprep")
+    }
+    assert said["interrupt_main"].stdout.strip() == "still waiting", said["interrupt_main"].stderr
+    assert said["mmprep"].stdout.strip() == "stopped", said["mmprep"].stderr
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"], ids=["in the foreground", "in the background"])
+def test_rays_own_serve_run_of_a_layout_it_cannot_place_stops_at_once_naming_what_it_asks(sigint):
     """Ray's `serve run` builds the application before it starts Ray, so the check waits for
-    Ray to be up, then stops the command, as Ctrl-C would."""
+    Ray to be up, then stops the command, as Ctrl-C would. Also where SIGINT is ignored, as
+    for a command a shell starts in the background (`serve run ... &`), where Ctrl-C's own
+    path (_thread.interrupt_main) does nothing and the command waited forever."""
     serve_command = Path(sys.executable).with_name("serve")
+    disposition = signal.SIG_IGN if sigint == "ignored" else signal.SIG_DFL
     started = time.monotonic()
     result = subprocess.run(
         [str(serve_command), "run", "mmprep.rayserve.application:build", "ray_decode_replicas=64"],
         env={**os.environ, "RAY_ADDRESS": "local"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,  # a hang is a failure here, not a slow start: Ray starts in 5-10 s
+        preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
     )
-    assert time.monotonic() - started < 60
+    assert result.returncode != 0 and time.monotonic() - started < 120
     assert "mmprep: the replicas ask for 65 CPU (FrontDoor 1 x 1 + Decode 1 x 64) but the cluster has" in (
         result.stderr
     ), result.stderr[-2000:]

@@ -578,15 +578,19 @@ def test_after_a_burst_idle_connections_are_renewed_unseen_by_their_clients():
             return next(p for p in list(served.server.server_state.connections) if p.client == address)
 
         before = {sock: protocol(sock) for sock in (reused, left_idle, halfway)}
+        deadline = before[left_idle].timeout_keep_alive_task.when()  # the loop's time: answer + 4 s
         wait_for(lambda: protocol(reused) is not before[reused], "the idle connections to be renewed")
         assert protocol(left_idle) is not before[left_idle] and protocol(halfway) is before[halfway]
+        # its deadline is the one it had (to the loop's own clock), not renewal + 4 s: 2 s later
+        assert abs(protocol(left_idle).timeout_keep_alive_task.when() - deadline) < 0.1
         halfway.sendall(b"st: x\r\n\r\n")
         assert halfway.recv(65536).startswith(b"HTTP/1.1 200")
         reused.sendall(chat_request(stream=False))
         assert reused.recv(65536).startswith(b"HTTP/1.1 200")
         assert read_until_closed(left_idle) == b""
-        # its deadline: 4 s after its answer, not after the renewal
-        assert 3.5 < time.monotonic() - answered < 5.5
+        # and it is kept: closed no sooner than 4 s after its answer (a loaded machine may close
+        # it later; that it is not the renewal's deadline is the loop's timer, checked above)
+        assert time.monotonic() - answered > 3.9
         assert served.metric("mmprep_connections_open") == 2
 
 

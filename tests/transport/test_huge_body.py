@@ -5,6 +5,7 @@ by its length before decoding any of it, and gives the memory back afterwards.""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -82,8 +83,16 @@ def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_every
     assert status_line.startswith("HTTP/1.1 400"), answer[:500]
     assert '"code":"media_too_large"' in body and "judged by its length" in body
     assert len(health_seconds) > 20  # the body took a while to send, and /health was asked all along
+    # The baseline, measured here and now: a parse of the body. Parsed on the event loop, the
+    # body would hold some /health for all of it (longer, under the upload's load); taken apart
+    # off the loop, no probe waits that long, and a typical one waits a small part of it. (A
+    # single probe on 2 loaded cores may wait for the scheduler: the worst one is held to the
+    # whole parse, not to a part of it.)
     stall = parse_seconds(BODY_MIB)
-    assert max(health_seconds) < stall / 2, (
-        f"/health took up to {max(health_seconds):.2f} s; a parse {stall:.2f} s"
+    said = (
+        f"/health took up to {max(health_seconds):.2f} s, median {statistics.median(health_seconds):.3f} s; "
     )
+    said += f"a parse {stall:.2f} s"
+    assert max(health_seconds) < stall, said
+    assert statistics.median(health_seconds) < stall / 10, said
     assert after - before < 256, f"RSS went from {before:.0f} MiB to {after:.0f} MiB"

@@ -256,9 +256,10 @@ def vllm_serve(folder: Path, mode: str, family: str | None = None) -> VllmProces
     return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args)
 
 
-def vllm_render(folder: Path, mode: str) -> VllmProcess:
-    """vLLM 0.33's GPU-less render server."""
-    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode])
+def vllm_render(folder: Path, mode: str, *args: str) -> VllmProcess:
+    """vLLM 0.33's GPU-less render server (`args`: more of its flags)."""
+    modes = (MODES | DEFAULT_MODE)[mode]
+    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *modes, *args)
 
 
 # -- asking -----------------------------------------------------------------------------------
@@ -327,13 +328,13 @@ class RecordingProxy(ThreadServer):
 
 @contextmanager
 def mmprep_server(
-    folder: Path, upstream: str | None, normalize: bool | None, model: str | None = None
+    folder: Path, upstream: str | None, normalize: bool | None, model: str | None = None, **more: Any
 ) -> Iterator[str]:
     """`mmprep serve --model folder` in a thread: with `upstream`, --engine vllm-generate in front
     of it. The model name and hash key are `model` (default: the folder's path), as vLLM names
     and keys the path it was given.
     `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
-    point 1), passed when this mmprep has it; None leaves mmprep's default."""
+    point 1), passed when this mmprep has it; None leaves mmprep's default. `more`: other settings."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
@@ -343,7 +344,7 @@ def mmprep_server(
         settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
     if normalize is not None:
         settings["mm_device_do_normalize"] = normalize
-    with LiveServer(Settings(**settings)) as live:
+    with LiveServer(Settings(**settings, **more)) as live:
         yield live.url
 
 

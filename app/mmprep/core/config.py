@@ -316,7 +316,8 @@ class MediaSettings(SettingsGroup):
     mm_processor_kwargs: dict[str, Any] = Field(
         {},
         description="vllm serve's --mm-processor-kwargs: the server's processor options, as JSON, laid "
-        "under each request's own mm_processor_kwargs (the request's keys win), as vLLM merges them",
+        "under each request's own mm_processor_kwargs (the request's keys win), as vLLM merges them; with "
+        """--processor or --model their processing keys make the processor, e.g. '{"max_pixels": 1003520}'""",
     )
     fetch_connect_timeout: float = Field(5.0, gt=0, description="seconds to connect to a media server")
     fetch_read_timeout: float = Field(30.0, gt=0, description="seconds a media server may go silent")
@@ -399,10 +400,27 @@ class ModelSettings(SettingsGroup):
 
     model: Path | None = Field(
         None,
-        description="a Hugging Face model folder (what `vllm serve` takes; no weights are read): its "
-        "tokenizer, chat template, config and processor. Each request's prompt is then rendered to token "
-        "ids, images and videos expanded to the processor's count, for token-in engines; the served model "
-        "name defaults to the folder's name (default: none, engines get the messages)",
+        description="a Hugging Face model folder, or a Hub id resolved from the local Hugging Face cache as "
+        "vllm serve resolves it (Qwen/Qwen3-VL-8B-Instruct; HF_HUB_OFFLINE=1: nothing fetched; online, "
+        "its configs and tokenizer, no weights), what `vllm serve` takes: its tokenizer, chat template, "
+        "config and processor. Each request's prompt is then rendered to token ids, images and videos "
+        "expanded to the processor's count, for token-in engines; the served model name defaults to the "
+        "folder's name, or the Hub id (default: none, engines get the messages)",
+    )
+    revision: str | None = Field(
+        None,
+        description="vllm serve's --revision: with a Hub id --model, the branch, tag or commit of its "
+        "snapshot in the cache (default: main)",
+    )
+    generation_config: str = Field(
+        "auto",
+        description="vllm serve's --generation-config: with --model, where the sampling defaults of a "
+        "request that leaves them unset come from, as vLLM reads them (temperature, top_p, top_k, min_p, the "
+        "repetition, presence and frequency penalties, and max_new_tokens as the max_tokens default): auto "
+        "(the --model folder's generation_config.json, else its config.json), vllm (none: vLLM's own, "
+        "OpenAI's), or a folder with a generation_config.json. Applied where mmprep writes vLLM's "
+        "SamplingParams (--engine vllm-generate, the render routes); an upstream of --engine openai "
+        "applies its own",
     )
     max_model_len: int | None = Field(
         None,
@@ -494,6 +512,17 @@ class ModelSettings(SettingsGroup):
     def _processor_options_need_one(self) -> Self:
         if self.max_model_len is not None and self.model is None:
             raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
+        if self.revision is not None and self.model is None:
+            raise ValueError("--revision only applies with --model (a Hugging Face Hub id)")
+        if self.generation_config not in ("auto", "vllm"):
+            if self.model is None:
+                raise ValueError(
+                    "--generation-config only applies with --model (mmprep writes the sampling defaults of "
+                    "vLLM's SamplingParams only then; without it give it to the vllm serve behind mmprep)"
+                )
+            if not Path(self.generation_config).is_dir():
+                said = repr(self.generation_config)
+                raise ValueError(f"--generation-config {said} is neither auto, vllm nor an existing folder")
         if self.processor is None and self.model is None:
             given = [
                 name
@@ -617,6 +646,12 @@ class DerenderSettings(SettingsGroup):
         "by max_tokens) stays a call with the arguments sent, closed, and its text is content too. Off: "
         "a call that does not parse is content, as vLLM answers",
     )
+    return_tokens_as_token_ids: bool = Field(
+        False,
+        description="vllm serve's --return-tokens-as-token-ids: with --model, logprobs name each token "
+        "token_id:N instead of its text (tokens that are not valid text stay identifiable), as vLLM; a "
+        "request's own return_tokens_as_token_ids wins",
+    )
 
     @model_validator(mode="after")
     def _auto_tool_choice_has_a_parser(self) -> Self:
@@ -670,6 +705,15 @@ class Settings(RaySettings, DerenderSettings, EngineSettings, ModelSettings, Med
     span groups. Reading settings does no I/O beyond the paths' existence: what they name (the
     model folder, the processor, the engine class) is loaded where the service is built
     (app/mmprep/service.py load_resources)."""
+
+    @model_validator(mode="after")
+    def _token_ids_need_a_model(self) -> Settings:
+        if self.return_tokens_as_token_ids and self.model is None:
+            raise ValueError(
+                "--return-tokens-as-token-ids only applies with --model (mmprep writes the logprobs only "
+                "then; without it give it to the vllm serve behind mmprep)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parsers_fit(self) -> Settings:

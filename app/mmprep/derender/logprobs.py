@@ -4,6 +4,10 @@
 `bytes` are the token's own bytes (a byte-level vocabulary's token may hold part of a
 character: OpenAI gives those bytes; `token` is then their text with U+FFFD, as vLLM's
 decode of the single token gives it). Logprobs below -9999 are given as -9999, as vLLM.
+
+With vllm serve's --return-tokens-as-token-ids (or a request's return_tokens_as_token_ids),
+each `token` is `token_id:N` instead, as vLLM 0.33 writes it: the sampled token keeps its
+own bytes, an alternative's `bytes` are those of its `token_id:N`.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ _BYTES_OF = {char: byte for byte, char in byte_to_unicode().items()}
 
 
 class LogprobFormatter:
-    def __init__(self, tokenizer: Tokenizer, top_logprobs: int = 0):
-        self._tokenizer, self._top = tokenizer, top_logprobs
+    def __init__(self, tokenizer: Tokenizer, top_logprobs: int = 0, as_token_ids: bool = False):
+        self._tokenizer, self._top, self._as_ids = tokenizer, top_logprobs, as_token_ids
         self._added = added_tokens(tokenizer)
         self._byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
         self._cache: dict[int, tuple[str, list[int]]] = {}
@@ -31,6 +35,8 @@ class LogprobFormatter:
 
     def entry(self, item: TokenLogprob) -> dict:
         token, raw = self.token(item.token_id)
+        if self._as_ids:
+            token = token_id_name(item.token_id)
         return {
             "token": token,
             "logprob": max(item.logprob, FLOOR),
@@ -41,6 +47,9 @@ class LogprobFormatter:
         }
 
     def _alternative(self, token_id: int, logprob: float) -> dict:
+        if self._as_ids:
+            token = token_id_name(token_id)
+            return {"token": token, "logprob": max(logprob, FLOOR), "bytes": list(token.encode())}
         token, raw = self.token(token_id)
         return {"token": token, "logprob": max(logprob, FLOOR), "bytes": raw}
 
@@ -60,3 +69,8 @@ class LogprobFormatter:
             return raw.decode("utf-8", errors="replace"), list(raw)
         text = self._tokenizer.decode([token_id], skip_special_tokens=False)
         return text, list(text.encode("utf-8", errors="replace"))
+
+
+def token_id_name(token_id: int) -> str:
+    """vLLM's name of a token by its id (format_token_id_placeholder)."""
+    return f"token_id:{token_id}"

@@ -21,3 +21,5 @@ class OutputOptions:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # as the request gave them
     include_reasoning: bool = True  # vLLM's: false drops the reasoning from the answer
     parallel_tool_calls: bool = True  # false: only the first call is kept, as vLLM keeps it
+    # logprobs name tokens token_id:N (vllm serve --return-tokens-as-token-ids, or the request's own)
+    return_tokens_as_token_ids: bool = False

@@ -123,7 +123,9 @@ class Derenderer:
             )
             self._stops = StopChecker(rules, detokenizer)
             if sampling.logprobs:
-                self._logprobs = LogprobFormatter(model.tokenizer, sampling.top_logprobs)
+                self._logprobs = LogprobFormatter(
+                    model.tokenizer, sampling.top_logprobs, options.return_tokens_as_token_ids
+                )
         self._tools: ToolParser | None = None
         if tool_parser is not None:
             self._tools = tool_parser(

@@ -73,7 +73,7 @@ def account(request: PreparedRequest) -> str:
                 "seed": request.sampling.seed,
                 "stop": list(request.sampling.stop),
             },
-            "mm_processor_kwargs": request.mm_processor_kwargs,
+            "mm_processor_kwargs": request.processor_kwargs(),
             "extra": request.extra,
         },
         separators=(",", ":"),

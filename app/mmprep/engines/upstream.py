@@ -181,8 +181,9 @@ class OpenAIUpstreamEngine(UpstreamClient):
         if request.stream:
             body["stream_options"] = {"include_usage": True}  # usage comes from the upstream
         body.update(_media_io_kwargs(request.media))
-        if request.mm_processor_kwargs is not None:
-            body["mm_processor_kwargs"] = request.mm_processor_kwargs
+        processor_kwargs = request.processor_kwargs()  # the client's over --mm-processor-kwargs
+        if processor_kwargs is not None:
+            body["mm_processor_kwargs"] = processor_kwargs
         return body
 
     async def _complete(self, endpoint: str, body: dict) -> EngineOutput:

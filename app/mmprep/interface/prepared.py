@@ -113,7 +113,8 @@ class PreparedRequest:
     # Whether the client asked for a stream. Engines may ignore it (the service streams or
     # not either way); one that forwards the request, like the OpenAI upstream, mirrors it.
     stream: bool = False
-    # The client's mm_processor_kwargs, unchanged: options for the model's processor.
+    # The client's mm_processor_kwargs, unchanged: options for the model's processor (and
+    # what vLLM hashes an item with). processor_kwargs() lays them over the server's.
     mm_processor_kwargs: dict[str, Any] | None = None
     # Every other field the client sent that mmprep does not read itself (tools,
     # response_format, top_k, ignore_eos, chat_template_kwargs, ...), unchanged.
@@ -124,6 +125,15 @@ class PreparedRequest:
     # template and no messages; None for a chat. A token engine reads `prompt` (its ids) as
     # for a chat; an engine that forwards requests sends it as a completion.
     completion: str | tuple[int, ...] | None = None
+    # The server's --mm-processor-kwargs: the processor's defaults, under the client's.
+    mm_processor_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def processor_kwargs(self) -> dict[str, Any] | None:
+        """The options the model's processor runs with: the client's mm_processor_kwargs over
+        the server's, merged as vLLM merges them (merge_processor_kwargs); mmprep's own
+        processor (--processor, --model) made the tensors with them. An engine that forwards
+        the request sends these."""
+        return merge_processor_kwargs(self.mm_processor_defaults, self.mm_processor_kwargs)
 
     def text(self) -> str:
         """All text parts in order, media shown as <image_i> / <video_i>; a completion's
@@ -144,3 +154,48 @@ class PreparedRequest:
                 else:
                     pieces.append(f"<{part['type']}_{part['media_index']}>")
         return "\n".join(pieces)
+
+
+# mm_processor_kwargs' scopes, each for one modality's processor, as vLLM 0.33 knows them.
+PROCESSOR_KWARG_SCOPES = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")
+
+
+def merge_processor_kwargs(server: dict[str, Any], requested: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A request's mm_processor_kwargs over the server's, as vLLM 0.33 merges them before its
+    processor runs (MultiModalConfig.merge_mm_processor_kwargs): the flat keys recursively (an
+    object's keys merged, any other value replaced); within each scope (videos_kwargs, ...),
+    for the keys either side's scope names, the server's flat key < the server's scoped < the
+    request's flat < the request's scoped. The request's own when the server sets none."""
+    if not server:
+        return requested
+    requested = requested or {}
+    merged = _merged(
+        {k: v for k, v in server.items() if k not in PROCESSOR_KWARG_SCOPES},
+        {k: v for k, v in requested.items() if k not in PROCESSOR_KWARG_SCOPES},
+    )
+    for scope in PROCESSOR_KWARG_SCOPES:
+        mine, theirs = server.get(scope), requested.get(scope)
+        mine, theirs = (None if value == {} else value for value in (mine, theirs))  # empty: absent
+        if mine is None and theirs is None:
+            continue
+        if theirs is not None and not isinstance(theirs, dict):  # no object to merge: replaced
+            merged[scope] = theirs
+            continue
+        if not isinstance(mine, dict) and theirs is None:
+            merged[scope] = mine
+            continue
+        mine, theirs = mine if isinstance(mine, dict) else {}, theirs or {}
+        keys = mine.keys() | theirs.keys()
+        value = _merged({k: v for k, v in server.items() if k in keys}, mine)
+        value = _merged(value, {k: v for k, v in requested.items() if k in keys})
+        merged[scope] = _merged(value, theirs)
+    return merged
+
+
+def _merged(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid on `under`: objects merged key by key, anything else replaced."""
+    out = dict(under)
+    for key, value in over.items():
+        below = out.get(key)
+        out[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return out

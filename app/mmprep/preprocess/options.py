@@ -14,6 +14,12 @@ fps and num_frames replace each other across levels. vLLM's spellings mean what 
 there: `num_frames: -1` is every frame, `fps <= 0` is "not set". An explicit num_frames is
 honoured up to `--max-frames` and refused above it; only fps and the default are capped. A
 key mmprep does not know, or a vLLM key it does not do, is a 400 naming it, at every level.
+
+The processor options: the request's mm_processor_kwargs over the server's
+--mm-processor-kwargs, merged as vLLM merges them (interface.prepared.merge_processor_kwargs), are what the
+model's processor runs with, as in vLLM: with mmprep's own vision processor (--processor,
+--model) the keys that change its tensors (processing_layers) make the processor for the
+request, each modality's scope over the flat keys.
 """
 
 from __future__ import annotations
@@ -28,13 +34,14 @@ from ..modalities import MODALITIES
 from ..modalities.video import VIDEO, sampling_keys
 
 PROCESSOR_SAMPLING_KEYS = ("fps", "num_frames")
-# mm_processor_kwargs keys that change what transformers' processor makes (its config keys,
-# a family's own ones too: Gemma 4's max_soft_tokens, Gemma 3's pan-and-scan), and the scopes
-# vLLM passes to one modality's processor.
-FAMILY_KEYS = frozenset().union(*(families.get(name).extra_keys for name in families.FAMILIES))
-PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS) | FAMILY_KEYS
+# mm_processor_kwargs keys that change what transformers' processor makes (its config keys;
+# a family's own ones too, processing_keys: Gemma 4's max_soft_tokens), and the scopes vLLM
+# passes to one modality's processor.
+PROCESSING_KEYS = frozenset(KNOWN_KEYS - IGNORED_KEYS)
 PROCESSOR_SCOPES = tuple(modality.processor_scope for modality in MODALITIES.values())
 DEVICE_NORMALIZE_KEYS = frozenset({"do_rescale", "do_normalize"})
+# The model's patch layout: its weights fix them, and the prompt's placeholder counts read them.
+LAYOUT_KEYS = frozenset({"patch_size", "temporal_patch_size", "merge_size"})
 
 
 def request_options(video_options: dict[str, Any], mm_processor_kwargs: dict | None) -> dict[str, Any]:
@@ -55,64 +62,47 @@ def request_options(video_options: dict[str, Any], mm_processor_kwargs: dict | N
     return {**processor, **video}
 
 
-def check_processor_kwargs(
-    mm_processor_kwargs: dict | None, normalizes_on_device: bool, family: str | None = None
-) -> None:
-    """With mmprep's own vision processor (--processor, --model) of `family`: a 400 naming
-    any key of `mm_processor_kwargs` that would change the processor's tensors (vLLM's
-    processor honours `max_pixels` and the rest per request; mmprep's runs with the server's
-    settings, and a key silently left out would give tensors vLLM's own frontend never makes
-    under that request's hash), but those the family's processor takes per call
-    (Side.request_keys: Gemma 3's pan-and-scan, processor_options); and a 400 naming a
-    family's option the model's family has not (Gemma 4's max_soft_tokens for Gemma 3).
-    do_rescale and do_normalize change nothing where the model normalizes on the device:
-    vLLM ignores them there, and so does mmprep."""
-    kwargs = mm_processor_kwargs or {}
-    known = families.find(family)
-    scopes = [("mm_processor_kwargs", kwargs, None)] + [
-        (
-            f"mm_processor_kwargs.{modality.processor_scope}",
-            kwargs[modality.processor_scope] or {},
-            modality.name,
-        )
-        for modality in MODALITIES.values()
-        if modality.processor_scope in kwargs
-    ]
+def processing_keys(family: str) -> frozenset[str]:
+    """The mm_processor_kwargs keys that change what `family`'s processor makes (others, a
+    sampling key or another family's, change nothing there, as transformers' processor
+    leaves a key it does not take)."""
+    return PROCESSING_KEYS | families.get(family).extra_keys
+
+
+def processing_layers(
+    kwargs: dict | None, family: str, normalizes_on_device: bool
+) -> dict[str, dict[str, Any]]:
+    """The keys of `kwargs` (the server's --mm-processor-kwargs and the request's own, merged as
+    merge_processor_kwargs merges them) that change what `family`'s vision processor makes,
+    per modality: the flat keys, each modality's scope (videos_kwargs, ...) over them, as
+    transformers' processor routes a call's keys to each modality's processor. do_rescale and
+    do_normalize are left out where the model normalizes on the device (vLLM ignores them
+    there). A key of the model's own patch layout (its weights are built for the folder's) is
+    a ServiceError naming it, at start or in a request."""
+    kwargs = kwargs or {}
     ignored = DEVICE_NORMALIZE_KEYS if normalizes_on_device else frozenset()
-    for where, values, scope in scopes:
-        if known is not None:
-            sides = [known.sides[scope]] if scope is not None else list(known.sides.values())
-            per_call = frozenset().union(*(side.request_keys for side in sides if side.taken))
-            for key in sorted(set(values) & FAMILY_KEYS - known.extra_keys - per_call):
+    known = processing_keys(family)
+
+    def processing(values: dict[str, Any], where: str) -> dict[str, Any]:
+        keys = sorted(set(values) & known - ignored)
+        for key in keys:
+            if key in LAYOUT_KEYS:
                 raise ServiceError(
-                    f"{where}.{key}: the {known.name} processor has no {key} option (it is another model "
-                    "family's); leave it out",
+                    f"{where}.{key}: the model's own patch layout, which its weights are built for: "
+                    "the model folder's, not an option",
                     "unsupported_processor_option",
                     where,
                 )
-            ignored = ignored | per_call
-        for key in sorted(set(values) & PROCESSING_KEYS - ignored):
-            raise ServiceError(
-                f"{where}.{key}: mmprep's vision processor runs with the server's settings, not per "
-                f"request: start mmprep with a --processor folder whose config sets {key} (as vllm "
-                "serve --mm-processor-kwargs sets it), or leave it out",
-                "unsupported_processor_option",
-                where,
-            )
+        return {key: values[key] for key in keys}
 
-
-def processor_options(mm_processor_kwargs: dict | None, family: str | None, kind: families.Kind) -> tuple:
-    """The options of `mm_processor_kwargs` that the `family`'s processor takes per call for
-    `kind`'s items (Side.request_keys), its scope's (images_kwargs) over the flat ones, as
-    sorted (key, value) pairs: () for none. Checked by check_processor_kwargs first."""
-    known = families.find(family)
-    if known is None or not mm_processor_kwargs:
-        return ()
-    side = known.sides[kind]
-    scoped = mm_processor_kwargs.get(MODALITIES[kind].processor_scope) or {}
-    merged = {key: value for key, value in mm_processor_kwargs.items() if key in side.request_keys}
-    merged |= {key: value for key, value in scoped.items() if key in side.request_keys}
-    return tuple(sorted(merged.items()))
+    flat = processing(kwargs, "mm_processor_kwargs")
+    layers: dict[str, dict[str, Any]] = {}
+    for modality in MODALITIES.values():
+        scope = modality.processor_scope
+        scoped = processing(kwargs.get(scope) or {}, f"mm_processor_kwargs.{scope}")
+        if flat or scoped:
+            layers[modality.name] = {**flat, **scoped}
+    return layers
 
 
 # -- reading the keys --------------------------------------------------------------------
@@ -144,15 +134,3 @@ def under_server_options(server: dict[str, Any], requested: dict[str, Any]) -> d
         merged.pop("fps", None)
         merged.pop("num_frames", None)
     return {**merged, **requested}
-
-
-def under_server_kwargs(server: dict[str, Any], requested: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The request's mm_processor_kwargs over --mm-processor-kwargs, as vLLM merges them: key by
-    key, and a modality's scope (videos_kwargs, ...) key by key within it."""
-    if not server:
-        return requested
-    merged = {**server, **(requested or {})}
-    for scope in PROCESSOR_SCOPES:
-        if isinstance(server.get(scope), dict) and isinstance((requested or {}).get(scope), dict):
-            merged[scope] = {**server[scope], **(requested or {})[scope]}
-    return merged

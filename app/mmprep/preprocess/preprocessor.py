@@ -11,7 +11,6 @@ cancelled and decodes stop at their next packet.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import threading
 import time
@@ -20,26 +19,19 @@ from dataclasses import dataclass
 
 from mmprep import families
 from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
-from mmprep.processors import ProcessedMedia, ProcessorConfigError, ProcessorError
+from mmprep.processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..core.metrics import Metrics
-from ..interface.prepared import MediaItem, PreparedRequest
+from ..interface.prepared import MediaItem, PreparedRequest, merge_processor_kwargs
 from ..media.data_url import DataURL
 from ..media.fetch import MediaFetcher
 from ..modalities import MODALITIES, DecodeContext, Loaded, Modality, part_error
 from ..model import load_model_folder
 from ..render import Renderer
 from .cache import DecodeCache, content_key
-from .options import (
-    check_processor_kwargs,
-    processor_options,
-    request_options,
-    server_options,
-    under_server_kwargs,
-    under_server_options,
-)
+from .options import request_options, server_options, under_server_options
 from .pool import DecodePool
 from .request import ChatInput
 from .timing import Timing
@@ -58,13 +50,12 @@ class _MediaPart:
     url: str | DataURL
     sampling: VideoSampling | None  # a timed modality's only
     param: str  # e.g. messages[0].content[1].video_url
-    # the request's per-call processor options for this part's modality (processor_options)
-    options: tuple = ()
+    vision: VisionProcessing | None  # the request's vision processing (its processor options)
 
     @property
     def key(self) -> tuple:
         """Parts with equal keys are fetched and decoded once."""
-        return self.modality.name, self.url, self.sampling, self.options
+        return self.modality.name, self.url, self.sampling
 
 
 def _as_data_url(url: str | DataURL) -> DataURL | None:
@@ -91,17 +82,6 @@ class Preprocessor:
         self._cache = cache
         self._vision = VisionProcessing.from_settings(settings)
         self._server_sampling = server_options(settings.media_io_kwargs)  # checked at start (service.py)
-        # What decides an item's tensors besides its bytes and sampling (the cache's key): the
-        # server's image scale, and the vision processor as it is built (family, both configs
-        # with their pixel form, the resize). Per-request processor options that would change
-        # the tensors are refused (check_processor_kwargs), but those the family's processor
-        # takes per call (Gemma 3's pan-and-scan): each part's key holds those.
-        # default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)
-        self._made_with = (
-            settings.max_pixels,
-            settings.default_fps,
-            self._vision.cache_key if self._vision else None,
-        )
         # With --model: the prompt rendered to token ids (the folder loaded once per process).
         self._renderer = (
             Renderer(
@@ -121,14 +101,12 @@ class Preprocessor:
         """`request` typed at the edge. Raises ServiceError naming the part."""
         started = time.perf_counter()
         timing = Timing()
-        if self._settings.mm_processor_kwargs:  # --mm-processor-kwargs under the request's own
-            request = dataclasses.replace(
-                request,
-                mm_processor_kwargs=under_server_kwargs(
-                    self._settings.mm_processor_kwargs, request.mm_processor_kwargs
-                ),
-            )
-        messages, parts = request.messages, self._media_parts(request)
+        # The processor's options: --mm-processor-kwargs under the request's own, as vLLM merges them
+        processor_kwargs = merge_processor_kwargs(
+            self._settings.mm_processor_kwargs, request.mm_processor_kwargs
+        )
+        vision = self._vision.for_request(processor_kwargs) if self._vision is not None else None
+        messages, parts = request.messages, self._media_parts(request, processor_kwargs, vision)
         # The template first: a request it refuses costs no fetch.
         rendering = time.perf_counter()
         renderer = self._renderer
@@ -137,20 +115,21 @@ class Preprocessor:
         loaded = await self._load_all(parts, timing, cancel)
         media = [part.modality.item(loaded[part.key], part.param) for part in parts]
         self._check_total_size(media)
-        if self._vision is not None:  # before any engine work
+        if vision is not None:  # before any engine work
             tokens = 0
             for item in media:
                 assert item.processed is not None  # with a vision processor, every decode is processed
                 tokens += item.processed.num_tokens
-            self._vision.check_tokens(tokens, "the request's media", "messages")
+            vision.check_tokens(tokens, "the request's media", "messages")
         # The counts come from the processed grids and the videos' metadata.
         prompt = None
         if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
             tokenizing = time.perf_counter()
+            processor = vision.processor if vision is not None else None
             if len(text) > LONG_PROMPT_CHARS:
-                prompt = await asyncio.to_thread(renderer.tokens, text, media)
+                prompt = await asyncio.to_thread(renderer.tokens, text, media, processor)
             else:
-                prompt = renderer.tokens(text, media)
+                prompt = renderer.tokens(text, media, processor)
             timing.render = rendered - rendering + time.perf_counter() - tokenizing
         timing.preprocess = time.perf_counter() - started
         prepared = PreparedRequest(
@@ -161,6 +140,7 @@ class Preprocessor:
             sampling=request.sampling,
             stream=request.stream,
             mm_processor_kwargs=request.mm_processor_kwargs,
+            mm_processor_defaults=self._settings.mm_processor_kwargs,
             extra=dict(request.extra),
             prompt=prompt,
         )
@@ -168,14 +148,14 @@ class Preprocessor:
 
     # -- finding the parts -------------------------------------------------------------
 
-    def _media_parts(self, request: ChatInput) -> list[_MediaPart]:
+    def _media_parts(
+        self, request: ChatInput, processor_kwargs: dict | None, vision: VisionProcessing | None
+    ) -> list[_MediaPart]:
         """The request's media parts (typed at the edge), each with its decode options."""
         requested = under_server_options(
-            self._server_sampling, request_options(request.video_options, request.mm_processor_kwargs)
+            self._server_sampling, request_options(request.video_options, processor_kwargs)
         )
         family = self._vision.processor.family if self._vision is not None else None
-        if self._vision is not None:
-            check_processor_kwargs(request.mm_processor_kwargs, self._vision.normalizes_on_device, family)
         if len(request.media) > self._settings.max_media_parts:
             raise ServiceError(
                 f"the request has {len(request.media)} image and video parts, "
@@ -193,7 +173,7 @@ class Preprocessor:
                     "too_many_media_parts",
                     "messages",
                 )
-        model_picks = self._vision is not None and self._vision.picks_frames
+        model_picks = vision is not None and vision.picks_frames
         parts = []
         for part in request.media:
             modality = MODALITIES[part.kind]
@@ -206,16 +186,7 @@ class Preprocessor:
                     part.param,
                 )
             sampling = modality.sampling(requested, part.options, self._settings, part.param, model_picks)
-            options = processor_options(request.mm_processor_kwargs, family, part.kind)
-            if options:
-                assert self._vision is not None  # a family is known only with a processor
-                try:
-                    self._vision.with_options(part.kind, options)
-                except ProcessorConfigError as error:
-                    raise ServiceError(
-                        f"mm_processor_kwargs: {error}", "unsupported_processor_option", "mm_processor_kwargs"
-                    ) from None
-            parts.append(_MediaPart(modality, part.url, sampling, part.param, options))
+            parts.append(_MediaPart(modality, part.url, sampling, part.param, vision))
         return parts
 
     # -- fetching and decoding ---------------------------------------------------------
@@ -258,8 +229,7 @@ class Preprocessor:
                 data_url.media_type,
                 data_url.is_base64,
                 part.sampling,
-                part.options,
-                self._made_with,
+                self._made_with(part),
             )
             key = await content_key(part.modality.name, data_url.payload, made_with)
             return await self._cache.get_or_decode(
@@ -279,8 +249,9 @@ class Preprocessor:
         timing.add("fetch", started, fetched_at)
         try:
             if reuse and self._cache is not None:
-                made_with = (part.sampling, part.options, self._made_with)
-                key = await content_key(part.modality.name, fetched.data, made_with)
+                key = await content_key(
+                    part.modality.name, fetched.data, (part.sampling, self._made_with(part))
+                )
                 decode = functools.partial(self._decode, part, fetched.data, cancel)
                 result = await self._cache.get_or_decode(key, decode, _nbytes)
             else:
@@ -295,10 +266,8 @@ class Preprocessor:
         started = time.perf_counter()
         modality = part.modality
 
-        vision = self._vision.with_options(modality.name, part.options) if self._vision is not None else None
-
         def decode(threads: int) -> Loaded:
-            context = DecodeContext(self._settings, vision, cancel, threads, self._timed_processing)
+            context = DecodeContext(self._settings, part.vision, cancel, threads, self._timed_processing)
             return modality.decode(data, part.sampling, context)
 
         result = await self._pool.run_with_threads(decode)
@@ -308,6 +277,17 @@ class Preprocessor:
         self._metrics.decode_seconds.labels(modality.name).observe(time.perf_counter() - started)
         self._metrics.frames_decoded.labels(modality.name).inc(modality.units(result.tensor))
         return result
+
+    def _made_with(self, part: _MediaPart) -> tuple:
+        """What decides an item's tensors besides its bytes and sampling (the cache's key): the
+        server's image scale, and the request's vision processing as it is made (family, both
+        configs with their pixel form and the request's processor options, the resize).
+        default_fps: vLLM's frames for a num_frames request are sampled at it (frame_picks)."""
+        return (
+            self._settings.max_pixels,
+            self._settings.default_fps,
+            part.vision.cache_key if part.vision is not None else None,
+        )
 
     def _timed_processing(self, kind: str, work) -> ProcessedMedia:
         """work(), timed for mmprep_process_seconds: for a video, what is left of the

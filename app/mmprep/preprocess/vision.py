@@ -10,16 +10,23 @@ request's total is checked once everything is loaded, before any engine work.
 
 from __future__ import annotations
 
-import copy
+import json
+from collections import OrderedDict
+from typing import Any
 
 from mmprep import families
 from mmprep.decoders import DecodedImage, VideoSampling
-from mmprep.processors import ProcessedMedia, Processor, load_processor
+from mmprep.processors import ProcessedMedia, Processor, ProcessorConfigError, load_processor
 
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 from .loader_picks import LoaderPicks
+from .options import processing_layers
+
+# Processors made for requests' own processing keys, kept for the next request that sends
+# the same (a processor is two small configs; making one reads the folder's configs again).
+REQUEST_PROCESSORS = 32
 
 
 def normalizes_on_device(settings: Settings, family: str) -> bool:
@@ -50,7 +57,7 @@ def speaks_vllm(settings: Settings) -> bool:
     """Whether mmprep stands in for vLLM's renderer: a --model folder, and an engine that
     takes vLLM's wire (the render route, --engine vllm-generate, an upstream), not workers
     or an --engine-class that runs transformers' model on the tensors. There a video gets
-    the frames vLLM's loader takes for the model (VisionProcessing.frame_picks)."""
+    the frames vLLM's loader takes for the model (VisionProcessing.loader_picks)."""
     return settings.model is not None and settings.engine_class is None and settings.engine != "workers"
 
 
@@ -62,37 +69,73 @@ class VisionProcessing:
         max_tokens: int | None,
         normalizes_on_device: bool = False,
         vllm_frames: bool = False,
+        source: str | None = None,
+        layers: dict[str, dict[str, Any]] | None = None,
     ):
         self.processor = processor
         self.normalizes_on_device = normalizes_on_device  # the processor leaves the pixels uint8 for it
         self.vllm_frames = vllm_frames  # videos sampled as vLLM's loader for the model samples them
         self._ffmpeg_resize = resize == "ffmpeg"
         self._max_tokens = max_tokens
+        # What the processor was made from: the folder, family or preset it loads, and the
+        # processor options laid over its configs per modality (processing_layers)
+        self._source, self._layers = source, layers or {}
+        self._for_requests: OrderedDict[str, VisionProcessing] = OrderedDict()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VisionProcessing | None:
-        """--processor's processor, else the --model folder's (its own, or --processor's)."""
-        if settings.model is not None:
-            processor = load_model_folder(str(settings.model), settings.processor).processor
-        elif settings.processor is not None:
-            processor = load_processor(settings.processor)
-        else:
+        """--processor's processor, else the --model folder's (its own, or --processor's), with
+        --mm-processor-kwargs' processing keys over its configs (processor_for)."""
+        made = processor_for(settings)
+        if made is None:
             return None
-        if speaks_vllm(settings):
-            processor = processor.as_vllm_renders()
-        on_device = normalizes_on_device(settings, processor.family)
-        if on_device:
-            processor = processor.with_raw_pixels()
+        processor, source, layers, on_device = made
         processor.preload()  # torch's import (2 CPU-s here) at start, not in the first image request
         return cls(
-            processor, settings.processor_resize, settings.max_vision_tokens, on_device, speaks_vllm(settings)
+            processor,
+            settings.processor_resize,
+            settings.max_vision_tokens,
+            on_device,
+            speaks_vllm(settings),
+            source,
+            layers,
         )
+
+    def for_request(self, mm_processor_kwargs: dict[str, Any] | None) -> VisionProcessing:
+        """This processing with a request's processor options: the processing keys of
+        `mm_processor_kwargs` (the request's over the server's, merged) over the configs, as
+        vLLM's processor runs with them; itself where they are the server's. A ServiceError
+        (400) names a key that cannot be."""
+        layers = processing_layers(mm_processor_kwargs, self.processor.family, self.normalizes_on_device)
+        if layers == self._layers or self._source is None:
+            return self
+        key = json.dumps(layers, sort_keys=True, default=repr)
+        made = self._for_requests.get(key)
+        if made is None:
+            processor = _made(
+                self._source, layers, self.vllm_frames, self.normalizes_on_device, "mm_processor_kwargs"
+            )
+            made = VisionProcessing(
+                processor,
+                "ffmpeg" if self._ffmpeg_resize else "exact",
+                self._max_tokens,
+                self.normalizes_on_device,
+                self.vllm_frames,
+                self._source,
+                layers,
+            )
+            self._for_requests[key] = made
+            while len(self._for_requests) > REQUEST_PROCESSORS:
+                self._for_requests.popitem(last=False)
+        else:
+            self._for_requests.move_to_end(key)
+        return made
 
     @property
     def cache_key(self) -> tuple:
         """All of this processing that changes its tensors, hashable: the family, both
         configs (the pixel form is their do_rescale and do_normalize), the resize, and
-        whether videos get vLLM's frames (frame_picks)."""
+        whether videos get vLLM's frames (loader_picks)."""
         processor = self.processor
         return (
             processor.family,
@@ -101,16 +144,6 @@ class VisionProcessing:
             self._ffmpeg_resize,
             self.vllm_frames,
         )
-
-    def with_options(self, kind: families.Kind, options: tuple) -> VisionProcessing:
-        """This processing with a request's per-call processor options for `kind`'s items
-        set ((key, value) pairs of Side.request_keys: Gemma 3's pan-and-scan); a
-        ProcessorConfigError names a value of the wrong type."""
-        if not options:
-            return self
-        changed = copy.copy(self)
-        changed.processor = self.processor.with_options(kind, dict(options))
-        return changed
 
     def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;
@@ -162,3 +195,40 @@ class VisionProcessing:
                 "too_many_vision_tokens",
                 param,
             )
+
+
+def processor_for(settings: Settings) -> tuple[Processor, str, dict[str, dict[str, Any]], bool] | None:
+    """The processor the settings name (--processor's, else the --model folder's) with
+    --mm-processor-kwargs' processing keys over its configs, as vLLM makes its processor with
+    them; with what it was made from (its source, those keys per modality) and whether the
+    model normalizes its pixels on the device. None without one; a ServiceError names a key
+    that cannot be."""
+    if settings.model is not None:
+        family = load_model_folder(str(settings.model), settings.processor).family
+        source = settings.processor if settings.processor is not None else str(settings.model)
+    elif settings.processor is not None:
+        family = load_processor(settings.processor).family
+        source = settings.processor
+    else:
+        return None
+    on_device = normalizes_on_device(settings, family)
+    layers = processing_layers(settings.mm_processor_kwargs, family, on_device)
+    processor = _made(source, layers, speaks_vllm(settings), on_device, "--mm-processor-kwargs")
+    return processor, source, layers, on_device
+
+
+def _made(
+    source: str, layers: dict[str, dict[str, Any]], vllm_renders: bool, on_device: bool, where: str
+) -> Processor:
+    """The processor `source` loads, `layers` over its configs, as vLLM's renderer runs it
+    (as_vllm_renders) and with raw pixels where the model normalizes them itself."""
+    try:
+        processor = load_processor(source, layers)
+    except ProcessorConfigError as error:
+        message = f"{where}: {str(error).removeprefix('mm_processor_kwargs: ')}"
+        raise ServiceError(message, "invalid_processor_option", where.lstrip("-").replace("-", "_")) from None
+    if vllm_renders:
+        processor = processor.as_vllm_renders()
+    if on_device:
+        processor = processor.with_raw_pixels()
+    return processor

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import logging
+import signal
 import sys
 import threading
 import time
@@ -26,6 +27,12 @@ FRONT_DOOR_SPARE = 16
 CPUS = {"FrontDoor": 1, "Decode": 1, "Engine": 0}
 # How long Ray's `serve run` may take to start Ray after it built the application.
 RAY_START_WAIT_S = 120.0
+# The signal that stops Ray's `serve run` as Ctrl-C would when the application cannot be placed
+# (its handler raises KeyboardInterrupt in the main thread, which `serve run` shuts Serve down
+# on). Not SIGINT: a command started in the background ignores SIGINT, and then neither a
+# SIGINT nor _thread.interrupt_main() reaches it; not SIGTERM: ray.init, which `serve run`
+# calls after building the application, installs its own handler for it.
+STOP_SIGNAL = signal.SIGUSR2
 
 log = logging.getLogger("mmprep.rayserve")
 
@@ -56,7 +63,9 @@ def build(args: dict[str, Any]) -> Application:
 
 def check_placement_once_ray_starts(settings: Settings) -> None:
     """check_placement as soon as Ray is up, from a thread: one that cannot be placed stops
-    `serve run` at once, as Ctrl-C would (Serve shut down), after saying why."""
+    `serve run` at once, as Ctrl-C would (Serve shut down), after saying why, whether or not
+    the command was started where SIGINT is ignored (in the background)."""
+    stop = _stopper()
 
     def watch() -> None:
         deadline = time.monotonic() + RAY_START_WAIT_S
@@ -68,11 +77,28 @@ def check_placement_once_ray_starts(settings: Settings) -> None:
             check_placement(settings, ray.cluster_resources())
         except PlacementError as error:
             print(f"mmprep: {error}", file=sys.stderr, flush=True)
-            _thread.interrupt_main()
+            stop()
         except Exception:  # a cluster that cannot say what it has: Ray will report it its own way
             log.warning("could not check the replicas' placement", exc_info=True)
 
     threading.Thread(target=watch, name="mmprep-placement-check", daemon=True).start()
+
+
+def _stopper():
+    """How the watching thread stops the main thread as Ctrl-C would: STOP_SIGNAL sent to it,
+    its handler (installed here, from the main thread, where the signal has none of its own)
+    raising KeyboardInterrupt; else, built elsewhere than in the main thread,
+    _thread.interrupt_main() (which does nothing where SIGINT is ignored)."""
+    main = threading.main_thread()
+    if threading.current_thread() is not main or signal.getsignal(STOP_SIGNAL) != signal.SIG_DFL:
+        return _thread.interrupt_main
+
+    def interrupted(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(STOP_SIGNAL, interrupted)
+    assert main.ident is not None  # started: it is running this
+    return lambda: signal.pthread_kill(main.ident, STOP_SIGNAL)
 
 
 def deployment_options(settings: Settings, name: str) -> dict[str, Any]:

@@ -22,16 +22,18 @@ outside the span. A token-in engine that embeds only the pads finds them by id i
 from __future__ import annotations
 
 from mmprep import families
+from mmprep.processors import Processor
 
 from ..interface.prepared import MediaItem
 from ..modalities import modality_of
 from ..model import ModelFolder
 
 
-def item_tokens(folder: ModelFolder, item: MediaItem) -> list[int]:
+def item_tokens(folder: ModelFolder, item: MediaItem, processor: Processor | None = None) -> list[int]:
+    """The item's tokens, from its grid as `processor` (default: the folder's) made it."""
     if item.processed is None:
         raise ValueError(f"{item.param}: the item was not processed, so its token count is unknown")
-    processor = folder.processor
+    processor = processor or folder.processor
     config = processor.config(item.kind)
     if config is None:
         raise ValueError(f"{item.param}: the model folder has no image processor config")

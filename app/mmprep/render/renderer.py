@@ -25,6 +25,7 @@ from typing import Any
 import jinja2
 
 from mmprep import families
+from mmprep.processors import Processor
 
 from ..core.errors import ServiceError
 from ..interface.prepared import MediaItem, Placeholder, TokenPrompt
@@ -196,9 +197,10 @@ class Renderer:
 
     # -- steps 2 and 3: the token ids ---------------------------------------------------
 
-    def tokens(self, text: str, media: list[MediaItem]) -> TokenPrompt:
+    def tokens(self, text: str, media: list[MediaItem], processor: Processor | None = None) -> TokenPrompt:
         """`text` tokenized, each image and video pad expanded to its item's tokens. `media`
-        in prompt order, each processed (MediaItem.processed)."""
+        in prompt order, each processed (MediaItem.processed) by `processor` (default: the
+        folder's; a request's processor options make another)."""
         ids = self.folder.encode(text)
         check_prompt_length(len(ids), self.max_model_len)
         pads = sorted((at, kind) for pad, kind in self._pad_kinds.items() for at in _positions(ids, pad))
@@ -210,7 +212,7 @@ class Renderer:
         start = 0
         for (at, kind), index in zip(pads, _item_order(pads, media), strict=True):
             out += ids[start:at]
-            tokens = item_tokens(self.folder, media[index])
+            tokens = item_tokens(self.folder, media[index], processor)
             placeholders.append(Placeholder(kind, index, len(out), len(tokens)))
             out += tokens
             start = at + 1

@@ -33,7 +33,7 @@ from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
-from .sampling import generation_defaults, sampling_params
+from .sampling import sampling_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces
 from .wire_cache import WireCache, item_parts
 
@@ -51,7 +51,7 @@ class GenerateOptions:
     # The pixels go uint8 for the model to normalize on the device (vllm serve
     # --mm-device-do-normalize), else rescaled and normalized float32.
     normalizes_on_device: bool = False
-    generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.generation_defaults
+    generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.sampling_defaults
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
     max_model_len: int | None = None
@@ -74,7 +74,7 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
         vision_token_ids=folder.vision_token_ids,
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
-        generation_defaults=generation_defaults(folder.path),
+        generation_defaults=sampling_defaults(settings.generation_config, folder.path),
         max_model_len=settings.max_model_len,
         wire_cache=wire_cache,
     )

@@ -2,9 +2,10 @@
 a msgspec Struct serialized with omit_defaults: a field at its default is left out).
 
 What is sent, as ChatCompletionRequest.to_sampling_params maps a chat request:
-- temperature, top_p, top_k: the client's, else the model folder's generation_config.json
-  (as vLLM's generation_config="auto"), else left out (vLLM's defaults are OpenAI's);
-  repetition_penalty, presence/frequency_penalty and min_p likewise from the folder.
+- temperature, top_p, top_k: the client's, else the server's defaults (sampling_defaults, as
+  vllm serve --generation-config gives them: by default the model folder's
+  generation_config.json), else left out (vLLM's defaults are OpenAI's); repetition_penalty,
+  presence/frequency_penalty and min_p likewise.
   The generate endpoint applies no model defaults itself but max_tokens, so the render
   side must.
 - seed, stop_token_ids, ignore_eos, min_tokens as asked.
@@ -77,6 +78,15 @@ GENERATION_KEYS = (
 # What transformers' GenerationConfig.from_model_config keeps of config.json (its own
 # attributes: the penalties OpenAI names are not among them).
 MODEL_CONFIG_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "max_new_tokens")
+
+
+def sampling_defaults(generation_config: str, model_dir: Path) -> dict[str, Any]:
+    """The server's sampling defaults as vllm serve --generation-config gives them (vLLM 0.33's
+    ModelConfig.get_diff_sampling_param): auto, the model folder's; vllm, none; a folder, its
+    generation_config.json (else its config.json's), read as the model folder's is."""
+    if generation_config == "vllm":
+        return {}
+    return generation_defaults(model_dir if generation_config == "auto" else Path(generation_config))
 
 
 def generation_defaults(model_dir: Path) -> dict[str, Any]:

@@ -97,6 +97,7 @@ def encode_request(request: PreparedRequest) -> TensorRequestBody:
         "sampling": json.dumps(_sampling_fields(request.sampling)),
         "media": json.dumps(media),
         "mm_processor_kwargs": json.dumps(request.mm_processor_kwargs),
+        "mm_processor_defaults": json.dumps(request.mm_processor_defaults),
         "extra": json.dumps(request.extra),
         "prompt": json.dumps(_prompt_fields(request.prompt)),
         "completion": json.dumps(
@@ -161,6 +162,7 @@ def decode_request(body: bytes | bytearray | memoryview) -> PreparedRequest:
             sampling=_sampling(sampling),
             stream=json.loads(metadata.get("stream", "false")) is True,
             mm_processor_kwargs=json.loads(metadata.get("mm_processor_kwargs", "null")),
+            mm_processor_defaults=json.loads(metadata.get("mm_processor_defaults", "{}")),
             extra=json.loads(metadata.get("extra", "{}")),
             prompt=_prompt(json.loads(metadata.get("prompt", "null"))),
             completion=_completion(json.loads(metadata.get("completion", "null"))),

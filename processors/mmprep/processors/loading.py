@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,15 @@ PRESETS = Path(__file__).parent / "presets"
 Layer = tuple[dict[str, Any], str]
 
 
-def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
+def load_processor(
+    name: str | os.PathLike[str], sides: Mapping[str, Mapping[str, Any]] | None = None, /, **overrides: Any
+) -> Processor:
     """`name`: a family (families.FAMILIES: "qwen2_vl", ..., "internvl"; transformers' classes
     as they are built with no config), a preset model id such as "Qwen/Qwen2.5-VL-7B-Instruct",
     or a folder with preprocessor_config.json and/or video_preprocessor_config.json.
     `overrides`: transformers' config keys (size, min_pixels, patch_size, image_mean, ...)
-    applied over the config on both sides."""
+    applied over the config on both sides. `sides`: more such keys for one side alone, by its
+    modality's name ({"video": {"max_pixels": ...}}), applied last (errors name them mm_processor_kwargs)."""
     name = os.fspath(name)
     if families.find(name) is not None:
         family, image, video = _family(name)
@@ -44,18 +48,19 @@ def load_processor(name: str | os.PathLike[str], **overrides: Any) -> Processor:
             f"(e.g. Qwen/Qwen2.5-VL-7B-Instruct; see mmprep/processors/presets/models.json) nor a folder"
         )
     layers = [(overrides, "keyword overrides")] if overrides else []
-    sides = families.get(family)
-    video_config = _per_call(resolve(family, sides.video, video + layers), overrides)
-    image_config = (
-        _per_call(resolve(family, sides.image, image + layers), overrides) if image is not None else None
-    )
-    return Processor(video=video_config, image=image_config)
+    rules, sides = families.get(family), sides or {}
 
+    def side_config(side: families.Side, files: list[Layer]) -> ProcessorConfig:
+        own = dict(sides.get(side.modality) or {})
+        config = resolve(family, side, files + layers + ([(own, "mm_processor_kwargs")] if own else []))
+        # the keys the side takes per call (Side.request_keys) are options, not config keys
+        return config.with_options(
+            {key: value for key, value in {**overrides, **own}.items() if key in side.request_keys}
+        )
 
-def _per_call(config: ProcessorConfig, overrides: dict[str, Any]) -> ProcessorConfig:
-    """`config` with the overrides that its side takes per call (Side.request_keys)."""
-    return config.with_options(
-        {key: value for key, value in overrides.items() if key in config.side().request_keys}
+    return Processor(
+        video=side_config(rules.video, video),
+        image=side_config(rules.image, image) if image is not None else None,
     )
 
 

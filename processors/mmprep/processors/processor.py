@@ -4,9 +4,7 @@ patchify) for videos and images, equal to transformers' output."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -52,19 +50,6 @@ class Processor:
 
         image = raw(self.image_config) if self.image_config is not None else None
         return Processor(video=raw(self.video_config), image=image)
-
-    def with_options(self, kind: families.Kind, values: Mapping[str, Any]) -> Processor:
-        """This processor with options its `kind` side takes per call set (ProcessorConfig.
-        with_options: a request's pan-and-scan for Gemma 3's images)."""
-        if not values:
-            return self
-        changed = self.config(kind)
-
-        def with_values(config: ProcessorConfig) -> ProcessorConfig:
-            return config.with_options(values) if config is changed else config
-
-        image = with_values(self.image_config) if self.image_config is not None else None
-        return Processor(video=with_values(self.video_config), image=image)
 
     def as_vllm_renders(self) -> Processor:
         """This processor as vLLM's renderer runs it: where vLLM sends a family's video frames

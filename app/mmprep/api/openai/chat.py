@@ -236,7 +236,7 @@ def _derenderer(service: Service, body: ChatCompletionRequest, prepared: Prepare
     prompt = prepared.prompt
     return service.derendering.start(
         prepared.sampling,
-        body.output_options(),
+        body.output_options(service.settings.return_tokens_as_token_ids),
         prompt_text=prompt.text if prompt is not None else "",
         prompt_tokens=len(prompt.token_ids) if prompt is not None else 0,
     )

@@ -164,7 +164,8 @@ class ChatCompletionRequest(BaseModel):
             top_logprobs=answer.top_logprobs or 0,
         )
 
-    def output_options(self) -> OutputOptions:
+    def output_options(self, tokens_as_ids: bool = False) -> OutputOptions:
+        """`tokens_as_ids`: the server's --return-tokens-as-token-ids, under the request's own."""
         answer = self.answer
         kwargs = answer.chat_template_kwargs or {}
         return OutputOptions(
@@ -179,6 +180,7 @@ class ChatCompletionRequest(BaseModel):
             chat_template_kwargs=dict(kwargs),
             include_reasoning=answer.include_reasoning,
             parallel_tool_calls=answer.parallel_tool_calls,
+            return_tokens_as_token_ids=_or(answer.return_tokens_as_token_ids, tokens_as_ids),
         )
 
 
@@ -204,6 +206,11 @@ class NamedFunction(BaseModel):
 class NamedToolChoice(BaseModel):
     type: Literal["function"] = "function"
     function: NamedFunction
+
+
+def _or(asked: bool | None, default: bool) -> bool:
+    """The request's own choice, else the server's."""
+    return default if asked is None else asked
 
 
 def _enable_thinking(kwargs: dict[str, Any], reasoning_effort: Any) -> bool:
@@ -235,6 +242,7 @@ class AnswerFields(BaseModel):
     chat_template_kwargs: dict[str, Any] | None = None
     include_reasoning: bool = True
     parallel_tool_calls: bool = True
+    return_tokens_as_token_ids: bool | None = None  # vLLM's: logprobs' tokens as token_id:N
 
     @model_validator(mode="after")
     def _consistent(self) -> AnswerFields:

@@ -197,10 +197,14 @@ def _answer_fields(service: Service, extra: dict[str, Any]) -> tuple[dict[str, A
         first = error.errors()[0]
         param = field_name(first["loc"])
         raise ServiceError(f"{param}: {first['msg']}", "invalid_request", param) from None
+    tokens_as_ids = answer.return_tokens_as_token_ids
     options = OutputOptions(
         include_stop_str_in_output=answer.include_stop_str_in_output,
         skip_special_tokens=answer.skip_special_tokens,
         spaces_between_special_tokens=answer.spaces_between_special_tokens,
+        return_tokens_as_token_ids=service.settings.return_tokens_as_token_ids
+        if tokens_as_ids is None
+        else tokens_as_ids,
     )
     if service.derendering.model is not None:  # mmprep applies them itself: not the engine's
         extra = {name: value for name, value in extra.items() if name not in AnswerFields.model_fields}

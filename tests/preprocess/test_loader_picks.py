@@ -13,6 +13,7 @@ import hashlib
 import json
 import subprocess
 
+import httpx
 import pytest
 
 from mmprep import families
@@ -144,3 +145,26 @@ def test_no_default_shrinks_what_the_model_gets(qwen2_server, tmp_path):
     assert photo_item["shape"] == [1200, 2100, 3]
     assert photo_item["processed"]["tensors"]["pixel_values"]["shape"][0] == 86 * 150
     assert photo_item["processed"]["num_tokens"] == 3225
+
+
+def test_a_video_past_the_models_context_is_refused_before_it_is_decoded(tmp_path):
+    """vLLM decodes a whole video before it finds the prompt too long (a 2-minute 1080p clip
+    at 2 fps: 30 CPU-s for a 400); mmprep counts the tokens of the frames it plans and
+    refuses at once, with vLLM's code, naming the video and the model's context."""
+    from mmprep.core.config import Settings
+    from mmprep.testing.chat import chat, data_url, video
+    from mmprep.testing.model_folder import make_model_folder
+    from mmprep.testing.servers import LiveServer
+
+    folder = make_model_folder("qwen2_vl", tmp_path / "Qwen2-VL-2B-Instruct")
+    clip = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
+    with LiveServer(Settings(model=folder, max_model_len=100)) as live:
+        body = chat(video(clip, fps=2), model="Qwen2-VL-2B-Instruct")
+        answer = httpx.post(f"{live.url}/v1/chat/completions", json=body, timeout=60)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "context_length_exceeded"
+        assert "this video alone comes to" in error["message"] and "(100)" in error["message"]
+        assert error["param"] == "messages[0].content[0].video_url"
+        metrics = httpx.get(f"{live.url}/metrics").text
+        assert 'mmprep_frames_decoded_total{kind="video"}' not in metrics  # not a frame decoded

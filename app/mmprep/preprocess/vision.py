@@ -71,12 +71,15 @@ class VisionProcessing:
         vllm_frames: bool = False,
         source: str | None = None,
         layers: dict[str, dict[str, Any]] | None = None,
+        context_len: int | None = None,
     ):
         self.processor = processor
         self.normalizes_on_device = normalizes_on_device  # the processor leaves the pixels uint8 for it
         self.vllm_frames = vllm_frames  # videos sampled as vLLM's loader for the model samples them
         self._ffmpeg_resize = resize == "ffmpeg"
         self._max_tokens = max_tokens
+        # with --model: the model's context; an item past it alone is refused before it is decoded
+        self._context_len = context_len
         # What the processor was made from: the folder, family or preset it loads, and the
         # processor options laid over its configs per modality (processing_layers)
         self._source, self._layers = source, layers or {}
@@ -99,6 +102,7 @@ class VisionProcessing:
             speaks_vllm(settings),
             source,
             layers,
+            settings.max_model_len,
         )
 
     def for_request(self, mm_processor_kwargs: dict[str, Any] | None) -> VisionProcessing:
@@ -123,6 +127,7 @@ class VisionProcessing:
                 self.vllm_frames,
                 self._source,
                 layers,
+                self._context_len,
             )
             self._for_requests[key] = made
             while len(self._for_requests) > REQUEST_PROCESSORS:
@@ -149,7 +154,7 @@ class VisionProcessing:
         """decode_video's frame_size rule: refuse a video whose tokens alone are too many;
         with --processor-resize ffmpeg, the size the processor resizes to (FFmpeg's scaler
         gets there while decoding), else the size unchanged (the processor resizes)."""
-        self.check_tokens(self.processor.video_tokens(num_frames, height, width), "this video")
+        self._check_video_tokens(self.processor.video_tokens(num_frames, height, width))
         if self._ffmpeg_resize:
             return self.processor.video_size(num_frames, height, width)
         return height, width
@@ -185,6 +190,19 @@ class VisionProcessing:
         processed as they are decoded: the processor's stream_video, fed by decode_video."""
         self.check_tokens(self.processor.image_tokens(*image.pixels.shape[:2]), "this image")
         return self.processor.process_image(image.pixels)
+
+    def _check_video_tokens(self, tokens: int) -> None:
+        """check_tokens for a video, before it is decoded; and a 400 if it alone is past the
+        model's context. vLLM refuses such a prompt too (with the whole prompt's count), but
+        only once it has decoded it all: a 2-minute 1080p clip at 2 fps is 30 CPU-s and 320k
+        tokens for Qwen2.5-VL. An image is cheap to decode: it gets vLLM's own refusal."""
+        if self._context_len is not None and tokens > self._context_len:
+            raise ServiceError(
+                f"this video alone comes to {tokens} tokens, more than the model's maximum context "
+                f"length ({self._context_len}); ask for fewer or smaller frames",
+                "context_length_exceeded",
+            )
+        self.check_tokens(tokens, "this video")
 
     def check_tokens(self, tokens: int, what: str, param: str | None = None) -> None:
         """A 400 if `tokens` (of `what`: an item, or the request) exceed --max-vision-tokens."""

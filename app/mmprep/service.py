@@ -32,6 +32,7 @@ from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .preprocess.options import server_options
 from .preprocess.vision import processor_for
 from .vllm.request import generate_options
+from .vllm.sampling import sampling_defaults
 from .vllm.wire_cache import WireCache
 
 log = logging.getLogger("mmprep.service")
@@ -260,4 +261,5 @@ def model_facts(settings: Settings) -> ModelFacts | None:
     eos = folder.eos_token_ids
     if own_id is not None:
         eos = (own_id, *(token_id for token_id in eos if token_id != own_id))
-    return ModelFacts(folder.tokenizer, eos)
+    defaults = sampling_defaults(settings.generation_config, folder.path, settings.override_generation_config)
+    return ModelFacts(folder.tokenizer, eos, defaults.get("skip_special_tokens", True))

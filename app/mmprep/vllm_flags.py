@@ -44,6 +44,7 @@ TAKEN = frozenset(
         "--mm-device-do-normalize",
         "--reasoning-parser",
         "--generation-config",
+        "--override-generation-config",
         "--log-level",
         # Frontend
         "--chat-template",
@@ -79,6 +80,7 @@ NOTES = {
     "--model": "a model folder, or a Hugging Face Hub id resolved from the local cache as vLLM resolves it",
     "--revision": "the Hub id's snapshot in the cache",
     "--generation-config": "with --model: the sampling defaults of vLLM's SamplingParams mmprep writes",
+    "--override-generation-config": "with --model: laid over --generation-config's sampling defaults",
     "--return-tokens-as-token-ids": "with --model, where mmprep writes the logprobs",
     "--enable-force-include-usage": "the final usage chunk; not vLLM's per-chunk usage",
     "--allowed-local-media-path": "several directories may be given",

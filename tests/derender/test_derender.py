@@ -307,7 +307,7 @@ def test_hermes_keeps_special_tokens_when_it_parses_calls_as_vllms_adjust_reques
 
     options = OutputOptions(tools=({"type": "function", "function": {"name": "f"}},))
     assert TOOL_PARSERS.get("hermes").adjust(options).skip_special_tokens is False
-    assert TOOL_PARSERS.get("qwen3_coder").adjust(options).skip_special_tokens is True
+    assert TOOL_PARSERS.get("qwen3_coder").adjust(options).skip_special_tokens is None  # the request's
     # and the detokenizer reads the adjusted options: a special token stays in the content
     setup = Derendering(facts(), None, "hermes", enable_auto_tool_choice=True)
     ids = tuple(tokenizer().encode("<|box_start|>ok").ids)
@@ -316,6 +316,19 @@ def test_hermes_keeps_special_tokens_when_it_parses_calls_as_vllms_adjust_reques
     )
     plain = Derendering(facts(), None, "hermes", enable_auto_tool_choice=True).start(SamplingParams())
     assert plain.feed(EngineOutput(token_ids=ids)).content == "ok"  # no tools: nothing adjusted
+
+
+def test_the_models_generation_config_says_whether_special_tokens_stay():
+    """vLLM 0.33 reads skip_special_tokens in the generation config (--generation-config,
+    --override-generation-config) for a request that sends none; the request's own wins."""
+    import dataclasses
+
+    ids = tuple(tokenizer().encode("<|box_start|>ok").ids)
+    keeps = Derendering(dataclasses.replace(facts(), skip_special_tokens=False))
+    assert keeps.start(SamplingParams()).feed(EngineOutput(token_ids=ids)).content == "<|box_start|>ok"
+    asked = keeps.start(SamplingParams(), OutputOptions(skip_special_tokens=True))
+    assert asked.feed(EngineOutput(token_ids=ids)).content == "ok"
+    assert Derendering(facts()).start(SamplingParams()).feed(EngineOutput(token_ids=ids)).content == "ok"
 
 
 def test_the_parsers_get_the_token_ids_each_step_came_from(monkeypatch):

@@ -226,6 +226,41 @@ def test_generation_config_defaults_apply_as_vllms_auto(tmp_path):
     assert generation_defaults(folder) == {"temperature": 0.5, "top_p": 0.9}
 
 
+def test_override_generation_config_is_laid_over_the_folders(tmp_path):
+    """vllm serve --override-generation-config: over the folder's defaults, as vLLM's
+    get_diff_sampling_param lays it; its skip_special_tokens is a request's default too
+    (vLLM 0.33's render writes it, and the answer's text keeps the special tokens)."""
+    folder = make_model_folder("qwen2_vl", tmp_path / "m")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "temperature": 0.5, "top_p": 0.9}))
+    override = {"temperature": 0.2, "skip_special_tokens": False}
+    settings = {"model": folder, "served_model_name": [MODEL], "override_generation_config": override}
+    with LiveServer(**settings) as live:
+        params = rendered(live, chat({"type": "text", "text": "Hi"})).json()["sampling_params"]
+        asked = rendered(live, chat({"type": "text", "text": "Hi"}, skip_special_tokens=True)).json()
+    assert params["temperature"] == 0.2 and params["top_p"] == 0.9
+    assert params["skip_special_tokens"] is False
+    assert "skip_special_tokens" not in asked["sampling_params"]  # the request's own: vLLM's default
+    # vLLM's override_max_tokens: the override's max_new_tokens (or a --generation-config
+    # folder's) caps the client's own max_tokens too
+    with LiveServer(**{**settings, "override_generation_config": {"max_new_tokens": 3}}) as live:
+        capped = rendered(live, chat({"type": "text", "text": "Hi"}, max_tokens=30)).json()
+    elsewhere = tmp_path / "generation"
+    elsewhere.mkdir()
+    (elsewhere / "generation_config.json").write_text(json.dumps({"max_new_tokens": 4}))
+    (folder / "generation_config.json").write_text(json.dumps({**config, "max_new_tokens": 4}))
+    asked = chat({"type": "text", "text": "Hi"}, max_tokens=30)
+    with LiveServer(model=folder, served_model_name=[MODEL], generation_config=str(elsewhere)) as live:
+        by_folder = rendered(live, asked).json()
+    with LiveServer(model=folder, served_model_name=[MODEL]) as live:
+        by_auto = rendered(live, asked).json()
+    assert capped["sampling_params"]["max_tokens"] == 3
+    assert by_folder["sampling_params"]["max_tokens"] == 4
+    assert by_auto["sampling_params"]["max_tokens"] == 30  # auto: the folder's is a default only
+    with pytest.raises(ValueError, match="--override-generation-config only applies with --model"):
+        Settings(override_generation_config={"temperature": 0.2})
+
+
 @pytest.fixture(scope="module")
 def upstream():
     server = VllmGenerateLike(model=MODEL, max_model_len=48)

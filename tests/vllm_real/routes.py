@@ -916,6 +916,7 @@ SAMPLING_KEYS = (
     "min_tokens",
     "logprobs",
     "stop_token_ids",
+    "skip_special_tokens",
 )
 RANDOM_ID = re.compile(r"^(cmpl-|chatcmpl-|resp_)[0-9a-f]{16,32}((?:-\d+)?)$")
 

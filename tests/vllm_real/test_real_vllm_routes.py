@@ -6,6 +6,8 @@ without it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.vllm_real.real_vllm import RENDER_VENV, VllmProcess, missing_venv
@@ -53,6 +55,20 @@ def test_qwen3_coder_derender_answers_as_vllm(folder):
     with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *CODER_ARGS) as vllm:
         with mmprep_routes_server(folder, str(folder), CODER_SETTINGS) as mmprep:
             compare(vllm.url, mmprep, coder_derender_cases(str(folder), encoder(folder)))
+
+
+# vllm serve --override-generation-config over the folder's generation_config.json
+OVERRIDE = {"temperature": 0.2, "top_k": 5, "max_new_tokens": 7, "skip_special_tokens": False}
+RENDERS = ("chat-render", "completion-text", "completion-sampling", "messages-render", "responses-render")
+
+
+def test_override_generation_config_renders_as_vllm(folder):
+    args = ["--override-generation-config", json.dumps(OVERRIDE)]
+    with VllmProcess(RENDER_VENV, ["launch", "render"], folder, *ROUTES_ARGS, *args) as vllm:
+        with mmprep_routes_server(folder, str(folder), {"override_generation_config": OVERRIDE}) as mmprep:
+            compare(
+                vllm.url, mmprep, {name: case for name, case in cases(str(folder)).items() if name in RENDERS}
+            )
 
 
 def compare(vllm: str, mmprep: str, asked: dict) -> None:

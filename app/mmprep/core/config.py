@@ -422,6 +422,11 @@ class ModelSettings(SettingsGroup):
         "SamplingParams (--engine vllm-generate, the render routes); an upstream of --engine openai "
         "applies its own",
     )
+    override_generation_config: dict[str, Any] = Field(
+        {},
+        description="vllm serve's --override-generation-config: with --model, JSON laid over the "
+        """--generation-config's sampling defaults, e.g. '{"temperature": 0.5}', as vLLM lays it""",
+    )
     max_model_len: int | None = Field(
         None,
         ge=1,
@@ -514,6 +519,11 @@ class ModelSettings(SettingsGroup):
             raise ValueError("--max-model-len only applies with --model (the prompt's token ids)")
         if self.revision is not None and self.model is None:
             raise ValueError("--revision only applies with --model (a Hugging Face Hub id)")
+        if self.override_generation_config and self.model is None:
+            raise ValueError(
+                "--override-generation-config only applies with --model (as --generation-config; without "
+                "it give it to the vllm serve behind mmprep)"
+            )
         if self.generation_config not in ("auto", "vllm"):
             if self.model is None:
                 raise ValueError(

@@ -13,7 +13,8 @@ class OutputOptions:
     app/mmprep/api/openai/chat_protocol.py)."""
 
     include_stop_str_in_output: bool = False
-    skip_special_tokens: bool = True
+    # None: the model's default (its generation config's skip_special_tokens, as vLLM reads it; else true)
+    skip_special_tokens: bool | None = None
     spaces_between_special_tokens: bool = True
     tools: tuple[dict, ...] = ()
     tool_choice: str | dict | None = None

@@ -9,7 +9,7 @@ streamed deltas put together, so the two cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tokenizers import Tokenizer
 
@@ -32,6 +32,8 @@ class ModelFacts:
 
     tokenizer: Tokenizer
     eos_token_ids: tuple[int, ...] = ()
+    # a request's skip_special_tokens when it sends none (vLLM reads it in the generation config)
+    skip_special_tokens: bool = True
 
 
 @dataclass
@@ -82,6 +84,14 @@ class Derendering:
         tool-call parser (vLLM's completions parse none)."""
         return Derendering(self.model)
 
+    def adjusted(self, options: OutputOptions) -> OutputOptions:
+        """`options` as the tool-call parser needs them where it parses this request's calls
+        (vLLM's adjust_request, made before the request's SamplingParams are: hermes keeps
+        the special tokens)."""
+        if self.tool_call_parser is None or not self.parses_tools(options):
+            return options
+        return TOOL_PARSERS.get(self.tool_call_parser).adjust(options)
+
     def parses_tools(self, options: OutputOptions) -> bool:
         """vLLM's rule: calls are parsed with --enable-auto-tool-choice, when the request
         has tools and did not say tool_choice "none"."""
@@ -100,17 +110,21 @@ class Derenderer:
         prompt_text: str,
         prompt_tokens: int,
     ):
+        model = setup.model
+        if options.skip_special_tokens is None:
+            default = model.skip_special_tokens if model is not None else True
+            options = replace(options, skip_special_tokens=default)
         tool_name = setup.tool_call_parser if setup.parses_tools(options) else None
         tool_parser = TOOL_PARSERS.get(tool_name) if tool_name else None
-        if tool_parser is not None:
-            options = tool_parser.adjust(options)  # before the detokenizer reads them
+        options = setup.adjusted(options)  # before the detokenizer reads them
         self._setup, self._options = setup, options
         self._logprobs = None
         self._stops = None
-        model = setup.model
         if model is not None:
             detokenizer = Detokenizer(
-                model.tokenizer, options.skip_special_tokens, options.spaces_between_special_tokens
+                model.tokenizer,
+                bool(options.skip_special_tokens),  # set above where the request left it None
+                options.spaces_between_special_tokens,
             )
             rules = StopRules(
                 stop=sampling.stop,

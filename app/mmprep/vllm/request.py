@@ -33,7 +33,7 @@ from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
-from .sampling import sampling_defaults, sampling_params
+from .sampling import max_tokens_cap, sampling_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces
 from .wire_cache import WireCache, item_parts
 
@@ -52,6 +52,7 @@ class GenerateOptions:
     # --mm-device-do-normalize), else rescaled and normalized float32.
     normalizes_on_device: bool = False
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.sampling_defaults
+    max_tokens_cap: int | None = None  # sampling.max_tokens_cap: vLLM's override_max_tokens
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
     max_model_len: int | None = None
@@ -64,6 +65,7 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
     the model folder's processor and sampling defaults, the upstream's model and hasher. The
     folder is the one the service loaded (load_model_folder's cache)."""
     folder = load_model_folder(str(settings.model), settings.processor)
+    defaults = sampling_defaults(settings.generation_config, folder.path, settings.override_generation_config)
     return GenerateOptions(
         # vLLM keys its hashes by the model `vllm serve` (or `vllm launch render`) was given:
         # with no upstream named, the folder as mmprep was given it, as vLLM's render takes it.
@@ -74,7 +76,10 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
         vision_token_ids=folder.vision_token_ids,
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
-        generation_defaults=sampling_defaults(settings.generation_config, folder.path),
+        generation_defaults=defaults,
+        max_tokens_cap=max_tokens_cap(
+            settings.generation_config, defaults, settings.override_generation_config
+        ),
         max_model_len=settings.max_model_len,
         wire_cache=wire_cache,
     )
@@ -153,6 +158,7 @@ def generate_request(
             extra,
             prompt_len=len(prompt.token_ids),
             max_model_len=options.max_model_len,
+            max_tokens_cap=options.max_tokens_cap,
         ),
         "model": options.served_model,
         # vLLM's resolve_reasoning_ended without a reasoning parser: a request that hides the

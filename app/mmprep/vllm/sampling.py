@@ -54,6 +54,7 @@ VLLM_DEFAULTS: dict[str, Any] = {
     "min_tokens": 0,
     "logprobs": None,
     "detokenize": True,
+    "skip_special_tokens": True,
     "output_kind": 0,
     "skip_clone": False,
     "bad_words": None,
@@ -72,6 +73,7 @@ GENERATION_KEYS = (
     "top_p",
     "min_p",
     "max_new_tokens",
+    "skip_special_tokens",  # read by the answer's detokenization (derender), not sent
 )
 
 
@@ -80,27 +82,41 @@ GENERATION_KEYS = (
 MODEL_CONFIG_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "max_new_tokens")
 
 
-def sampling_defaults(generation_config: str, model_dir: Path) -> dict[str, Any]:
-    """The server's sampling defaults as vllm serve --generation-config gives them (vLLM 0.33's
-    ModelConfig.get_diff_sampling_param): auto, the model folder's; vllm, none; a folder, its
-    generation_config.json (else its config.json's), read as the model folder's is."""
-    if generation_config == "vllm":
-        return {}
-    return generation_defaults(model_dir if generation_config == "auto" else Path(generation_config))
+def sampling_defaults(
+    generation_config: str, model_dir: Path, override: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The server's sampling defaults as vllm serve --generation-config and
+    --override-generation-config give them (vLLM 0.33's ModelConfig.get_diff_sampling_param):
+    auto, the model folder's; vllm, none; a folder, its generation_config.json (else its
+    config.json's), read as the model folder's is; `override` laid over it."""
+    config = (
+        {}
+        if generation_config == "vllm"
+        else generation_file(model_dir if generation_config == "auto" else Path(generation_config))
+    )
+    return _sampling_keys({**config, **(override or {})})
 
 
 def generation_defaults(model_dir: Path) -> dict[str, Any]:
     """The model's sampling defaults as vLLM's --generation-config auto reads them, named as
-    SamplingParams names them (max_new_tokens -> max_tokens): the folder's
-    generation_config.json, else what transformers makes of config.json (its top level, then
-    its decoder's config for what that leaves unset); {} when neither says anything."""
+    SamplingParams names them (max_new_tokens -> max_tokens); {} when the folder says nothing."""
+    return _sampling_keys(generation_file(model_dir))
+
+
+def generation_file(model_dir: Path) -> dict[str, Any]:
+    """The folder's generation_config.json, else what transformers makes of config.json (its
+    top level, then its decoder's config for what that leaves unset); {} with neither."""
     path, model_config = Path(model_dir) / "generation_config.json", Path(model_dir) / "config.json"
     if path.is_file():
         config = json.loads(path.read_text())
-    elif model_config.is_file():
-        config = _from_model_config(json.loads(model_config.read_text()))
-    else:
-        return {}
+        return config if isinstance(config, dict) else {}
+    if model_config.is_file():
+        return _from_model_config(json.loads(model_config.read_text()))
+    return {}
+
+
+def _sampling_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a generation config vLLM reads, set (not null), max_new_tokens as max_tokens."""
     defaults = {key: config[key] for key in GENERATION_KEYS if config.get(key) is not None}
     if "max_new_tokens" in defaults:
         defaults["max_tokens"] = defaults.pop("max_new_tokens")
@@ -121,9 +137,21 @@ def _from_model_config(config: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def max_tokens(asked: int | None, prompt_len: int, max_model_len: int, defaults: dict[str, Any]) -> int:
+def max_tokens_cap(
+    generation_config: str, defaults: dict[str, Any], override: dict[str, Any] | None = None
+) -> int | None:
+    """vLLM's override_max_tokens, a cap on every request's max_tokens, the client's too:
+    a --generation-config folder's max_new_tokens, else --override-generation-config's."""
+    if generation_config not in ("auto", "vllm"):
+        return defaults.get("max_tokens")
+    return (override or {}).get("max_new_tokens")
+
+
+def max_tokens(
+    asked: int | None, prompt_len: int, max_model_len: int, defaults: dict[str, Any], cap: int | None = None
+) -> int:
     """vLLM's max_tokens for a prompt of `prompt_len` tokens (get_max_tokens, after
-    TokenizeParams' check of the client's)."""
+    TokenizeParams' check of the client's); `cap`: max_tokens_cap."""
     if asked is not None and asked > max_model_len:
         raise EngineHTTPError(
             f"max_tokens={asked} cannot be greater than max_model_len={max_model_len}. "
@@ -133,7 +161,7 @@ def max_tokens(asked: int | None, prompt_len: int, max_model_len: int, defaults:
             "max_tokens",
         )
     fallback = asked if asked is not None else defaults.get("max_tokens")
-    chosen = min(value for value in (max_model_len - prompt_len, fallback) if value is not None)
+    chosen = min(value for value in (max_model_len - prompt_len, fallback, cap) if value is not None)
     if chosen < 1:  # SamplingParams refuses it
         raise EngineHTTPError(
             f"max_tokens must be at least 1, got {chosen}.", 400, "invalid_request", "max_tokens"
@@ -174,6 +202,7 @@ def sampling_params(
     extra: dict[str, Any] | None = None,
     prompt_len: int = 0,
     max_model_len: int | None = None,
+    max_tokens_cap: int | None = None,
 ) -> dict[str, Any]:
     """The `sampling_params` object of a GenerateRequest. `extra`: the client's other
     fields, of which the penalties and min_p (vLLM's chat fields) are read; `prompt_len`
@@ -182,7 +211,8 @@ def sampling_params(
     sampling = with_extra_fields(sampling, extra)
     if max_model_len is not None:
         sampling = replace(
-            sampling, max_tokens=max_tokens(sampling.max_tokens, prompt_len, max_model_len, defaults)
+            sampling,
+            max_tokens=max_tokens(sampling.max_tokens, prompt_len, max_model_len, defaults, max_tokens_cap),
         )
     chosen: dict[str, Any] = {}
     for key in PENALTY_FIELDS:
@@ -193,6 +223,9 @@ def sampling_params(
     for key in ("temperature", "top_p", "top_k"):
         value = getattr(sampling, key)
         chosen[key] = value if value is not None else defaults.get(key)
+    # mmprep detokenizes, but vLLM's render writes it: the client's, else the generation config's
+    skip = extra.get("skip_special_tokens")
+    chosen["skip_special_tokens"] = skip if isinstance(skip, bool) else defaults.get("skip_special_tokens")
     temperature = chosen["temperature"]
     if temperature is not None and 0 < temperature < MIN_TEMPERATURE:
         chosen["temperature"] = MIN_TEMPERATURE  # as vLLM raises it

@@ -230,7 +230,7 @@ class AnswerFields(BaseModel):
 
     stop_token_ids: list[int] | None = None
     include_stop_str_in_output: bool = False
-    skip_special_tokens: bool = True
+    skip_special_tokens: bool | None = None  # None: the server's (its generation config's, else true)
     spaces_between_special_tokens: bool = True
     ignore_eos: bool = False
     min_tokens: int = Field(0, ge=0)

@@ -10,6 +10,7 @@ template and processor); without one the route answers 404 saying so.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
@@ -47,7 +48,13 @@ async def render_chat_document(
     if check_tools:
         _check_auto_tool_choice(service, body)
     request_id = _request_id(http, body.model_extra or {})
-    prepared, _ = await service.preprocessor.prepare(body.chat_input(), request_id, cancel)
+    chat = body.chat_input()
+    # vLLM's adjust_request, before its SamplingParams are made: a tool-call parser that needs
+    # the special tokens (hermes) turns skip_special_tokens off, and the render writes it
+    skip = service.derendering.adjusted(body.output_options()).skip_special_tokens
+    if skip is not None:
+        chat = dataclasses.replace(chat, extra={**chat.extra, "skip_special_tokens": skip})
+    prepared, _ = await service.preprocessor.prepare(chat, request_id, cancel)
     pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options, changes)
     return PiecesResponse(pieces, media_type="application/json")
 

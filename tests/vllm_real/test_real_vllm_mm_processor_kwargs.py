@@ -13,10 +13,12 @@ from mmprep.testing.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     NORMALIZE,
     RENDER_VENV,
+    as_generate_takes,
     chat_body,
     differences,
     missing_venv,
     mmprep_server,
+    model_folder,
     render,
     render_fields,
     vllm_render,
@@ -76,3 +78,21 @@ def test_the_processor_options_render_as_vllms(servers, case):
         assert differences(ours, theirs) != [], DIFFERS[server, case]
     else:
         assert differences(ours, theirs) == []
+
+
+@pytest.mark.parametrize("budget", [None, 70, 1120])
+def test_gemma4s_soft_token_budget_per_request_renders_as_vllms(budget):
+    """Gemma 4 sizes an image to its max_soft_tokens; vLLM's processor takes a request's own
+    (here 70 and 1120 over the folder's 280), and so does mmprep's."""
+    folder = model_folder("gemma4")
+    body = chat_body(str(folder), "png")
+    body["messages"] = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": camera_jpeg(3)}}]}
+    ]
+    if budget is not None:
+        body["mm_processor_kwargs"] = {"max_soft_tokens": budget}
+    with vllm_render(folder, "default") as vllm, mmprep_server(folder, None, normalize=None) as mmprep:
+        theirs, ours = render_fields(render(vllm.url, body)), render_fields(render(mmprep, body))
+    # the range as mmprep writes it for vLLM's generate: the soft tokens' run (BRACKETED)
+    assert differences(ours, as_generate_takes(theirs, folder, "gemma4")) == []
+    assert ours["mm_placeholders"]["image"][0]["length"] == budget or 280

@@ -31,6 +31,7 @@ from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenP
 from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
+from .dtypes import model_dtype
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
 from .sampling import sampling_defaults, sampling_params
@@ -51,6 +52,9 @@ class GenerateOptions:
     # The pixels go uint8 for the model to normalize on the device (vllm serve
     # --mm-device-do-normalize), else rescaled and normalized float32.
     normalizes_on_device: bool = False
+    # vllm serve's model dtype (dtypes.model_dtype): its processor casts its floating outputs
+    # to it, and its engine reads Qwen2.5-VL's second_per_grid_ts as that value (items.py)
+    dtype: str = "float32"
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.sampling_defaults
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
@@ -74,6 +78,7 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
         vision_token_ids=folder.vision_token_ids,
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
+        dtype=model_dtype(settings.dtype, folder.config),
         generation_defaults=sampling_defaults(settings.generation_config, folder.path),
         max_model_len=settings.max_model_len,
         wire_cache=wire_cache,
@@ -293,7 +298,7 @@ def features(
             for placeholder, item in zip(group, media, strict=True)
         ]
         items = kwargs_items(
-            media, options.family or "", options.temporal_patch_size, options.vision_token_ids
+            media, options.family or "", options.temporal_patch_size, options.vision_token_ids, options.dtype
         )
         hashes[modality] = _hashes(media, request, options)
         ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]

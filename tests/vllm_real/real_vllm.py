@@ -28,6 +28,7 @@ from PIL import Image
 
 from mmprep.testing import tiny_model
 from mmprep.testing.servers import ThreadServer, free_port
+from mmprep.vllm.dtypes import torch_name
 from mmprep.vllm.serde import decode_item
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,9 +69,12 @@ FPS = 2.0
 # vLLM's CPU build: the CPU platform, a small KV cache (GiB), no torch.compile.
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 # --trust-request-mm-kwargs: vLLM refuses a request's media_io_kwargs (the frames to sample) without it.
+# The engine's dtype, which mmprep is told too (its --dtype): vLLM's processor casts its floating
+# outputs to it, and Qwen2.5-VL's second_per_grid_ts goes to the engine so (issue 45).
+DTYPE = "float32"
 COMMON_ARGS = [
     "--dtype",
-    "float32",
+    DTYPE,
     "--enforce-eager",
     "--max-model-len",
     "4096",
@@ -250,9 +254,15 @@ class VllmProcess:
 ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
 
 
-def vllm_serve(folder: Path, mode: str, family: str | None = None) -> VllmProcess:
-    """The engine, with its scale-out routes (/inference/v1/generate, .../render)."""
+def vllm_serve(folder: Path, mode: str, family: str | None = None, dtype: str | None = None) -> VllmProcess:
+    """The engine, with its scale-out routes (/inference/v1/generate, .../render). `dtype`:
+    its --dtype instead of the family's ("auto": none given, vLLM's own choice)."""
     args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
+    if dtype is not None:
+        while "--dtype" in args:
+            at = args.index("--dtype")
+            del args[at : at + 2]
+        args += [] if dtype == "auto" else ["--dtype", dtype]
     return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args)
 
 
@@ -326,20 +336,37 @@ class RecordingProxy(ThreadServer):
         super().__init__(app)
 
 
+def dtype_of(family: str | None) -> str:
+    """The --dtype vllm_serve gives `family`'s engine (ENGINE_ARGS, else DTYPE)."""
+    args = ENGINE_ARGS.get(family or "", [])
+    return args[args.index("--dtype") + 1] if "--dtype" in args else DTYPE
+
+
 @contextmanager
 def mmprep_server(
-    folder: Path, upstream: str | None, normalize: bool | None, model: str | None = None, **more: Any
+    folder: Path,
+    upstream: str | None,
+    normalize: bool | None,
+    model: str | None = None,
+    dtype: str = DTYPE,
+    **more: Any,
 ) -> Iterator[str]:
     """`mmprep serve --model folder` in a thread: with `upstream`, --engine vllm-generate in front
     of it. The model name and hash key are `model` (default: the folder's path), as vLLM names
     and keys the path it was given.
     `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
-    point 1), passed when this mmprep has it; None leaves mmprep's default. `more`: other settings."""
+    point 1), passed when this mmprep has it; None leaves mmprep's default. `dtype`: mmprep's
+    --dtype, the engine's ("auto": mmprep's default). `more`: other settings."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
     model = model or str(folder)
-    settings: dict[str, Any] = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    settings: dict[str, Any] = {
+        "model": folder,
+        "upstream_model_id": model,
+        "served_model_name": [model],
+        "dtype": dtype,
+    }
     if upstream:
         settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
     if normalize is not None:
@@ -372,15 +399,15 @@ def item_digest(text: str) -> dict[str, Any]:
     for key, elem in decode_item(text).items():
         data = elem.data
         value: list[Any]
-        if isinstance(data, np.ndarray):
-            value = [str(data.dtype), list(data.shape), hashlib.sha256(data.tobytes()).hexdigest()[:16]]
+        if isinstance(data, np.ndarray):  # bfloat16 by its name, its bytes as sent (dtypes.py)
+            value = [torch_name(data), list(data.shape), hashlib.sha256(data.tobytes()).hexdigest()[:16]]
         else:
             value = list(data)
         entries[key] = {"data": value, "field": [elem.field.kind, repr(elem.field.keywords)]}
     return entries
 
 
-def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) -> dict:
+def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE) -> dict:
     """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
     before the route's range check: for the videos whose ranges hold text between their
     embeddings (InternVL's and Gemma 4's), which the route refuses since vLLM 0.33's generate
@@ -395,7 +422,12 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) 
     from mmprep.vllm.items import kwargs_items
     from mmprep.vllm.serde import encode_item
 
-    settings: dict[str, Any] = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    settings: dict[str, Any] = {
+        "model": folder,
+        "upstream_model_id": model,
+        "served_model_name": [model],
+        "dtype": dtype,
+    }
     if normalize is not None:
         settings["mm_device_do_normalize"] = normalize
 
@@ -422,7 +454,11 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str) 
             placeholders[kind] = [{"offset": p.offset, "length": p.length} for p in group]
             media = [prepared.media[p.media_index] for p in group]
             made = kwargs_items(
-                media, options.family or "", options.temporal_patch_size, options.vision_token_ids
+                media,
+                options.family or "",
+                options.temporal_patch_size,
+                options.vision_token_ids,
+                options.dtype,
             )
             items[kind] = [item_digest(encode_item(item)) for item in made]
             hashes[kind] = [
@@ -481,3 +517,98 @@ def differences(ours: dict, theirs: dict) -> list[str]:
 def _short(value) -> str:
     text = json.dumps(value)
     return text if len(text) < 300 else text[:300] + "..."
+
+
+# -- Qwen2.5-VL's seconds per temporal block (issue 45) ---------------------------------------
+
+# 890 frames at 30000/1001 fps asked for at 1.1 fps: vLLM's qwen2_vl loader takes 32 frames, 16
+# temporal blocks of 2 / (32 / 29.70) = 1.85602 s (float32), 1.859375 in bfloat16. The engine
+# places block t at int(t * second_per_grid_ts * tokens_per_second) (25 in the tiny folder):
+# the two values part at blocks 7, 9, 11-15, and every token after the video moves by one.
+SECONDS_CLIP = MEDIA / "ntsc_30s_h264.mp4"
+SECONDS_FPS = 1.1
+# temporal_patch_size / transformers' sampled_fps (32 of 890 frames at 30000/1001), in double
+SECONDS_EXACT = 2 / (32 / 890 * (30000 / 1001))
+# vllm serve's --dtype -> mmprep's: "auto" on both sides (vLLM runs the folder's float32 as
+# bfloat16 on this CPU; mmprep resolves it so), and float32 named on both.
+SECONDS_ENGINES = {"auto": "auto", "float32": "float32"}
+SECONDS_RESOLVED = {"auto": "bfloat16", "float32": "float32"}  # the dtype vLLM's render sends
+SECONDS_OTHER = {"auto": "float32", "float32": "bfloat16"}  # the other form, swapped in
+SECONDS_NEW_TOKENS = 16
+
+
+def seconds_body(model: str) -> dict:
+    """The chat of SECONDS_CLIP, asking for the sampled tokens' logprobs."""
+    url = data_url(SECONDS_CLIP.read_bytes(), "video/mp4")
+    return {
+        "model": model,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video_url", "video_url": {"url": url}},
+                    {"type": "text", "text": QUESTION},
+                ],
+            }
+        ],
+        "max_tokens": SECONDS_NEW_TOKENS,
+        "temperature": 0,
+        "logprobs": True,
+        "media_io_kwargs": {"video": {"fps": SECONDS_FPS}},
+    }
+
+
+def chat_logprobs(url: str, body: dict) -> tuple[list[int], list[float]]:
+    """A chat's greedy ids (vLLM's return_token_ids) and each one's logprob."""
+    response = httpx.post(f"{url}/v1/chat/completions", json={**body, "return_token_ids": True}, timeout=900)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    return choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]
+
+
+def generate_logprobs(url: str, request: dict) -> tuple[list[int], list[float]]:
+    """A GenerateRequest run by vLLM's /inference/v1/generate: ids, and each one's logprob."""
+    request = {**request, "stream": False, "sampling_params": {**request["sampling_params"], "logprobs": 0}}
+    response = httpx.post(f"{url}/inference/v1/generate", json=request, timeout=900)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    return choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]
+
+
+def with_seconds_per_grid(request: dict, dtype: str, seconds: float = SECONDS_EXACT) -> dict:
+    """A render's GenerateRequest with each video's second_per_grid_ts `seconds` in `dtype`
+    (through float32, as vLLM's processor casts it), in kwargs_data and mm_metadata, under
+    hashes of its own (vLLM's caches key items by hash alone)."""
+    from mmprep.vllm.dtypes import cast
+    from mmprep.vllm.serde import encode_item
+
+    features = json.loads(json.dumps(request["features"]))
+    for key in ("kwargs_data", "mm_metadata"):
+        items = [decode_item(text) for text in features[key]["video"]]
+        for item in items:
+            elem = item["second_per_grid_ts"]
+            item["second_per_grid_ts"] = type(elem)(cast(np.array(seconds, np.float32), dtype), elem.field)
+        features[key]["video"] = [encode_item(item) for item in items]
+    features["mm_hashes"]["video"] = [f"{value}-{dtype}" for value in features["mm_hashes"]["video"]]
+    return {**request, "features": features}
+
+
+def seconds_per_grid(request: dict) -> tuple[str, float, list[int]]:
+    """A render's video: second_per_grid_ts's dtype and value, and its grid (t, h, w)."""
+    from mmprep.vllm.dtypes import torch_name, values
+
+    item = decode_item(request["features"]["kwargs_data"]["video"][0])
+    seconds = np.asarray(item["second_per_grid_ts"].data)
+    return torch_name(seconds), float(values(seconds)), [int(n) for n in item["video_grid_thw"].data]
+
+
+def time_positions(seconds: float, blocks: int, tokens_per_second: float) -> list[int]:
+    """The M-RoPE time position of each temporal block, as vLLM 0.32/0.33's engine computes
+    it (qwen2_5_vl.py get_mrope_input_positions): int(t * seconds * tokens_per_second)."""
+    return [int(t * (seconds * tokens_per_second)) for t in range(blocks)]
+
+
+def moved_blocks(first: float, second: float, blocks: int, tokens_per_second: float) -> list[int]:
+    """The temporal blocks whose time positions differ between two second_per_grid_ts values."""
+    one, other = (time_positions(value, blocks, tokens_per_second) for value in (first, second))
+    return [t for t in range(blocks) if one[t] != other[t]]

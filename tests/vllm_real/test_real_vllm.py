@@ -41,6 +41,7 @@ from tests.vllm_real.real_vllm import (
     as_generate_takes,
     chat_body,
     differences,
+    dtype_of,
     generate_ids,
     missing_venv,
     mmprep_chat,
@@ -104,7 +105,7 @@ def setup(request):
     family, mode = request.param
     folder = model_folder(family)
     with vllm_serve(folder, mode, family) as server, RecordingProxy(server.url) as proxy:
-        with mmprep_server(folder, proxy.url, normalize=NORMALIZE[mode]) as mmprep:
+        with mmprep_server(folder, proxy.url, normalize=NORMALIZE[mode], dtype=dtype_of(family)) as mmprep:
             yield {
                 "family": family,
                 "mode": mode,

@@ -53,7 +53,7 @@ ENGINE_SETTINGS = {
 }
 # How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
 # both of which need the model folder.
-VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher")
+VLLM_REQUEST_SETTINGS = ("upstream_model_id", "upstream_mm_hasher", "dtype")
 
 
 def usable_cores() -> int:
@@ -593,6 +593,14 @@ class EngineSettings(SettingsGroup):
         "blake3",
         description="with --model (engine=vllm-generate, the render route): vllm serve's "
         "--mm-hasher-algorithm",
+    )
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = Field(
+        "auto",
+        description="with --model (engine=vllm-generate, the render route): vllm serve's --dtype, the "
+        "dtype vLLM's processor casts its floating outputs to; vLLM's engine reads a Qwen2.5-VL video's "
+        "second_per_grid_ts as that value, so mmprep sends it so (auto: as vLLM resolves it, the folder's "
+        "config dtype, float32 taken as bfloat16; give vllm serve's own where it has --dtype or runs on "
+        "a GPU without bfloat16)",
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"

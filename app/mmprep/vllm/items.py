@@ -15,8 +15,13 @@ models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.
   the batch, each a 1-tuple of slices (dim 0).
 - `image_grid_thw` / `video_grid_thw`: batched, kept on the CPU (M-RoPE reads it); an item
   holds its own (3,) int64 row.
-- Qwen2.5-VL videos: `second_per_grid_ts`, batched on the CPU: a 0-d float32,
-  temporal_patch_size / the sampled fps, as transformers' Qwen2_5_VLProcessor computes it.
+- Qwen2.5-VL videos: `second_per_grid_ts`, batched on the CPU: a 0-d tensor,
+  temporal_patch_size / the sampled fps, as transformers' Qwen2_5_VLProcessor computes it,
+  in the model's dtype (`dtype`: vllm serve's --dtype, bfloat16 by default), as vLLM's
+  processor casts it: its engine reads the value (`.item()`) into the video's M-RoPE time
+  positions, int(t * second_per_grid_ts * tokens_per_second), so float32's 1.85602 where
+  vLLM's own path has bfloat16's 1.859375 moves grids 7, 9, 11-15 of a 16-grid clip by a
+  position (issue 45; tests/vllm_real/test_real_vllm_seconds_per_grid.py).
 - Qwen3-VL videos: `timestamps`, batched on the CPU: a list of Python floats, one per
   temporal block (the mean time of its frames), as vLLM's `_calculate_timestamps`.
 
@@ -41,6 +46,7 @@ from mmprep.processors import ProcessedMedia
 
 from ..interface.prepared import MediaItem
 from ..modalities import MODALITIES
+from .dtypes import cast
 
 FieldKind = Literal["batched", "flat", "shared"]
 
@@ -83,11 +89,13 @@ def kwargs_items(
     family: str,
     temporal_patch_size: int,
     token_ids: Mapping[str, int] | None = None,
+    dtype: str = "float32",
 ) -> list[Item]:
     """The items of one modality's media, in prompt order (all images, or all videos),
     each processed (`MediaItem.processed`) by the `family`'s processor: its pixels and grid
-    under the family's tensor names, for a video the keys the family adds, and the keys the
-    family's items share (from the model's vision `token_ids`)."""
+    under the family's tensor names, for a video the keys the family adds (their floating
+    tensors in the model's `dtype`, as vLLM casts them), and the keys the family's items
+    share (from the model's vision `token_ids`)."""
     if not media:
         return []
     kinds = {item.kind for item in media}
@@ -108,12 +116,24 @@ def kwargs_items(
         for kwargs, entry in zip(items, media, strict=True):
             video, tokens = entry.sampled_video(), _processed(entry).num_tokens
             for key, data in rules.vllm_video_fields(video, temporal_patch_size, tokens).items():
-                kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
+                kwargs[key] = FieldElem(_as_model_dtype(data, dtype), batched(keep_on_cpu=True))
     for key, value in side.vllm_shared_fields(token_ids or {}).items():
         shared = Field("shared", {"keep_on_cpu": True, "batch_size": len(items)})
         for kwargs in items:
             kwargs[key] = FieldElem(np.array(value, np.int64), shared)
     return items
+
+
+def _as_model_dtype(
+    data: np.ndarray | list[float] | list[int], dtype: str
+) -> np.ndarray | list[float] | list[int]:
+    """A floating tensor in the model's dtype, as vLLM's processor casts every one it makes
+    (context.py _postprocess_output, "as transformers.BatchFeature"); a list (Qwen3-VL's
+    timestamps) is no tensor there and stays as it is. Only these CPU-side keys: the engine
+    reads them as values (Qwen2.5-VL's M-RoPE), where it casts pixels to its dtype itself."""
+    if isinstance(data, np.ndarray) and data.dtype.kind == "f":
+        return cast(data, dtype)
+    return data
 
 
 def _items(media: Sequence[MediaItem], side: families.Side, pixels_key: str, grid_key: str) -> list[Item]:

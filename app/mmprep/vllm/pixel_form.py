@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from .dtypes import torch_name
 from .serde import ItemFormatError, decode_item
 
 log = logging.getLogger("mmprep.vllm")
@@ -50,7 +51,7 @@ def rendered_dtype(answer: Any) -> str | None:
         pixels = decode_item(encoded)["pixel_values"].data
     except (KeyError, IndexError, TypeError, ItemFormatError):
         return None
-    return str(pixels.dtype) if isinstance(pixels, np.ndarray) else None
+    return torch_name(pixels) if isinstance(pixels, np.ndarray) else None  # "bfloat16" by name
 
 
 UNKNOWN = "unknown"  # the server answered, but not in a way that tells

@@ -31,6 +31,7 @@ from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenP
 from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
+from .dtypes import model_dtype
 from .hashing import HashAlgorithm, mm_hash
 from .items import Item, kwargs_items
 from .sampling import max_tokens_cap, sampling_defaults, sampling_params
@@ -51,6 +52,9 @@ class GenerateOptions:
     # The pixels go uint8 for the model to normalize on the device (vllm serve
     # --mm-device-do-normalize), else rescaled and normalized float32.
     normalizes_on_device: bool = False
+    # vllm serve's model dtype (dtypes.model_dtype): its processor casts its floating outputs
+    # to it, and its engine reads Qwen2.5-VL's second_per_grid_ts as that value (items.py)
+    dtype: str = "float32"
     generation_defaults: dict[str, Any] = field(default_factory=dict)  # sampling.sampling_defaults
     max_tokens_cap: int | None = None  # sampling.max_tokens_cap: vLLM's override_max_tokens
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
@@ -76,6 +80,7 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
         vision_token_ids=folder.vision_token_ids,
         hash_algorithm=settings.upstream_mm_hasher,
         normalizes_on_device=normalizes_on_device(settings, folder.family),
+        dtype=model_dtype(settings.dtype, folder.config),
         generation_defaults=defaults,
         max_tokens_cap=max_tokens_cap(
             settings.generation_config, defaults, settings.override_generation_config
@@ -299,7 +304,7 @@ def features(
             for placeholder, item in zip(group, media, strict=True)
         ]
         items = kwargs_items(
-            media, options.family or "", options.temporal_patch_size, options.vision_token_ids
+            media, options.family or "", options.temporal_patch_size, options.vision_token_ids, options.dtype
         )
         hashes[modality] = _hashes(media, request, options)
         ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]

@@ -22,6 +22,7 @@ import msgpack
 import numpy as np
 import pybase64
 
+from .dtypes import BFLOAT16, torch_name
 from .items import Field, FieldElem, Item
 
 RAW_VIEW = 3  # vLLM's CUSTOM_TYPE_RAW_VIEW: an array's bytes, inline
@@ -65,7 +66,7 @@ def encode_item_pieces(item: Item) -> list[bytes]:
         out.write(pack.pack(key) + pack.pack_map_header(2) + pack.pack("data"))
         data = elem.data
         if isinstance(data, np.ndarray):
-            dtype = str(data.dtype)
+            dtype = torch_name(data)  # bfloat16: its bit patterns (dtypes.py)
             if dtype not in _TORCH_DTYPES:
                 raise TypeError(f"no torch dtype for numpy {dtype}")
             raw = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")  # C order, as torch's bytes
@@ -152,9 +153,9 @@ def _elem(key: str, value: Any) -> FieldElem:
 def _data(key: str, data: Any) -> np.ndarray | list[float]:
     if isinstance(data, list) and len(data) == 3 and isinstance(data[0], str):
         dtype, shape, raw = data
-        if dtype not in _TORCH_DTYPES or dtype == "bfloat16" or not isinstance(raw, bytes):
+        if dtype not in _TORCH_DTYPES or not isinstance(raw, bytes):
             raise ItemFormatError(f"{key}: unreadable tensor of dtype {dtype!r}")
-        array = np.frombuffer(raw, dtype=dtype)
+        array = np.frombuffer(raw, dtype=BFLOAT16 if dtype == "bfloat16" else dtype)
         if array.size != int(np.prod(shape)):
             raise ItemFormatError(f"{key}: {array.size} values do not fill the shape {shape}")
         return array.reshape(shape)

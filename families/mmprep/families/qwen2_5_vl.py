@@ -23,7 +23,9 @@ class Qwen2_5VL(QwenVL):
     def vllm_video_fields(
         self, video: SampledVideo, temporal_patch_size: int, num_tokens: int
     ) -> dict[str, np.ndarray | list[float] | list[int]]:
-        """second_per_grid_ts: a 0-d float32."""
+        """second_per_grid_ts: a 0-d float32, which vLLM's wire carries in the model's dtype
+        (app/mmprep/vllm/items.py casts it, as vLLM's processor does: its engine reads the
+        value into the video's M-RoPE time positions; issue 45)."""
         return {"second_per_grid_ts": np.array(temporal_patch_size / video.sampled_fps, np.float32)}
 
     def transformers_video_inputs(

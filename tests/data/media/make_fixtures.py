@@ -376,6 +376,24 @@ def h264_cfr_mp4(name, rate, count):
     _write(name, "mp4", build)
 
 
+def h264_ntsc_30s_mp4():
+    """890 frames at 30000/1001 fps (29.70 s), 64x48: at fps 1.1 vLLM's Qwen2-VL loader (and
+    mmprep, standing in for it) takes 32 frames, 16 temporal blocks of a non-integer
+    2 / (32 / 29.70) = 1.85602 s (bfloat16 1.859375), so Qwen2.5-VL's M-RoPE time positions of
+    float32 and of the model's dtype part from block 7 on (issue 45). Indices wrap at 256."""
+    write_painted_clip(
+        HERE / "ntsc_30s_h264.mp4",
+        "mp4",
+        "libx264",
+        Fraction(30000, 1001),
+        890,
+        64,
+        48,
+        options={"crf": "30", "g": "30"},
+    )
+    print(f"ntsc_30s_h264.mp4: {(HERE / 'ntsc_30s_h264.mp4').stat().st_size} bytes")
+
+
 def h264_two_video_streams_mp4():
     """A small preview stream first (160x90, painted 100 + i), the real video second
     (320x180, painted i), both enabled (default), as in torchcodec's nasa_13013.mp4:
@@ -511,6 +529,7 @@ def main(names=()):
     opus_audio_only_webm()
     for name, rate, count in CFR_CLIPS:
         h264_cfr_mp4(name, rate, count)
+    h264_ntsc_30s_mp4()
     h264_two_video_streams_mp4()
     mpeg4_avi_23976()
     h264_phone_jitter_mp4()

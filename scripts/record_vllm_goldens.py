@@ -67,6 +67,13 @@ GOLDENS = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
 SECONDS_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "seconds_per_grid.json"
 
 
+def cases_of(family: str) -> list[str]:
+    """MEDIA_CASES of the kinds the family takes (Gemma 3 takes no video: vLLM refuses them)."""
+    from mmprep import families
+
+    return [case for case, (kind, _) in MEDIA_CASES.items() if families.get(family).takes(kind)]
+
+
 def record(family: str) -> dict:
     folder = model_folder(family)
     recorded = {
@@ -80,7 +87,7 @@ def record(family: str) -> dict:
         cases = {}
         with vllm_serve(folder, mode, family) as server:
             print(f"{family} {mode}: vllm serve ready in {server.started_in:.0f} s", flush=True)
-            for case in MEDIA_CASES:
+            for case in cases_of(family):
                 body = chat_body(str(folder), case)
                 answer = render(server.url, body)
                 chat_ids, _ = vllm_chat_ids(server.url, body)  # first: see test_real_vllm.py's point 5
@@ -95,7 +102,7 @@ def record(family: str) -> dict:
                 }
         with vllm_render(folder, mode) as server:
             print(f"{family} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
-            for case in MEDIA_CASES:
+            for case in cases_of(family):
                 cases[case]["launch_render"] = render_fields(render(server.url, chat_body(str(folder), case)))
         recorded["modes"][mode] = cases
     return recorded

@@ -609,8 +609,8 @@ class EngineSettings(SettingsGroup):
     upstream_frame_format: Literal["jpeg", "png"] = Field(
         "jpeg",
         description="engine=openai: how images and sampled video frames go to the upstream: jpeg (quality "
-        "90: small, lossy) or png (lossless: vLLM sees mmprep's pixels exactly, and a Qwen3-VL video's "
-        "greedy ids are vllm serve's own for the file; about 5x the bytes)",
+        "90: small, lossy) or png (lossless: vLLM sees mmprep's pixels to the bit, and with --model a "
+        "Qwen3-VL video gets vllm serve's own answer for the file; about 6x JPEG's bytes on photographs)",
     )
     upstream_allow_untested_version: bool = Field(
         False,

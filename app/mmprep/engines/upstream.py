@@ -39,7 +39,7 @@ from ..modalities import MODALITIES, modality_of
 from .probing import ProbedPool
 
 JPEG_QUALITY = 90
-PNG_LEVEL = 1  # zlib level: lossless at any level; 1 is the fastest, about 10% larger than 6
+PNG_LEVEL = 1  # zlib's: lossless at any level; on a 720p photograph 1 is 7x faster than 6, 12% larger
 log = logging.getLogger("mmprep.engines")
 
 

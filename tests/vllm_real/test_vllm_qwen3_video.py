@@ -3,7 +3,8 @@ engine did, without vLLM: tests/data/vllm_real/qwen3_video.json, recorded from v
 `scripts/record_vllm_goldens.py --qwen3-video` (test_real_vllm_qwen3_video.py is the live check).
 
 The recording holds what must hold (assert_qwen3_video: PNG frames give vllm serve's own greedy
-ids and logprobs for the file; the live WebM vLLM refuses gets what vLLM gives it remuxed), and
+ids and logprobs for the file; the live WebM vLLM refuses gets what vLLM gives it remuxed; the
+blocks-as-images layout gets the chat's answer from vLLM's generate endpoint), and
 mmprep today must forward what it forwarded then: the same frames, to the bit for PNG, under the
 same media_io_kwargs, to a local upstream that reads pre-decoded video as vLLM does."""
 

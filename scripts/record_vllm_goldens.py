@@ -21,7 +21,7 @@ per engine dtype, vLLM's render of the clip, its chat's greedy ids and logprobs,
 through --engine vllm-generate, and those of the other dtype's value swapped in (about 5
 minutes: two `vllm serve` start-ups). `--qwen3-video` records Qwen3-VL's videos through
 --engine openai (issue 45, point 2: real_vllm.py's qwen3_video_run) into
-tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 4
+tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 2.5
 minutes: one `vllm serve`).
 """
 

@@ -742,7 +742,7 @@ def blocks_as_images(request: dict, video_token: int) -> dict:
         length = next(i for i in range(offset, stop + 1) if i == stop or ids[i] != video_token) - offset
         pixels = video["pixel_values_videos"].data[block * rows : (block + 1) * rows]
         flat = Field("flat", {"keep_on_cpu": False, "slices": [((0, rows, None),)], "dim": 0})
-        thw = FieldElem(np.array([1, height, width], dtype=grid.data.dtype), grid.field)
+        thw = FieldElem(np.array([1, height, width], dtype=np.int64), grid.field)
         items.append(encode_item({"pixel_values": FieldElem(pixels, flat), "image_grid_thw": thw}))
         grids.append(encode_item({"image_grid_thw": thw}))
         ranges.append({"offset": offset, "length": length})

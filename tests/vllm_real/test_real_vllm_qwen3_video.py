@@ -5,7 +5,7 @@ the same server, and vLLM's own render of each laid out per temporal block as im
 (real_vllm.blocks_as_images) through its /inference/v1/generate. real_vllm.qwen3_video_run runs
 it; assert_qwen3_video says what must hold.
 
-Slow (about 4 minutes on 2 shared cores, most of it vllm serve's start); skipped without
+Slow (2.5-3 minutes on 2 shared cores, most of it vllm serve's start); skipped without
 scripts/vllm_venv.sh's venv. `python scripts/record_vllm_goldens.py --qwen3-video` records the
 same run into tests/data/vllm_real/qwen3_video.json, which test_vllm_qwen3_video.py checks
 without vLLM."""

@@ -19,7 +19,10 @@ Qwen2.5-VL's timing case (issue 45: real_vllm.py's SECONDS_*) into
 tests/data/vllm_real/seconds_per_grid.json, for tests/vllm_real/test_vllm_seconds_per_grid.py:
 per engine dtype, vLLM's render of the clip, its chat's greedy ids and logprobs, mmprep's
 through --engine vllm-generate, and those of the other dtype's value swapped in (about 5
-minutes: two `vllm serve` start-ups).
+minutes: two `vllm serve` start-ups). `--qwen3-video` records Qwen3-VL's videos through
+--engine openai (issue 45, point 2: real_vllm.py's qwen3_video_run) into
+tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 2.5
+minutes: one `vllm serve`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     mmprep_server,
     model_folder,
     modes_of,
+    qwen3_video_run,
     render,
     render_fields,
     seconds_body,
@@ -65,6 +69,7 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
 
 GOLDENS = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
 SECONDS_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "seconds_per_grid.json"
+QWEN3_VIDEO_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "qwen3_video.json"
 
 
 def cases_of(family: str) -> list[str]:
@@ -195,6 +200,9 @@ def main(families: list[str]) -> None:
         sys.exit(reason)
     if families[:1] == ["--seconds-per-grid"]:
         record_seconds_per_grid()
+        return
+    if families[:1] == ["--qwen3-video"]:
+        QWEN3_VIDEO_GOLDENS.write_text(dumps(qwen3_video_run(model_folder("qwen3_vl"))))
         return
     goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
     if families[:1] == ["--sampling"]:

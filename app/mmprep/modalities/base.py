@@ -115,9 +115,9 @@ class Modality(ABC):
         return {}
 
     @abstractmethod
-    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str]) -> str:
+    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
         """The item as a data URL an OpenAI-compatible server reads, each picture as
-        `encode` writes it (base64 of a JPEG)."""
+        `encode` writes it (base64 of a `picture_type` file: jpeg or png)."""
 
 
 def part_error(error: MediaError | ProcessorError | ServiceError, param: str) -> ServiceError:

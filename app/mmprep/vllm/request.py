@@ -372,7 +372,8 @@ def _embed_range(
     raise EngineHTTPError(
         f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
         "split among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to "
-        f"say which: a vLLM upstream cannot take this {item.kind} as tokens (use --engine openai for it)",
+        f"say which: a vLLM upstream cannot take this {item.kind} as tokens (--engine openai takes it, with "
+        "--upstream-frame-format png for exact frames: docs/deployment.md)",
         400,
         "unsupported_placeholder",
         item.param,

@@ -27,7 +27,8 @@ Qwen3-VL videos are refused by mmprep on vLLM 0.33's generate (400 unsupported_p
 their ranges hold timestamps between the frames, which that generate cannot tell apart, issue
 45 point 2): for them the answer is not compared, the prompt tokens are vLLM's chat's usage
 against the ids mmprep's render makes before that check (`mmprep_pieces`), and the render as
-for the others. One `vllm serve` at a time; about 10 minutes a family on 2 shared cores.
+for the others. One `vllm serve` at a time; 7 to 11 minutes for the three on 2 shared
+cores (mostly the start-ups).
 tests/vllm_real/test_vllm_serve_parity.py runs it and fails on any difference not in KNOWN.
 """
 

@@ -4,7 +4,7 @@ medium. Every case must have vLLM's answer, prompt tokens, grid and pixels, but 
 (strict xfails: the day one agrees, the test says so). Qwen3-VL videos are compared on the
 render alone (mmprep refuses them on vLLM's generate, issue 45 point 2).
 
-Slow: about 10 minutes a family on 2 shared cores (`-k qwen2_vl` for one); skipped without
+Slow: 8 minutes for the three families on 2 shared cores (`-k qwen2_vl` for one); skipped without
 the vLLM venv of scripts/vllm_venv.sh."""
 
 from __future__ import annotations

@@ -302,3 +302,75 @@ def test_the_prompt_equals_transformers(model, folder, system):
     embeddings = sum(item.processed.num_tokens for item in media)
     assert list(prompt.token_ids).count(IMG) == embeddings == int((expected["input_ids"] == IMG).sum())
     assert [p.length for p in prompt.placeholders] == [11 * 37, 4 * 6, 36 * 12, 31 * 56]
+
+
+@pytest.mark.slow
+def test_the_transformers_engine_answers_as_transformers(tmp_path):
+    """A tiny random Mistral 3 (tiny_model.py: Pixtral at 1540 / 14, two layers each way): the
+    transformers engine's greedy ids and logprobs (the top 3 each step) on mmprep's prompt and
+    tensors (a wide image and an odd-size one: the batch padded to the wider, image_sizes
+    beside it) are the model's own on transformers' processor output."""
+    transformers = pytest.importorskip("transformers", reason=REASON)
+    torch = pytest.importorskip("torch", reason=REASON)
+    import asyncio
+
+    from mmprep.engines.transformers_engine import TransformersEngine
+    from mmprep.interface.prepared import PreparedRequest, SamplingParams
+    from mmprep.testing.tiny_model import build_model_folder
+
+    folder = build_model_folder(tmp_path / "tiny-mistral3", "mistral3")
+    pictures = [noise(300, 1000), noise(97, 131)]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "media_index": 0},
+                {"type": "text", "text": "Describe this image."},
+                {"type": "image", "media_index": 1},
+            ],
+        }
+    ]
+    loaded = ModelFolder.load(folder)
+    processor = load_processor(folder)
+    media = [
+        MediaItem(
+            "image",
+            pixels,
+            {},
+            f"messages[0].content[{2 * i}].image_url",
+            processed=processor.process_image(pixels),
+        )
+        for i, pixels in enumerate(pictures)
+    ]
+    prompt = Renderer(loaded).render(messages, media)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = transformers.AutoProcessor.from_pretrained(str(folder))
+        text = theirs.apply_chat_template(as_transformers(messages), add_generation_prompt=True)
+        inputs = theirs(text=text, images=pictures, add_special_tokens=False, return_tensors="pt")
+    assert list(prompt.token_ids) == inputs["input_ids"][0].tolist()
+    model = transformers.AutoModelForImageTextToText.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        out = model.generate(
+            **inputs, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True
+        )
+    expected_ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+    expected = torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+    sampling = SamplingParams(max_tokens=4, logprobs=True, top_logprobs=3)
+    request = PreparedRequest("chatcmpl-1", "tiny", messages, media, sampling, prompt=prompt)
+    engine = TransformersEngine(folder, device="cpu")
+    asyncio.run(engine.start())
+    try:
+
+        async def answer() -> list:
+            return [logprob async for output in engine.generate(request) for logprob in output.logprobs]
+
+        logprobs = asyncio.run(answer())
+    finally:
+        asyncio.run(engine.stop())
+    assert [logprob.token_id for logprob in logprobs] == expected_ids
+    for step, logprob in enumerate(logprobs):
+        values, ids = expected[step].topk(3)
+        assert [token for token, _ in logprob.top] == ids.tolist()
+        assert [value for _, value in logprob.top] == pytest.approx(values.tolist(), abs=1e-5)

@@ -20,7 +20,7 @@ from mmprep.decoders import decode_image
 from mmprep.families.mistral3 import resized_size
 from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
-from mmprep.processors import ProcessorInputError, load_processor
+from mmprep.processors import ProcessorConfigError, ProcessorInputError, load_processor
 from mmprep.render import Renderer
 from mmprep.testing.chat import chat, data_url, image, png_data_url, video
 from mmprep.testing.model_folder import as_transformers, make_model_folder
@@ -109,6 +109,12 @@ def test_a_request_may_set_the_longest_edge(folder):
     assert processor.image_size(1080, 1920) == (336, 560)
 
 
+@pytest.mark.parametrize("size", [{"height": 100, "width": 100}, {"longest_edge": 0}, {"shortest_edge": 56}])
+def test_a_size_without_a_longest_edge_is_refused(folder, size):
+    with pytest.raises(ProcessorConfigError, match="size.longest_edge must be a positive integer"):
+        load_processor(folder, size=size)
+
+
 def test_an_image_too_thin_to_scale_is_refused(folder):
     with pytest.raises(ProcessorInputError, match="cannot be resized"):
         load_processor(folder).image_size(1, 5000)
@@ -184,6 +190,15 @@ def test_a_requests_size_changes_its_images(server):
         answer = account(ask(server, wide, mm_processor_kwargs=kwargs))
         assert answer["media"][0]["processed"]["tensors"]["pixel_values"]["shape"] == [1, 3, 168, 560]
     assert account(ask(server, wide))["media"][0]["processed"]["num_tokens"] == 11 * 36  # not cached
+
+
+def test_a_size_of_another_shape_is_a_400_naming_it(server):
+    answer = ask(
+        server, image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"height": 100, "width": 100}}
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_processor_option" and "size.longest_edge" in error["message"]
 
 
 def test_on_vllms_wire_only_a_one_row_image_goes(server):

@@ -222,9 +222,10 @@ def _build(family: str, side: families.Side, values: dict[str, Any]) -> Processo
         raise ProcessorConfigError(f"resample={resample!r}: only bilinear (2) and bicubic (3) are supported")
     if size is None:  # a class that sizes by its own options (Gemma 4's max_soft_tokens): no bounds
         fixed, bounds = (0, 0), (0, 0)
-    elif families.get(family).layout == "tiles" and set(size) == {"longest_edge"}:
-        # a tiled family that fits the image in a square (Pixtral's): max_pixels is its side
-        fixed, bounds = (0, 0), (0, _positive_int(size["longest_edge"], "size.longest_edge"))
+    elif families.get(family).layout == "tiles" and "longest_edge" in side.defaults.get("size", {}):
+        # a tiled family that fits the image in a square (Pixtral's): max_pixels is its side,
+        # the only key it reads (transformers' takes longest_edge first, vLLM's no other)
+        fixed, bounds = (0, 0), (0, _positive_int(size.get("longest_edge"), "size.longest_edge"))
     elif families.get(family).layout == "tiles":
         fixed = _fixed_size(size)
         bounds = (fixed[0] * fixed[1],) * 2

@@ -210,6 +210,11 @@ MISTRAL3_CASES = {
         [gemma3_image(1920, 1080), text("Describe it.")],
         mm_processor_kwargs={"images_kwargs": {"size": {"longest_edge": 560}}},
     ),
+    "size per request, flat": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(700, 2100), gemma3_image(97, 131), text("Compare.")],
+        mm_processor_kwargs={"size": {"longest_edge": 336}},
+    ),
 }
 
 

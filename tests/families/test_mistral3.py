@@ -84,6 +84,17 @@ def test_the_published_folder_loads(folder):
     assert loaded.special_token_ids >= {0, 1, 2, 3, 4, IMG, BREAK, END, 17, 18}
 
 
+@pytest.mark.parametrize(
+    "model",
+    ["mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistralai/Mistral-Small-3.2-24B-Instruct-2506"],
+)
+def test_the_preset_model_ids(model):
+    """models.json's ids: the preset folder's files, processor_config.json's keys included."""
+    processor = load_processor(model)
+    assert processor.family == "mistral3" and processor.image_config.factor == 28
+    assert processor.image_size(1080, 1920) == (868, 1540) and processor.image_tokens(1080, 1920) == 31 * 55
+
+
 def test_the_class_defaults_without_a_folder():
     """PixtralImageProcessor's longest_edge 1024 and PixtralProcessor's patch 16, merge 1."""
     config = load_processor("mistral3").image_config

@@ -38,7 +38,7 @@ SCRIPT = "scripts/vllm_venv.sh"
 VENV = Path(os.environ.get("VLLM_VENV", REPO / ".venv-vllm"))
 RENDER_VENV = Path(os.environ.get("VLLM_RENDER_VENV", REPO / ".venv-vllm-render"))
 MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4", "gemma3")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
@@ -51,6 +51,11 @@ ONE_MODE = ("llava_onevision", "gemma4", "gemma3")
 # "<end_of_image>\n\n"): vLLM's render answers the whole range, which its own generate (0.33,
 # no is_embed) refuses; mmprep sends the embeddings' run.
 BRACKETED = ("internvl", "gemma4", "gemma3")
+# Families whose image ranges hold their embeddings in rows split by break tokens (Mistral 3's
+# [IMG] rows, each closed by [IMG_BREAK], the last by [IMG_END]): vLLM's render answers the
+# whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
+# more than one row on vLLM's wire (400 unsupported_placeholder) and sends a one-row image's run.
+ROWS = ("mistral3",)
 
 
 def modes_of(family: str) -> dict[str, list[str]]:

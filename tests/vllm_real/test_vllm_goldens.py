@@ -3,9 +3,10 @@
 0.32, CPU build, and `vllm launch render` 0.33): token ids, placeholders, the kwargs tensors'
 dtype, shape and bytes (a digest), and mm_hashes, for tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and
 InternVL folders in both of vLLM's normalize modes, Gemma 4's and LLaVA-OneVision's in vLLM's
-default mode (ONE_MODE; LLaVA-OneVision's from `vllm launch render` alone, RENDER_ONLY). No
-vLLM here: the quick stand-in for tests/vllm_real/test_real_vllm.py. The folders need no
-weights (mmprep reads none): the family's published configs, the recorded config.json.
+default mode (ONE_MODE; LLaVA-OneVision's from `vllm launch render` alone, RENDER_ONLY),
+Mistral 3's images in both modes, before the route's range check (ROWS). No vLLM here: the
+quick stand-in for tests/vllm_real/test_real_vllm.py. The folders need no weights (mmprep
+reads none): the family's published configs, the recorded config.json.
 
 What issue 31 has not fixed yet is marked xfail with the point that fixes it: strict where the
 mismatch is certain (the default mode before --mm-device-do-normalize), so the mark
@@ -27,6 +28,7 @@ from tests.vllm_real.real_vllm import (
     MULTI_CASES,
     NORMALIZE,
     REPO,
+    ROWS,
     SAMPLING_CASES,
     as_generate_takes,
     chat_body,
@@ -76,6 +78,14 @@ def mark_known(request, setup, case):
         # -> generate fails on them too (no is_embed in 0.32/0.33's protocol);
         # test_bracketed_videos_are_vllms checks what the route would answer
         reason = "mmprep refuses these videos (400 unsupported_placeholder) where vLLM's render answers"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if setup["family"] in ROWS and not video:
+        # Mistral 3's rows of [IMG] split by [IMG_BREAK]: vLLM 0.33's generate cannot take
+        # them; test_row_images_are_vllms checks what the route would answer
+        reason = (
+            "mmprep refuses images of more than one row (400 unsupported_placeholder) "
+            "where vLLM's render answers"
+        )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] == "llava_onevision" and case == "h264":
         reason = (
@@ -173,4 +183,20 @@ def test_bracketed_videos_are_vllms(request, setup, case):
         # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
         reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    assert differences(ours, theirs) == []
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", IMAGE_CASES)
+def test_row_images_are_vllms(setup, case, route):
+    """What mmprep's render makes of Mistral 3's images (rows of [IMG] split by [IMG_BREAK],
+    which its route refuses on vLLM's wire), taken before the route's range check
+    (mmprep_pieces), against both of vLLM's renders: ids, the whole ranges, hashes and every
+    tensor."""
+    if setup["family"] not in ROWS:
+        pytest.skip("the route answers for this family's images: test_render_is_vllms")
+    theirs = setup["cases"][case][route]
+    ours = mmprep_pieces(
+        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+    )
     assert differences(ours, theirs) == []

@@ -19,7 +19,7 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.modalities import MODALITIES
 from mmprep.processors import PRESETS, Processor
 
-from . import gemma_tokenizer, qwen_tokenizer
+from . import gemma_tokenizer, mistral_tokenizer, qwen_tokenizer
 
 
 def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str, ...] = ()) -> Path:
@@ -41,9 +41,12 @@ def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str
 
 def tokenizer_file(preset: str) -> Path:
     """The tokenizer.json a preset's folder gets: the real Qwen vocabulary for the Qwen-based
-    families, a Gemma-shaped one with Gemma's special tokens for Gemma's."""
+    families, a Gemma-shaped one with Gemma's special tokens for Gemma's, a Tekken-shaped one
+    with its control tokens for Mistral 3's."""
     if preset in gemma_tokenizer.FAMILIES:
         return gemma_tokenizer.tokenizer_file(preset)
+    if preset == "mistral3":
+        return mistral_tokenizer.tokenizer_file()
     return qwen_tokenizer.tokenizer_file(preset)
 
 

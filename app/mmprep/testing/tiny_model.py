@@ -1,5 +1,5 @@
 """Tiny random-weight vision-language models for tests (the Qwen-VL families, Qwen3.5,
-LLaVA-OneVision, InternVL, Gemma 4, Gemma 3): a family's published model folder
+LLaVA-OneVision, InternVL, Gemma 4, Gemma 3, Mistral 3): a family's published model folder
 (model_folder.make_model_folder: configs, chat template, the real vocabulary or one shaped
 like it) with a config.json of tiny text and vision sizes (the real
 vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
@@ -99,6 +99,18 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "patch_size": 14,
         "vision_use_head": False,
     },
+    # Pixtral at the published 1540 / 14 (its rope's table covers 110 patches a side), two
+    # small layers
+    "mistral3": {
+        "model_type": "pixtral",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "head_dim": 16,
+        "image_size": 1540,
+        "patch_size": 14,
+    },
 }
 TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
@@ -151,6 +163,13 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
         },
     },
+    # a Mistral language model (Tekken's vocabulary size), its rope one-dimensional
+    "mistral3": {
+        "model_type": "mistral",
+        "vocab_size": 131072,
+        "head_dim": 8,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e9},
+    },
     # a Qwen3 language model, its rope one-dimensional
     "internvl": {
         "model_type": "qwen3",
@@ -173,6 +192,7 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
     "internvl": {"image_token_id": 151671},
     "gemma4": {"audio_config": None},  # images and video only: no audio tower
     "gemma3": {"mm_tokens_per_image": 256},  # the token ids: Gemma3Config's defaults, the published ones
+    "mistral3": {"image_token_index": 10, "spatial_merge_size": 2, "tie_word_embeddings": False},
 }
 # weights transformers initializes to zeros that would leave the tiny model blind to its
 # pixels (Gemma 3's projector from the vision tower to the text): drawn at random instead
@@ -213,6 +233,7 @@ VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
     "gemma4": {**TEXT_FOR["gemma4"], "head_dim": 32, "global_head_dim": 32},
     "gemma3": {**TEXT_FOR["gemma3"], "head_dim": 32},
+    "mistral3": {**TEXT_FOR["mistral3"], "head_dim": 32},
 }
 # and the vision tower's output is the text's hidden size
 VLLM_VISION = {
@@ -224,6 +245,7 @@ VLLM_VISION = {
     "internvl": {},  # its projector maps the tower's output to the text's size
     "gemma4": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
     "gemma3": {"hidden_size": 64, "intermediate_size": 128},  # two heads of 32; a projector to the text
+    "mistral3": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
 }
 
 
@@ -248,6 +270,7 @@ def save_tiny_model(
         "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
         "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
         "gemma3": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
+        "mistral3": (transformers.Mistral3Config, transformers.Mistral3ForConditionalGeneration),
     }[family]
     torch.manual_seed(0)
     config = config_class(

@@ -7,8 +7,10 @@ batched output into one item per image or video by each key's field (the model's
 vllm_pixels_field, vllm_video_fields). For
 LLaVA-OneVision (llava_onevision.py) every key is batched: `pixel_values` (tiles, 3, H, W),
 its tiles padded to the most of the prompt's images, `image_sizes` (2,) on the CPU,
-`pixel_values_videos` (frames, 3, H, W). For the Qwen2-VL, Qwen2.5-VL and Qwen3-VL
-models (vllm 0.33.0, model_executor/models/qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py):
+`pixel_values_videos` (frames, 3, H, W); for Mistral 3 `pixel_values` (3, H, W), each
+image at its own size (Side.vllm_unpadded), and no `image_sizes` (Side.vllm_left_out). For
+the Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vllm 0.33.0, model_executor/models/qwen2_vl.py,
+qwen2_5_vl.py, qwen3_vl.py):
 
 - `pixel_values` / `pixel_values_videos`: a flat field (`flat_from_sizes` by the grid's
   patch count), so an item holds its own rows; the field keeps the slices of every item of
@@ -163,12 +165,15 @@ def _batched_items(media: Sequence[MediaItem], side: families.Side) -> list[Item
     the side has one (LLaVA's image_sizes), kept on the CPU."""
     tensors = [_processed(item).tensors for item in media]
     pixels_key, grid_key = side.tensor_names
-    pixels = side.batch_pixels([named[pixels_key] for named in tensors])
-    fields = {key: batched(keep_on_cpu=key == grid_key) for key in tensors[0]}
+    pixels = [named[pixels_key] for named in tensors]
+    if not side.vllm_unpadded:  # Mistral 3's: padded, then cut back
+        pixels = side.batch_pixels(pixels)
+    keys = [key for key in tensors[0] if key not in side.vllm_left_out]
+    fields = {key: batched(keep_on_cpu=key == grid_key) for key in keys}
     return [
         {
             key: FieldElem(np.ascontiguousarray(rows if key == pixels_key else named[key])[0], fields[key])
-            for key in named
+            for key in keys
         }
         for named, rows in zip(tensors, pixels, strict=True)
     ]

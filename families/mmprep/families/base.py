@@ -125,6 +125,11 @@ class Side:
     # each item its own array), and the names it gives tensors transformers names otherwise
     vllm_pixels_field: Literal["flat", "batched"] = "flat"
     vllm_names: Mapping[str, str] = {}
+    # a batched side whose items vLLM's processor cuts back to their own size after the HF
+    # processor padded the batch (Mistral 3's _postprocess_hf_mm_data), and tensors the
+    # processor makes that vLLM's field config does not hold (Mistral 3's image_sizes)
+    vllm_unpadded: bool = False
+    vllm_left_out: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"<{self.modality} side {type(self).__name__}>"
@@ -232,6 +237,10 @@ class Family:
     # a processor built from the family name alone, where transformers has no image class of
     # the family's own
     image_preset: str | None = None
+    # processor_config.json's top-level keys that the processor passes to its image processor
+    # on every call, over the image processor's own config, by the config key each one is
+    # (Mistral 3's PixtralProcessor: spatial_merge_size is merge_size)
+    processor_keys: Mapping[str, str] = {}
     # config.json key -> the token the processor falls back to when config.json lacks the id
     token_names: Mapping[str, str] = {}
     # a token_names key -> the key config.json writes it under, where they differ

@@ -222,6 +222,10 @@ def _build(family: str, side: families.Side, values: dict[str, Any]) -> Processo
         raise ProcessorConfigError(f"resample={resample!r}: only bilinear (2) and bicubic (3) are supported")
     if size is None:  # a class that sizes by its own options (Gemma 4's max_soft_tokens): no bounds
         fixed, bounds = (0, 0), (0, 0)
+    elif families.get(family).layout == "tiles" and "longest_edge" in side.defaults.get("size", {}):
+        # a tiled family that fits the image in a square (Pixtral's): max_pixels is its side,
+        # the only key it reads (transformers' takes longest_edge first, vLLM's no other)
+        fixed, bounds = (0, 0), (0, _positive_int(size.get("longest_edge"), "size.longest_edge"))
     elif families.get(family).layout == "tiles":
         fixed = _fixed_size(size)
         bounds = (fixed[0] * fixed[1],) * 2
@@ -236,7 +240,7 @@ def _build(family: str, side: families.Side, values: dict[str, Any]) -> Processo
         kind=side.modality,
         min_pixels=bounds[0],
         max_pixels=bounds[1],
-        patch_size=_positive_int(values["patch_size"], "patch_size"),
+        patch_size=_patch_size(values["patch_size"]),
         temporal_patch_size=_positive_int(values["temporal_patch_size"], "temporal_patch_size"),
         merge_size=_positive_int(values["merge_size"], "merge_size"),
         image_mean=_triple(values["image_mean"], "image_mean"),
@@ -278,6 +282,13 @@ def _fixed_size(size: dict[str, Any]) -> tuple[int, int]:
     if "height" not in size and "width" not in size:
         raise ProcessorConfigError(f"size must give a tile's height and width, got {size!r}")
     return _positive_int(size.get("height"), "size.height"), _positive_int(size.get("width"), "size.width")
+
+
+def _patch_size(value: Any) -> int:
+    """patch_size as a number, or as a square {"height", "width"} (Pixtral's saved configs)."""
+    if isinstance(value, dict) and set(value) == {"height", "width"} and value["height"] == value["width"]:
+        value = value["height"]
+    return _positive_int(value, "patch_size")
 
 
 def _pinpoints(value: Any) -> tuple[tuple[int, int], ...]:

@@ -95,7 +95,17 @@ def _read_folder(folder: Path) -> tuple[str, list[Layer] | None, list[Layer]]:
             "video_preprocessor_config.json or processor_config.json"
         )
     family = _detect_family(folder, [nested, image[0] if image else {}, video[0]])
-    return family, [image] if image else None, [video]
+    # the processor's own keys that size the images (Family.processor_keys), over the files'
+    own = _processor_layer(families.get(family), nested, nested_path)
+    return family, [image, *own] if image else None, [video, *own]
+
+
+def _processor_layer(rules: families.Family, nested: dict[str, Any], path: Path) -> list[Layer]:
+    """processor_config.json's top-level keys that the family's processor passes to its
+    image processor on every call (PixtralProcessor's patch_size and spatial_merge_size), as
+    the config keys they are (Family.processor_keys); [] where it has none."""
+    values = {key: nested[name] for name, key in rules.processor_keys.items() if nested.get(name) is not None}
+    return [(values, f"{path} [processor]")] if values else []
 
 
 def _detect_family(folder: Path, configs: list[dict[str, Any]]) -> str:

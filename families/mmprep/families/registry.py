@@ -6,7 +6,7 @@ line in REGISTERED; the tables below are built from the families' own attributes
 
 from __future__ import annotations
 
-from . import gemma3, gemma4, internvl, llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
+from . import gemma3, gemma4, internvl, llama4, llava_onevision, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
 from .base import Family
 
 REGISTERED: tuple[Family, ...] = (
@@ -18,6 +18,7 @@ REGISTERED: tuple[Family, ...] = (
     internvl.FAMILY,
     gemma4.FAMILY,
     gemma3.FAMILY,
+    llama4.FAMILY,
 )
 
 

@@ -66,6 +66,8 @@ def test_the_registry_knows_it_by_model_type_and_class_names():
     assert FAMILY.takes("image") and not FAMILY.takes("video")
     assert not FAMILY.device_normalizes and FAMILY.image.vllm_pixels_field == "flat"
     assert FAMILY.normalizes_in == "bfloat16"
+    # transformers 5.24's Llama4ForConditionalGeneration.forward raises: no transformers engine
+    assert not FAMILY.transformers_engine
     fields = FAMILY.image.vllm_batched_fields({"pixel_values": np.zeros((5, 3, 4, 4), np.float32)})
     assert list(fields) == ["patches_per_image"] and fields["patches_per_image"].dtype == np.int64
     assert fields["patches_per_image"].shape == () and int(fields["patches_per_image"]) == 5
@@ -311,3 +313,28 @@ def test_the_prompt_equals_transformers(model, folder):
     for placeholder in prompt.placeholders:
         ids = prompt.token_ids[placeholder.offset : placeholder.offset + placeholder.length]
         assert (ids[0], ids[-1]) == (START, END)
+
+
+@pytest.mark.slow
+def test_the_transformers_engine_refuses_it_at_start(tmp_path):
+    """A tiny random Llama 4 (tiny_model.py) builds and loads, but transformers 5.24's
+    Llama4ForConditionalGeneration.forward raises on every call (it reads image_outputs off
+    its language model's output, which has none): the engine refuses the folder at start,
+    naming the family, rather than fail on the first request."""
+    pytest.importorskip("transformers", reason=REASON)
+    torch = pytest.importorskip("torch", reason=REASON)
+    import asyncio
+
+    from mmprep.engines.transformers_engine import TransformersEngine
+    from mmprep.testing.tiny_model import build_model_folder
+
+    folder = build_model_folder(tmp_path / "tiny-llama4", "llama4")
+    import transformers
+
+    model = transformers.AutoModelForImageTextToText.from_pretrained(str(folder)).eval()
+    with torch.no_grad(), pytest.raises(AttributeError, match="image_outputs"):
+        model(input_ids=torch.tensor([[200000, 200005]]))
+    engine = TransformersEngine(folder, device="cpu")
+    with pytest.raises(ValueError, match="is of the llama4 family, which this engine cannot feed yet"):
+        asyncio.run(engine.start())
+    asyncio.run(engine.stop())

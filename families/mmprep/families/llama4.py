@@ -235,6 +235,9 @@ class Llama4(Family):
     layout = "tiles"
     extra_keys = frozenset(EXTRA)
     normalizes_in = "bfloat16"
+    # transformers 5.24's Llama4ForConditionalGeneration.forward cannot answer: it reads
+    # image_outputs off its language model's output, which has none (an AttributeError)
+    transformers_engine = False
     max_position_embeddings = 4096 * 32  # Llama4TextConfig's default
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:

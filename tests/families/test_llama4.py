@@ -205,6 +205,20 @@ def test_an_images_placeholder_is_its_tiles(server):
     assert [item["processed"]["tensors"]["pixel_values"]["shape"][0] for item in answer["media"]] == [4, 1]
 
 
+def test_a_requests_own_tile_options(server):
+    """max_patches and resize_to_max_canvas per request (mm_processor_kwargs, flat or in
+    images_kwargs), as transformers' processor takes them per call."""
+    wide = image(png_data_url(1920, 1080, noise=True))
+    plain = account(ask(server, wide))["media"][0]["processed"]
+    assert plain["num_tokens"] == 144 * 16  # 3 x 5 and the global tile
+    for kwargs in ({"max_patches": 4}, {"images_kwargs": {"max_patches": 4}}):
+        fewer = account(ask(server, wide, mm_processor_kwargs=kwargs))["media"][0]["processed"]
+        assert fewer["num_tokens"] == 144 * 5 and fewer["tensors"]["aspect_ratios"]["shape"] == [1, 2]
+    small = image(png_data_url(131, 97, noise=True))
+    blown = account(ask(server, small, mm_processor_kwargs={"resize_to_max_canvas": True}))
+    assert blown["media"][0]["processed"]["num_tokens"] == 144 * 16  # 3 x 5 and the global tile
+
+
 def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: a one-tile image
     goes as its 144 <|patch|>es (the run between <|image|> and <|image_end|>, which vLLM's
@@ -259,6 +273,50 @@ def test_image_tensors_equal_transformers(model, folder):
         )
         assert processed.tensors["aspect_ratios"].tolist() == theirs["aspect_ratios"].tolist(), size
         assert processed.num_tokens == 144 * len(theirs["pixel_values"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{"max_patches": 4}, {"resize_to_max_canvas": True}, {"max_patches": 1}])
+def test_tile_options_equal_transformers(model, folder, options):
+    """A request's (or a folder's) max_patches and resize_to_max_canvas, as transformers'
+    image processor takes them per call."""
+    _, processor = model
+    ours = load_processor(folder, **options)
+    for size in [(1080, 1920), (97, 131), (3000, 800), (400, 800), (337, 336)]:
+        pixels = noise(*size)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = processor.image_processor(images=[pixels], return_tensors="pt", **options)
+        processed = ours.process_image(pixels)
+        np.testing.assert_array_equal(
+            processed.tensors["pixel_values"], theirs["pixel_values"].float().numpy(), err_msg=str(size)
+        )
+        assert processed.tensors["aspect_ratios"].tolist() == theirs["aspect_ratios"].tolist(), size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{}, {"resize_to_max_canvas": True}], ids=["least", "max canvas"])
+def test_random_sizes_equal_transformers(model, folder, options):
+    """Seeded sizes of 4 to 1400 a side (a third of them at 1:2, 2:1, 1:4, 3:1 or 2:3, where
+    the scales tie): the resize inside the canvas is computed partly in float32 as torch
+    computes it (a canvas side from get_best_fit is a tensor), else an image lands a pixel
+    short (400 x 800 at the largest canvas: 839 rows, not 840)."""
+    _, processor = model
+    ours = load_processor(folder, **options)
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        height, width = (int(side) for side in rng.integers(4, 1400, 2))
+        if rng.random() < 0.33:
+            height = max(4, int(width * rng.choice([0.5, 2.0, 0.25, 3.0, 1.5])))
+        pixels = noise(height, width)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = processor.image_processor(images=[pixels], return_tensors="pt", **options)
+        np.testing.assert_array_equal(
+            ours.process_image(pixels).tensors["pixel_values"],
+            theirs["pixel_values"].float().numpy(),
+            err_msg=f"{height}x{width}",
+        )
 
 
 CONVERSATION = [

@@ -239,3 +239,33 @@ def test_llama4_one_tile_through_mmprep_route_is_vllms_run(llama4):
         ours = render_fields(render(mmprep, body))
     theirs = as_generate_takes(render_fields(render(vllm, body)), folder, "llama4")
     assert differences(ours, theirs) == []
+
+
+def test_llama4_a_requests_resize_to_max_canvas_renders_as_vllm(llama4):
+    folder, vllm = llama4
+    body = llama4_chat(str(folder), [gemma3_image(131, 97), text("Blown up.")])
+    body["mm_processor_kwargs"] = {"resize_to_max_canvas": True}
+    theirs = render_fields(render(vllm, body))
+    ours = mmprep_pieces(folder, body, None, str(folder))
+    assert differences(ours, theirs) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="vLLM 0.33 passes a request's max_patches to transformers' processor (5 tiles of pixels "
+    "for a 1080p image at 4) but counts tiles with the folder's (mllama4.py's get_max_num_tiles: 16, "
+    "so patches_per_image 16, 2,304 <|patch|> tokens, slices (0, 16)): an answer at odds with "
+    "itself. mmprep's is transformers' (720 tokens, 5 tiles, the same pixel bytes as vLLM's)",
+)
+def test_llama4_a_requests_max_patches_renders_as_vllm(llama4):
+    folder, vllm = llama4
+    body = llama4_chat(str(folder), [gemma3_image(1920, 1080), text("Fewer tiles.")])
+    body["mm_processor_kwargs"] = {"max_patches": 4}
+    theirs = render_fields(render(vllm, body))
+    ours = mmprep_pieces(folder, body, None, str(folder))
+    assert (
+        ours["tensors"]["image"][0]["pixel_values"]["data"]
+        == theirs["tensors"]["image"][0]["pixel_values"]["data"]
+    )
+    assert ours["token_ids"].count(200092) == 720
+    assert differences(ours, theirs) == []

@@ -109,15 +109,30 @@ def best_fit(height: int, width: int, canvases: Sequence[tuple[int, int]], to_ma
     return int(best[0]), int(best[1])
 
 
-def without_distortion(height: int, width: int, target_height: int, target_width: int) -> tuple[int, int]:
+def without_distortion(
+    height: int, width: int, target: tuple[int, int], in_float32: tuple[bool, bool]
+) -> tuple[int, int]:
     """transformers' get_max_res_without_distortion: the largest size of the image's aspect
-    inside the target (at least 1 a side)."""
-    scale_w, scale_h = target_width / width, target_height / height
-    if scale_w < scale_h:
-        size = (min(math.floor(height * scale_w), target_height), target_width)
+    inside `target` (at least 1 a side). A target side that is one of get_best_fit's torch
+    values (`in_float32`) makes its scale, and what is computed from it, float32, as torch
+    computes them; a Python int's is a double."""
+    scales: list[float | np.floating] = [
+        np.float32(side) / np.float32(length) if float32 else side / length
+        for side, length, float32 in zip(target, (height, width), in_float32, strict=True)
+    ]
+    scale_h, scale_w = scales
+    # torch compares a tensor with a Python float in float32
+    narrower = np.float32(scale_w) < np.float32(scale_h) if any(in_float32) else scale_w < scale_h
+    if narrower:
+        size = (min(math.floor(_times(height, scale_w)), target[0]), target[1])
     else:
-        size = (target_height, min(math.floor(width * scale_h), target_width))
+        size = (target[0], min(math.floor(_times(width, scale_h)), target[1]))
     return max(size[0], 1), max(size[1], 1)
+
+
+def _times(length: int, scale: float | np.floating) -> float:
+    """length * scale as torch or Python computes it: in float32 for a float32 scale."""
+    return float(np.float32(length) * scale) if isinstance(scale, np.float32) else length * scale
 
 
 def canvas(config: SideConfig, height: int, width: int) -> tuple[int, int]:
@@ -132,11 +147,14 @@ def canvas(config: SideConfig, height: int, width: int) -> tuple[int, int]:
 def resized(config: SideConfig, height: int, width: int) -> tuple[int, int]:
     """(h, w) the image is resized to inside its canvas: upscaled no further than one tile a
     side unless resize_to_max_canvas (Llama4ImageProcessor's max_upscaling_size)."""
-    target = canvas(config, height, width)
-    if not config.option("resize_to_max_canvas"):
-        tile = config.fixed_size[0]
-        target = (min(max(height, tile), target[0]), min(max(width, tile), target[1]))
-    return without_distortion(height, width, *target)
+    whole = canvas(config, height, width)
+    if config.option("resize_to_max_canvas"):
+        return without_distortion(height, width, whole, (True, True))
+    # Python's min keeps its first argument unless the canvas' side (a torch value) is smaller
+    tile = config.fixed_size[0]
+    least = (max(height, tile), max(width, tile))
+    target = (min(least[0], whole[0]), min(least[1], whole[1]))
+    return without_distortion(height, width, target, (whole[0] < least[0], whole[1] < least[1]))
 
 
 def tile_grid(config: SideConfig, height: int, width: int) -> tuple[int, int]:

@@ -219,6 +219,17 @@ def test_a_requests_own_tile_options(server):
     assert blown["media"][0]["processed"]["num_tokens"] == 144 * 16  # 3 x 5 and the global tile
 
 
+def test_an_image_the_template_drops_is_a_400(server):
+    """With tools, Llama 4's template writes the first user message's content through
+    `|trim`, a list's text, so its image is lost: a 400 saying the placeholders and the media
+    disagree (vLLM 0.33's render answers a 500, "Failed to apply prompt replacement")."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    answer = ask(server, image(png_data_url(64, 48)), tools=[tool], tool_choice="none")
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "placeholder_mismatch" and "images: 0 in the prompt, 1 sent" in error["message"]
+
+
 def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: a one-tile image
     goes as its 144 <|patch|>es (the run between <|image|> and <|image_end|>, which vLLM's

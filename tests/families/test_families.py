@@ -25,6 +25,7 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "gemma4",
         "gemma3",
         "mistral3",
+        "llama4",
     )
     assert {model_type: families.for_model_type(model_type).name for model_type in families.MODEL_TYPES} == {
         "qwen2_vl": "qwen2_vl",
@@ -38,11 +39,13 @@ def test_the_registry_is_keyed_by_name_and_model_type():
         "gemma4": "gemma4",
         "gemma3": "gemma3",
         "mistral3": "mistral3",
+        "llama4": "llama4",
     }
     assert families.for_model_type("llava") is None and families.for_model_type(None) is None
     assert families.find("llava") is None and families.find(None) is None
     with pytest.raises(
-        KeyError, match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4, gemma3"
+        KeyError,
+        match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4, gemma3, llama4",
     ):
         families.get("qwen9_vl")
 
@@ -65,6 +68,8 @@ def test_a_folder_without_config_json_is_told_by_its_class_names():
     assert families.for_image_processor_type("Gemma3ImageProcessor").name == "gemma3"
     assert by_class("processor_class", "PixtralProcessor").name == "mistral3"
     assert families.for_image_processor_type("PixtralImageProcessorFast").name == "mistral3"
+    assert by_class("processor_class", "Llama4Processor").name == "llama4"
+    assert families.for_image_processor_type("Llama4ImageProcessorFast").name == "llama4"
 
 
 def test_two_families_cannot_claim_one_name():
@@ -102,11 +107,12 @@ def test_vllms_facts_per_family():
         "gemma4": 131072,
         "gemma3": 131072,
         "mistral3": 131072,
+        "llama4": 131072,
     }
-    # Gemma 3 and Mistral 3 take no video; every other family takes both
+    # Gemma 3, Mistral 3 and Llama 4 take no video; every other family takes both
     assert {
         (name, kind) for name, family in facts.items() for kind in family.sides if not family.takes(kind)
-    } == {("gemma3", "video"), ("mistral3", "video")}
+    } == {("gemma3", "video"), ("mistral3", "video"), ("llama4", "video")}
 
 
 def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
@@ -128,6 +134,8 @@ def test_qwen3_vl_video_and_internvl_ignore_the_pixel_aliases():
         ("gemma3", "video"),
         ("mistral3", "image"),  # sized by longest_edge alone
         ("mistral3", "video"),
+        ("llama4", "image"),  # tiles of a fixed size
+        ("llama4", "video"),
     ]
 
 

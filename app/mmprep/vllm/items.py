@@ -154,6 +154,8 @@ def _items(media: Sequence[MediaItem], side: families.Side, pixels_key: str, gri
             grid_key: FieldElem(
                 side.vllm_grid(np.array(np.ascontiguousarray(named[grid_key], dtype=np.int64)[0])), grid_field
             ),
+            # what vLLM's model file adds (Llama 4's patches_per_image), batched on the CPU
+            **{key: FieldElem(value, grid_field) for key, value in side.vllm_batched_fields(named).items()},
         }
         for named in tensors
     ]

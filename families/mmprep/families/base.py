@@ -191,6 +191,12 @@ class Side:
         the whole image, where transformers counts num_crops)."""
         return grid
 
+    def vllm_batched_fields(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Keys vLLM's model file adds to an item of this modality beyond transformers'
+        tensors, each batched on the CPU, from the item's processed tensors (Llama 4's
+        patches_per_image: the count its pixels are sized by)."""
+        return {}
+
     def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
         """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
         item holds the same 0-d int64), from the model's token ids."""
@@ -250,6 +256,10 @@ class Family:
     image: Side
     video: Side
     layout: Layout = "patches"
+    # the type transformers' processor rescales and normalizes in: "bfloat16" for Llama 4's
+    # (Llama4ImageProcessor rounds each step to bfloat16, "as in the original
+    # implementation", and returns bfloat16 pixels), float32 for the rest
+    normalizes_in: Literal["float32", "bfloat16"] = "float32"
     # processor config keys beyond the Qwen-VL ones that this family's classes read (their
     # defaults in its sides' defaults; SideConfig.option reads them, image_grid_pinpoints is
     # grid_pinpoints), and the steps transformers' Qwen-VL classes never take (do_pad, ...)

@@ -6,7 +6,18 @@ line in REGISTERED; the tables below are built from the families' own attributes
 
 from __future__ import annotations
 
-from . import gemma3, gemma4, internvl, llava_onevision, mistral3, qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl
+from . import (
+    gemma3,
+    gemma4,
+    internvl,
+    llama4,
+    llava_onevision,
+    mistral3,
+    qwen2_5_vl,
+    qwen2_vl,
+    qwen3_5,
+    qwen3_vl,
+)
 from .base import Family
 
 REGISTERED: tuple[Family, ...] = (
@@ -19,6 +30,7 @@ REGISTERED: tuple[Family, ...] = (
     gemma4.FAMILY,
     gemma3.FAMILY,
     mistral3.FAMILY,
+    llama4.FAMILY,
 )
 
 

@@ -41,9 +41,19 @@ class Normalizer:
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
         self.dtype: np.dtype[Any] = np.dtype(np.float32)
+        self._rounds = False  # each step's result rounded to bfloat16 (kept as float32)
         # (ufunc, operand): applied in turn, the first from the pixels, the rest in place
         self._steps: list[tuple[np.ufunc, np.ndarray | np.float32]]
-        if config.do_rescale and config.do_normalize:
+        in_bfloat16 = families.get(config.family).normalizes_in == "bfloat16"
+        if config.do_rescale and config.do_normalize and in_bfloat16:
+            # Llama 4's: each step rounded to bfloat16, in its order (no folding)
+            self._steps = [
+                (np.multiply, np.float32(config.rescale_factor)),
+                (np.subtract, to_bfloat16(mean)),
+                (np.divide, to_bfloat16(std)),
+            ]
+            self._rounds = True
+        elif config.do_rescale and config.do_normalize:
             # transformers folds the rescale into mean and std: (x - mean/f) / (std/f)
             inverse = np.float32(1.0 / config.rescale_factor)
             self._steps = [(np.subtract, mean * inverse), (np.divide, std * inverse)]
@@ -66,8 +76,27 @@ class Normalizer:
             return
         (first, operand), *rest = self._steps
         first(pixels, operand, out=out)
+        if self._rounds:
+            round_to_bfloat16(out)
         for step, operand in rest:
             step(out, operand, out=out)
+            if self._rounds:
+                round_to_bfloat16(out)
+
+
+def round_to_bfloat16(values: np.ndarray) -> None:
+    """float32 `values` rounded, in place, to the nearest bfloat16 (ties to even), as torch
+    casts: the top 16 bits of each kept, so each is still a float32 of the same value."""
+    bits = values.view(np.uint32)
+    bits += np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))
+    bits &= np.uint32(0xFFFF0000)
+
+
+def to_bfloat16(values: np.ndarray) -> np.ndarray:
+    """A float32 copy of `values` rounded to bfloat16 (torch.as_tensor(mean, dtype=bfloat16))."""
+    copy = np.array(values, np.float32)
+    round_to_bfloat16(copy)
+    return copy
 
 
 def normalized_patches(patches: np.ndarray, config: ProcessorConfig) -> np.ndarray:

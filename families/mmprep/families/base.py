@@ -225,6 +225,18 @@ class VideoSide(Side):
     own_keys = frozenset({"cap_pixels_per_frame", "max_video_tokens"})
 
 
+class NoVideoSide(VideoSide):
+    """The video side of a family whose processor has none (Gemma 3, Mistral 3, Llama 4): a
+    video part is refused. Its config (read from the image's file, as for every family
+    without a video file) is never used; a subclass gives the family's `defaults`."""
+
+    taken = False
+    tensor_names = ("pixel_values_videos", None)
+    placeholder = ""
+    own_keys = frozenset()
+    takes_pixel_aliases = False
+
+
 class Family:
     """One model family. A subclass sets the class attributes, its sides (`image`, `video`:
     instances of its own ImageSide / VideoSide subclasses) and overrides what differs; the

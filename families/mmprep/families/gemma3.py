@@ -40,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
+from .base import Encode, Family, ImageSide, NoVideoSide, SideConfig, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -171,16 +171,10 @@ def image_text(soft_tokens: int, crops: int) -> str:
     return WITH_CROPS.format(image=full, crops=" ".join([full] * crops))
 
 
-class Gemma3Video(VideoSide):
-    """No video: Gemma 3's processor has no video side. Its config (read from the image's
-    file, as for every family without one) is never used."""
+class Gemma3Video(NoVideoSide):
+    """No video: Gemma 3's processor has none."""
 
-    taken = False
-    tensor_names = ("pixel_values_videos", None)
-    placeholder = ""
     defaults = DEFAULTS | EXTRA
-    own_keys = frozenset()
-    takes_pixel_aliases = False
 
 
 class Gemma3(Family):

@@ -40,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
+from .base import Encode, Family, ImageSide, NoVideoSide, SideConfig, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -217,16 +217,10 @@ class Llama4Image(ImageSide):
         return {"patches_per_image": np.array(len(tensors["pixel_values"]), np.int64)}
 
 
-class Llama4Video(VideoSide):
-    """No video: Llama 4's processor has no video side. Its config (read from the image's
-    file, as for every family without one) is never used."""
+class Llama4Video(NoVideoSide):
+    """No video: Llama 4's processor has none."""
 
-    taken = False
-    tensor_names = ("pixel_values_videos", None)
-    placeholder = ""
     defaults = DEFAULTS | EXTRA
-    own_keys = frozenset()
-    takes_pixel_aliases = False
 
 
 class Llama4(Family):

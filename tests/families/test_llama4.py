@@ -6,6 +6,8 @@ pixels."""
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import warnings
 
@@ -230,11 +232,10 @@ def test_an_image_the_template_drops_is_a_400(server):
     assert error["code"] == "placeholder_mismatch" and "images: 0 in the prompt, 1 sent" in error["message"]
 
 
-def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server):
+def test_on_vllms_wire_one_tile_goes_as_its_patches(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: a one-tile image
     goes as its 144 <|patch|>es (the run between <|image|> and <|image_end|>, which vLLM's
-    runner finds in its own range); with more tiles its embeddings are split by separators
-    and <|image|>, which that wire cannot say: a 400 naming the part."""
+    runner finds in its own range)."""
     body = chat(image(png_data_url(200, 150, noise=True)), model=MODEL)
     answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
@@ -243,11 +244,49 @@ def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server)
     assert ids[placeholder["offset"] - 1] == IMAGE and placeholder["length"] == 144
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 144]) == {PATCH}
     assert ids[placeholder["offset"] + 144] == END
-    body = chat(image(png_data_url(1000, 300, noise=True)), model=MODEL)
+
+
+def test_on_vllms_wire_more_tiles_go_as_an_image_item_per_tile(server, folder):
+    """With more tiles an image's embeddings are split by separators and <|image|>, which
+    that wire cannot say of one item; mllama4.py embeds each tile by itself, so the image
+    goes as one image item per tile, in the prompt's order (the global tile last): each
+    range a run of 144 <|patch|>es, each item that tile's pixels (patches_per_image 1), each
+    hash the image's with the run's number."""
+    from mmprep.vllm.serde import decode_item
+
+    url = png_data_url(1000, 300, noise=True)  # 1 x 3 tiles and the global one
+    answer = httpx.post(
+        f"{server.url}/v1/chat/completions/render", json=chat(image(url), model=MODEL), timeout=120
+    )
+    assert answer.status_code == 200, answer.text
+    features, ids = answer.json()["features"], answer.json()["token_ids"]
+    ranges = features["mm_placeholders"]["image"]
+    assert [span["length"] for span in ranges] == [144] * 4
+    for span in ranges:
+        assert set(ids[span["offset"] : span["offset"] + 144]) == {PATCH}
+    between = [ids[a["offset"] + 144 : b["offset"]] for a, b in itertools.pairwise(ranges)]
+    assert between == [[TILE_X], [TILE_X], [TILE_Y, IMAGE]]
+    assert ids[ranges[-1]["offset"] + 144] == END
+    pixels = decode_image(base64.b64decode(url.partition(",")[2])).pixels
+    tiles = load_processor(folder).process_image(pixels).tensors["pixel_values"]
+    items = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    for tile, item in enumerate(items):
+        assert np.array_equal(item["pixel_values"].data, tiles[tile : tile + 1])
+        assert int(item["patches_per_image"].data) == 1
+        assert item["aspect_ratios"].data.tolist() == [1, 1]
+    key, *rest = features["mm_hashes"]["image"]
+    assert key.endswith("-run0") and rest == [key[:-1] + str(n) for n in (1, 2, 3)]
+
+
+def test_on_vllms_wire_the_same_image_twice_keeps_its_tiles_keys(server):
+    """Two images of several tiles in one prompt: eight items, each image's tiles keyed by
+    its own hash (the same image twice, the same keys, as vLLM keys a repeated item)."""
+    url = png_data_url(1000, 300, noise=True)
+    body = chat(image(url), image(png_data_url(1001, 300, noise=True)), image(url), model=MODEL)
     answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
+    assert answer.status_code == 200, answer.text
+    keys = answer.json()["features"]["mm_hashes"]["image"]
+    assert len(keys) == 4 + 4 + 4 and keys[:4] == keys[8:] and keys[4:8] != keys[:4]
 
 
 # -- against transformers, here and now -------------------------------------------------------

@@ -10,9 +10,10 @@ adds them for a prefill that takes its embeddings from elsewhere).
 
 vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
 for an embedding. A range that holds its embeddings as one run between markers goes as
-that run (_embed_range); one whose embeddings are split by other tokens (Qwen3-VL videos: a
-timestamp and vision start/end around each frame) is refused here with a 400 naming the
-part, rather than failing inside vLLM.
+that run (_embed_ranges); one whose embeddings are split by other tokens goes as one item
+per run where the model embeds each run by itself (Llama 4's tiles: Side.vllm_items_per_run),
+and is refused here with a 400 naming the part otherwise (Qwen3-VL videos: a timestamp and
+vision start/end around each frame), rather than failing inside vLLM.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mmprep import families
+from mmprep.processors import ProcessedMedia
 
 from ..core.config import Settings
 from ..interface.engine import EngineError, EngineHTTPError
@@ -299,15 +301,21 @@ def features(
     for modality, group in by_modality.items():
         media = [_media(request, placeholder) for placeholder in group]
         token = _pad_token(options, modality)
-        group = [
-            _embed_range(placeholder, item, prompt.token_ids, token)
-            for placeholder, item in zip(group, media, strict=True)
+        side = families.get(options.family).sides[modality] if options.family else None
+        laid_out = [
+            part
+            for placeholder, item, key in zip(group, media, _hashes(media, request, options), strict=True)
+            for part in _embed_ranges(placeholder, item, key, prompt.token_ids, token, side)
         ]
         items = kwargs_items(
-            media, options.family or "", options.temporal_patch_size, options.vision_token_ids, options.dtype
+            [item for _, item, _ in laid_out],
+            options.family or "",
+            options.temporal_patch_size,
+            options.vision_token_ids,
+            options.dtype,
         )
-        hashes[modality] = _hashes(media, request, options)
-        ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
+        hashes[modality] = [key for _, _, key in laid_out]
+        ranges[modality] = [{"offset": p.offset, "length": p.length} for p, _, _ in laid_out]
         kwargs_data[modality] = [encode(item) for item in items]
         metadata[modality] = [encode(_on_cpu(item)) for item in items]
     return {
@@ -350,25 +358,47 @@ def _pad_token(options: GenerateOptions, modality: families.Kind) -> int | None:
     return options.vision_token_ids.get(key)
 
 
-def _embed_range(
-    placeholder: Placeholder, item: MediaItem, token_ids: Sequence[int], token: int | None
-) -> Placeholder:
-    """The range vLLM 0.33.0's generate endpoint can take for the item: it has no is_embed
-    mask, so it takes every token of a range for an embedding. A range that holds its
-    embeddings as one run between other tokens (Gemma 4's and InternVL's begin and end
-    markers) goes as that run alone: vLLM's runner finds the same run in its own range
+def _embed_ranges(
+    placeholder: Placeholder,
+    item: MediaItem,
+    key: str,
+    token_ids: Sequence[int],
+    token: int | None,
+    side: families.Side | None,
+) -> list[tuple[Placeholder, MediaItem, str]]:
+    """The ranges vLLM 0.33.0's generate endpoint can take for the item, each with the item
+    (or the part of it) whose embeddings fill it and its mm_hash: it has no is_embed mask,
+    so it takes every token of a range for an embedding. A range that holds its embeddings
+    as one run between other tokens (Gemma 4's and InternVL's begin and end markers) goes as
+    that run alone: vLLM's runner finds the same run in its own range
     (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. A range
-    whose embeddings are split (Qwen3-VL's and Gemma 4's videos: a time stamp before each
-    frame) cannot be said on this wire: a 400 naming the part."""
+    whose embeddings are split into runs goes as one item per run where the family's vLLM
+    model embeds each run by itself (Side.vllm_items_per_run: Llama 4's tiles), each keyed
+    by the item's hash and its run's number; otherwise (Qwen3-VL's and Gemma 4's videos: a
+    time stamp before each frame; Mistral 3's rows) it cannot be said on this wire: a 400
+    naming the part."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
     if placeholder.length == embeddings:
-        return placeholder
+        return [(placeholder, item, key)]
     span = token_ids[placeholder.offset : placeholder.offset + placeholder.length]
     runs = _runs_of(span, token)
-    if len(runs) == 1 and runs[0][1] == embeddings:
-        start, length = runs[0]
-        return replace(placeholder, offset=placeholder.offset + start, length=length)
+    if sum(length for _, length in runs) == embeddings:
+        if len(runs) == 1:
+            (start, length), *_ = runs
+            return [(replace(placeholder, offset=placeholder.offset + start, length=length), item, key)]
+        parts = (
+            None if side is None else side.vllm_items_per_run(item.processed.tensors, [n for _, n in runs])
+        )
+        if parts is not None:
+            return [
+                (
+                    replace(placeholder, offset=placeholder.offset + start, length=length),
+                    replace(item, processed=ProcessedMedia(tensors, length)),
+                    f"{key}-run{number}",
+                )
+                for number, ((start, length), tensors) in enumerate(zip(runs, parts, strict=True))
+            ]
     raise EngineHTTPError(
         f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
         "split among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to "

@@ -197,6 +197,16 @@ class Side:
         patches_per_image: the count its pixels are sized by)."""
         return {}
 
+    def vllm_items_per_run(
+        self, tensors: Mapping[str, np.ndarray], runs: Sequence[int]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """For vLLM's generate (no is_embed mask): an item whose embeddings lie in several runs
+        of its range (`runs`: each run's length, in order), as one item per run, each item's
+        processed tensors; None where the model cannot take it so (its embeddings of one run
+        depend on the others'). Only a side whose vLLM model embeds each run by itself, to
+        the bit whatever else is in the encoder's batch, says otherwise (Llama 4's tiles)."""
+        return None
+
     def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
         """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
         item holds the same 0-d int64), from the model's token ids."""

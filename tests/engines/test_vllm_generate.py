@@ -5,7 +5,9 @@ each request as vLLM 0.33.0 does and answers token ids), streamed and not."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib.util
+import itertools
 import json
 from dataclasses import replace
 
@@ -298,16 +300,65 @@ def in_front_of(upstream, folder) -> LiveServer:
     )
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl", "gemma4"])
-def test_a_video_split_by_text_is_refused_naming_the_part(upstream, tmp_path, family):
-    """Qwen3-VL's and Gemma 4's video placeholders hold a time stamp before each frame's
-    embeddings; vLLM 0.33.0's protocol cannot say which tokens are embeddings."""
-    with in_front_of(upstream, make_model_folder(family, tmp_path / family)) as live:
+@pytest.mark.parametrize(
+    ("family", "runs"), [("qwen3_vl", 2), ("qwen3_5", 2), ("internvl", 4), ("gemma4", 4)]
+)
+def test_a_video_split_by_text_goes_as_an_image_per_run(upstream, tmp_path, family, runs):
+    """A video whose placeholder holds text between its embeddings (Qwen3-VL's and Qwen3.5's
+    time stamp before each temporal block, InternVL's frame labels, Gemma 4's mm:ss stamps),
+    which vLLM 0.33.0's protocol cannot mark: it goes as one image item per run (a temporal
+    block of two frames, or a frame), each range its embeddings alone (the upstream checks
+    each item's embeddings against its range), the text between plain prompt tokens."""
+    folder = make_model_folder(family, tmp_path / family)
+    with in_front_of(upstream, folder) as live:
         clip = MEDIA / "bframes_h264.mp4"
         answer = post(live, chat(video(data_url(clip, "video/mp4"), num_frames=4), model=MODEL))
-    assert answer.status_code == 400
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].video_url"
+    assert answer.status_code == 200, answer.text
+    features = upstream.received[-1]["body"]["features"]
+    ids = upstream.received[-1]["body"]["token_ids"]
+    ranges = features["mm_placeholders"]["image"]
+    assert set(features["mm_placeholders"]) == {"image"} and len(ranges) == runs
+    for span in ranges:
+        (pad,) = set(ids[span["offset"] : span["offset"] + span["length"]])
+        assert ids[span["offset"] - 1] != pad and ids[span["offset"] + span["length"]] != pad
+    assert len(set(features["mm_hashes"]["image"])) == runs
+
+
+def test_a_tiled_llama4_image_goes_as_an_image_item_per_tile(upstream, tmp_path):
+    """A Llama 4 image of several tiles has separators and <|image|> between its tiles'
+    <|patch|> runs; mllama4.py embeds each tile by itself, so it goes as one image item per
+    tile in the prompt's order (the global tile last): each range a run of 144 <|patch|>es,
+    each item that tile's pixels (patches_per_image 1), each hash derived from the image's
+    (the same image twice: the same keys, as vLLM keys a repeated item)."""
+    from mmprep.decoders import decode_image
+    from mmprep.processors import load_processor
+    from mmprep.vllm.hashing import run_hash
+    from mmprep.vllm.serde import decode_item
+
+    folder = make_model_folder("llama4", tmp_path / "llama4")
+    url, other = png_data_url(1000, 300, noise=True), png_data_url(1001, 300, noise=True)  # 1 x 3 tiles + 1
+    with in_front_of(upstream, folder) as live:
+        assert post(live, chat(image(url), model=MODEL)).status_code == 200
+        alone = upstream.received[-1]["body"]
+        assert post(live, chat(image(url), image(other), image(url), model=MODEL)).status_code == 200
+        three = upstream.received[-1]["body"]["features"]["mm_hashes"]["image"]
+        rendered = httpx.post(f"{live.url}/v1/chat/completions/render", json=chat(image(url), model=MODEL))
+    (image_hash,) = rendered.json()["features"]["mm_hashes"]["image"]  # the one item vLLM's render has
+    features, ids = alone["features"], alone["token_ids"]
+    ranges = features["mm_placeholders"]["image"]
+    assert [span["length"] for span in ranges] == [144] * 4
+    between = [ids[a["offset"] + a["length"] : b["offset"]] for a, b in itertools.pairwise(ranges)]
+    assert all(set(ids[span["offset"] : span["offset"] + 144]) == {200092} for span in ranges)  # <|patch|>
+    assert [len(tokens) for tokens in between] == [1, 1, 2]  # x, x, then y and <|image|>
+    pixels = decode_image(base64.b64decode(url.partition(",")[2])).pixels
+    tiles = load_processor(folder).process_image(pixels).tensors["pixel_values"]
+    for tile, text in enumerate(features["kwargs_data"]["image"]):
+        item = decode_item(text)
+        assert np.array_equal(item["pixel_values"].data, tiles[tile : tile + 1])
+        assert int(item["patches_per_image"].data) == 1
+    keys = features["mm_hashes"]["image"]
+    assert keys == [run_hash(image_hash, n) for n in range(4)]
+    assert three[:4] == keys and three[8:] == keys and not set(three[4:8]) & set(keys)
 
 
 def test_an_image_between_markers_goes_as_its_embeddings_run(upstream, tmp_path):

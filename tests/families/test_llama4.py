@@ -230,11 +230,10 @@ def test_an_image_the_template_drops_is_a_400(server):
     assert error["code"] == "placeholder_mismatch" and "images: 0 in the prompt, 1 sent" in error["message"]
 
 
-def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server):
+def test_on_vllms_wire_one_tile_goes_as_its_patches(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: a one-tile image
     goes as its 144 <|patch|>es (the run between <|image|> and <|image_end|>, which vLLM's
-    runner finds in its own range); with more tiles its embeddings are split by separators
-    and <|image|>, which that wire cannot say: a 400 naming the part."""
+    runner finds in its own range)."""
     body = chat(image(png_data_url(200, 150, noise=True)), model=MODEL)
     answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
@@ -243,11 +242,26 @@ def test_on_vllms_wire_one_tile_goes_as_its_patches_and_more_are_refused(server)
     assert ids[placeholder["offset"] - 1] == IMAGE and placeholder["length"] == 144
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 144]) == {PATCH}
     assert ids[placeholder["offset"] + 144] == END
-    body = chat(image(png_data_url(1000, 300, noise=True)), model=MODEL)
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
+
+
+def test_the_render_route_answers_a_tiled_image_as_vllms_render(server):
+    """With more tiles an image's embeddings are split by separators and <|image|>: the
+    render route answers the one image item vLLM's render answers (its whole range, every
+    tile's pixels); --engine vllm-generate sends it as one image item per tile
+    (tests/engines/test_vllm_generate.py)."""
+    from mmprep.vllm.serde import decode_item
+
+    url = png_data_url(1000, 300, noise=True)  # 1 x 3 tiles and the global one
+    answer = httpx.post(
+        f"{server.url}/v1/chat/completions/render", json=chat(image(url), model=MODEL), timeout=120
+    )
+    assert answer.status_code == 200, answer.text
+    features, ids = answer.json()["features"], answer.json()["token_ids"]
+    (span,) = features["mm_placeholders"]["image"]
+    inside = ids[span["offset"] : span["offset"] + span["length"]]
+    assert inside.count(PATCH) == 4 * 144 and inside.count(TILE_X) == 2 and inside.count(IMAGE) == 1
+    (item,) = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    assert item["pixel_values"].data.shape[0] == 4 and int(item["patches_per_image"].data) == 4
 
 
 # -- against transformers, here and now -------------------------------------------------------

@@ -20,7 +20,7 @@ from mmprep.interface.prepared import (
     SamplingParams,
     TokenPrompt,
 )
-from mmprep.vllm.hashing import mm_hash
+from mmprep.vllm.hashing import mm_hash, run_hash
 from mmprep.vllm.items import kwargs_items
 from mmprep.vllm.request import generate_request, generate_request_body
 from mmprep.vllm.sampling import generation_defaults, sampling_params
@@ -139,26 +139,73 @@ def test_qwen3_timestamps_are_block_means():
     assert decode_item(encode_item(item))["timestamps"].data == [0.25, 1.0]
 
 
-def test_sparse_placeholder_is_refused_with_the_part_named():
-    """Qwen3-VL's video prompt has a timestamp and vision start/end around each frame: vLLM
-    0.33.0 carries no is_embed mask, so mmprep refuses rather than let vLLM fail."""
+def _two_block_prompt(video_pad_runs: int = 2) -> tuple:
+    """A Qwen3-VL video of two temporal blocks as its prompt writes it: a time stamp, then
+    <|vision_start|>, the block's pads, <|vision_end|>, per block; `video_pad_runs` runs of
+    pads (2: the video's own layout)."""
     case = build_case("qwen3_vl_video")
     (video,) = case.media
-    per_frame = video.processed.num_tokens // 2
-    ids = [
-        1,
-        VISION_START,
-        *[VIDEO_PAD] * per_frame,
-        VISION_END,
-        15,
-        13,
-        VISION_START,
-        *[VIDEO_PAD] * per_frame,
-        VISION_END,
-    ]
+    assert video.processed is not None
+    per_block = video.processed.num_tokens // 2
+    blocks = [[VISION_START, *[VIDEO_PAD] * (per_block * 2 // video_pad_runs), VISION_END]] * video_pad_runs
+    ids = [1, 15, *blocks[0], 15, 13, *[token for block in blocks[1:] for token in block]]
     prompt = TokenPrompt(tuple(ids), (Placeholder("video", 0, 1, len(ids) - 1),))
+    case = replace(case, options=replace(case.options, vision_token_ids={"video_token_id": VIDEO_PAD}))
+    return case, replace(case.prepared, prompt=prompt), per_block
+
+
+def test_a_video_split_by_time_stamps_goes_as_one_image_per_block():
+    """Qwen3-VL's video prompt has a time stamp and vision start/end around each temporal
+    block: vLLM 0.33.0's generate carries no is_embed mask, so each block goes as an image
+    item (its rows of the video's pixels, grid (1, h, w)) whose range is its run of pads, the
+    time stamps plain prompt tokens; each its own hash, derived from the video's."""
+    case, prepared, per_block = _two_block_prompt()
+    (video,) = case.media
+    features = generate_request(prepared, case.options)["features"]
+    ids = prepared.prompt.token_ids
+    starts = [i for i, token in enumerate(ids) if token == VIDEO_PAD and ids[i - 1] != VIDEO_PAD]
+    assert set(features["mm_placeholders"]) == {"image"}
+    assert features["mm_placeholders"]["image"] == [
+        {"offset": start, "length": per_block} for start in starts
+    ]
+    items = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    (t, h, w), pixels = (
+        video.processed.tensors["video_grid_thw"][0],
+        video.processed.tensors["pixel_values_videos"],
+    )
+    assert t == 2
+    for block, item in enumerate(items):
+        assert item["image_grid_thw"].data.tolist() == [1, h, w]
+        assert np.array_equal(item["pixel_values"].data, pixels[block * h * w : (block + 1) * h * w])
+    assert [decode_item(text) for text in features["mm_metadata"]["image"]][1].keys() == {"image_grid_thw"}
+    video_hash = mm_hash(video, case.options.model_id, None, case.options.hash_algorithm, "qwen3_vl")
+    hashes = features["mm_hashes"]["image"]
+    assert hashes == [run_hash(video_hash, 0), run_hash(video_hash, 1)]
+    assert len(set(hashes)) == 2 and video_hash not in hashes
+    # the same video again: the same keys; another video: others
+    assert generate_request(prepared, case.options)["features"]["mm_hashes"]["image"] == hashes
+    other = replace(video, tensor=video.tensor[::-1].copy())
+    again = generate_request(replace(prepared, media=[other]), case.options)["features"]["mm_hashes"]["image"]
+    assert not set(again) & set(hashes)
+
+
+def test_the_render_route_writes_the_one_video_item():
+    """What vLLM's render answers for the same video: one video item, its whole range."""
+    case, prepared, _ = _two_block_prompt()
+    options = replace(case.options, runs_as_images=False)
+    features = generate_request(prepared, options)["features"]
+    assert features["mm_placeholders"] == {
+        "video": [{"offset": 1, "length": len(prepared.prompt.token_ids) - 1}]
+    }
+    (item,) = [decode_item(text) for text in features["kwargs_data"]["video"]]
+    assert item["video_grid_thw"].data.tolist()[0] == 2
+
+
+def test_a_split_range_unlike_the_videos_blocks_is_refused_naming_the_part():
+    """Pads in more runs than the video has blocks: no layout vLLM takes, a 400."""
+    case, prepared, _ = _two_block_prompt(video_pad_runs=4)
     with pytest.raises(EngineHTTPError) as refused:
-        generate_request(replace(case.prepared, prompt=prompt), case.options)
+        generate_request(prepared, case.options)
     assert refused.value.status == 400 and refused.value.param == "messages[0].content[0].video_url"
     assert "is_embed" in refused.value.message
 

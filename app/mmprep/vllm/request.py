@@ -10,9 +10,14 @@ adds them for a prefill that takes its embeddings from elsewhere).
 
 vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
 for an embedding. A range that holds its embeddings as one run between markers goes as
-that run (_embed_range); one whose embeddings are split by other tokens (Qwen3-VL videos: a
-timestamp and vision start/end around each frame) is refused here with a 400 naming the
-part, rather than failing inside vLLM.
+that run (_embed_range). One whose embeddings are split by other tokens goes as one image
+item per run where the family's model reads each run as an image (Family.vllm_image_runs:
+a Qwen3-VL / Qwen3.5 video's temporal blocks, an InternVL or Gemma 4 video's frames, the
+time stamps and labels between them plain prompt tokens), each with its own hash derived
+from the item's (hashing.run_hash); the render route (GenerateOptions.runs_as_images off)
+answers the one item as vLLM's render does. Any other split range (Gemma 3's crops, Mistral
+3's rows, Llama 4's tiles) is refused with a 400 naming the part, rather than failing inside
+vLLM.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mmprep import families
+from mmprep.processors import ProcessedMedia
 
 from ..core.config import Settings
 from ..interface.engine import EngineError, EngineHTTPError
@@ -32,7 +38,7 @@ from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
 from .dtypes import model_dtype
-from .hashing import HashAlgorithm, mm_hash
+from .hashing import HashAlgorithm, mm_hash, run_hash
 from .items import Item, kwargs_items
 from .sampling import max_tokens_cap, sampling_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces
@@ -62,6 +68,10 @@ class GenerateOptions:
     max_model_len: int | None = None
     # Items' wire forms and videos' hashes written before (wire_cache.py); None: none kept
     wire_cache: WireCache | None = field(default=None, compare=False)
+    # An item whose embeddings text splits goes as one image item per run where its family
+    # says how (Family.vllm_image_runs), as vLLM's generate endpoint takes it; off: as the one
+    # item vLLM's render answers (the render route, which answers as `vllm launch render`)
+    runs_as_images: bool = True
 
 
 def generate_options(settings: Settings, wire_cache: WireCache | None = None) -> GenerateOptions:
@@ -289,25 +299,26 @@ def features(
     placeholders = sorted(prompt.placeholders, key=lambda placeholder: placeholder.offset)
     if not placeholders:
         return None
-    by_modality: dict[families.Kind, list[Placeholder]] = {}
-    for placeholder in placeholders:
-        by_modality.setdefault(placeholder.modality, []).append(placeholder)
+    entries = [
+        entry
+        for placeholder in placeholders
+        for entry in _entries(placeholder, _media(request, placeholder), prompt.token_ids, options)
+    ]
+    entries.sort(key=lambda entry: entry.placeholder.offset)  # a video's runs among the images
+    by_modality: dict[families.Kind, list[_Entry]] = {}
+    for entry in entries:
+        by_modality.setdefault(entry.placeholder.modality, []).append(entry)
     hashes: dict[str, list[str]] = {}
     ranges: dict[str, list[dict[str, int]]] = {}
     kwargs_data: dict[str, list[str]] = {}
     metadata: dict[str, list[str]] = {}
     for modality, group in by_modality.items():
-        media = [_media(request, placeholder) for placeholder in group]
-        token = _pad_token(options, modality)
-        group = [
-            _embed_range(placeholder, item, prompt.token_ids, token)
-            for placeholder, item in zip(group, media, strict=True)
-        ]
+        media = [entry.item for entry in group]
         items = kwargs_items(
             media, options.family or "", options.temporal_patch_size, options.vision_token_ids, options.dtype
         )
-        hashes[modality] = _hashes(media, request, options)
-        ranges[modality] = [{"offset": p.offset, "length": p.length} for p in group]
+        hashes[modality] = _hashes(group, request, options)
+        ranges[modality] = [{"offset": e.placeholder.offset, "length": e.placeholder.length} for e in group]
         kwargs_data[modality] = [encode(item) for item in items]
         metadata[modality] = [encode(_on_cpu(item)) for item in items]
     return {
@@ -316,6 +327,53 @@ def features(
         "kwargs_data": kwargs_data,
         "mm_metadata": metadata,
     }
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One item as it goes on the wire: its range, what is written for it, and for one run
+    of an item sent as several (Family.vllm_image_runs) the run's index; `source` is the
+    request's item, whose hash the entry's comes from."""
+
+    placeholder: Placeholder
+    item: MediaItem
+    source: MediaItem
+    run: int | None = None
+
+
+def _entries(
+    placeholder: Placeholder, item: MediaItem, token_ids: Sequence[int], options: GenerateOptions
+) -> list[_Entry]:
+    """The item whole (its range narrowed to its embeddings' run where that is one run), or
+    one image item per run of its embeddings where its family says how vLLM's model reads
+    them; else the 400 _embed_range raises."""
+    assert item.processed is not None  # _media refuses an item without processed tensors
+    token = _pad_token(options, placeholder.modality)
+    rules = families.find(options.family)
+    runs = None if rules is None else rules.vllm_image_runs(rules.sides[item.kind], item.processed.tensors)
+    if runs is None or placeholder.length == item.processed.num_tokens:  # nothing but embeddings
+        return [_Entry(_embed_range(placeholder, item, token_ids, token), item, item)]
+    if not options.runs_as_images:  # the render route: the one item, as vLLM's render answers
+        return [_Entry(placeholder, item, item)]
+    assert rules is not None
+    kind = rules.image.modality
+    # the embeddings' token: the item's own (Qwen3-VL's video pads, Gemma 4's <|video|>), or
+    # the image's where the prompt writes that in the item's frames (InternVL's <IMG_CONTEXT>)
+    span = token_ids[placeholder.offset : placeholder.offset + placeholder.length]
+    spans = _runs_of(span, token)
+    if not spans:
+        spans = _runs_of(span, _pad_token(options, kind))
+    if len(spans) != len(runs) or sum(length for _, length in spans) != item.processed.num_tokens:
+        raise _unsupported(placeholder, item)
+    return [
+        _Entry(
+            Placeholder(kind, placeholder.media_index, placeholder.offset + start, length),
+            replace(item, kind=kind, processed=ProcessedMedia(tensors, length), source=None),
+            item,
+            index,
+        )
+        for index, ((start, length), tensors) in enumerate(zip(spans, runs, strict=True))
+    ]
 
 
 def _token_prompt(request: PreparedRequest) -> TokenPrompt:
@@ -358,8 +416,9 @@ def _embed_range(
     embeddings as one run between other tokens (Gemma 4's and InternVL's begin and end
     markers) goes as that run alone: vLLM's runner finds the same run in its own range
     (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. A range
-    whose embeddings are split (Qwen3-VL's and Gemma 4's videos: a time stamp before each
-    frame) cannot be said on this wire: a 400 naming the part."""
+    whose embeddings are split (Gemma 3's crops, Mistral 3's rows, Llama 4's tiles), where
+    the family gives no image runs (_entries), cannot be said on this wire: a 400 naming
+    the part."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
     if placeholder.length == embeddings:
@@ -369,11 +428,16 @@ def _embed_range(
     if len(runs) == 1 and runs[0][1] == embeddings:
         start, length = runs[0]
         return replace(placeholder, offset=placeholder.offset + start, length=length)
-    raise EngineHTTPError(
-        f"{item.param}: its {placeholder.length} prompt tokens hold {embeddings} {item.kind} embeddings "
-        "split among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed mask to "
-        f"say which: a vLLM upstream cannot take this {item.kind} as tokens (--engine openai takes it, with "
-        "--upstream-frame-format png for exact frames: docs/deployment.md)",
+    raise _unsupported(placeholder, item)
+
+
+def _unsupported(placeholder: Placeholder, item: MediaItem) -> EngineHTTPError:
+    assert item.processed is not None
+    return EngineHTTPError(
+        f"{item.param}: its {placeholder.length} prompt tokens hold {item.processed.num_tokens} {item.kind} "
+        "embeddings split among other tokens, and vLLM's generate protocol (0.33.0) carries no is_embed "
+        f"mask to say which: a vLLM upstream cannot take this {item.kind} as tokens (--engine openai takes "
+        "it, with --upstream-frame-format png for exact frames: docs/deployment.md)",
         400,
         "unsupported_placeholder",
         item.param,
@@ -393,11 +457,12 @@ def _runs_of(span: Sequence[int], token: int | None) -> list[tuple[int, int]]:
     return runs
 
 
-def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateOptions) -> list[str]:
-    """One hash per item; the same media twice is hashed once; a video hashed before (the
-    same cached frames, the same metadata and options) not again (wire_cache.py)."""
+def _hashes(group: list[_Entry], request: PreparedRequest, options: GenerateOptions) -> list[str]:
+    """One hash per entry: its item's, or for one run of an item sent as several the run's,
+    derived from the item's (run_hash); the same media twice is hashed once; a video hashed
+    before (the same cached frames, the same metadata and options) not again (wire_cache.py)."""
     done: dict[int, str] = {}
-    for item in media:
+    for item in (entry.source for entry in group):
         if id(item.tensor) not in done:
 
             def digest(item: MediaItem = item) -> str:
@@ -420,7 +485,12 @@ def _hashes(media: list[MediaItem], request: PreparedRequest, options: GenerateO
                 )
                 parts = ["mm_hash", item.tensor, repr(item.hf_metadata), repr(item.metadata), *factors]
                 done[id(item.tensor)] = options.wire_cache.get_or_make(parts, digest, len)
-    return [done[id(item.tensor)] for item in media]
+    return [
+        done[id(entry.source.tensor)]
+        if entry.run is None
+        else run_hash(done[id(entry.source.tensor)], entry.run, options.hash_algorithm)
+        for entry in group
+    ]
 
 
 def _pieces_bytes(pieces: list[bytes]) -> int:

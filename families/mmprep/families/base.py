@@ -353,6 +353,18 @@ class Family:
         is the video's placeholder tokens."""
         return {}
 
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """An item of `side` as vLLM 0.33's /inference/v1/generate takes it where it cannot
+        take the one item vLLM's render makes: that endpoint has no is_embed mask, so every
+        token of an item's range is an embedding, and an item whose embeddings other tokens
+        split (Qwen3-VL's time stamps between a video's temporal blocks) cannot go whole. Its
+        model reads each run of embeddings as an image of the family would be read: here each
+        run's tensors, in prompt order, named as the image side names them (their range is
+        the run alone; the tokens between are plain prompt tokens). None: the item goes whole."""
+        return None
+
     def transformers_video_inputs(
         self, videos: Sequence[SampledVideo], temporal_patch_size: int
     ) -> dict[str, np.ndarray]:

@@ -24,7 +24,9 @@ gemma4_mm.py). Images and video here; audio waits for its modality.
   through the image processor at the video budget), `pixel_values_videos` and
   `pixel_position_ids_videos` flat by frame, `video_frame_counts`, and, kept on the CPU,
   `video_num_soft_tokens` and `video_timestamps` (index / rate, the prompt's stamps).
-  vLLM has no Gemma 4 video loader: its plain one takes the frames (docs/sampling.md).
+  vLLM has no Gemma 4 video loader: its plain one takes the frames (docs/sampling.md). On
+  vLLM 0.33's generate endpoint (no is_embed) a video goes as one image item per frame
+  (vllm_image_runs).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
+from .base import Encode, Family, ImageSide, Side, SideConfig, VideoSide, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -266,6 +268,23 @@ class Gemma4(Family):
         """The whole image, resized: one tile."""
         size = _resized(config, height, width)
         return [View(size, size)]
+
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """A video as one image per frame: the frame's patches and positions (at the video's
+        budget, 70 soft tokens) as an image's. vLLM 0.33 makes a video's frames with its image
+        processor and runs them through the same tower; the image path pools each to its rows
+        // pooling_kernel_size**2 as the video path does; and its two-way attention spans each
+        run of embeddings alike (extract_embeds_range, images and videos). The `mm:ss` stamps
+        between are plain prompt tokens."""
+        if side is not self.video:
+            return None
+        pixels, positions = (tensors[key] for key in ("pixel_values_videos", "video_position_ids"))
+        return [
+            {"pixel_values": pixels[frame : frame + 1], "image_position_ids": positions[frame : frame + 1]}
+            for frame in range(len(pixels))
+        ]
 
     def vllm_video_fields(
         self, video: SampledVideo, temporal_patch_size: int, num_tokens: int

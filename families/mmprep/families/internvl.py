@@ -19,7 +19,9 @@ and InternVLVideoProcessor; vLLM's interns1.py, which serves that architecture).
   count `image_num_patches` / `video_num_patches`, and the context token's id shared by the
   items (`image_token_id`, `video_token_id`). vLLM writes `<video>` where transformers writes
   `<IMG_CONTEXT>` in a video's frames (its own prompt update); mmprep writes transformers'.
-  Pixels normalized on the CPU: interns1.py does not support mm_device_do_normalize.
+  Pixels normalized on the CPU: interns1.py does not support mm_device_do_normalize. On
+  vLLM 0.33's generate endpoint (no is_embed) a video goes as one one-tile image item per
+  frame (vllm_image_runs).
 """
 
 from __future__ import annotations
@@ -169,6 +171,24 @@ class InternVL(Family):
     # its model takes every tile, images' and videos' frames, as one pixel_values in prompt
     # order: not what the transformers engine hands a model
     transformers_engine = False
+
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """A video as one image per frame: the frame's tile as a one-tile image's
+        pixel_values, image_num_patches 1. interns1.py runs images' and videos' tiles through
+        the same tower (extract_feature) and the text model has 1-D positions, so the engine
+        computes what it computes for the video item; the `Frame{i}: <img>` text between is
+        plain prompt tokens."""
+        if side is not self.video:
+            return None
+        tiles = tensors[self.video.tensor_names[0]]
+        pixels_key, count_key = self.image.tensor_names
+        assert count_key is not None
+        return [
+            {pixels_key: tiles[frame : frame + 1], count_key: np.array([1], np.int64)}
+            for frame in range(len(tiles))
+        ]
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         """The canvas of whole tiles the image is resized to before it is cut."""

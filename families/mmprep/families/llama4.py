@@ -29,7 +29,8 @@ Llama4Processor over Llama4ImageProcessor(Fast); vLLM 0.33's mllama4.py). Images
   one included), which is batched on the CPU as a 0-d int64 beside `aspect_ratios` (2,);
   its embeddings only at the `<|patch|>` tokens (select_token_ids), so an image of more than
   one tile has them split by separators, which vLLM 0.33's generate (no is_embed) cannot
-  take. No mm_device_do_normalize.
+  take as one item: it goes as one image item per tile (vllm_image_runs). No
+  mm_device_do_normalize.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, NoVideoSide, SideConfig, View
+from .base import Encode, Family, ImageSide, NoVideoSide, Side, SideConfig, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -251,6 +252,25 @@ class Llama4(Family):
     # image_outputs off its language model's output, which has none (an AttributeError)
     transformers_engine = False
     max_position_embeddings = 4096 * 32  # Llama4TextConfig's default
+
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """An image of several tiles as one image of one tile per run of `<|patch|>`, the
+        global tile last, as the prompt has them (one tile: the image whole). mllama4.py
+        embeds each tile by itself: the patch embedding, the encoder's attention (tiles are
+        its batch), the pixel shuffle and the projector are all per tile, so a tile's
+        embeddings are the same to the bit whatever tiles share the encoder's batch
+        (scripts/llama4_tile_embeddings.py); and vLLM's runner batches a request's items of
+        one modality into one encoder call, so the tiles meet the encoder as the whole
+        image's pixel_values would."""
+        pixels = tensors.get("pixel_values")
+        if side is not self.image or pixels is None or len(pixels) == 1:
+            return None
+        one = np.ones((1, 2), np.int64)  # a canvas of one tile (the model does not read it)
+        return [
+            {"pixel_values": pixels[tile : tile + 1], "aspect_ratios": one} for tile in range(len(pixels))
+        ]
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         """The canvas of whole tiles the image is pasted into before it is cut."""

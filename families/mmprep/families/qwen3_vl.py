@@ -10,7 +10,8 @@
   a block's time is the mean of its first and last frame's (frame index / the source's fps).
   All of it replaces the template's one pad, so the item's placeholder covers the times and
   wrappers too (transformers 5 keeps the template's own outer start and end tokens outside).
-- vLLM: each video's block `timestamps` beside its tensors.
+- vLLM: each video's block `timestamps` beside its tensors; on vLLM 0.33's generate endpoint
+  (no is_embed) a video goes as one image item per temporal block (vllm_image_runs).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, SideConfig
+from .base import Encode, Side, SideConfig
 from .qwen_vl import COMMON, QwenVL, QwenVLVideo
 from .sizing import qwen3_video_size
 from .video import SampledVideo, block_times, qwen3_vl_picks
@@ -106,6 +107,33 @@ class Qwen3VL(QwenVL):
         """timestamps: a list of Python floats, one per temporal block (vLLM's
         Qwen3VLProcessingInfo._calculate_timestamps for frames sampled beforehand)."""
         return {"timestamps": block_times(video.indices, video.source_fps, temporal_patch_size)}
+
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """A video as one image per temporal block: the block's rows of patches as
+        pixel_values, image_grid_thw (1, h, w). vLLM's tower and M-RoPE read an image as one
+        temporal block of patches (an image is its frame twice), and the text between
+        (`<t seconds>`, the block's start and end) as text, so the engine computes what it
+        computes for the video item (its own chat of the file: the same greedy ids and
+        logprobs, to the bit; tests/vllm_real/README.md). Each block as a one-block video
+        item instead kills vLLM's engine core (its M-RoPE looks for <|vision_start|> inside
+        a video's range)."""
+        if side is not self.video:
+            return None
+        pixels_key, grid_key = self.video.tensor_names
+        image_pixels, image_grid = self.image.tensor_names
+        assert grid_key is not None and image_grid is not None
+        blocks, height, width = (int(size) for size in tensors[grid_key][0])
+        rows = height * width  # patches per temporal block, before the merge
+        pixels = tensors[pixels_key]
+        return [
+            {
+                image_pixels: pixels[block * rows : (block + 1) * rows],
+                image_grid: np.array([[1, height, width]], dtype=np.int64),
+            }
+            for block in range(blocks)
+        ]
 
 
 def _clip_cap(config: SideConfig, num_frames: int) -> int:

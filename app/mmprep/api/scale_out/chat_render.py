@@ -55,7 +55,10 @@ async def render_chat_document(
     if skip is not None:
         chat = dataclasses.replace(chat, extra={**chat.extra, "skip_special_tokens": skip})
     prepared, _ = await service.preprocessor.prepare(chat, request_id, cancel)
-    pieces = await asyncio.to_thread(generate_request_body, prepared, service.generate_options, changes)
+    # vLLM's render answers a video whose embeddings text splits as one item (vllm launch
+    # render's answer); --engine vllm-generate sends it as image runs (vllm/request.py)
+    options = dataclasses.replace(service.generate_options, runs_as_images=False)
+    pieces = await asyncio.to_thread(generate_request_body, prepared, options, changes)
     return PiecesResponse(pieces, media_type="application/json")
 
 

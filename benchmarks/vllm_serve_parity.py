@@ -23,11 +23,10 @@ URL, so both sides read the same bytes. "vLLM's loader" in the table is what vll
 loader makes of the file (its Qwen-VL video backend at 2 fps, its image loader), asked in
 its venv; the grid after it is vLLM's render's.
 
-Qwen3-VL videos are refused by mmprep on vLLM 0.33's generate (400 unsupported_placeholder:
-their ranges hold timestamps between the frames, which that generate cannot tell apart, issue
-45 point 2): for them the answer is not compared, the prompt tokens are vLLM's chat's usage
-against the ids mmprep's render makes before that check (`mmprep_pieces`), and the render as
-for the others. One `vllm serve` at a time; 7 to 11 minutes for the three on 2 shared
+Qwen3-VL videos, whose ranges hold time stamps between the temporal blocks (vLLM 0.33's
+generate has no is_embed), go to the engine as one image item per block (request.py) and are
+compared as the others; mmprep's render route answers vLLM's one video item. One `vllm
+serve` at a time; 7 to 11 minutes for the three on 2 shared
 cores (mostly the start-ups).
 tests/vllm_real/test_vllm_serve_parity.py runs it and fails on any difference not in KNOWN.
 """
@@ -70,8 +69,6 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
 )
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-# Families whose videos mmprep refuses on vLLM's wire (issue 45, point 2): render only.
-RENDER_ONLY_VIDEOS = ("qwen3_vl",)
 NEW_TOKENS = 8
 QUESTION = "Describe it."
 # name -> what it is, for the table. The fixtures are made by tests/data/media/make_fixtures.py.
@@ -293,7 +290,7 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
         row["notes"].append(
             f"mmprep's chat: {ours_chat.status_code} {error.get('code') or error.get('type')}"
         )
-        row["answer"] = None
+        row["answer"] = False
     else:
         our_ids = proxy.exchanges[-1][1]["choices"][0]["token_ids"] if len(proxy.exchanges) > before else None
         row["answer"] = (
@@ -406,10 +403,6 @@ def table(rows: list[dict]) -> str:
         notes = list(row["notes"])
         if row["known"]:
             notes.insert(0, f"known: {row['known']}")
-        if row["kind"] == "video" and row["family"] in RENDER_ONLY_VIDEOS and row["answer"] is None:
-            notes = ["render only: mmprep refuses Qwen3-VL videos on vLLM's generate (issue 45, point 2)"] + [
-                note for note in notes if not note.startswith(("mmprep's chat", "render: mmprep's before"))
-            ]
         cells = [
             row["family"],
             f"`{row['medium']}`",

@@ -1,8 +1,8 @@
 """mmprep against a real `vllm serve` on camera-like media, nothing asked of the sampling
 (issue 50, point 3): benchmarks/vllm_serve_parity.py's comparison, one case per family and
 medium. Every case must have vLLM's answer, prompt tokens, grid and pixels, but for KNOWN's
-(strict xfails: the day one agrees, the test says so). Qwen3-VL videos are compared on the
-render alone (mmprep refuses them on vLLM's generate, issue 45 point 2).
+(strict xfails: the day one agrees, the test says so). Qwen3-VL videos go to the engine as
+one image item per temporal block, and are compared as the others.
 
 Slow: 8 minutes for the three families on 2 shared cores (`-k qwen2_vl` for one); skipped without
 the vLLM venv of scripts/vllm_venv.sh."""

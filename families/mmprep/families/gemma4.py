@@ -1,6 +1,7 @@
 """Gemma 4 (config.json model_type `gemma4`: gemma-4-31B-it, 26B-A4B-it, E4B-it, E2B-it;
 transformers' Gemma4Processor over Gemma4ImageProcessor and Gemma4VideoProcessor; vLLM 0.33's
-gemma4_mm.py). Images and video here; audio waits for its modality.
+gemma4_mm.py). Images, video, and audio where the model has an audio tower (E4B, E2B:
+config.json's audio_config; the 31B and 26B-A4B have none).
 
 - Sizing: each image or frame is resized, keeping its aspect, to the largest size whose
   sides are multiples of patch_size x pooling_kernel_size (48) and whose 16-pixel patches
@@ -25,6 +26,12 @@ gemma4_mm.py). Images and video here; audio waits for its modality.
   `pixel_position_ids_videos` flat by frame, `video_frame_counts`, and, kept on the CPU,
   `video_num_soft_tokens` and `video_timestamps` (index / rate, the prompt's stamps).
   vLLM has no Gemma 4 video loader: its plain one takes the frames (docs/sampling.md).
+- Audio: a 16 kHz mono waveform's log-mel frames (Gemma4AudioFeatureExtractor,
+  processors' audio_features.py), `input_features` (1, frames, 128) and
+  `input_features_mask`; in the prompt `<|audio>`, `<|audio|>` x the frames through the
+  encoder's two stride-2 convolutions (at most audio_seq_length, 750: 30 s), `<audio|>`.
+  vLLM: each item's unpadded frames as `input_features_padded` and its all-true
+  `input_features_mask`, batched.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, SideConfig, VideoSide, View
+from .base import AudioSide, Encode, Family, ImageSide, SideConfig, VideoSide, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -225,6 +232,51 @@ class Gemma4Video(VideoSide):
         return tokens
 
 
+class Gemma4Audio(AudioSide):
+    """Gemma4AudioFeatureExtractor, and Gemma4Processor's audio_seq_length cap."""
+
+    tensor_names = ("input_features", "input_features_mask")
+    placeholder = "<|audio|>"
+    defaults = {"audio_seq_length": 750, "audio_ms_per_token": 40}
+    vllm_names = {"input_features": "input_features_padded"}
+    vllm_pixels_field = "batched"
+
+    def audio_tokens(self, num_samples: int, seq_length: int) -> int:
+        """vLLM's _compute_audio_num_tokens: mel frames of 20 ms every 10 ms after half a
+        frame of left padding (16 kHz), through two stride-2 convolutions (kernel 3, one
+        sample of padding each side), at most seq_length."""
+        frame_length, hop_length = 320, 160
+        frames = (num_samples + frame_length // 2 - (frame_length + 1)) // hop_length + 1
+        if frames <= 0:
+            return 0
+        for _ in range(2):
+            frames = (frames + 2 - 3) // 2 + 1
+        return min(frames, seq_length)
+
+    def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """The item's mel frames that are not padding."""
+        return [int(np.count_nonzero(tensors["input_features_mask"][0]))]
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        """transformers' replace_audio_token: the mask through two stride-2 convolutions."""
+        (frames,) = grid
+        for _ in range(2):
+            frames = (frames + 1) // 2
+        soft_tokens = min(frames, int(config.option("audio_seq_length")))
+        return (
+            [token_ids["boa_token_id"]]
+            + [token_ids[self.token_key]] * soft_tokens
+            + [token_ids["eoa_token_id"]]
+        )
+
+
 def frame_times(video: SampledVideo) -> list[float]:
     """Each sampled frame's index / the video's rate (24 where unknown): transformers'
     VideoMetadata.timestamps, vLLM's video_timestamps."""
@@ -247,9 +299,13 @@ class Gemma4(Family):
         "video_token_id": "<|video|>",
         "boi_token_id": "<|image>",
         "eoi_token_id": "<image|>",
+        "audio_token_id": "<|audio|>",
+        "boa_token_id": "<|audio>",
+        "eoa_token_id": "<audio|>",
     }
     image = Gemma4Image()
     video = Gemma4Video()
+    audio = Gemma4Audio()
     max_position_embeddings = 131072  # Gemma4TextConfig's default
     layout = "tiles"
     extra_keys = EXTRA

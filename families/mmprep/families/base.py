@@ -197,6 +197,17 @@ class Side:
         patches_per_image: the count its pixels are sized by)."""
         return {}
 
+    def vllm_tensors(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """An item's processed tensors as vLLM's processor keeps them, before vllm_names
+        (Gemma 4's audio: cut back to its unmasked frames)."""
+        return dict(tensors)
+
+    def refusal(self, config: Mapping[str, Any], model: str) -> str | None:
+        """vLLM's message where this model (config.json's values, its served name) takes no
+        items of this side's modality though its family's models may (a Gemma 4 without an
+        audio tower); None where it takes them."""
+        return None
+
     def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
         """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
         item holds the same 0-d int64), from the model's token ids."""
@@ -249,6 +260,16 @@ class AudioSide(Side):
         """The soft tokens a waveform of `num_samples` (at the extractor's rate) stands for."""
         raise NotImplementedError
 
+    def soft_tokens(self, frames: int, seq_length: int) -> int:
+        """The soft tokens an item of `frames` unmasked feature frames stands for, at most
+        `seq_length` (the processor's cap)."""
+        raise NotImplementedError
+
+    def placeholder_tokens(self, frames: int, seq_length: int, token_ids: Mapping[str, int]) -> list[int]:
+        """The tokens that replace the item's one pad in the prompt, as transformers'
+        processor writes them."""
+        raise NotImplementedError
+
 
 class NoAudioSide(AudioSide):
     """The audio side of a family whose processor has none (every family but Gemma 4): an
@@ -289,7 +310,7 @@ class Family:
     # what the family does with each modality's items (Side); `sides` keys them by name
     image: Side
     video: Side
-    audio: Side = NoAudioSide()
+    audio: AudioSide = NoAudioSide()
     layout: Layout = "patches"
     # the type transformers' processor rescales and normalizes in: "bfloat16" for Llama 4's
     # (Llama4ImageProcessor rounds each step to bfloat16, "as in the original

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -235,11 +236,13 @@ class Gemma4Video(VideoSide):
 class Gemma4Audio(AudioSide):
     """Gemma4AudioFeatureExtractor, and Gemma4Processor's audio_seq_length cap."""
 
-    tensor_names = ("input_features", "input_features_mask")
+    # no grid: the mask says the item's size (item_grid)
+    tensor_names = ("input_features", None)
     placeholder = "<|audio|>"
     defaults = {"audio_seq_length": 750, "audio_ms_per_token": 40}
     vllm_names = {"input_features": "input_features_padded"}
     vllm_pixels_field = "batched"
+    vllm_unpadded = True  # each item its own frames (vllm_tensors), never padded to a batch's
 
     def audio_tokens(self, num_samples: int, seq_length: int) -> int:
         """vLLM's _compute_audio_num_tokens: mel frames of 20 ms every 10 ms after half a
@@ -253,9 +256,24 @@ class Gemma4Audio(AudioSide):
             frames = (frames + 2 - 3) // 2 + 1
         return min(frames, seq_length)
 
+    def soft_tokens(self, frames: int, seq_length: int) -> int:
+        """transformers' replace_audio_token: the mask through two stride-2 convolutions."""
+        for _ in range(2):
+            frames = (frames + 1) // 2
+        return min(frames, seq_length)
+
     def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
         """The item's mel frames that are not padding."""
         return [int(np.count_nonzero(tensors["input_features_mask"][0]))]
+
+    def placeholder_tokens(self, frames: int, seq_length: int, token_ids: Mapping[str, int]) -> list[int]:
+        """`<|audio>`, `<|audio|>` x the soft tokens, `<audio|>`."""
+        soft_tokens = self.soft_tokens(frames, seq_length)
+        return (
+            [token_ids["boa_token_id"]]
+            + [token_ids[self.token_key]] * soft_tokens
+            + [token_ids["eoa_token_id"]]
+        )
 
     def item_tokens(
         self,
@@ -265,15 +283,27 @@ class Gemma4Audio(AudioSide):
         video: SampledVideo | None,
         encode: Encode,
     ) -> list[int]:
-        """transformers' replace_audio_token: the mask through two stride-2 convolutions."""
         (frames,) = grid
-        for _ in range(2):
-            frames = (frames + 1) // 2
-        soft_tokens = min(frames, int(config.option("audio_seq_length")))
+        return self.placeholder_tokens(frames, int(config.option("audio_seq_length")), token_ids)
+
+    def vllm_tensors(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """vLLM's Gemma4MultiModalProcessor keeps each item's unmasked frames and their
+        (all-true) mask, so a cached item is the same whatever batch it came in."""
+        mask = tensors["input_features_mask"][0]
+        return {
+            "input_features": tensors["input_features"][0][mask][None],
+            "input_features_mask": mask[mask][None],
+        }
+
+    def refusal(self, config: Mapping[str, Any], model: str) -> str | None:
+        """gemma4_mm.py's validate_num_items, for a model without config.json's audio_config
+        (gemma-4-31B-it, 26B-A4B-it): its message, word for word."""
+        if config.get("audio_config") is not None:
+            return None
         return (
-            [token_ids["boa_token_id"]]
-            + [token_ids[self.token_key]] * soft_tokens
-            + [token_ids["eoa_token_id"]]
+            f"Audio input was provided but the model '{model}' does not have an audio tower. "
+            "Audio inference is only supported for Gemma4 models that include an audio_config "
+            "(i.e., models that include an audio_config)."
         )
 
 

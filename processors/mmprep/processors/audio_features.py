@@ -100,6 +100,37 @@ class AudioFeatureConfig:
         return np.maximum(np.zeros(1), np.minimum(down_slopes, up_slopes))
 
 
+@dataclass(frozen=True)
+class AudioConfig:
+    """The audio side of a family's processor: its feature extractor's config and the
+    processor's cap on an item's soft tokens (Gemma4Processor's audio_seq_length)."""
+
+    family: str
+    features: AudioFeatureConfig
+    seq_length: int = 750
+
+    @property
+    def sampling_rate(self) -> int:
+        """The rate a waveform must be at (vLLM's parser resamples to it)."""
+        return self.features.sampling_rate
+
+    @classmethod
+    def from_processor_config(
+        cls, family: str, config: Mapping[str, Any], defaults: Mapping[str, Any]
+    ) -> AudioConfig:
+        """From processor_config.json (its `feature_extractor` section and top-level
+        `audio_seq_length`), `defaults` (the family's audio side's) for what it leaves out."""
+        section = config.get("feature_extractor")
+        if section is not None and not isinstance(section, Mapping):
+            raise ProcessorConfigError(f"feature_extractor must be an object, got {section!r}")
+        seq_length = config.get("audio_seq_length")
+        if seq_length is None:
+            seq_length = defaults.get("audio_seq_length", cls.seq_length)
+        if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 1:
+            raise ProcessorConfigError(f"audio_seq_length must be a positive integer, got {seq_length!r}")
+        return cls(family, AudioFeatureConfig.from_dict(section or {}), seq_length)
+
+
 def audio_tokens(num_samples: int, config: AudioFeatureConfig, seq_length: int) -> int:
     """Soft tokens of a waveform of `num_samples`: its mel frames through the encoder's two
     stride-2 convolutions, at most `seq_length` (vLLM's _compute_audio_num_tokens; transformers'

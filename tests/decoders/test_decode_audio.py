@@ -98,3 +98,20 @@ def test_a_video_without_audio_and_a_missing_file():
 def test_the_audio_of_a_video_file():
     audio = decode_audio((MEDIA / "audio_only_opus.webm").read_bytes(), 16000)
     assert audio.metadata.codec == "opus" and len(audio.waveform) > 0
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "ogg", "flac", "wav", "opus"])
+def test_where_libsndfile_reads_the_format_its_samples_are_taken(fmt):
+    """vLLM's loaders take soundfile's samples first: MP3 (mpg123) and Vorbis (libvorbis)
+    differ from FFmpeg's in their last bits, so mmprep takes them too."""
+    soundfile = pytest.importorskip("soundfile")
+    import io
+
+    rate = 48000 if fmt == "opus" else 44100
+    data = encode_audio(tone(0.5, rate, channels_of(fmt)), rate, fmt)
+    expected = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=False)[0].T
+    if expected.ndim > 1:
+        expected = np.mean(expected, axis=0)
+    audio = decode_audio(data)
+    np.testing.assert_array_equal(audio.waveform, expected)
+    assert audio.metadata.num_samples == len(expected)

@@ -1,5 +1,6 @@
 """Media decoding for multimodal models: frames sampled by presentation time, right
-whatever the container claims; audio as the model's mono waveform. Knows FFmpeg and numpy, nothing of HTTP."""
+whatever the container claims; audio as the model's mono waveform. Knows FFmpeg, libsndfile
+(audio, as vLLM's loaders read it) and numpy, nothing of HTTP."""
 
 from .audio import AudioMetadata, DecodedAudio, NoAudioStreamError, decode_audio
 from .errors import (

@@ -4,7 +4,9 @@ extractor takes, with PyAV, as vLLM 0.33 makes it for the processor.
 vLLM 0.33 (vllm/multimodal/media/audio.py, parse.py, audio.py) does it in two steps:
 - AudioMediaIO loads at the file's own rate (`sr=None`) with torchcodec, else soundfile, else
   PyAV: float32 samples, integer PCM scaled by 1/2**(bits-1) as all three scale it, then the
-  channels' mean (`np.mean(audio, axis=0)` over (channels, samples));
+  channels' mean (`np.mean(audio, axis=0)` over (channels, samples)). Here: libsndfile's
+  samples where the `soundfile` package is installed and reads the format, as vLLM's loaders
+  take them (vllm[audio] installs soundfile), else FFmpeg's (PyAV);
 - the model's data parser resamples to the feature extractor's rate with its AudioResampler,
   whose default method is torchaudio's `Resample` (Hann-windowed sinc, 6 zero crossings, roll
   off 0.99, a float32 kernel computed in float64): `sinc_resample` below, in numpy.
@@ -42,6 +44,10 @@ DEFAULT_MAX_DURATION = 600.0
 # torchaudio's Resample defaults, which vLLM's AudioResampler keeps
 LOWPASS_FILTER_WIDTH = 6
 ROLLOFF = 0.99
+# libsndfile's errors on which vLLM's loaders hand the file to PyAV (vllm/multimodal/media/
+# audio.py _BAD_SF_CODES): a lost error, a format it does not know, a malformed file, an
+# encoding its build lacks
+LIBSNDFILE_DEFERS = frozenset({0, 1, 3, 4})
 # FFmpeg's integer sample formats and the scale that makes them [-1, 1) floats, as libsndfile,
 # torchcodec (through libswresample) and FFmpeg's own s16 -> flt conversion scale them
 _INTEGER_SCALE = {"u8": 2.0**7, "s16": 2.0**15, "s32": 2.0**31, "s64": 2.0**63}
@@ -111,6 +117,13 @@ def _decode(source: Source, max_duration: float | None) -> tuple[np.ndarray, Aud
         if not rate:
             raise CorruptMediaError("the audio stream has no sample rate")
         _check_header_duration(stream, container, max_duration)
+        codec, name = stream.codec_context.name, container.format.name
+        # vLLM's loaders take libsndfile's samples where it reads the format: so does mmprep
+        read = _libsndfile_samples(source, max_duration)
+        if read is not None:
+            samples, own_rate = read
+            frames = samples.shape[1]
+            return samples, AudioMetadata(own_rate, samples.shape[0], frames, frames / own_rate, codec, name)
         limit = None if max_duration is None else int(rate * max_duration)
         chunks: list[np.ndarray] = []
         total = 0
@@ -126,7 +139,6 @@ def _decode(source: Source, max_duration: float | None) -> tuple[np.ndarray, Aud
                     )
         except (av.FFmpegError, EOFError, ValueError) as error:
             raise CorruptMediaError(f"FFmpeg cannot decode this audio: {error}") from error
-        codec, name = stream.codec_context.name, container.format.name
     if not chunks or total == 0:
         raise CorruptMediaError("the audio stream holds no samples")
     channels = max(chunk.shape[0] for chunk in chunks)
@@ -135,6 +147,38 @@ def _decode(source: Source, max_duration: float | None) -> tuple[np.ndarray, Aud
     samples = np.concatenate(chunks, axis=1)
     metadata = AudioMetadata(rate, channels, total, total / rate, codec, name)
     return samples, metadata
+
+
+def _libsndfile_samples(source: Source, max_duration: float | None) -> tuple[np.ndarray, int] | None:
+    """(channels, samples) float32 as vLLM's load_audio_soundfile reads them, and the rate,
+    where the `soundfile` package is installed and libsndfile reads the format (WAV, FLAC,
+    Ogg/Vorbis, Opus, MP3); None otherwise, for FFmpeg to decode, as vLLM's loaders fall back
+    to PyAV on the same libsndfile errors. Its MP3 (mpg123) and Vorbis (libvorbis) samples
+    differ from FFmpeg's in their last bits: taking them keeps the features and hashes vLLM's.
+    Bytes and paths only: a caller's open file is PyAV's alone, mid-read."""
+    if not isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
+        return None
+    try:
+        import soundfile
+    except (ImportError, OSError):  # not installed, or no libsndfile: FFmpeg decodes everything
+        return None
+    file = _file_of(source)
+    try:
+        with soundfile.SoundFile(file) as opened:
+            if max_duration is not None and opened.frames / opened.samplerate > max_duration:
+                raise MediaTooLargeError(
+                    f"the audio lasts {opened.frames / opened.samplerate:.1f} s, more than the limit of "
+                    f"{max_duration:g} s"
+                )
+            samples = opened.read(dtype="float32", always_2d=True).T
+            rate = opened.samplerate
+    except soundfile.LibsndfileError as error:
+        if error.code in LIBSNDFILE_DEFERS:
+            return None
+        raise CorruptMediaError(f"libsndfile cannot decode this audio: {error}") from error
+    if samples.shape[1] == 0:
+        return None  # FFmpeg says what is wrong
+    return samples, rate
 
 
 def _float_planes(frame: av.AudioFrame) -> np.ndarray:

@@ -106,7 +106,7 @@ class Audio(Modality):
         item: MediaItem,
         processor: Processor,
         token_ids: dict[str, int],
-        encode: Any,
+        encode: Callable[[str], list[int]],
     ) -> list[int]:
         """`<|audio>`, a soft token per 40 ms of unmasked features (at most the processor's
         audio_seq_length), `<audio|>`: transformers' replace_audio_token."""

@@ -25,7 +25,10 @@ through --engine vllm-generate, and those of the other dtype's value swapped in 
 minutes: two `vllm serve` start-ups). `--qwen3-video` records Qwen3-VL's videos through
 --engine openai and --engine vllm-generate (issue 45, point 2: real_vllm.py's qwen3_video_run) into
 tests/data/vllm_real/qwen3_video.json, for tests/vllm_real/test_vllm_qwen3_video.py (about 3
-minutes: one `vllm serve`).
+minutes: one `vllm serve`). `--audio` records Gemma 4 E4B's audio cases (real_vllm.audio_cases,
+those both sides decode with FFmpeg or libsndfile alike) from `vllm launch render` alone into
+tests/data/vllm_real/audio.json, for tests/vllm_real/test_vllm_audio_goldens.py (about 2
+minutes; the render venv needs vLLM's audio decoders, which scripts/vllm_venv.sh installs).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.vllm_real, as pytest imports it
 
 from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
+    AUDIO_FOLDER,
+    AUDIO_LOSSY,
+    AUDIO_RESAMPLED_APART,
     DEFAULT_MODE,
     MEDIA_CASES,
     MULTI_CASES,
@@ -52,10 +58,15 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     SECONDS_OTHER,
     TEXT_CASES,
     RecordingProxy,
+    as_generate_takes,
+    audio_cases,
+    audio_chat,
+    audio_samples_digest,
     chat_body,
     chat_logprobs,
     generate_ids,
     generate_logprobs,
+    missing_audio,
     missing_venv,
     mmprep_server,
     model_folder,
@@ -73,6 +84,7 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
 
 GOLDENS = REPO / "tests" / "data" / "vllm_real" / "goldens.json"
 SECONDS_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "seconds_per_grid.json"
+AUDIO_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "audio.json"
 QWEN3_VIDEO_GOLDENS = REPO / "tests" / "data" / "vllm_real" / "qwen3_video.json"
 
 
@@ -203,7 +215,36 @@ def record_seconds_per_grid() -> None:
     SECONDS_GOLDENS.write_text(dumps(recorded))
 
 
+def record_audio() -> None:
+    """Gemma 4 E4B's audio cases, as vllm launch render 0.33 renders them (ranges narrowed to
+    the embeddings' run, as_generate_takes), each with a digest of its decoded samples."""
+    import tempfile
+
+    from mmprep.decoders import decode_audio
+    from mmprep.testing.model_folder import make_model_folder
+
+    if reason := missing_audio():
+        sys.exit(reason)
+    folder = make_model_folder(AUDIO_FOLDER, Path(tempfile.mkdtemp(prefix="mmprep-audio-")) / "gemma4-e4b")
+    cases = {}
+    with vllm_render(folder, "default") as vllm:
+        for name, parts in audio_cases().items():
+            if name in AUDIO_LOSSY or name in AUDIO_RESAMPLED_APART:
+                continue
+            fields = render_fields(render(vllm.url, audio_chat(str(folder), parts)))
+            cases[name] = {
+                "samples": [audio_samples_digest(part, decode_audio) for part in parts],
+                "render": as_generate_takes(fields, folder, "gemma4"),
+            }
+    recorded = {"versions": {"render": "vllm 0.33.0"}, "model": str(folder), "cases": cases}
+    AUDIO_GOLDENS.write_text(dumps(recorded))
+    print(f"wrote {AUDIO_GOLDENS}: {len(cases)} cases")
+
+
 def main(families: list[str]) -> None:
+    if families[:1] == ["--audio"]:
+        record_audio()
+        return
     if reason := missing_venv():
         sys.exit(reason)
     if families[:1] == ["--seconds-per-grid"]:

@@ -62,6 +62,9 @@ def test_the_published_folder_loads_with_its_budgets(folder):
         "video_token_id": 258884,
         "boi_token_id": 255999,
         "eoi_token_id": 258882,
+        "audio_token_id": 258881,
+        "boa_token_id": 256000,
+        "eoa_token_id": 258883,
     }
 
 

@@ -239,7 +239,7 @@ def test_the_front_door_serves_the_same_routes(ray_app):
         ),
         (chat(video("http://127.0.0.1:9/nothing.mp4"), max_tokens=0), 400, "invalid_request", "max_tokens"),
         (
-            chat({"type": "audio_url", "audio_url": {"url": "x"}}),
+            chat({"type": "file", "file": {"file_id": "x"}}),
             400,
             "unsupported_content_type",
             "messages[0].content[0].type",

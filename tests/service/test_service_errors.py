@@ -61,11 +61,9 @@ def test_more_than_one_choice_is_refused(server):
 
 
 def test_an_unknown_part_type_is_named(server):
-    body = chat(
-        {"type": "text", "text": "hi"}, {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
-    )
+    body = chat({"type": "text", "text": "hi"}, {"type": "file", "file": {"file_id": "file-abc"}})
     error = assert_error(post(server, body), 400, "unsupported_content_type", "messages[0].content[1].type")
-    assert "input_audio" in error["message"]
+    assert "'file'" in error["message"] and "input_audio" in error["message"]  # and the types it takes
 
 
 @pytest.mark.parametrize(

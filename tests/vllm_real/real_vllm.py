@@ -1058,3 +1058,113 @@ def assert_qwen3_video(recorded: dict) -> None:
         "duration": 4.0,
         "do_sample_frames": False,
     }
+
+
+# -- audio: Gemma 4 E4B against vllm launch render (tests/vllm_real/test_real_vllm_audio.py) ----
+
+# What vLLM's audio path imports: its decoders (vllm[audio]) and its default resampler
+AUDIO_PACKAGES = ("av", "soundfile", "torchaudio")
+AUDIO_FOLDER = "gemma4_e4b"  # the preset with an audio tower; the render server reads no weights
+
+
+def missing_audio() -> str | None:
+    """Why the render venv cannot decode audio as vLLM does, or None."""
+    if reason := missing_venv(RENDER_VENV):
+        return reason
+    check = f"import importlib.util as u; print(all(u.find_spec(m) for m in {AUDIO_PACKAGES!r}))"
+    found = subprocess.run([RENDER_VENV / "bin" / "python", "-c", check], capture_output=True, text=True)
+    if found.stdout.strip() != "True":
+        return f"{RENDER_VENV} lacks vLLM's audio decoders ({', '.join(AUDIO_PACKAGES)}): `bash {SCRIPT}`"
+    return None
+
+
+def input_audio_part(data: bytes, fmt: str) -> dict:
+    return {"type": "input_audio", "input_audio": {"data": base64.b64encode(data).decode(), "format": fmt}}
+
+
+def audio_url_part(data: bytes, mime: str) -> dict:
+    return {"type": "audio_url", "audio_url": {"url": data_url(data, mime)}}
+
+
+def audio_cases() -> dict[str, list[dict]]:
+    """Name -> the chat's media parts (made on the spot: mmprep.testing.audio). The 22.05, 44.1
+    and 48 kHz files are mixed to mono and resampled to 16 kHz by both sides (vLLM: torchaudio's
+    Resample; mmprep: its numpy port)."""
+    from mmprep.testing.audio import encode_audio, tone
+
+    return {
+        "wav 16k input_audio": [input_audio_part(encode_audio(tone(1.5, 16000), 16000, "wav"), "wav")],
+        "flac 44.1k stereo audio_url": [
+            audio_url_part(encode_audio(tone(2.0, 44100, 2), 44100, "flac"), "audio/flac")
+        ],
+        "ogg 44.1k stereo audio_url": [
+            audio_url_part(encode_audio(tone(1.2, 44100, 2), 44100, "ogg"), "audio/ogg")
+        ],
+        "wav 48k stereo audio_url": [
+            audio_url_part(encode_audio(tone(1.2, 48000, 2), 48000, "wav"), "audio/wav")
+        ],
+        "mp3 44.1k stereo audio_url": [
+            audio_url_part(encode_audio(tone(2.0, 44100, 2), 44100, "mp3"), "audio/mpeg")
+        ],
+        "two audios": [
+            input_audio_part(encode_audio(tone(0.7, 22050, frequency=300), 22050, "wav"), "wav"),
+            audio_url_part(encode_audio(tone(3.1, 16000, frequency=900), 16000, "flac"), "audio/flac"),
+        ],
+    }
+
+
+# Lossy formats, which vLLM decodes with soundfile (libsndfile: libvorbis, mpg123): so does
+# mmprep where soundfile is installed; with FFmpeg instead, the same length, so the same ids
+# and placeholders, but samples that differ in their last bits, so other features and hashes
+# (docs/deployment.md, "Audio"). Their encoders may write other bytes on another FFmpeg: the
+# goldens keep only the other cases.
+AUDIO_LOSSY = ("ogg 44.1k stereo audio_url", "mp3 44.1k stereo audio_url")
+# Rates whose ratio to 16 kHz leaves one output phase (48, 32, 96 kHz): torch's conv1d sums
+# that kernel in another order than numpy, so the resampled samples differ within 2e-7 (float
+# rounding), and with them the features and hashes; 44.1, 22.05, 24, 11.025 and 8 kHz are
+# equal to the bit. Left out of the goldens too.
+AUDIO_RESAMPLED_APART = ("wav 48k stereo audio_url",)
+
+
+def libsndfile_here() -> bool:
+    """Whether mmprep's decoder reads with libsndfile in this process, as vLLM's does."""
+    try:
+        import soundfile  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+def audio_samples_digest(part: dict, decode: Any) -> str:
+    """What a part's file decodes to at its own rate (`decode`: mmprep.decoders.decode_audio),
+    a digest: a lossless file made by another FFmpeg may differ in its bytes, never in these."""
+    if part["type"] == "input_audio":
+        data = base64.b64decode(part["input_audio"]["data"])
+    else:
+        data = base64.b64decode(part["audio_url"]["url"].split(",", 1)[1])
+    return hashlib.sha256(decode(data).waveform.tobytes()).hexdigest()[:16]
+
+
+def audio_chat(model: str, parts: list[dict]) -> dict:
+    content = [*parts, {"type": "text", "text": "Transcribe it."}]
+    return {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 8}
+
+
+def audio_shapes(fields: dict) -> list[dict]:
+    """Each audio item's keys, their dtype and shape (not their bytes), and their fields."""
+    return [
+        {key: (entry["data"][:2], entry["field"]) for key, entry in item.items()}
+        for item in fields["tensors"]["audio"]
+    ]
+
+
+def assert_audio_render(case: str, ours: dict, expected: dict) -> None:
+    """mmprep's render fields of an audio case against vLLM's (ranges narrowed to the run of
+    embeddings, as_generate_takes): equal, or, for AUDIO_RESAMPLED_APART and for AUDIO_LOSSY
+    decoded by FFmpeg here (no soundfile), equal but in the samples' bits (hashes and tensor
+    bytes)."""
+    if case in AUDIO_RESAMPLED_APART or (case in AUDIO_LOSSY and not libsndfile_here()):
+        assert [found.split(":")[0] for found in differences(ours, expected)] == ["mm_hashes", "tensors"]
+        assert audio_shapes(ours) == audio_shapes(expected)
+    else:
+        assert differences(ours, expected) == []

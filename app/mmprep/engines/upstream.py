@@ -245,7 +245,7 @@ def _data_urls(media: list[MediaItem], frame_format: str) -> dict[int, str]:
     urls: dict[int, str] = {}
     for item in media:
         if id(item.tensor) not in urls:
-            urls[id(item.tensor)] = modality_of(item).data_url(item.tensor, encode, frame_format)
+            urls[id(item.tensor)] = modality_of(item).data_url(item, encode, frame_format)
     return urls
 
 

@@ -1,4 +1,4 @@
-"""The modalities mmprep takes (image, video), one module each behind one table: each a
+"""The modalities mmprep takes (image, video, audio), one module each behind one table: each a
 record (base.Modality) of what differs between them, from the content part that carries one
 to what the echo engine says of it. Every other room asks the record; adding a modality is
 one module and its line here."""
@@ -8,12 +8,15 @@ from __future__ import annotations
 from mmprep.families import Kind
 
 from ..interface.prepared import MediaItem
+from .audio import AUDIO
 from .base import DecodeContext, Loaded, Modality, part_error
 from .image import IMAGE
 from .video import VIDEO
 
-MODALITIES: dict[Kind, Modality] = {modality.name: modality for modality in (IMAGE, VIDEO)}
-BY_PART_TYPE: dict[str, Modality] = {modality.part_type: modality for modality in MODALITIES.values()}
+MODALITIES: dict[Kind, Modality] = {modality.name: modality for modality in (IMAGE, VIDEO, AUDIO)}
+BY_PART_TYPE: dict[str, Modality] = {
+    part_type: modality for modality in MODALITIES.values() for part_type in modality.part_types
+}
 
 
 def modality_of(item: MediaItem) -> Modality:

@@ -1,19 +1,21 @@
-"""The modality record: everything mmprep does differently for an image, a video (and,
-next, audio), in one object per modality, as vLLM keeps a MediaIO per modality behind one
+"""The modality record: everything mmprep does differently for an image, a video and
+audio, in one object per modality, as vLLM keeps a MediaIO per modality behind one
 media connector. The rooms that handle media ask the record; none compares a modality's name.
 
 A record says:
 - `name`: the modality's name ("video"): a PreparedRequest media part's type, MediaItem.kind,
   a placeholder's modality, the metrics' label;
-- `part_type`: the OpenAI content part that carries one ("video_url"), and `part_options`,
+- `part_type`: the OpenAI content part that carries one ("video_url"; `part_types`, every
+  part that does: audio's `input_audio` too), `part_source` its URL and `part_options`,
   the keys such a part may carry besides its URL;
 - `timed`: whether an item is frames over time (timestamps, indices, sampling, the video
   rules of the families and of vLLM's wire);
 - `sampling`: the part's decode options from the request's;
 - `decode`: the fetched bytes made into a `Loaded` (the decoded media, the processor's tensors);
 - `item`: a `Loaded` as the MediaItem the engines get; `units`, its frames; `account`, what the
-  echo engine says of it beyond its tensor;
+  echo engine says of it beyond its tensor; `item_tokens`, what replaces its pad in the prompt;
 - `data_url`: the item as an OpenAI-compatible server takes it back;
+- `hashed_bare`: vLLM hashes the item's tensor as it is (audio's waveform), not as a picture;
 - `token_type_id`: transformers' mm_token_type_ids value for its placeholder tokens;
   `processor_scope`, the key of mm_processor_kwargs for its processor alone ("videos_kwargs").
 """
@@ -28,13 +30,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mmprep import families
 from mmprep.decoders import MediaError, VideoSampling
 from mmprep.families import Kind
-from mmprep.processors import ProcessedMedia, ProcessorError
+from mmprep.processors import ProcessedMedia, Processor, ProcessorError
 
 from ..core.config import MediaSettings, Settings
 from ..core.errors import ServiceError
 from ..interface.prepared import MediaItem, SourceImage
+from ..media.data_url import DataURL
 
 # preprocess.vision.VisionProcessing (a room above this one): the model's processor, its
 # frame rules and its token check, or None without --processor / --model.
@@ -78,8 +82,25 @@ class Modality(ABC):
     name: ClassVar[Kind]  # the names are the families' Kind: what a family has rules for
     part_type: ClassVar[str]
     timed: ClassVar[bool]
+    hashed_bare: ClassVar[bool] = False
     token_type_id: ClassVar[int]
     processor_scope: ClassVar[str]
+
+    @property
+    def part_types(self) -> tuple[str, ...]:
+        """Every content part type that carries an item of this modality."""
+        return (self.part_type,)
+
+    def part_source(self, part_type: str, value: Any, param: str) -> tuple[str | DataURL, dict[str, Any]]:
+        """The URL a part of `part_type` (its value: `value`) points at, and its own options.
+        A long data URL stays the DataURL app/mmprep/transport/json_body.py made of it."""
+        if isinstance(value, str | DataURL):  # some clients send the URL bare
+            return value, {}
+        if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
+            raise ServiceError(
+                f"{param} must be an object with a 'url' string", "invalid_content_part", param
+            )
+        return value["url"], self.part_options(value, param)
 
     @abstractmethod
     def part_options(self, value: dict[str, Any], param: str) -> dict[str, Any]:
@@ -114,8 +135,28 @@ class Modality(ABC):
         """What the echo engine says of an item besides its tensor and metadata."""
         return {}
 
+    def item_tokens(
+        self,
+        family: families.Family,
+        item: MediaItem,
+        processor: Processor,
+        token_ids: dict[str, int],
+        encode: Callable[[str], list[int]],
+    ) -> list[int]:
+        """The tokens that replace a processed item's one pad in the prompt, as its family's
+        side writes them from its grid, with this side of `processor`'s config. A ValueError
+        where they cannot be known."""
+        assert item.processed is not None  # render/placeholders.py checks it
+        config = processor.config(item.kind)
+        if config is None:
+            raise ValueError(f"{item.param}: the model folder has no image processor config")
+        side = family.sides[item.kind]
+        grid = side.item_grid(item.processed.tensors)
+        video = item.sampled_video() if self.timed else None
+        return side.item_tokens(grid, config, token_ids, video, encode)
+
     @abstractmethod
-    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
+    def data_url(self, item: MediaItem, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
         """The item as a data URL an OpenAI-compatible server reads, each picture as
         `encode` writes it (base64 of a `picture_type` file: jpeg or png)."""
 

@@ -64,8 +64,8 @@ class Image(Modality):
             source=loaded.source,
         )
 
-    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
-        return f"data:image/{picture_type};base64," + encode(tensor)
+    def data_url(self, item: MediaItem, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
+        return f"data:image/{picture_type};base64," + encode(item.tensor)
 
 
 IMAGE = Image()

@@ -128,11 +128,11 @@ class Video(Modality):
             "indices": item.indices.tolist(),
         }
 
-    def data_url(self, tensor: np.ndarray, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
+    def data_url(self, item: MediaItem, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
         """vLLM reads `data:video/jpeg;base64,` and comma-separated frames as the frames
         themselves, each opened by Pillow whatever its format: PNG frames go under the same
         type (vLLM has no other for frames)."""
-        return "data:video/jpeg;base64," + ",".join(encode(frame) for frame in tensor)
+        return "data:video/jpeg;base64," + ",".join(encode(frame) for frame in item.tensor)
 
 
 def sampling_keys(options: dict[str, Any], where: str) -> dict[str, Any]:

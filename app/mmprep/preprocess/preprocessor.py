@@ -158,7 +158,7 @@ class Preprocessor:
         family = self._vision.processor.family if self._vision is not None else None
         if len(request.media) > self._settings.max_media_parts:
             raise ServiceError(
-                f"the request has {len(request.media)} image and video parts, "
+                f"the request has {len(request.media)} media parts, "
                 f"more than the {self._settings.max_media_parts} allowed",
                 "too_many_media_parts",
                 "messages",
@@ -181,13 +181,25 @@ class Preprocessor:
             if known is not None and not known.takes(part.kind):
                 raise ServiceError(
                     f"{part.param}: the model's family, {family}, takes no {part.kind} input "
-                    f"({modality.part_type} parts)",
+                    f"({' or '.join(modality.part_types)} parts)",
                     "unsupported_content_type",
                     part.param,
                 )
+            self._check_model_takes(known, part.kind, part.param)
             sampling = modality.sampling(requested, part.options, self._settings, part.param, model_picks)
             parts.append(_MediaPart(modality, part.url, sampling, part.param, vision))
         return parts
+
+    def _check_model_takes(self, family: families.Family | None, kind: families.Kind, param: str) -> None:
+        """A 400 with vLLM's message where the --model folder's own model takes no items of
+        this modality though its family's may (a Gemma 4 without an audio tower)."""
+        if family is None or self._renderer is None:
+            return
+        refusal = family.sides[kind].refusal(
+            self._renderer.folder.config, self._settings.served_model_name[0]
+        )
+        if refusal is not None:
+            raise ServiceError(refusal, "unsupported_content_type", param)
 
     # -- fetching and decoding ---------------------------------------------------------
 

@@ -138,14 +138,15 @@ class VisionProcessing:
 
     @property
     def cache_key(self) -> tuple:
-        """All of this processing that changes its tensors, hashable: the family, both
-        configs (the pixel form is their do_rescale and do_normalize), the resize, and
-        whether videos get vLLM's frames (loader_picks)."""
+        """All of this processing that changes its tensors, hashable: the family, its
+        configs (the pixel form is their do_rescale and do_normalize; the audio's feature
+        extractor), the resize, and whether videos get vLLM's frames (loader_picks)."""
         processor = self.processor
         return (
             processor.family,
             processor.video_config,
             processor.image_config,
+            processor.audio_config,
             self._ffmpeg_resize,
             self.vllm_frames,
         )

@@ -33,14 +33,11 @@ def item_tokens(folder: ModelFolder, item: MediaItem, processor: Processor | Non
     """The item's tokens, from its grid as `processor` (default: the folder's) made it."""
     if item.processed is None:
         raise ValueError(f"{item.param}: the item was not processed, so its token count is unknown")
-    processor = processor or folder.processor
-    config = processor.config(item.kind)
-    if config is None:
-        raise ValueError(f"{item.param}: the model folder has no image processor config")
-    side = families.get(folder.family).sides[item.kind]
-    grid = side.item_grid(item.processed.tensors)
-    video = item.sampled_video() if modality_of(item).timed else None
+    family = families.get(folder.family)
     try:
-        return side.item_tokens(grid, config, folder.vision_token_ids, video, folder.encode)
+        return modality_of(item).item_tokens(
+            family, item, processor or folder.processor, folder.vision_token_ids, folder.encode
+        )
     except ValueError as error:
-        raise ValueError(f"{item.param}: {error}") from None
+        message = str(error)
+        raise ValueError(message if message.startswith(item.param) else f"{item.param}: {message}") from None

@@ -67,10 +67,10 @@ GEMMA3_TOKENS = [
     (262144, "<image_soft_token>"),
 ]
 GEMMA3_LINE_BREAKS = [(106 + count, "\n" * count) for count in range(1, 32)]  # ids 107..137, not special
-ADDED_TOKENS = {"gemma4": GEMMA4_TOKENS, "gemma3": GEMMA3_TOKENS}
-PLAIN_TOKENS = {"gemma4": [], "gemma3": GEMMA3_LINE_BREAKS}  # added, not special
-SIZES = {"gemma4": VOCAB_SIZE, "gemma3": VOCAB_SIZE + 1}
-ADDS_BOS = {"gemma4": False, "gemma3": True}  # the post-processor puts <bos> in front
+ADDED_TOKENS = {"gemma4": GEMMA4_TOKENS, "gemma4_e4b": GEMMA4_TOKENS, "gemma3": GEMMA3_TOKENS}
+PLAIN_TOKENS = {"gemma4": [], "gemma4_e4b": [], "gemma3": GEMMA3_LINE_BREAKS}  # added, not special
+SIZES = {"gemma4": VOCAB_SIZE, "gemma4_e4b": VOCAB_SIZE, "gemma3": VOCAB_SIZE + 1}
+ADDS_BOS = {"gemma4": False, "gemma4_e4b": False, "gemma3": True}  # the post-processor puts <bos> in front
 FAMILIES = tuple(ADDED_TOKENS)
 SPACE = "\u2581"  # SentencePiece's word mark: the normalizer writes it for every space
 FIRST_BYTE_ID = 238  # where the 256 byte-fallback tokens <0x00>..<0xFF> start, as in Gemma's vocabulary

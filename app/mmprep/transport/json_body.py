@@ -6,7 +6,7 @@ for seconds, and its long strings are copied three times over. Here the body is 
 into one buffer as it arrives; a body over SMALL_BODY bytes is then taken apart in a thread:
 every string longer than LONG_STRING bytes is cut out (a view of the buffer, not a copy),
 json.loads reads the small rest, and the long strings go back where they were: a data URL
-where a URL goes (`url`, `image_url`, `video_url`) as a DataURL, whose size is judged by its
+where a URL goes (`url`, `image_url`, `video_url`, `audio_url`) as a DataURL, whose size is judged by its
 length before anything decodes it; anything else as str. The loop stays free because no
 single step holds the GIL for long: finding the strings is a series of short C searches,
 and the rest that json.loads sees is small.
@@ -131,7 +131,12 @@ def _shift_before(shifts: list[tuple[int, int]], position: int) -> int:
     return shifts[index][1] if index >= 0 else 0
 
 
-URL_KEYS = ("url", "image_url", "video_url")  # where a data URL may stay bytes; anywhere else it is text
+URL_KEYS = (
+    "url",
+    "image_url",
+    "video_url",
+    "audio_url",
+)  # where a data URL may stay bytes; anywhere else it is text
 
 
 def _put_back(value: Any, long_strings: dict[str, LongString], key: str | None = None) -> Any:

@@ -21,7 +21,9 @@ The item is what vLLM's frontend would hash for the same media:
   do_sample_frames=False) for the families that need it (Qwen2.5-VL, Qwen3-VL). Not by the
   file's bytes: vLLM's own loader samples by frame index from the stream's claimed count,
   so it may pick other frames than mmprep's (a VP9 WebM claims none), and a shared key
-  would hand one request the other's tensors.
+  would hand one request the other's tensors;
+- an audio: the float32 mono waveform at the feature extractor's rate, as vLLM's parser
+  hands it over after resampling (AudioProcessorItems keeps no bytes).
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ from ..modalities import modality_of
 
 HashAlgorithm = Literal["blake3", "sha256", "sha512"]
 # vLLM's _HF_MODALITY_PROCESSOR_KWARGS: processor options scoped to one modality.
-# Every modality's scope of mm_processor_kwargs vLLM knows (audio's too: mmprep has no audio
-# yet, but a request may name its scope, which vLLM leaves out of an image's or video's hash).
+# Every modality's scope of mm_processor_kwargs vLLM knows.
 VLLM_SCOPES = ("images_kwargs", "videos_kwargs", "audio_kwargs")
 
 _NONE, _SEQUENCE, _MAPPING, _LEAF = b"\x00", b"\x01", b"\x02", b"\x03"
@@ -77,6 +78,8 @@ def run_hash(item_hash: str, run: int, algorithm: HashAlgorithm = "blake3") -> s
 
 def hashed_media(item: MediaItem, family: str | None = None) -> Any:
     """What vLLM hashes for this item (see the module docstring)."""
+    if modality_of(item).hashed_bare:
+        return item.tensor
     if modality_of(item).timed:
         # Kept with the frames where the family's vLLM parser keeps a video's metadata
         # (video_needs_metadata in vllm 0.33.0's qwen2_5_vl.py and qwen3_vl.py); else dropped.

@@ -8,7 +8,9 @@ vllm_pixels_field, vllm_video_fields). For
 LLaVA-OneVision (llava_onevision.py) every key is batched: `pixel_values` (tiles, 3, H, W),
 its tiles padded to the most of the prompt's images, `image_sizes` (2,) on the CPU,
 `pixel_values_videos` (frames, 3, H, W); for Mistral 3 `pixel_values` (3, H, W), each
-image at its own size (Side.vllm_unpadded), and no `image_sizes` (Side.vllm_left_out). For
+image at its own size (Side.vllm_unpadded), and no `image_sizes` (Side.vllm_left_out); for
+Gemma 4's audio `input_features_padded` (frames, 128) and `input_features_mask` (frames,),
+each item's unmasked frames alone (Side.vllm_tensors), both batched. For
 the Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vllm 0.33.0, model_executor/models/qwen2_vl.py,
 qwen2_5_vl.py, qwen3_vl.py):
 
@@ -165,7 +167,7 @@ def _batched_items(media: Sequence[MediaItem], side: families.Side) -> list[Item
     """Every key batched, each item its own array (the batch's leading axis of one taken
     off), the pixels as the HF processor batches them (Side.batch_pixels); the grid, where
     the side has one (LLaVA's image_sizes), kept on the CPU."""
-    tensors = [_processed(item).tensors for item in media]
+    tensors = [side.vllm_tensors(_processed(item).tensors) for item in media]
     pixels_key, grid_key = side.tensor_names
     pixels = [named[pixels_key] for named in tensors]
     if not side.vllm_unpadded:  # Mistral 3's: padded, then cut back

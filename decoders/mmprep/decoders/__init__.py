@@ -1,6 +1,8 @@
-"""Media decoding for vision-language models: frames sampled by presentation time,
-right whatever the container claims. Knows FFmpeg and numpy, nothing of HTTP."""
+"""Media decoding for multimodal models: frames sampled by presentation time, right
+whatever the container claims; audio as the model's mono waveform. Knows FFmpeg, libsndfile
+(audio, as vLLM's loaders read it) and numpy, nothing of HTTP."""
 
+from .audio import AudioMetadata, DecodedAudio, NoAudioStreamError, decode_audio
 from .errors import (
     CorruptMediaError,
     DecodeCancelledError,
@@ -19,6 +21,10 @@ from .sampling import VideoSampling
 from .video import DecodedVideo, decode_video, probe_video
 
 __all__ = [
+    "AudioMetadata",
+    "DecodedAudio",
+    "NoAudioStreamError",
+    "decode_audio",
     "CorruptMediaError",
     "DecodeCancelledError",
     "DecodeTimeoutError",

@@ -5,7 +5,7 @@ nowhere else; what differs by modality within a family is one `Side` per modalit
 (`family.sides[modality]`). Knows numpy, nothing else of mmprep's: the processors and the
 service use it."""
 
-from .base import Family, ImageSide, Kind, Side, SideConfig, VideoSide, View
+from .base import AudioSide, Family, ImageSide, Kind, NoAudioSide, Side, SideConfig, VideoSide, View
 from .registry import (
     FAMILIES,
     MODEL_TYPES,
@@ -19,11 +19,13 @@ from .sizing import SizeError
 from .video import LoaderSource, SampledVideo, vllm_source
 
 __all__ = [
+    "AudioSide",
     "FAMILIES",
     "MODEL_TYPES",
     "Family",
     "ImageSide",
     "Kind",
+    "NoAudioSide",
     "LoaderSource",
     "SampledVideo",
     "Side",

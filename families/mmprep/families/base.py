@@ -6,7 +6,7 @@ names and defaults, how it sizes a frame, the tokens an image or video stands fo
 prompt, the tensors the model takes and the facts vLLM's model file states about it. The
 rest of mmprep asks the registry (registry.py) for the family and then asks the family; it
 never compares family names itself. What differs by modality is a `Side` of the family,
-one object per modality (`family.image`, `family.video`; `family.sides[name]` for a caller
+one object per modality (`family.image`, `family.video`, `family.audio`; `family.sides[name]` for a caller
 holding a modality's name), so nothing here compares modality names either.
 
 What each method computes is plain data in, plain data out (ints, lists, numpy arrays), so
@@ -25,7 +25,7 @@ import numpy as np
 
 from .video import SampledVideo
 
-Kind = Literal["image", "video"]
+Kind = Literal["image", "video", "audio"]
 Encode = Callable[[str], list[int]]  # text -> token ids, no special tokens added
 # How a family's processor lays its pixels out: "patches", Qwen-VL's rows of flattened
 # temporal patches (processors/mmprep/processors/patches.py); "tiles", whole (3, H, W) frames or tiles, one
@@ -197,6 +197,17 @@ class Side:
         patches_per_image: the count its pixels are sized by)."""
         return {}
 
+    def vllm_tensors(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """An item's processed tensors as vLLM's processor keeps them, before vllm_names
+        (Gemma 4's audio: cut back to its unmasked frames)."""
+        return dict(tensors)
+
+    def refusal(self, config: Mapping[str, Any], model: str) -> str | None:
+        """vLLM's message where this model (config.json's values, its served name) takes no
+        items of this side's modality though its family's models may (a Gemma 4 without an
+        audio tower); None where it takes them."""
+        return None
+
     def vllm_shared_fields(self, token_ids: Mapping[str, int]) -> dict[str, int]:
         """Keys vLLM's items of this modality share (a shared field kept on the CPU: every
         item holds the same 0-d int64), from the model's token ids."""
@@ -237,6 +248,38 @@ class NoVideoSide(VideoSide):
     takes_pixel_aliases = False
 
 
+class AudioSide(Side):
+    """An audio side: transformers' feature extractor (processors' audio_features), whose
+    tensors are a waveform's log-mel frames and their mask."""
+
+    modality = "audio"
+    token_key = "audio_token_id"
+    takes_pixel_aliases = False
+
+    def audio_tokens(self, num_samples: int, seq_length: int) -> int:
+        """The soft tokens a waveform of `num_samples` (at the extractor's rate) stands for."""
+        raise NotImplementedError
+
+    def soft_tokens(self, frames: int, seq_length: int) -> int:
+        """The soft tokens an item of `frames` unmasked feature frames stands for, at most
+        `seq_length` (the processor's cap)."""
+        raise NotImplementedError
+
+    def placeholder_tokens(self, frames: int, seq_length: int, token_ids: Mapping[str, int]) -> list[int]:
+        """The tokens that replace the item's one pad in the prompt, as transformers'
+        processor writes them."""
+        raise NotImplementedError
+
+
+class NoAudioSide(AudioSide):
+    """The audio side of a family whose processor has none (every family but Gemma 4): an
+    audio part is refused, naming the family and the part."""
+
+    taken = False
+    tensor_names = ("input_features", None)
+    placeholder = ""
+
+
 class Family:
     """One model family. A subclass sets the class attributes, its sides (`image`, `video`:
     instances of its own ImageSide / VideoSide subclasses) and overrides what differs; the
@@ -267,6 +310,7 @@ class Family:
     # what the family does with each modality's items (Side); `sides` keys them by name
     image: Side
     video: Side
+    audio: AudioSide = NoAudioSide()
     layout: Layout = "patches"
     # the type transformers' processor rescales and normalizes in: "bfloat16" for Llama 4's
     # (Llama4ImageProcessor rounds each step to bfloat16, "as in the original
@@ -301,7 +345,7 @@ class Family:
     def __init__(self) -> None:
         # each side under its modality's name: what a caller holding an item's modality asks
         self.sides: Mapping[Kind, Side] = MappingProxyType(
-            {side.modality: side for side in (self.image, self.video)}
+            {side.modality: side for side in (self.image, self.video, self.audio)}
         )
 
     def __repr__(self) -> str:

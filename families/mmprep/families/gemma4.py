@@ -1,6 +1,7 @@
 """Gemma 4 (config.json model_type `gemma4`: gemma-4-31B-it, 26B-A4B-it, E4B-it, E2B-it;
 transformers' Gemma4Processor over Gemma4ImageProcessor and Gemma4VideoProcessor; vLLM 0.33's
-gemma4_mm.py). Images and video here; audio waits for its modality.
+gemma4_mm.py). Images, video, and audio where the model has an audio tower (E4B, E2B:
+config.json's audio_config; the 31B and 26B-A4B have none).
 
 - Sizing: each image or frame is resized, keeping its aspect, to the largest size whose
   sides are multiples of patch_size x pooling_kernel_size (48) and whose 16-pixel patches
@@ -27,6 +28,12 @@ gemma4_mm.py). Images and video here; audio waits for its modality.
   vLLM has no Gemma 4 video loader: its plain one takes the frames (docs/sampling.md). On
   vLLM 0.33's generate endpoint (no is_embed) a video goes as one image item per frame
   (vllm_image_runs).
+- Audio: a 16 kHz mono waveform's log-mel frames (Gemma4AudioFeatureExtractor,
+  processors' audio_features.py), `input_features` (1, frames, 128) and
+  `input_features_mask`; in the prompt `<|audio>`, `<|audio|>` x the frames through the
+  encoder's two stride-2 convolutions (at most audio_seq_length, 750: 30 s), `<audio|>`.
+  vLLM: each item's unpadded frames as `input_features_padded` and its all-true
+  `input_features_mask`, batched.
 """
 
 from __future__ import annotations
@@ -34,10 +41,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, Side, SideConfig, VideoSide, View
+from .base import AudioSide, Encode, Family, ImageSide, Side, SideConfig, VideoSide, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -227,6 +235,80 @@ class Gemma4Video(VideoSide):
         return tokens
 
 
+class Gemma4Audio(AudioSide):
+    """Gemma4AudioFeatureExtractor, and Gemma4Processor's audio_seq_length cap."""
+
+    # no grid: the mask says the item's size (item_grid)
+    tensor_names = ("input_features", None)
+    placeholder = "<|audio|>"
+    defaults = {"audio_seq_length": 750, "audio_ms_per_token": 40}
+    vllm_names = {"input_features": "input_features_padded"}
+    vllm_pixels_field = "batched"
+    vllm_unpadded = True  # each item its own frames (vllm_tensors), never padded to a batch's
+
+    def audio_tokens(self, num_samples: int, seq_length: int) -> int:
+        """vLLM's _compute_audio_num_tokens: mel frames of 20 ms every 10 ms after half a
+        frame of left padding (16 kHz), through two stride-2 convolutions (kernel 3, one
+        sample of padding each side), at most seq_length."""
+        frame_length, hop_length = 320, 160
+        frames = (num_samples + frame_length // 2 - (frame_length + 1)) // hop_length + 1
+        if frames <= 0:
+            return 0
+        for _ in range(2):
+            frames = (frames + 2 - 3) // 2 + 1
+        return min(frames, seq_length)
+
+    def soft_tokens(self, frames: int, seq_length: int) -> int:
+        """transformers' replace_audio_token: the mask through two stride-2 convolutions."""
+        for _ in range(2):
+            frames = (frames + 1) // 2
+        return min(frames, seq_length)
+
+    def item_grid(self, tensors: Mapping[str, np.ndarray]) -> list[int]:
+        """The item's mel frames that are not padding."""
+        return [int(np.count_nonzero(tensors["input_features_mask"][0]))]
+
+    def placeholder_tokens(self, frames: int, seq_length: int, token_ids: Mapping[str, int]) -> list[int]:
+        """`<|audio>`, `<|audio|>` x the soft tokens, `<audio|>`."""
+        soft_tokens = self.soft_tokens(frames, seq_length)
+        return (
+            [token_ids["boa_token_id"]]
+            + [token_ids[self.token_key]] * soft_tokens
+            + [token_ids["eoa_token_id"]]
+        )
+
+    def item_tokens(
+        self,
+        grid: Sequence[int],
+        config: SideConfig,
+        token_ids: Mapping[str, int],
+        video: SampledVideo | None,
+        encode: Encode,
+    ) -> list[int]:
+        (frames,) = grid
+        return self.placeholder_tokens(frames, int(config.option("audio_seq_length")), token_ids)
+
+    def vllm_tensors(self, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """vLLM's Gemma4MultiModalProcessor keeps each item's unmasked frames and their
+        (all-true) mask, so a cached item is the same whatever batch it came in."""
+        mask = tensors["input_features_mask"][0]
+        return {
+            "input_features": tensors["input_features"][0][mask][None],
+            "input_features_mask": mask[mask][None],
+        }
+
+    def refusal(self, config: Mapping[str, Any], model: str) -> str | None:
+        """gemma4_mm.py's validate_num_items, for a model without config.json's audio_config
+        (gemma-4-31B-it, 26B-A4B-it): its message, word for word."""
+        if config.get("audio_config") is not None:
+            return None
+        return (
+            f"Audio input was provided but the model '{model}' does not have an audio tower. "
+            "Audio inference is only supported for Gemma4 models that include an audio_config "
+            "(i.e., models that include an audio_config)."
+        )
+
+
 def frame_times(video: SampledVideo) -> list[float]:
     """Each sampled frame's index / the video's rate (24 where unknown): transformers'
     VideoMetadata.timestamps, vLLM's video_timestamps."""
@@ -249,9 +331,13 @@ class Gemma4(Family):
         "video_token_id": "<|video|>",
         "boi_token_id": "<|image>",
         "eoi_token_id": "<image|>",
+        "audio_token_id": "<|audio|>",
+        "boa_token_id": "<|audio>",
+        "eoa_token_id": "<audio|>",
     }
     image = Gemma4Image()
     video = Gemma4Video()
+    audio = Gemma4Audio()
     max_position_embeddings = 131072  # Gemma4TextConfig's default
     layout = "tiles"
     extra_keys = EXTRA

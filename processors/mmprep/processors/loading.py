@@ -17,6 +17,7 @@ from typing import Any
 
 import mmprep.families as families
 
+from .audio_features import AudioConfig
 from .config import FAMILIES, ProcessorConfig, resolve
 from .errors import ProcessorConfigError
 from .processor import Processor
@@ -36,12 +37,15 @@ def load_processor(
     applied over the config on both sides. `sides`: more such keys for one side alone, by its
     modality's name ({"video": {"max_pixels": ...}}), applied last (errors name them mm_processor_kwargs)."""
     name = os.fspath(name)
+    nested: dict[str, Any] = {}  # processor_config.json, where the audio side's config is
     if families.find(name) is not None:
         family, image, video = _family(name)
     elif (preset := preset_models().get(name.lower())) is not None:
         family, image, video = _read_folder(PRESETS / preset)
+        nested = _nested(PRESETS / preset)
     elif os.path.isdir(name):
         family, image, video = _read_folder(Path(name))
+        nested = _nested(Path(name))
     else:
         raise ProcessorConfigError(
             f"{name!r} is neither a processor family ({', '.join(FAMILIES)}), a preset model id "
@@ -61,7 +65,21 @@ def load_processor(
     return Processor(
         video=side_config(rules.video, video),
         image=side_config(rules.image, image) if image is not None else None,
+        audio=_audio(rules, nested),
     )
+
+
+def _audio(rules: families.Family, nested: dict[str, Any]) -> AudioConfig | None:
+    """The audio side, for a family whose processor has one: processor_config.json's
+    feature_extractor and audio_seq_length, transformers' class defaults where it has none."""
+    if not rules.takes("audio"):
+        return None
+    return AudioConfig.from_processor_config(rules.name, nested, rules.audio.defaults)
+
+
+def _nested(folder: Path) -> dict[str, Any]:
+    path = folder / "processor_config.json"
+    return _read_json(path) if path.is_file() else {}
 
 
 def preset_models() -> dict[str, str]:

@@ -1,5 +1,6 @@
 """`Processor`: a model family's vision processor (resize to its grid, rescale, normalize,
-patchify) for videos and images, equal to transformers' output."""
+patchify) for videos and images, and its audio feature extractor where the family has one
+(audio_features.py), equal to transformers' output."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import mmprep.families as families
 
 from . import resize, tiles
+from .audio_features import AudioConfig, log_mel
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
@@ -24,11 +26,15 @@ def default_threads() -> int:
 
 class Processor:
     """One family's image and video processors, each from its own config (`image` may be
-    None when a model folder has no image processor config)."""
+    None when a model folder has no image processor config), and its audio feature extractor
+    (`audio`: None for a family whose processor has none)."""
 
-    def __init__(self, video: ProcessorConfig, image: ProcessorConfig | None):
+    def __init__(
+        self, video: ProcessorConfig, image: ProcessorConfig | None, audio: AudioConfig | None = None
+    ):
         self.video_config = video
         self.image_config = image
+        self.audio_config = audio
         # each side's config under its modality's name
         self._configs = {config.kind: config for config in (image, video) if config is not None}
 
@@ -49,7 +55,7 @@ class Processor:
             return replace(config, do_rescale=False, do_normalize=False)
 
         image = raw(self.image_config) if self.image_config is not None else None
-        return Processor(video=raw(self.video_config), image=image)
+        return Processor(video=raw(self.video_config), image=image, audio=self.audio_config)
 
     def as_vllm_renders(self) -> Processor:
         """This processor as vLLM's renderer runs it: where vLLM sends a family's video frames
@@ -67,7 +73,7 @@ class Processor:
             image_mean=image.image_mean,
             image_std=image.image_std,
         )
-        return Processor(video=video, image=image)
+        return Processor(video=video, image=image, audio=self.audio_config)
 
     def preload(self) -> None:
         """Load now what the first frame processed would load (torch, for the resize, where
@@ -79,7 +85,10 @@ class Processor:
         return self._family().sides[kind].tensor_names
 
     def __repr__(self) -> str:
-        return f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config})"
+        return (
+            f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config}, "
+            f"audio={self.audio_config})"
+        )
 
     # -- sizes and token counts, without any pixels: what a decoder can scale straight to --
 
@@ -161,6 +170,20 @@ class Processor:
         resized = resize.resize(image, resized_height, resized_width, config.resample)
         writer.write(resized, 0, copies=writer.temporal)
         return writer.processed()
+
+    def process_audio(self, waveform: np.ndarray) -> ProcessedMedia:
+        """`waveform`: float32 (N,) mono at `audio_config.sampling_rate`. Its features as
+        transformers' processor returns them for one item (input_features (1, frames, mels),
+        input_features_mask (1, frames)); num_tokens: the soft tokens it stands for."""
+        config = self._audio()
+        features, mask = log_mel(waveform, config.features)
+        tokens = self._family().audio.soft_tokens(int(np.count_nonzero(mask)), config.seq_length)
+        return ProcessedMedia({"input_features": features[None], "input_features_mask": mask[None]}, tokens)
+
+    def _audio(self) -> AudioConfig:
+        if self.audio_config is None:
+            raise ProcessorInputError(f"{self.family} models take no audio")
+        return self.audio_config
 
     def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | tiles.TileWriter:
         """The output a clip of `num_frames` frames of height x width is written into, in

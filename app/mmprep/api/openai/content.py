@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.errors import ServiceError
-from ...media.data_url import DataURL
 from ...modalities import BY_PART_TYPE, Modality
 from ...preprocess import MediaPart
 
@@ -31,8 +30,8 @@ def typed_content(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
             if modality is None:
                 parts.append({"type": "text", "text": _text_of(part, where)})
                 continue
-            param = f"{where}.{modality.part_type}"
-            url, options = _url_of(part, modality, param)
+            param = f"{where}.{part['type']}"
+            url, options = modality.part_source(part["type"], part.get(part["type"]), param)
             parts.append({"type": modality.name, "media_index": len(media)})
             media.append(MediaPart(modality.name, url, options, param))
         typed.append({**message, "content": parts})
@@ -60,13 +59,3 @@ def _text_of(part: dict, where: str) -> str:
     if not isinstance(text, str):
         raise ServiceError(f"{where}.text must be a string", "invalid_content_part", f"{where}.text")
     return text
-
-
-def _url_of(part: dict, modality: Modality, where: str) -> tuple[str | DataURL, dict]:
-    """The URL of a media part, and the part's own options (a video's sampling keys)."""
-    value = part.get(modality.part_type)
-    if isinstance(value, str | DataURL):  # some clients send the URL bare
-        return value, {}
-    if not isinstance(value, dict) or not isinstance(value.get("url"), str | DataURL) or not value["url"]:
-        raise ServiceError(f"{where} must be an object with a 'url' string", "invalid_content_part", where)
-    return value["url"], modality.part_options(value, where)

@@ -33,6 +33,7 @@ minutes; the render venv needs vLLM's audio decoders, which scripts/vllm_venv.sh
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sys
@@ -102,6 +103,7 @@ def record(family: str) -> dict:
     recorded = {
         "config": json.loads((folder / "config.json").read_text()),  # mmprep's render reads it
         "model": str(folder),  # vLLM keys its hashes by the model it was given
+        "today": datetime.date.today().isoformat(),  # what strftime_now gave the templates
         "modes": {},
     }
     if family in RENDER_ONLY:

@@ -8,6 +8,7 @@
 #     mmprep in front of it, on camera-like media (answers, prompt tokens, grids, pixels);
 #   - tests/vllm_real/test_real_vllm_render_media.py: `vllm launch render` against mmprep's
 #     render route, every family, both pixel forms;
+#   - tests/vllm_real/test_real_vllm_audio.py: the same for Gemma 4's audio parts;
 #   - tests/vllm_real/test_client_api_translations.py: vLLM's own translation of the
 #     Anthropic and Responses requests.
 #
@@ -45,10 +46,11 @@ echo "== vLLM venvs ready in $((SECONDS - began)) s: $cache/$key"
 export MMPREP_VLLM_REQUIRED=render
 grep -qw avx512f /proc/cpuinfo && MMPREP_VLLM_REQUIRED=render,engine
 # Two workers, a file each (--dist loadfile): most of the time is vLLM starting, one Python
-# process importing torch at a time, so the second core halves the wall time.
+# process importing torch at a time, so two start at once.
 "$venv/bin/python" -m pip install -q 'pytest-xdist>=3.5'
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow -n 2 --dist loadfile \
     tests/vllm_real/test_vllm_serve_parity.py \
     tests/vllm_real/test_real_vllm_render_media.py \
+    tests/vllm_real/test_real_vllm_audio.py \
     tests/vllm_real/test_client_api_translations.py
 echo "== live vLLM stage: $((SECONDS - began)) s"

@@ -7,7 +7,7 @@ OpenCV and numpy; no mmprep), so it imports nothing of this repository:
     bash scripts/vllm_venv.sh        # once
     .venv-vllm-render/bin/python scripts/vllm_loader_picks.py > tests/data/vllm_real/loader_picks.json
 
-tests/decoders/test_vllm_loader_picks.py checks mmprep's picks against the file, and against
+tests/preprocess/test_loader_picks.py checks mmprep's picks against the file, and against
 this script's live answer where the venv is there (slow).
 """
 

@@ -12,11 +12,12 @@ file's own rate: there is no model whose rate it should have.
 from __future__ import annotations
 
 import base64
-import struct
+import io
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import soundfile
 
 from mmprep import families
 from mmprep.decoders import DecodedAudio, VideoSampling, decode_audio
@@ -29,7 +30,6 @@ from .base import DecodeContext, Loaded, Modality
 
 AUDIO_URL_KEYS = ("url",)
 INPUT_AUDIO_KEYS = ("data", "format")
-WAVE_FORMAT_IEEE_FLOAT = 3
 
 
 class Audio(Modality):
@@ -124,19 +124,10 @@ class Audio(Modality):
 
 
 def float_wav(waveform: np.ndarray, rate: int) -> bytes:
-    """A mono IEEE-float WAV file of `waveform` (RIFF: fmt with format tag 3, then data)."""
-    samples = np.ascontiguousarray(waveform, "<f4").tobytes()
-    fmt = struct.pack("<HHIIHH", WAVE_FORMAT_IEEE_FLOAT, 1, rate, rate * 4, 4, 32)
-    body = (
-        b"WAVE"
-        + b"fmt "
-        + struct.pack("<I", len(fmt))
-        + fmt
-        + b"data"
-        + struct.pack("<I", len(samples))
-        + samples
-    )
-    return b"RIFF" + struct.pack("<I", len(body)) + body
+    """A mono 32-bit float WAV file of `waveform`, as libsndfile writes it."""
+    buffer = io.BytesIO()
+    soundfile.write(buffer, waveform, rate, format="WAV", subtype="FLOAT")
+    return buffer.getvalue()
 
 
 AUDIO = Audio()

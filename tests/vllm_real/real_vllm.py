@@ -1158,13 +1158,22 @@ def audio_shapes(fields: dict) -> list[dict]:
     ]
 
 
+# numpy 2.0 transforms (its FFT is a new pocketfft) and sums (SIMD) in other orders than numpy 1:
+# with numpy 1 here (CI's oldest pins) and vLLM on numpy 2, resampled samples and log-mel
+# features differ in their last bits, and the hashes of resampled audio with them.
+NUMPY_1 = int(np.__version__.split(".")[0]) < 2
+
+
 def assert_audio_render(case: str, ours: dict, expected: dict) -> None:
     """mmprep's render fields of an audio case against vLLM's (ranges narrowed to the run of
     embeddings, as_generate_takes): equal, or, for AUDIO_RESAMPLED_APART and for AUDIO_LOSSY
     decoded by FFmpeg here (no soundfile), equal but in the samples' bits (hashes and tensor
-    bytes)."""
+    bytes); with NUMPY_1, equal but at most in those."""
+    found = [difference.split(":")[0] for difference in differences(ours, expected)]
     if case in AUDIO_RESAMPLED_APART or (case in AUDIO_LOSSY and not libsndfile_here()):
-        assert [found.split(":")[0] for found in differences(ours, expected)] == ["mm_hashes", "tensors"]
-        assert audio_shapes(ours) == audio_shapes(expected)
+        assert found == ["mm_hashes", "tensors"]
+    elif NUMPY_1:
+        assert set(found) <= {"mm_hashes", "tensors"}, found
     else:
-        assert differences(ours, expected) == []
+        assert found == []
+    assert audio_shapes(ours) == audio_shapes(expected)

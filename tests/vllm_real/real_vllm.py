@@ -467,19 +467,17 @@ def item_digest(text: str) -> dict[str, Any]:
     return entries
 
 
-def mmprep_generate_request(
+def prepared_in_process(
     folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE
-) -> dict:
-    """The GenerateRequest `mmprep serve --model folder --engine vllm-generate` POSTs to vLLM's
-    /inference/v1/generate for the chat (app/mmprep/vllm/request.py's generate_request, with
-    the engine's options: a Qwen3-VL video as one image item per temporal block)."""
+) -> tuple[Any, Any]:
+    """The chat as `mmprep serve --model folder` prepares it, in this process: its
+    PreparedRequest, and the GenerateOptions its vLLM engine and render route write with."""
     import asyncio
     import threading
 
     from mmprep.api.openai.chat_protocol import parse_chat_request
     from mmprep.core.config import Settings
     from mmprep.service import Service
-    from mmprep.vllm.request import generate_request
 
     settings: dict[str, Any] = {
         "model": folder,
@@ -490,18 +488,29 @@ def mmprep_generate_request(
     if normalize is not None:
         settings["mm_device_do_normalize"] = normalize
 
-    async def run() -> dict:
+    async def run() -> tuple[Any, Any]:
         service = Service(Settings(**settings))
         await service.start()
         try:
             prepared, _ = await service.preprocessor.prepare(
-                parse_chat_request(body).chat_input(), "generate", threading.Event()
+                parse_chat_request(body).chat_input(), "in-process", threading.Event()
             )
         finally:
             await service.stop()
-        return generate_request(prepared, service.generate_options)
+        return prepared, service.generate_options
 
     return asyncio.run(run())
+
+
+def mmprep_generate_request(
+    folder: Path, body: dict, normalize: bool | None, model: str, dtype: str = DTYPE
+) -> dict:
+    """The GenerateRequest `mmprep serve --model folder --engine vllm-generate` POSTs to vLLM's
+    /inference/v1/generate for the chat (app/mmprep/vllm/request.py's generate_request, with
+    the engine's options: a Qwen3-VL video as one image item per temporal block)."""
+    from mmprep.vllm.request import generate_request
+
+    return generate_request(*prepared_in_process(folder, body, normalize, model, dtype))
 
 
 # A video's tensors in vLLM's render -> the image items' keys they are split into (a row, a
@@ -556,67 +565,39 @@ def mmprep_pieces(folder: Path, body: dict, normalize: bool | None, model: str, 
     embeddings, which the route refuses since vLLM 0.33's generate cannot take them (Mistral 3's
     images of several rows), though vLLM's render answers them; and InternVL's and Gemma 4's
     videos, which the route refused before it answered vLLM's video item."""
-    import asyncio
-    import threading
-
-    from mmprep.api.openai.chat_protocol import parse_chat_request
-    from mmprep.core.config import Settings
-    from mmprep.service import Service
     from mmprep.vllm.hashing import mm_hash
     from mmprep.vllm.items import kwargs_items
     from mmprep.vllm.serde import encode_item
 
-    settings: dict[str, Any] = {
-        "model": folder,
-        "upstream_model_id": model,
-        "served_model_name": [model],
-        "dtype": dtype,
+    prepared, options = prepared_in_process(folder, body, normalize, model, dtype)
+    assert prepared.prompt is not None
+    placeholders: dict[str, list[dict[str, int]]] = {}
+    items: dict[str, list[dict[str, Any]]] = {}
+    hashes: dict[str, list[str]] = {}
+    for kind in ("image", "video"):
+        group = [placeholder for placeholder in prepared.prompt.placeholders if placeholder.modality == kind]
+        if not group:
+            continue
+        placeholders[kind] = [{"offset": p.offset, "length": p.length} for p in group]
+        media = [prepared.media[p.media_index] for p in group]
+        made = kwargs_items(
+            media,
+            options.family or "",
+            options.temporal_patch_size,
+            options.vision_token_ids,
+            options.dtype,
+        )
+        items[kind] = [item_digest(encode_item(item)) for item in made]
+        hashes[kind] = [
+            mm_hash(item, model, prepared.mm_processor_kwargs, options.hash_algorithm, options.family)
+            for item in media
+        ]
+    return {
+        "token_ids": list(prepared.prompt.token_ids),
+        "mm_placeholders": placeholders,
+        "mm_hashes": hashes,
+        "tensors": items,
     }
-    if normalize is not None:
-        settings["mm_device_do_normalize"] = normalize
-
-    async def run() -> dict:
-        service = Service(Settings(**settings))
-        await service.start()
-        try:
-            prepared, _ = await service.preprocessor.prepare(
-                parse_chat_request(body).chat_input(), "pieces", threading.Event()
-            )
-        finally:
-            await service.stop()
-        options = service.generate_options
-        assert prepared.prompt is not None
-        placeholders: dict[str, list[dict[str, int]]] = {}
-        items: dict[str, list[dict[str, Any]]] = {}
-        hashes: dict[str, list[str]] = {}
-        for kind in ("image", "video"):
-            group = [
-                placeholder for placeholder in prepared.prompt.placeholders if placeholder.modality == kind
-            ]
-            if not group:
-                continue
-            placeholders[kind] = [{"offset": p.offset, "length": p.length} for p in group]
-            media = [prepared.media[p.media_index] for p in group]
-            made = kwargs_items(
-                media,
-                options.family or "",
-                options.temporal_patch_size,
-                options.vision_token_ids,
-                options.dtype,
-            )
-            items[kind] = [item_digest(encode_item(item)) for item in made]
-            hashes[kind] = [
-                mm_hash(item, model, prepared.mm_processor_kwargs, options.hash_algorithm, options.family)
-                for item in media
-            ]
-        return {
-            "token_ids": list(prepared.prompt.token_ids),
-            "mm_placeholders": placeholders,
-            "mm_hashes": hashes,
-            "tensors": items,
-        }
-
-    return asyncio.run(run())
 
 
 def render_fields(request: dict) -> dict:

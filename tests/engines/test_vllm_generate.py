@@ -361,6 +361,39 @@ def test_a_tiled_llama4_image_goes_as_an_image_item_per_tile(upstream, tmp_path)
     assert three[:4] == keys and three[8:] == keys and not set(three[4:8]) & set(keys)
 
 
+def test_a_gemma3_image_with_crops_goes_as_an_image_item_per_view(upstream, tmp_path):
+    """Gemma 3's pan and scan writes words and markers between the whole image's soft tokens
+    and each crop's; gemma3_mm.py embeds each view by itself, so the image goes as one image
+    item per view in the prompt's order (the whole image first): each range a run of 256
+    <image_soft_token>s, each item that view's pixels (num_patches 1), each hash derived from
+    the image's."""
+    from mmprep.decoders import decode_image
+    from mmprep.processors import load_processor
+    from mmprep.vllm.hashing import run_hash
+    from mmprep.vllm.serde import decode_item
+
+    folder = make_model_folder("gemma3", tmp_path / "gemma3")
+    url, pan_and_scan = png_data_url(1000, 300, noise=True), {"do_pan_and_scan": True}  # 3 crops
+    body = chat(image(url), model=MODEL, mm_processor_kwargs=pan_and_scan)
+    with in_front_of(upstream, folder) as live:
+        assert post(live, body).status_code == 200
+        rendered = httpx.post(f"{live.url}/v1/chat/completions/render", json=body)
+    sent = upstream.received[-1]["body"]
+    features, ids = sent["features"], sent["token_ids"]
+    ranges = features["mm_placeholders"]["image"]
+    assert [span["length"] for span in ranges] == [256] * 4
+    assert all(set(ids[span["offset"] : span["offset"] + 256]) == {262144} for span in ranges)
+    assert all(ids[span["offset"] - 1] == 255999 for span in ranges)  # each after <start_of_image>
+    pixels = decode_image(base64.b64decode(url.partition(",")[2])).pixels
+    views = load_processor(folder, do_pan_and_scan=True).process_image(pixels).tensors["pixel_values"]
+    for view, text in enumerate(features["kwargs_data"]["image"]):
+        item = decode_item(text)
+        assert np.array_equal(item["pixel_values"].data, views[view : view + 1])
+        assert int(item["num_patches"].data) == 1
+    (image_hash,) = rendered.json()["features"]["mm_hashes"]["image"]  # the one item vLLM's render has
+    assert features["mm_hashes"]["image"] == [run_hash(image_hash, n) for n in range(4)]
+
+
 def test_an_image_between_markers_goes_as_its_embeddings_run(upstream, tmp_path):
     """Gemma 4's image is <|image>, its soft tokens, <image|>: vLLM's generate takes every token
     of a range for an embedding, so the range sent is the soft tokens' run alone (vLLM's runner

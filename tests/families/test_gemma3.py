@@ -272,11 +272,13 @@ def test_pan_and_scan_per_request(server, folder):
     )
 
 
-def test_on_vllms_wire_an_image_is_its_soft_tokens_and_crops_are_refused(server):
+def test_on_vllms_render_route_an_image_is_its_soft_tokens_and_crops_the_whole_item(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: an image goes as
     its 256 <image_soft_token>s (the run its range holds between "\n\n<start_of_image>" and
-    "<end_of_image>\n\n", which vLLM's runner finds in its own range); with crops its
-    embeddings are split by words and markers, which that wire cannot say: a 400 naming it."""
+    "<end_of_image>\n\n", which vLLM's runner finds in its own range). With crops its
+    embeddings are split by words and markers: the render route answers vLLM's one item, its
+    range the whole text ("Here is the original image ..."), as `vllm launch render` does
+    (--engine vllm-generate sends one image item per view: tests/engines/test_vllm_generate.py)."""
     body = chat(image(png_data_url(1000, 300, noise=True)), model=MODEL)
     answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
@@ -286,9 +288,10 @@ def test_on_vllms_wire_an_image_is_its_soft_tokens_and_crops_are_refused(server)
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 256]) == {262144}
     body["mm_processor_kwargs"] = PAN_AND_SCAN
     answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
+    assert answer.status_code == 200, answer.text
+    (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
+    span = answer.json()["token_ids"][placeholder["offset"] : placeholder["offset"] + placeholder["length"]]
+    assert span.count(262144) == 4 * 256 and span.count(255999) == 4  # the image and 3 crops
 
 
 # -- against transformers, here and now -------------------------------------------------------

@@ -634,12 +634,12 @@ def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
 
 
 def per_tile(request: dict, folder: Path) -> dict:
-    """What of a render's answer the engine takes per image tile, for a TILES family: per
-    modality the ranges (each image's runs of <|patch|> in a render of vLLM's, one range an
-    item in one of mmprep's), and per tile its pixels' digest, patches_per_image and
-    aspect_ratios (an item of vLLM's cut into its tiles: one tile, a canvas of one), and the
-    hash keys. mmprep lays an image of several tiles out so (request.py, one image item per
-    tile); this puts vLLM's answer in the same terms, to compare them."""
+    """What of a render's answer the engine takes per image run (a Llama 4 tile's <|patch|>es,
+    a Gemma 3 view's <image_soft_token>s): the ranges (each image's runs of its pad token in a
+    render of vLLM's, one range an item in one of mmprep's), per run its pixels' digest (an
+    item of vLLM's cut into its tiles or views), and the hash keys. mmprep lays such an image
+    out so (request.py, one image item per run); this puts vLLM's answer in the same terms,
+    to compare them."""
     from mmprep.model import ModelFolder
     from mmprep.vllm.hashing import run_hash
 

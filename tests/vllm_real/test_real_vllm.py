@@ -274,6 +274,28 @@ def test_a_one_row_image_is_vllms_own(setup):
     assert answers[0] != answers[1], answers
 
 
+@pytest.mark.parametrize("size", [(1000, 300), (300, 700)], ids=["3 crops", "2 crops"])
+def test_gemma3_an_image_with_crops_is_vllms_own(setup, size):
+    """Gemma 3 with pan and scan asked (mm_processor_kwargs): the whole image and each crop
+    are 256 soft tokens with words and markers between, which vLLM 0.33's generate cannot
+    take as one item; mmprep sends one image item per view (gemma3.py's vllm_image_runs).
+    Greedy ids and their logprobs are vllm serve's own chat's, exactly: gemma3_mm.py embeds
+    each view by itself, and its prefix-LM attention spans each view's run alike."""
+    if setup["family"] != "gemma3":
+        pytest.skip("Gemma 3's pan and scan")
+    body = chat_body(str(setup["folder"]), "png")
+    body["messages"][0]["content"][0]["image_url"]["url"] = data_url(png(*size), "image/png")
+    body |= {"logprobs": True, "mm_processor_kwargs": {"do_pan_and_scan": True}}
+    expected = chat_logprobs(setup["vllm"], body)
+    response = httpx.post(f"{setup['mmprep']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 200, response.text
+    sent, answer = setup["proxy"].exchanges[-1]
+    views = 1 + round(max(size) / min(size))
+    assert [span["length"] for span in sent["features"]["mm_placeholders"]["image"]] == [256] * views
+    choice = answer["choices"][0]
+    assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     """The premise of sending a render's answer to generate, on vLLM alone (point 5: for

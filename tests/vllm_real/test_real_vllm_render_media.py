@@ -170,6 +170,20 @@ def test_gemma3_renders_as_vllm(gemma3, case):
     assert differences(ours, theirs) == []
 
 
+def test_gemma3_through_vllm_generate_is_vllms_per_view(gemma3):
+    """Every case as `mmprep --engine vllm-generate` sends it (an image with pan-and-scan crops
+    as one image item per view, the whole image first): vLLM's render answer cut into its runs
+    of <image_soft_token>: the ids, each view's range and pixels in the prompt's order, the
+    hashes derived from vLLM's (run_hash)."""
+    folder, vllm = gemma3
+    for case, chat in GEMMA3_CASES.items():
+        body = chat(str(folder))
+        ours, theirs = mmprep_generate_request(folder, body, None, str(folder)), render(vllm, body)
+        items = ours["features"]["kwargs_data"]["image"]
+        assert all(int(decode_item(text)["num_patches"].data) == 1 for text in items), case
+        assert differences(per_tile(ours, folder), per_tile(theirs, folder)) == [], case
+
+
 def test_gemma3_two_images_in_a_row_vllm_cannot_render(gemma3):
     """The "\n\n" ending one image and the one starting the next are one token: vLLM's two
     ranges share it, and its render refuses them (overlapping); mmprep's ids for such a chat

@@ -12,12 +12,12 @@ vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of
 for an embedding. A range that holds its embeddings as one run between markers goes as
 that run (_embed_range). One whose embeddings are split by other tokens goes as one image
 item per run where the family's model reads each run as an image (Family.vllm_image_runs:
-a Qwen3-VL / Qwen3.5 video's temporal blocks, an InternVL or Gemma 4 video's frames, the
-time stamps and labels between them plain prompt tokens), each with its own hash derived
-from the item's (hashing.run_hash); the render route (GenerateOptions.runs_as_images off)
-answers the one item as vLLM's render does. Any other split range (Gemma 3's crops, Mistral
-3's rows, Llama 4's tiles) is refused with a 400 naming the part, rather than failing inside
-vLLM.
+a Qwen3-VL / Qwen3.5 video's temporal blocks, an InternVL or Gemma 4 video's frames, a
+Llama 4 image's tiles, a Gemma 3 image's pan-and-scan views, the time stamps, labels and
+words between them plain prompt tokens), each with its own hash derived from the item's
+(hashing.run_hash); the render route (GenerateOptions.runs_as_images off) answers the one
+item as vLLM's render does. Any other split range (Mistral 3's rows) is refused with a 400
+naming the part, rather than failing inside vLLM.
 """
 
 from __future__ import annotations
@@ -416,9 +416,8 @@ def _embed_range(
     embeddings as one run between other tokens (Gemma 4's and InternVL's begin and end
     markers) goes as that run alone: vLLM's runner finds the same run in its own range
     (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. A range
-    whose embeddings are split (Gemma 3's crops, Mistral 3's rows, Llama 4's tiles), where
-    the family gives no image runs (_entries), cannot be said on this wire: a 400 naming
-    the part."""
+    whose embeddings are split (Mistral 3's rows), where the family gives no image runs
+    (_entries), cannot be said on this wire: a 400 naming the part."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
     if placeholder.length == embeddings:

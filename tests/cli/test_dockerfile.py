@@ -26,11 +26,12 @@ SOURCE_ROOTS = ("app", "decoders", "families", "processors")
 
 
 def copied_paths(dockerfile: Path) -> list[str]:
-    """The source paths of every COPY line (the last word is the destination)."""
+    """The source paths of every COPY line from the build context (the last word is the
+    destination; a COPY --from copies between the image's stages)."""
     paths = []
     for line in dockerfile.read_text().splitlines():
         words = line.split()
-        if words and words[0] == "COPY":
+        if words and words[0] == "COPY" and not words[1].startswith("--from="):
             sources = [word for word in words[1:-1] if not word.startswith("--")]
             paths.extend(sources)
     return paths
@@ -64,9 +65,16 @@ def test_the_images_files_install_and_serve(tmp_path):
     installed = {p.name for p in target.iterdir() if not p.name.endswith(".dist-info")} - {"bin"}
     assert installed == {"mmprep"}
     # setuptools finds the packages itself (pyproject.toml lists none): every module, folder
-    # and data file of the source roots ships without being listed anywhere.
-    assert files_below(target, "mmprep") == {
-        f for root in SOURCE_ROOTS for f in files_below(REPO / root, "mmprep")
+    # and data file of the source roots ships without being listed anywhere, and the C
+    # kernel compiled beside its source.
+    installed_files = files_below(target, "mmprep")
+    kernels = {f for f in installed_files if f.endswith(".so")}
+    assert [Path(f).name.split(".")[0] for f in kernels] == ["_resample"]
+    assert installed_files - kernels == {
+        f
+        for root in SOURCE_ROOTS
+        for f in files_below(REPO / root, "mmprep")
+        if not f.endswith(".so")
     }
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from mmprep.processors import load_processor
-from mmprep.processors.resize import BILINEAR, resize, resize_bicubic, resize_numpy
+from mmprep.processors.resize import BILINEAR, resize, resize_bicubic
 from tests.data.processors.make_goldens import transformers_output  # its oracle imports torch when called
+from tests.processors.helpers import reference_resize
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)
@@ -165,8 +166,8 @@ def test_resize_is_torchvisions(size, resized):
     # noise: every tap's weight shows in the sums, the hardest content to agree on
     frame = np.random.default_rng(sum(size + resized)).integers(0, 256, size + (3,), dtype=np.uint8)
     theirs = torchvision_resize(frame, *resized)
-    np.testing.assert_array_equal(resize_numpy(frame, *resized), theirs)
-    np.testing.assert_array_equal(resize_bicubic(frame, *resized), theirs)  # torch's kernel, torch installed
+    np.testing.assert_array_equal(reference_resize(frame, *resized), theirs)
+    np.testing.assert_array_equal(resize_bicubic(frame, *resized), theirs)
 
 
 GEMMA3_RESIZES = [((3000, 1000), (896, 896)), ((300, 334), (896, 896))]  # a tall image, a crop
@@ -177,7 +178,7 @@ def test_bilinear_resize_is_torchvisions(size, resized):
     """Gemma 3's resample (2): torchvision's uint8 bilinear (native on this AVX2 CPU)."""
     frame = np.random.default_rng(sum(size + resized)).integers(0, 256, size + (3,), dtype=np.uint8)
     theirs = torchvision_resize(frame, *resized, BILINEAR)
-    np.testing.assert_array_equal(resize_numpy(frame, *resized, BILINEAR), theirs)
+    np.testing.assert_array_equal(reference_resize(frame, *resized, BILINEAR), theirs)
     np.testing.assert_array_equal(resize(frame, *resized, BILINEAR), theirs)
 
 
@@ -191,7 +192,7 @@ def test_resize_is_torchvisions_on_random_sizes():
         for resample in (3, BILINEAR):
             theirs = torchvision_resize(frame, out_height, out_width, resample)
             for ours in (
-                resize_numpy(frame, out_height, out_width, resample),
+                reference_resize(frame, out_height, out_width, resample),
                 resize(frame, out_height, out_width, resample),
             ):
                 where = f"{(height, width)} -> {(out_height, out_width)}, resample {resample}"

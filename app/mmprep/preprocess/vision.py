@@ -93,7 +93,6 @@ class VisionProcessing:
         if made is None:
             return None
         processor, source, layers, on_device = made
-        processor.preload()  # torch's import (2 CPU-s here) at start, not in the first image request
         return cls(
             processor,
             settings.processor_resize,

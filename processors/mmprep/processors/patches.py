@@ -1,10 +1,11 @@
-"""`PatchWriter`: resized uint8 frames rescaled, normalized and written straight into the
-one preallocated output, in the order transformers' `patchify` leaves them.
+"""`PatchWriter`: frames resized, rescaled, normalized and written straight into the one
+preallocated output, in the order transformers' `patchify` leaves them.
 
 Output rows are patches ordered (temporal block, merge-block row, merge-block column, row
 within the merge block, column within it); each row holds (channel, frame within the
-temporal block, pixel row, pixel column). Frames are written one at a time, so working
-memory is one frame's patch-ordered copy, not a float copy of the whole clip.
+temporal block, pixel row, pixel column). Each frame goes in one pass of resize.py's
+kernel: resized, and each value written where that order puts it, as its rescaled and
+normalized float (`Normalizer`'s table of the 256 levels) or as the uint8 level itself.
 `ProcessedMedia` is the finished output, as the processors return it.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 import mmprep.families as families
 
 from .config import ProcessorConfig
+from .resize import Scatter, resize_into
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,13 @@ class ProcessedMedia:
 
 
 class Normalizer:
-    """uint8 pixels to what transformers' fused rescale-and-normalize makes of them,
-    in the same float32 operations, so the values are the same to the bit."""
+    """uint8 pixels to what transformers' fused rescale-and-normalize makes of them, in the
+    same float32 operations, so the values are the same to the bit. A pixel's value
+    depends only on its level and channel, so the operations run once, on the 256 levels of
+    each channel (`table`), and the kernel looks each pixel up."""
 
-    # the channel axis of a row of merge blocks in patch order; tiles.py's runs pass theirs
-    PATCH_ORDER = (1, 1, 1, 3, 1, 1)
-
-    def __init__(self, config: ProcessorConfig, shape: tuple[int, ...] = PATCH_ORDER):
+    def __init__(self, config: ProcessorConfig):
+        shape = (3, 1)  # a (channel, level) table
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
         self.dtype: np.dtype[Any] = np.dtype(np.float32)
@@ -64,24 +66,27 @@ class Normalizer:
         else:
             self._steps = []
             self.dtype = np.dtype(np.uint8)  # transformers leaves the pixels as they are
+        self.table = self._levels() if self._steps else None
 
     @property
     def keeps_pixels(self) -> bool:
         """Whether the output is the uint8 pixels themselves (rescale and normalize off)."""
         return not self._steps
 
-    def __call__(self, pixels: np.ndarray, out: np.ndarray) -> None:
-        if not self._steps:
-            np.copyto(out, pixels)
-            return
+    def _levels(self) -> np.ndarray:
+        """(3, 256) float32: each channel's value of each uint8 level."""
+        levels = np.broadcast_to(np.arange(256, dtype=np.uint8), (3, 256))
+        out = np.empty((3, 256), np.float32)
         (first, operand), *rest = self._steps
-        first(pixels, operand, out=out)
+        first(levels, operand, out=out)
         if self._rounds:
             round_to_bfloat16(out)
         for step, operand in rest:
             step(out, operand, out=out)
             if self._rounds:
                 round_to_bfloat16(out)
+        out.flags.writeable = False
+        return out
 
 
 def round_to_bfloat16(values: np.ndarray) -> None:
@@ -105,17 +110,20 @@ def normalized_patches(patches: np.ndarray, config: ProcessorConfig) -> np.ndarr
     normalized as `config` does it: the same float32 values, to the bit, as the patches
     `config` itself makes of the same pixels (what a model that normalizes on the device
     computes first)."""
-    out = np.empty(patches.shape, np.float32)
-    channels = patches.reshape(len(patches), 1, 1, 3, -1, 1)  # a row is (channel, frame, row, column)
-    Normalizer(config)(channels, out.reshape(channels.shape))
-    return out
+    table = Normalizer(config).table
+    if table is None:
+        return patches.copy()
+    channels = patches.reshape(len(patches), 3, -1)  # a row is (channel, frame, row, column)
+    normalized: np.ndarray = table[np.arange(3)[None, :, None], channels]
+    return normalized.reshape(patches.shape)
 
 
 class PatchWriter:
     """The output of one video or image: `grid_t * grid_h * grid_w` patches of
     `3 * temporal * patch * patch` values, filled frame by frame (threads may fill
-    different frames at once: each writes only its own columns). `side`: the family's side
-    whose tensors these are (its tensor_names)."""
+    different frames at once: each writes only its own columns). Frames come at any size
+    and are resized to (height, width) with the config's resample. `side`: the family's
+    side whose tensors these are (its tensor_names)."""
 
     def __init__(self, config: ProcessorConfig, side: families.Side, grid_t: int, height: int, width: int):
         self._names = side.tensor_names
@@ -124,40 +132,45 @@ class PatchWriter:
             config.merge_size,
             config.temporal_patch_size,
         )
+        self.height, self.width, self._resample = height, width, config.resample
         self.grid_t, self.grid_h, self.grid_w = grid_t, height // self.patch, width // self.patch
         self._normalize = Normalizer(config)
         patch_dim = 3 * self.temporal * self.patch * self.patch
         self.output = np.empty((grid_t * self.grid_h * self.grid_w, patch_dim), self._normalize.dtype)
+        # Where pixel (row i, column x) of a frame goes in its temporal block, less its
+        # channel's and frame's place: (merge-block row, merge-block column, row and column
+        # within the merge block, row and column within the patch)
+        p, m, blocks_w = self.patch, self.merge, self.grid_w // self.merge
+        i, x = np.arange(height, dtype=np.int64), np.arange(width, dtype=np.int64)
+        self._rows = ((i // (m * p)) * blocks_w * m * m + (i // p) % m * m) * patch_dim + i % p * p
+        self._columns = ((x // (m * p)) * m * m + (x // p) % m) * patch_dim + x % p
 
     def write(self, frame: np.ndarray, index: int, copies: int = 1) -> None:
-        """Frame number `index` of the (padded) clip, resized to the grid: (H, W, 3) uint8;
-        also frames `index + 1` to `index + copies - 1`, the same pixels (an image's temporal
+        """Frame number `index` of the (padded) clip, (H, W, 3) uint8 at any size; also
+        frames `index + 1` to `index + copies - 1`, the same pixels (an image's temporal
         block, a clip's padding), which must be in the same temporal block."""
         block, slot = divmod(index, self.temporal)
         if copies < 1 or slot + copies > self.temporal:
             raise ValueError(
                 f"{copies} copies from frame {index} leave its temporal block of {self.temporal}"
             )
-        rows = self.grid_h * self.grid_w
-        m, p = self.merge, self.patch
-        blocks_h, blocks_w = self.grid_h // m, self.grid_w // m
-        target = self.output[block * rows : (block + 1) * rows].reshape(
-            blocks_h, blocks_w, m, m, 3, self.temporal, p, p
+        area = self.patch * self.patch
+        block_start = block * self.grid_h * self.grid_w * self.output.shape[1]
+        # each channel's place in the patch row, for each copy of the frame
+        places = [
+            block_start + (channel * self.temporal + copy) * area
+            for channel in range(3)
+            for copy in range(slot, slot + copies)
+        ]
+        scatter = Scatter(
+            self.output,
+            self._rows,
+            self._columns,
+            np.array(places, np.int64),
+            np.repeat(np.arange(3, dtype=np.int32), copies),
+            self._normalize.table,
         )
-        source = frame.reshape(blocks_h, m, p, blocks_w, m, p, 3)
-        if self._normalize.keeps_pixels:
-            # No float work to keep in the cache: the whole frame reordered in one numpy
-            # copy, twice as fast as row by row.
-            target[..., slot, :, :] = source.transpose(0, 3, 1, 4, 6, 2, 5)
-        else:
-            # One row of merge blocks at a time: the reorder is done on uint8 (a quarter of
-            # the bytes) into a small contiguous buffer, so the float arithmetic reads
-            # contiguous, cache-resident memory and the frame is never copied whole.
-            for row in range(blocks_h):
-                pixels = np.ascontiguousarray(source[row].transpose(2, 0, 3, 5, 1, 4))
-                self._normalize(pixels, target[row, :, :, :, :, slot])
-        for copy in range(slot + 1, slot + copies):  # copied, not reordered and normalized again
-            target[..., copy, :, :] = target[..., slot, :, :]
+        resize_into(frame, scatter, self.height, self.width, self._resample)
 
     def processed(self) -> ProcessedMedia:
         """The output, under transformers' names for it, with its grid and token count."""

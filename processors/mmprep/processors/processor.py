@@ -11,7 +11,7 @@ import numpy as np
 
 import mmprep.families as families
 
-from . import resize, tiles
+from . import tiles
 from .audio_features import AudioConfig, log_mel
 from .config import ProcessorConfig
 from .errors import ProcessorConfigError, ProcessorInputError
@@ -74,11 +74,6 @@ class Processor:
             image_std=image.image_std,
         )
         return Processor(video=video, image=image, audio=self.audio_config)
-
-    def preload(self) -> None:
-        """Load now what the first frame processed would load (torch, for the resize, where
-        it is installed), so a service pays for it at start, not on its first request."""
-        resize.preload()
 
     def tensor_names(self, kind: families.Kind) -> tuple[str, str | None]:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
@@ -167,8 +162,7 @@ class Processor:
         if self._tiled():
             return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
         writer = PatchWriter(config, self._family().image, 1, resized_height, resized_width)
-        resized = resize.resize(image, resized_height, resized_width, config.resample)
-        writer.write(resized, 0, copies=writer.temporal)
+        writer.write(image, 0, copies=writer.temporal)
         return writer.processed()
 
     def process_audio(self, waveform: np.ndarray) -> ProcessedMedia:

@@ -2,7 +2,8 @@
 resize, which is what transformers' processors run (`torch.nn.functional.interpolate(...,
 mode="bicubic" or "bilinear", antialias=True)` on a uint8 tensor: PyTorch's
 `_upsample_bicubic2d_aa` / `_upsample_bilinear2d_aa`; the Qwen-VL, LLaVA-OneVision, InternVL
-and Gemma 4 processors resample bicubic, Gemma 3's bilinear).
+and Gemma 4 processors resample bicubic, Gemma 3's bilinear), written straight into the
+tensor the processor returns.
 
 PyTorch's uint8 path (`separable_upsample_generic_Nd_kernel_impl`, or its AVX2 twin
 `upsample_avx_bilinear_bicubic_uint8`; both give the same bytes) resizes horizontally
@@ -12,24 +13,28 @@ its support 2; bilinear: the triangle, its support 1; the support widened by the
 when shrinking, weights normalized by their sum), but turns the double weights into int16
 with a precision chosen per pass from the largest weight
 (`_compute_index_ranges_int16_weights`), where Pillow keeps 22 bits: Pillow lands one
-level away on about 0.7% of values of noise. This module does that integer arithmetic in
-numpy; where torch is installed it calls PyTorch's kernel itself, the same bytes for about
-2.5x less CPU (18 against 7 CPU-ms for 1280x720 -> 1288x728; MMPREP_TORCH_RESIZE=0 keeps
-numpy's, tests/processors check the two agree). torchvision runs bilinear on uint8 natively
+level away on about 0.7% of values of noise. torchvision runs bilinear on uint8 natively
 only on a CPU with AVX2 (or ARM), else in float32, rounded back: there it may differ by a
-level from both (transformers' machines, and vLLM's, have AVX2).
+level (transformers' machines, and vLLM's, have AVX2).
+
+This module computes those tables in numpy, once per size (cached); the arithmetic is the
+C kernel `_resample.c`, built with the package, which also writes each resized row where
+the tensor's layout puts it (a `Scatter`: patches, tiles or plain rows), through a table of
+each uint8 level's rescaled and normalized value where the tensor is float. So a frame is
+resized, reordered and normalized in one pass over it, with no copy between (1280x720 ->
+1288x728 into Qwen-VL's patches: benchmarks/resize_speed.py). tests/processors check the
+kernel against torchvision itself and against a plain numpy reading of the same tables.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import math
-import os
-import warnings
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
+
+from . import _resample
 
 _A = -0.5  # Keys' a, as PyTorch's `HelperInterpCubic::aa_filter` uses with antialias (Pillow's)
 BILINEAR, BICUBIC = 2, 3  # PIL's (and transformers' PILImageResampling) numbers for them
@@ -103,125 +108,116 @@ def _taps(in_size: int, out_size: int, resample: int = BICUBIC) -> tuple[np.ndar
     return sources, kept, precision
 
 
-# Bytes of int32 sums worked on at a time: rows of the horizontal pass, output rows of
-# the vertical one, so that a chunk's sums, products and gathered bytes stay in the core's
-# cache, where whole-frame buffers (11 MB each at 720p) went through memory once per tap:
-# 1.9x faster on 1280x720 -> 1288x728 (benchmarks/resize_speed.py). The sums are the same.
-HORIZONTAL_CHUNK_BYTES = 1 << 19
-VERTICAL_CHUNK_BYTES = 1 << 17
-
-
-def _chunk_rows(chunk_bytes: int, width: int) -> int:
-    return max(1, chunk_bytes // (4 * width))
-
-
-def _finish(sums: np.ndarray, precision: int, out: np.ndarray) -> None:
-    """int32 sums (rounding term included) to uint8 in `out`, as `basic_loop_aa_horizontal<uint8_t>`."""
-    sums >>= precision
-    np.clip(sums, 0, 255, out=sums)
-    out[...] = sums
-
-
-@functools.lru_cache(maxsize=64)
-def _columns(
-    in_width: int, width: int, channels: int, resample: int = BICUBIC
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """`_taps` for rows of interleaved channels: (taps, width * channels) source columns
-    (pixel index times the channel count, plus the channel) and weights, one tap's row
-    contiguous (numpy multiplies a contiguous row twice as fast as a strided one)."""
-    sources, weights, precision = _taps(in_width, width, resample)
-    offsets = np.arange(channels)[None, :, None]
-    columns = (sources[:, None, :] * channels + offsets).reshape(width * channels, -1)
-    tables = np.ascontiguousarray(columns.T), np.ascontiguousarray(np.repeat(weights, channels, axis=0).T)
+def _frozen(*tables: np.ndarray) -> None:
     for table in tables:
-        table.flags.writeable = False
-    return tables[0], tables[1], precision
+        table.flags.writeable = False  # cached and shared between threads
 
 
-Runs = tuple[tuple[int, int, int], ...]  # (first output column, end, first source column)
-MIN_RUN = 256  # output columns a stretch has on average, at least, to be read as slices
+MIN_RUN = 32  # pixels a tap's stretches hold on average, at least, to be read as slices
 
 
 @functools.lru_cache(maxsize=64)
-def _runs(in_width: int, width: int, channels: int, resample: int = BICUBIC) -> tuple[Runs | None, ...]:
-    """Per tap, the stretches of output columns whose source columns go up one by one, as
-    they do nearly everywhere when the size changes little (1280 -> 1288: 9 stretches per
-    tap): each is then read as a slice, straight into the multiply, instead of gathered
-    column by column (numpy's take, two thirds of the pass's time). None for a tap whose
-    stretches are too short to be worth it (a shrink: every source column is skipped over)."""
-    columns, _, _ = _columns(in_width, width, channels, resample)
-    runs: list[Runs | None] = []
+def horizontal_pass(in_width: int, width: int, resample: int = BICUBIC) -> _resample.Horizontal:
+    """The kernel's horizontal pass (each channel alike): (width, taps, precision, weights,
+    columns, run_start, runs). Per tap, each output pixel's weight and source pixel, and the
+    stretches of output pixels whose sources go up one by one (first pixel, end, first
+    source), which the kernel reads as slices; a tap whose stretches are short on average
+    (a shrink skips source pixels) has none, and the kernel gathers its pixels one by one."""
+    sources, weights, precision = _taps(in_width, width, resample)
+    columns = np.ascontiguousarray(sources.T, dtype=np.int32)
+    tap_weights = np.ascontiguousarray(weights.T, dtype=np.int32)
+    runs: list[tuple[int, int, int]] = []
+    run_start = [0]
     for tap_columns in columns:
         breaks = np.flatnonzero(np.diff(tap_columns) != 1) + 1
-        if len(breaks) + 1 > len(tap_columns) // MIN_RUN:
-            runs.append(None)
-            continue
-        starts, stops = [0, *breaks.tolist()], [*breaks.tolist(), len(tap_columns)]
-        runs.append(tuple((a, b, int(tap_columns[a])) for a, b in zip(starts, stops, strict=True)))
-    return tuple(runs)
+        if (len(breaks) + 1) * MIN_RUN <= len(tap_columns):
+            starts, stops = [0, *breaks.tolist()], [*breaks.tolist(), len(tap_columns)]
+            runs += [(a, b, int(tap_columns[a])) for a, b in zip(starts, stops, strict=True)]
+        run_start.append(len(runs))
+    run_table = np.array(runs, np.int32).reshape(-1, 3)
+    run_starts = np.array(run_start, np.int32)
+    _frozen(columns, tap_weights, run_table, run_starts)
+    return width, columns.shape[0], precision, tap_weights, columns, run_starts, run_table
 
 
-class _Scratch:
-    """One chunk's int32 sums and products and its gathered uint8 bytes, reused chunk after chunk."""
-
-    def __init__(self, rows: int, width: int):
-        self.sums = np.empty((rows, width), np.int32)
-        self.product = np.empty_like(self.sums)
-        self.gathered = np.empty((rows, width), np.uint8)
-
-    def first(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.sums[:rows], self.product[:rows], self.gathered[:rows]
+@functools.lru_cache(maxsize=64)
+def vertical_pass(in_height: int, height: int, resample: int = BICUBIC) -> _resample.Vertical:
+    """The kernel's vertical pass: (height, taps, precision, sources, weights), each output
+    row the weighted sum of `taps` source rows."""
+    sources, weights, precision = _taps(in_height, height, resample)
+    row_sources, row_weights = (np.ascontiguousarray(table, dtype=np.int32) for table in (sources, weights))
+    _frozen(row_sources, row_weights)
+    return height, row_sources.shape[1], precision, row_sources, row_weights
 
 
-def _horizontal(rows: np.ndarray, channels: int, width: int, resample: int) -> np.ndarray:
-    """(H, W * C) uint8, channels interleaved, to (H, width * C)."""
-    columns, weights, precision = _columns(rows.shape[1] // channels, width, channels, resample)
-    runs = _runs(rows.shape[1] // channels, width, channels, resample)
-    out = np.empty((rows.shape[0], width * channels), np.uint8)
-    step = _chunk_rows(HORIZONTAL_CHUNK_BYTES, width * channels)
-    scratch = _Scratch(step, width * channels)
-    for start in range(0, rows.shape[0], step):
-        chunk = rows[start : start + step]
-        sums, product, gathered = scratch.first(len(chunk))
-        sums.fill(1 << (precision - 1))
-        for tap_columns, tap_runs, tap_weights in zip(columns, runs, weights, strict=True):
-            if tap_runs is None:
-                np.take(chunk, tap_columns, axis=1, out=gathered)  # uint8: numpy's fast one-byte take
-                np.multiply(gathered, tap_weights, out=product)
-            else:
-                for first, end, source in tap_runs:
-                    np.multiply(
-                        chunk[:, source : source + end - first],
-                        tap_weights[first:end],
-                        out=product[:, first:end],
-                    )
-            sums += product
-        _finish(sums, precision, out[start : start + len(chunk)])
-    return out
+@dataclass(frozen=True)
+class Scatter:
+    """Where a resized frame's values go in `out` (any shape, C-contiguous): value (row i,
+    column x, channel c) to element `rows[i] + columns[x] + places[e]` (of the flattened
+    output) for every e with `channel_of[e] == c`, as `table[c, value]` where the output is
+    not uint8 (`table`: (channels, 256) of out's dtype, each level rescaled and normalized).
+    Several places may take one channel: the copies of an image in its temporal block."""
+
+    out: np.ndarray
+    rows: np.ndarray  # int64 (height,)
+    columns: np.ndarray  # int64 (width,)
+    places: np.ndarray  # int64 (e,)
+    channel_of: np.ndarray  # int32 (e,)
+    table: np.ndarray | None = None
+
+    @classmethod
+    def plain(cls, out: np.ndarray) -> Scatter:
+        """Into `out`, uint8 (height, width, channels), pixel by pixel."""
+        height, width, channels = out.shape
+        return cls(
+            out,
+            np.arange(height, dtype=np.int64) * width * channels,
+            np.arange(width, dtype=np.int64) * channels,
+            np.arange(channels, dtype=np.int64),
+            np.arange(channels, dtype=np.int32),
+        )
 
 
-def _vertical(rows: np.ndarray, height: int, resample: int) -> np.ndarray:
-    """(H, X) uint8 to (height, X): whole rows weighted and summed."""
-    sources, weights, precision = _taps(rows.shape[0], height, resample)
-    out = np.empty((height, rows.shape[1]), np.uint8)
-    step = _chunk_rows(VERTICAL_CHUNK_BYTES, rows.shape[1])
-    scratch = _Scratch(step, rows.shape[1])
-    for start in range(0, height, step):
-        stop = min(start + step, height)
-        sums, product, gathered = scratch.first(stop - start)
-        sums.fill(1 << (precision - 1))
-        for tap_sources, tap_weights in zip(sources[start:stop].T, weights[start:stop].T, strict=True):
-            np.take(rows, tap_sources, axis=0, out=gathered)
-            np.multiply(gathered, tap_weights[:, None], out=product)
-            sums += product
-        _finish(sums, precision, out[start:stop])
-    return out
+def resize_into(
+    frame: np.ndarray, scatter: Scatter, height: int, width: int, resample: int = BICUBIC
+) -> None:
+    """`frame` (H, W, C) uint8 resized to (height, width) as torchvision resizes it, and
+    written where `scatter` says (a pass whose size does not change is skipped, as
+    PyTorch skips it)."""
+    if resample not in RESAMPLES:
+        raise ValueError(f"resample={resample!r}: only bilinear (2) and bicubic (3)")
+    old_height, old_width, channels = frame.shape
+    horizontal = horizontal_pass(old_width, width, resample) if width != old_width else None
+    vertical = vertical_pass(old_height, height, resample) if height != old_height else None
+    out = scatter.out
+    itemsize = out.dtype.itemsize
+    if scatter.table is not None and scatter.table.dtype != out.dtype:
+        raise ValueError(f"a {scatter.table.dtype} table for a {out.dtype} output")
+    if scatter.table is None and out.dtype != np.uint8:
+        raise ValueError(f"a {out.dtype} output needs a table of its values")
+    _resample.resample(
+        np.ascontiguousarray(frame),
+        old_height,
+        old_width,
+        channels,
+        horizontal,
+        vertical,
+        (
+            out.reshape(-1).view(np.uint8),
+            itemsize,
+            scatter.rows,
+            scatter.columns,
+            scatter.places,
+            scatter.channel_of,
+            scatter.table,
+        ),
+    )
 
 
 def resize_bicubic(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     """`frame` (H, W, 3) uint8 resized to (height, width, 3), exactly as torchvision's
     antialiased bicubic resize of the same pixels; the frame itself if the size already
-    matches. Not always C-contiguous: torch's resize gives a view of channel planes."""
+    matches."""
     return resize(frame, height, width, BICUBIC)
 
 
@@ -229,59 +225,8 @@ def resize(frame: np.ndarray, height: int, width: int, resample: int = BICUBIC) 
     """resize_bicubic, or with `resample` BILINEAR (2) torchvision's antialiased bilinear."""
     if resample not in RESAMPLES:
         raise ValueError(f"resample={resample!r}: only bilinear (2) and bicubic (3)")
-    old_height, old_width, channels = frame.shape
-    if (old_height, old_width) == (height, width):
+    if frame.shape[:2] == (height, width):
         return frame
-    torch = _torch()
-    if torch is not None:
-        return _resize_torch(torch, frame, height, width, resample)
-    return resize_numpy(frame, height, width, resample)
-
-
-def resize_numpy(frame: np.ndarray, height: int, width: int, resample: int = BICUBIC) -> np.ndarray:
-    """resize in numpy alone."""
-    if resample not in RESAMPLES:
-        raise ValueError(f"resample={resample!r}: only bilinear (2) and bicubic (3)")
-    old_height, old_width, channels = frame.shape
-    if (old_height, old_width) == (height, width):
-        return frame
-    rows = np.ascontiguousarray(frame).reshape(old_height, old_width * channels)
-    if width != old_width:
-        rows = _horizontal(rows, channels, width, resample)
-    if height != old_height:
-        rows = _vertical(rows, height, resample)
-    return rows.reshape(height, width, channels)
-
-
-def preload() -> None:
-    """Import torch now, where resize_bicubic will use it: about 2 CPU-seconds that would
-    otherwise stall the first frame resized."""
-    _torch()
-
-
-@functools.cache
-def _torch() -> Any:
-    """torch, where it is installed and MMPREP_TORCH_RESIZE is not 0; else None."""
-    if os.environ.get("MMPREP_TORCH_RESIZE", "1") == "0":
-        return None
-    try:
-        torch = importlib.import_module("torch")
-    except ImportError:
-        return None
-    # interpolate only reads its input: a read-only frame (the decoder's, the cache's) is fine
-    warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
-    return torch
-
-
-def _resize_torch(torch: Any, frame: np.ndarray, height: int, width: int, resample: int) -> np.ndarray:
-    """PyTorch's own uint8 antialiased resize: the (H, W, 3) frame seen as a channels-last
-    (1, 3, H, W) tensor without a copy, which its AVX2 kernel takes. The kernel writes
-    channels first; the result is a (height, width, 3) view of that memory, not a copy in
-    pixel order: making one cost more than the resize (8 against 5 ms at 720p), and the
-    patch writers reorder the pixels anyway, from either layout at the same speed."""
-    pixels = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).unsqueeze(0)
-    resized = torch.nn.functional.interpolate(
-        pixels, size=(height, width), mode=RESAMPLES[resample], antialias=True, align_corners=False
-    )
-    view: np.ndarray = resized[0].permute(1, 2, 0).numpy()
-    return view
+    out = np.empty((height, width, frame.shape[2]), np.uint8)
+    resize_into(frame, Scatter.plain(out), height, width, resample)
+    return out

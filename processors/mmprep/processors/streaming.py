@@ -27,21 +27,14 @@ from typing import Protocol, Self
 
 import numpy as np
 
-from .config import ProcessorConfig
 from .errors import ProcessorError
 from .patches import PatchWriter, ProcessedMedia
-from .resize import resize
 from .tiles import TileWriter
 
 
 class VideoLayout(Protocol):
     """What a stream asks of the processor whose video config applies (a Processor is one;
     a protocol, so that this module needs nothing of processor.py, which makes the streams)."""
-
-    @property
-    def video_config(self) -> ProcessorConfig: ...
-
-    def video_size(self, num_frames: int, height: int, width: int) -> tuple[int, int]: ...
 
     def video_writer(self, num_frames: int, height: int, width: int) -> PatchWriter | TileWriter: ...
 
@@ -116,12 +109,10 @@ class VideoStream:
 
 
 class _Clip:
-    """One clip's output: the size its frames are resized to, and the writer they go into."""
+    """One clip's output: the writer its frames go into, resized to the clip's size."""
 
     def __init__(self, processor: VideoLayout, count: int, frame_size: tuple[int, int]):
         self.count, self.frame_size = count, tuple(frame_size)
-        self.size = processor.video_size(count, *frame_size)
-        self.resample = processor.video_config.resample
         self.writer = processor.video_writer(count, *frame_size)
 
     def holds(self, frames: np.ndarray) -> bool:
@@ -130,10 +121,9 @@ class _Clip:
     def write(self, position: int, frame: np.ndarray) -> None:
         """Resize frame `position` and write it; the last frame also fills the last temporal
         block's remaining slots (transformers pads with copies of it), resized once."""
-        resized = resize(frame, *self.size, self.resample)
         writer = self.writer
         end = writer.grid_t * writer.temporal if position == self.count - 1 else position + 1
-        writer.write(resized, position, copies=end - position)
+        writer.write(frame, position, copies=end - position)
 
 
 def _address(frame: np.ndarray) -> int:

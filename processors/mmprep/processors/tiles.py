@@ -9,7 +9,9 @@ image, or a crop of it) resized (resize.py: torchvision's antialiased bicubic, o
 where the side's resample says), pasted into zeros (transformers pads the
 uint8 pixels before it rescales them) and cut into tiles row by row. Every tile is then
 rescaled and normalized as the patches are (patches.Normalizer), to the same bits. A video's
-frames are one tile each, resized to the family's video_size."""
+frames are one tile each, resized to the family's video_size. Each view or frame goes
+through resize.py's kernel in one pass, written straight into its tiles.
+"""
 
 from __future__ import annotations
 
@@ -19,41 +21,58 @@ import mmprep.families as families
 
 from .config import ProcessorConfig
 from .patches import Normalizer, ProcessedMedia
-from .resize import resize
-
-CHANNELS_FIRST = (1, 3, 1, 1)  # the channel axis of a (tiles, 3, H, W) run
+from .resize import Scatter, resize_into
 
 
-def image_tiles(image: np.ndarray, views: list[families.View], resample: int = 3) -> list[np.ndarray]:
-    """uint8 (3, h, w) tiles of `image` (H, W, 3), view by view (resized with `resample`:
-    resize.BICUBIC or BILINEAR)."""
-    tiles = []
-    for view in views:
-        source = image
-        if view.crop is not None:
-            top, left, height, width = view.crop
-            source = image[top : top + height, left : left + width]
-        resized = resize(source, *view.size, resample)
-        canvas = resized
-        if view.canvas != view.size:
-            canvas = np.zeros((*view.canvas, 3), np.uint8)
-            top, left = view.offset
-            canvas[top : top + view.size[0], left : left + view.size[1]] = resized
-        side_h, side_w = view.tile if view.tile != (0, 0) else view.canvas
-        for row in range(0, view.canvas[0], side_h):
-            for column in range(0, view.canvas[1], side_w):
-                tiles.append(canvas[row : row + side_h, column : column + side_w].transpose(2, 0, 1))
-    return tiles
+def _tile_side(view: families.View) -> tuple[int, int]:
+    return view.tile if view.tile != (0, 0) else view.canvas
+
+
+def _view_tiles(view: families.View) -> int:
+    side_h, side_w = _tile_side(view)
+    return (view.canvas[0] // side_h) * (view.canvas[1] // side_w)
+
+
+def write_view(
+    image: np.ndarray, view: families.View, out: np.ndarray, first: int, normalize: Normalizer, resample: int
+) -> None:
+    """`view` of `image` (H, W, 3) resized, pasted and cut into `out`'s tiles `first`
+    onwards ((tiles, 3, h, w) of the normalizer's dtype), the canvas's padding the value
+    of a zero pixel."""
+    side_h, side_w = _tile_side(view)
+    tiles = out[first : first + _view_tiles(view)]
+    zero = normalize.table[:, 0] if normalize.table is not None else np.zeros(3, np.uint8)
+    if view.size != view.canvas:  # padding: every tile starts as zeros, then the view over them
+        tiles[...] = zero.astype(out.dtype)[None, :, None, None]
+    source = image
+    if view.crop is not None:
+        top, left, height, width = view.crop
+        source = image[top : top + height, left : left + width]
+    across = view.canvas[1] // side_w
+    tile_size = 3 * side_h * side_w
+    i = np.arange(view.size[0], dtype=np.int64) + view.offset[0]
+    x = np.arange(view.size[1], dtype=np.int64) + view.offset[1]
+    rows = (first + i // side_h * across) * tile_size + i % side_h * side_w
+    columns = x // side_w * tile_size + x % side_w
+    places = np.arange(3, dtype=np.int64) * side_h * side_w
+    scatter = Scatter(out, rows, columns, places, np.arange(3, dtype=np.int32), normalize.table)
+    resize_into(source, scatter, *view.size, resample)
 
 
 def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -> ProcessedMedia:
     """`image` uint8 (H, W, 3): its tiles under transformers' names (Side.tile_tensors)."""
     rules = families.get(config.family)
     height, width = image.shape[:2]
-    tiles = np.stack(image_tiles(image, rules.image_views(config, height, width), config.resample))
-    normalize = Normalizer(config, CHANNELS_FIRST)
-    pixels = np.empty(tiles.shape, normalize.dtype)
-    normalize(tiles, pixels)
+    views = rules.image_views(config, height, width)
+    side_h, side_w = _tile_side(views[0])
+    if any(_tile_side(view) != (side_h, side_w) for view in views):
+        raise ValueError("the views of an image are cut into tiles of one size")
+    normalize = Normalizer(config)
+    pixels = np.empty((sum(_view_tiles(view) for view in views), 3, side_h, side_w), normalize.dtype)
+    first = 0
+    for view in views:
+        write_view(image, view, pixels, first, normalize, config.resample)
+        first += _view_tiles(view)
     return ProcessedMedia(
         tensors=rules.image.tile_tensors(config, pixels, height, width), num_tokens=num_tokens
     )
@@ -79,14 +98,29 @@ class TileWriter:
         self.grid_t = num_frames
         self._config = config
         self._side = side
-        self._normalize = Normalizer(config, CHANNELS_FIRST)
+        self._normalize = Normalizer(config)
         self._num_tokens = num_tokens
         self.output = np.empty((num_frames, 3, height, width), self._normalize.dtype)
+        self._rows = np.arange(height, dtype=np.int64) * width
+        self._columns = np.arange(width, dtype=np.int64)
 
     def write(self, frame: np.ndarray, index: int, copies: int = 1) -> None:
-        """Frame `index` (and the `copies - 1` after it, the same pixels), as PatchWriter.write."""
-        self._normalize(frame.transpose(2, 0, 1)[None], self.output[index : index + 1])
-        self.output[index + 1 : index + copies] = self.output[index]
+        """Frame `index` (and the `copies - 1` after it, the same pixels) at any size, as
+        PatchWriter.write."""
+        height, width = self.output.shape[2:]
+        area = height * width
+        places = [
+            (slot * 3 + channel) * area for channel in range(3) for slot in range(index, index + copies)
+        ]
+        scatter = Scatter(
+            self.output,
+            self._rows,
+            self._columns,
+            np.array(places, np.int64),
+            np.repeat(np.arange(3, dtype=np.int32), copies),
+            self._normalize.table,
+        )
+        resize_into(frame, scatter, height, width, self._config.resample)
 
     def processed(self) -> ProcessedMedia:
         """The frames under the family's names (Side.tile_tensors; the keys are its own)."""

@@ -1,0 +1,21 @@
+"""The C kernel of resize.py (_resample.c); resize.py makes every table it takes."""
+
+from typing_extensions import Buffer
+
+# (out_width, taps, precision, weights, columns, run_start, runs)
+Horizontal = tuple[int, int, int, Buffer, Buffer, Buffer, Buffer]
+# (out_height, taps, precision, sources, weights)
+Vertical = tuple[int, int, int, Buffer, Buffer]
+# (out, itemsize, rows, columns, places, channel_of, table)
+Layout = tuple[Buffer, int, Buffer, Buffer, Buffer, Buffer, Buffer | None]
+
+def resample(
+    pixels: Buffer,
+    height: int,
+    width: int,
+    channels: int,
+    horizontal: Horizontal | None,
+    vertical: Vertical | None,
+    scatter: Layout,
+    /,
+) -> None: ...

@@ -66,20 +66,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    others = {"Pillow": resize_pillow}
+    others: dict[str, Callable[[np.ndarray, int, int], np.ndarray]] = {"Pillow": resize_pillow}
     torchvision = torchvision_resize()
     if torchvision is not None:
         others["torchvision"] = torchvision
     for (height, width), (out_height, out_width) in CASES:
-        frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)  # noise: content does not change the work
+        frame = rng.integers(
+            0, 256, (height, width, 3), dtype=np.uint8
+        )  # noise: content does not change the work
         ours = resize_bicubic(frame, out_height, out_width)
         times: dict[str, list[float]] = {"kernel": [], **{name: [] for name in others}}
         for _ in range(args.repeats):
             times["kernel"].append(cpu_seconds(resize_bicubic, frame, out_height, out_width))
             for name, other in others.items():
                 times[name].append(cpu_seconds(other, frame, out_height, out_width))
-        line = f"{width}x{height} -> {out_width}x{out_height}: kernel {statistics.median(times['kernel']) * 1e3:.2f} ms"
-        for name, other in others.items():
+        kernel_ms = statistics.median(times["kernel"]) * 1e3
+        line = f"{width}x{height} -> {out_width}x{out_height}: kernel {kernel_ms:.2f} ms"
+        for name in others:
             ratio = statistics.median(a / b for a, b in zip(times[name], times["kernel"], strict=True))
             line += f", {name} {statistics.median(times[name]) * 1e3:.2f} ms ({ratio:.1f}x the kernel's)"
         if torchvision is not None:

@@ -71,10 +71,7 @@ def test_the_images_files_install_and_serve(tmp_path):
     kernels = {f for f in installed_files if f.endswith(".so")}
     assert [Path(f).name.split(".")[0] for f in kernels] == ["_resample"]
     assert installed_files - kernels == {
-        f
-        for root in SOURCE_ROOTS
-        for f in files_below(REPO / root, "mmprep")
-        if not f.endswith(".so")
+        f for root in SOURCE_ROOTS for f in files_below(REPO / root, "mmprep") if not f.endswith(".so")
     }
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come

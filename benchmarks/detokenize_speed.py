@@ -85,7 +85,7 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     `rounds` times (the median): the server's work without the server's."""
     from tokenizers import Tokenizer
 
-    from mmprep.api.openai.chat_answers import CompletionBuilder, sse
+    from mmprep.api.common.chat_answers import CompletionBuilder, sse
     from mmprep.derender import Derendering, ModelFacts, OutputOptions
     from mmprep.interface.engine import EngineOutput
     from mmprep.interface.prepared import SamplingParams

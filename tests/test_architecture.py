@@ -44,13 +44,13 @@ SERVES_HTTP = ("mmprep.api", "mmprep.transport", "mmprep.workers.server", "mmpre
 
 
 def module_of(path: Path) -> str:
-    """A source file's import name: app/mmprep/api/openai/chat.py is mmprep.api.openai.chat."""
+    """A source file's import name: app/mmprep/api/openai/responses.py is mmprep.api.openai.responses."""
     parts = path.relative_to(ROOT).with_suffix("").parts[1:]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def room_of(module: str) -> str:
-    """The room a module belongs to: mmprep.api.openai.chat is in mmprep.api."""
+    """The room a module belongs to: mmprep.api.openai.responses is in mmprep.api."""
     return ".".join(module.split(".")[:2])
 
 
@@ -197,6 +197,75 @@ def test_every_source_file_is_named_as_it_is_imported():
         assert spec is not None and spec.origin == str(path), module
 
 
+# -- the endpoint families (app/mmprep/api's folders, as vLLM's entrypoints/openai/<endpoint>/):
+# each owns its router and attaches it (api_router.attach_router(app), called by the app
+# factory); what they share is mmprep.api.common, below them all. A family imports no other
+# family's modules, and the common module imports no family.
+API_COMMON = "mmprep.api.common"
+API_FAMILIES = sorted(
+    module
+    for module, path in MODULES.items()
+    if path.name == "__init__.py"
+    and module.count(".") == 2
+    and module.startswith("mmprep.api.")
+    and module != API_COMMON
+)
+
+
+def api_family(module: str) -> str | None:
+    """The endpoint family (or the common module) `module` is in: mmprep.api.openai.completions
+    is in mmprep.api.openai; the app itself (mmprep.api.app, mmprep.api.auth) is in none."""
+    package = ".".join(module.split(".")[:3])
+    return package if package in (*API_FAMILIES, API_COMMON) else None
+
+
+def reaches_across_families(module: str, imported: set[str]) -> list[str]:
+    """What `module` imports of another endpoint family (or, from the common module, of any)."""
+    own = api_family(module)
+    if own is None:
+        return []
+    return sorted(name for name in imported if api_family(name) not in (None, own, API_COMMON))
+
+
+def test_every_endpoint_family_attaches_its_own_router():
+    from mmprep.api.app import FAMILIES
+
+    assert API_FAMILIES == [
+        "mmprep.api.anthropic",
+        "mmprep.api.openai",
+        "mmprep.api.preview",
+        "mmprep.api.probes",
+        "mmprep.api.scale_out",
+    ]
+    assert sorted(family.__name__ for family in FAMILIES) == [
+        f"{family}.api_router" for family in API_FAMILIES
+    ]
+    for family in FAMILIES:
+        assert callable(family.attach_router) and family.router.routes, family.__name__
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_an_endpoint_family_imports_only_its_own_modules_and_the_common_one(path):
+    across = reaches_across_families(module_of(path), {name for name in imports(path) if name in MODULES})
+    assert not across, f"{module_of(path)} imports another endpoint family's modules: {across}"
+
+
+def test_the_endpoint_family_check_finds_what_it_is_for():
+    """The check itself, on the imports main held before each family had its router (issue 57)."""
+    before = {
+        "mmprep.api.openai.completions": {"mmprep.api.scale_out.tokenize", "mmprep.api.common.chat"},
+        "mmprep.api.anthropic.messages": {"mmprep.api.openai.responses", "mmprep.api.anthropic.api_router"},
+        "mmprep.api.common.chat": {"mmprep.api.preview.page", "mmprep.api.common.errors"},
+        "mmprep.api.app": {"mmprep.api.openai.api_router"},  # the app attaches every family: allowed
+    }
+    assert {module: reaches_across_families(module, imported) for module, imported in before.items()} == {
+        "mmprep.api.openai.completions": ["mmprep.api.scale_out.tokenize"],
+        "mmprep.api.anthropic.messages": ["mmprep.api.openai.responses"],
+        "mmprep.api.common.chat": ["mmprep.api.preview.page"],
+        "mmprep.api.app": [],
+    }
+
+
 LIBRARIES = ("mmprep.decoders", "mmprep.processors", "mmprep.families")
 
 
@@ -272,8 +341,8 @@ def test_every_module_imports_from_the_source_folders_alone():
 # and sorts its own input files.
 MODALITY_NAMES_ALLOWED = (
     "mmprep.modalities",
-    "mmprep.api.anthropic",
-    "mmprep.api.openai.responses",
+    "mmprep.api.common.messages_protocol",
+    "mmprep.api.common.responses_protocol",
     "mmprep.bench",
 )
 

@@ -8,8 +8,8 @@ import httpx
 import openai
 import pytest
 
+from mmprep.api.app import FAMILIES
 from mmprep.api.auth import OPEN_PATHS
-from mmprep.api.routes import router
 from mmprep.core.config import Settings
 from mmprep.testing.chat import MODEL
 from mmprep.testing.model_folder import make_model_folder
@@ -27,9 +27,10 @@ def server(tmp_path_factory):
 
 
 def test_without_a_key_every_route_but_the_probes_is_a_401_in_openais_shape(server):
+    families = [route for family in FAMILIES for route in family.router.routes]
     routes = [
-        route for route in [*server.app.routes, *router.routes] if getattr(route, "methods", None)
-    ]  # the app's own (the docs) and mmprep's
+        route for route in [*server.app.routes, *families] if getattr(route, "methods", None)
+    ]  # the app's own (the docs) and each endpoint family's
     guarded = [route for route in routes if route.path not in OPEN_PATHS]
     assert {"/tokenize", "/detokenize", "/v1/chat/completions/derender", "/preview", "/v1/models"} <= {
         route.path for route in guarded

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from mmprep.api.openai.chat_protocol import parse_chat_request
+from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.derender import Delta, Derenderer, Derendering, ModelFacts
 from mmprep.interface.engine import EngineOutput, TokenLogprob
 from mmprep.testing.qwen_tokenizer import tokenizer_file

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from mmprep.api.openai.chat_answers import Answer, CompletionBuilder
-from mmprep.api.openai.chat_protocol import parse_chat_request
+from mmprep.api.common.chat_answers import Answer, CompletionBuilder
+from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.derender import Derendering, OutputOptions
 from mmprep.derender.detokenize import Detokenizer
 from mmprep.derender.stops import StopChecker, StopRules

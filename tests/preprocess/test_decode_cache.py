@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from mmprep.api.openai.chat_protocol import parse_chat_request
+from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.core.config import Settings
 from mmprep.core.metrics import Metrics
 from mmprep.media.fetch import FetchLimits, MediaFetcher

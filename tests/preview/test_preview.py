@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmprep.api.preview_sheet import SheetLayout
+from mmprep.api.preview.sheet import SheetLayout
 from mmprep.cli import main
 from mmprep.testing.chat import chat, data_url, post, video
 from mmprep.testing.servers import LiveServer

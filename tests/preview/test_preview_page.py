@@ -10,7 +10,7 @@ import shutil
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from mmprep.api.preview_sheet import SheetLayout
+from mmprep.api.preview.sheet import SheetLayout
 from mmprep.testing.servers import LiveServer
 from tests.helpers import MEDIA, on_screen, reference_decode, reference_targets
 

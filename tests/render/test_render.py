@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmprep.api.openai.chat_protocol import parse_chat_request
+from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.core.errors import ServiceError
 from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS

@@ -475,7 +475,7 @@ def prepared_in_process(
     import asyncio
     import threading
 
-    from mmprep.api.openai.chat_protocol import parse_chat_request
+    from mmprep.api.common.chat_protocol import parse_chat_request
     from mmprep.core.config import Settings
     from mmprep.service import Service
 

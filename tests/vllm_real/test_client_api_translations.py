@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from mmprep.api.anthropic.messages import MessagesApi, MessagesRequest
-from mmprep.api.openai.responses import ResponsesApi, ResponsesRequest
+from mmprep.api.common.messages_protocol import MessagesRequest, MessagesToChat
+from mmprep.api.common.responses_protocol import ResponsesRequest, ResponsesToChat
 from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
 
 FILE = REPO / "tests" / "data" / "vllm_real" / "client_api_translations.json"
@@ -53,9 +53,9 @@ def comparable(translation: dict[str, Any]) -> dict[str, Any]:
 
 def ours(case: dict[str, Any]) -> dict[str, Any]:
     if case["api"] == "messages":
-        return MessagesApi().chat_document(MessagesRequest.model_validate(case["body"]))
+        return MessagesToChat().chat_document(MessagesRequest.model_validate(case["body"]))
     return {
-        "messages": ResponsesApi().chat_document(ResponsesRequest.model_validate(case["body"]))["messages"]
+        "messages": ResponsesToChat().chat_document(ResponsesRequest.model_validate(case["body"]))["messages"]
     }
 
 

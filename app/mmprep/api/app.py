@@ -1,4 +1,5 @@
-"""create_app: the FastAPI application around one Service."""
+"""create_app: the FastAPI application around one Service, each endpoint family's router
+attached (as vLLM's `attach_router(app)`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,15 @@ from ..core.lifespan import lifespan_of
 from ..core.version import VERSION
 from ..service import Service
 from ..transport.body_limit import BodySizeLimit
+from .anthropic import api_router as anthropic
 from .auth import ApiKeys
-from .routes import router
+from .openai import api_router as openai
+from .preview import api_router as preview
+from .probes import api_router as probes
+from .scale_out import api_router as scale_out
+
+# The endpoint families, in the order their routes are listed (the OpenAPI document's order).
+FAMILIES = (openai, anthropic, scale_out, preview, probes)
 
 
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
@@ -25,7 +33,8 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.root_path = settings.root_path  # --root-path, set as vllm serve sets it (the parameter is deprecated)
     app.state.service = service
     install_error_handlers(app)
-    app.include_router(router)
+    for family in FAMILIES:
+        family.attach_router(app)
 
     def record(error: ServiceError) -> None:
         service.record(error.status, error.code, error.param)

@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 
 from ..core.errors import ServiceError
-from .anthropic.messages import error_type
+from .common.messages_protocol import error_type
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics", "/version", "/load"})
 ANTHROPIC_PATHS = ("/v1/messages",)  # and what is under it

@@ -10,7 +10,7 @@ from typing import Any
 @dataclass(frozen=True)
 class OutputOptions:
     """The request's fields about its answer's text, beyond SamplingParams (validated by
-    app/mmprep/api/openai/chat_protocol.py)."""
+    app/mmprep/api/common/chat_protocol.py)."""
 
     include_stop_str_in_output: bool = False
     # None: the model's default (its generation config's skip_special_tokens, as vLLM reads it; else true)

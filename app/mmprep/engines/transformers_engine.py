@@ -77,7 +77,7 @@ END = object()  # what the generate thread sends once generate has returned
 class TransformersEngine:
     # The request's fields beyond mmprep's own that it honours: those that reach it in
     # PreparedRequest.sampling, and those mmprep applies itself with --model (rendering the
-    # template; detokenizing and parsing the answer: app/mmprep/api/openai/chat_protocol.py's
+    # template; detokenizing and parsing the answer: app/mmprep/api/common/chat_protocol.py's
     # READ_WITH_MODEL).
     # The frontend leaves those out of its own check; a worker sees them all, so they are
     # named here too. Any other (min_p, repetition_penalty, response_format, ...) it cannot

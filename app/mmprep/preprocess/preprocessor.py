@@ -1,5 +1,5 @@
 """From an OpenAI chat request to a PreparedRequest: for each media part (typed at the edge,
-app/mmprep/api/openai/content.py) its decode options, then fetch its URL, decode it off the
+app/mmprep/api/common/content.py) its decode options, then fetch its URL, decode it off the
 event loop with its modality's record (then the vision processor, with --processor), and put
 the tensors where the parts were.
 

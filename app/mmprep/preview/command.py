@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from ..api.preview_page import preview_media, readable
+from ..api.preview.page import preview_media, readable
 from ..bench.inputs import VIDEO_SUFFIXES
 from ..core.config import Settings
 from ..core.errors import ServiceError

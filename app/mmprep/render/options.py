@@ -1,5 +1,5 @@
 """`TemplateOptions`: what a request says of its prompt's rendering, typed once at the edge
-(app/mmprep/api/openai/chat_protocol.py checks every type and names the field); the renderer
+(app/mmprep/api/common/chat_protocol.py checks every type and names the field); the renderer
 reads them as vLLM merges them and checks only what depends on this deployment (a request's
 own template)."""
 

@@ -4,21 +4,30 @@ A chat request may carry hundreds of MiB of data URLs. Parsed the usual way, suc
 joined, decoded and parsed on the event loop, which then answers nobody (not even /health)
 for seconds, and its long strings are copied three times over. Here the body is gathered
 into one buffer as it arrives; a body over SMALL_BODY bytes is then taken apart in a thread:
-every string longer than LONG_STRING bytes is cut out (a view of the buffer, not a copy),
-json.loads reads the small rest, and the long strings go back where they were: a data URL
-where a URL goes (`url`, `image_url`, `video_url`, `audio_url`) as a DataURL, whose size is judged by its
-length before anything decodes it; anything else as str. The loop stays free because no
-single step holds the GIL for long: finding the strings is a series of short C searches,
-and the rest that json.loads sees is small.
+every string longer than CUT_STRING bytes is cut out (a view of the buffer, not a copy),
+the small rest (the skeleton) is parsed, and the long strings go back where they were: a
+data URL longer than LONG_STRING where a URL goes (`url`, `image_url`, `video_url`,
+`audio_url`) as a DataURL, whose size is judged by its length before anything decodes it;
+anything else as str.
+
+The loop stays free because no single step holds the GIL for long (one json.loads call
+holds it for its whole text): finding the strings is a series of short C searches, each
+string cut out is parsed by itself (a huge text decoded TEXT_PIECE bytes at a time), and a
+skeleton up to SMALL_SKELETON bytes is one short json.loads. A bigger skeleton (millions of
+numbers or short strings) is parsed by the json module's own pure-Python scanner instead,
+whose C steps are one short value each: slower, but the loop runs between them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import codecs
 import json
+import re
 import secrets
 from dataclasses import dataclass
+from json.scanner import py_make_scanner  # type: ignore[attr-defined]  # typeshed names only make_scanner
 from typing import Any
 
 from starlette.requests import Request
@@ -26,8 +35,11 @@ from starlette.requests import Request
 from ..core.errors import ServiceError
 from ..media.data_url import DataURL
 
-SMALL_BODY = 1 << 20  # parsed at once, on the loop: about 2 ms of json.loads at most
-LONG_STRING = 64 << 10
+SMALL_BODY = 1 << 20  # parsed at once, on the loop: a few ms of json.loads at most
+CUT_STRING = 4 << 10  # a longer string is taken out of the skeleton and parsed alone
+LONG_STRING = 64 << 10  # a longer data URL where a URL goes stays the client's bytes
+SMALL_SKELETON = 4 << 20  # parsed by json.loads in one call: tens of ms at most
+TEXT_PIECE = 1 << 20  # a string's text is decoded this much at a time
 
 
 async def read_json_body(request: Request) -> Any:
@@ -61,13 +73,15 @@ def _check_content_type(declared: str | None) -> None:
 
 def _parse_large(body: bytearray) -> Any:
     skeleton, long_strings, shifts = _cut_long_strings(body)
-    document = _loads(skeleton, shifts)
+    document = _loads(skeleton, shifts, bounded=len(skeleton) > SMALL_SKELETON)
     return _put_back(document, long_strings) if long_strings else document
 
 
-def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
+def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]], bounded: bool = False) -> Any:
+    """`text` parsed; `bounded`: by the pure-Python scanner, which lets go of the GIL
+    between values (json.loads holds it for the whole text)."""
     try:
-        return json.loads(text)
+        return _bounded_loads(text) if bounded else json.loads(text)
     except UnicodeDecodeError as error:
         raise ServiceError(
             f"the request body is not UTF-8 text (byte {error.start}): send JSON", "invalid_request"
@@ -79,6 +93,15 @@ def _loads(text: bytes | bytearray, shifts: list[tuple[int, int]]) -> Any:
             f"(line {error.lineno}); send the chat request as a JSON object",
             "invalid_request",
         ) from None
+
+
+def _bounded_loads(text: bytes | bytearray) -> Any:
+    """json.loads(text), value by value: the same values and errors, at the pure-Python
+    scanner's pace (the C scanner is what json.loads uses when it can)."""
+    decoder = json.JSONDecoder()
+    # what JSONDecoder falls back to without its C part (typeshed leaves the attribute out)
+    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(text.decode(json.detect_encoding(text), "surrogatepass"))  # as json.loads
 
 
 # -- long strings out, and back in -------------------------------------------------------
@@ -98,7 +121,7 @@ def _cut_long_strings(body: bytearray) -> tuple[bytearray, dict[str, LongString]
         closing = _string_end(body, opening + 1)
         if closing < 0:
             break  # unterminated: json.loads says so
-        if closing - opening - 1 > LONG_STRING:
+        if closing - opening - 1 > CUT_STRING:
             token = f"\0mmprep-long-string:{nonce}:{len(cut)}"
             skeleton += view[copied:opening]
             skeleton += json.dumps(token).encode()
@@ -161,8 +184,32 @@ class LongString:
     escaped: bool
 
     def value(self, as_url: bool) -> str | DataURL:
-        """A data URL where a URL goes, with nothing escaped, stays the client's bytes;
+        """A long data URL where a URL goes, with nothing escaped, stays the client's bytes;
         anything else becomes text."""
-        if as_url and not self.escaped and bytes(self.raw[:5]).lower() == b"data:":
+        long_url = as_url and len(self.raw) > LONG_STRING and not self.escaped
+        if long_url and bytes(self.raw[:5]).lower() == b"data:":
             return DataURL.parse(self.raw)
-        return _loads(b'"' + bytes(self.raw) + b'"', [])
+        huge = len(self.raw) > TEXT_PIECE and not self.escaped
+        text = _plain_text(self.raw) if huge else None
+        return text if text is not None else _loads(b'"' + bytes(self.raw) + b'"', [])
+
+
+# what JSON forbids unescaped in a string (json.loads's strict mode refuses it too)
+CONTROL_CHARACTER = re.compile(rb"[\x00-\x1f]")
+
+
+def _plain_text(raw: memoryview) -> str | None:
+    """The text of a JSON string without escapes, as json.loads would give it, decoded a
+    piece at a time (one decode of hundreds of MiB would hold the GIL throughout); None if
+    it holds a control character or bytes that are not UTF-8, for json.loads to name."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # json.loads's errors=
+    pieces = []
+    for start in range(0, len(raw), TEXT_PIECE):
+        piece = raw[start : start + TEXT_PIECE]
+        if CONTROL_CHARACTER.search(piece):
+            return None
+        try:
+            pieces.append(decoder.decode(piece, final=start + TEXT_PIECE >= len(raw)))
+        except UnicodeDecodeError:
+            return None
+    return "".join(pieces)

@@ -1,1 +1,2 @@
-"""Anthropic's Messages API (messages.py), a translation to and from the chat pipeline."""
+"""Anthropic's Messages API (api_router.py): its answers and events (messages.py); its request
+is common/messages_protocol.py."""

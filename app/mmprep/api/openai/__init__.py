@@ -1,3 +1,3 @@
-"""OpenAI's client APIs: chat completions (chat.py, its request typed in chat_protocol.py, its
-answers built in chat_answers.py), legacy completions (completions.py) and the Responses API
-(responses.py, a translation to and from the chat pipeline)."""
+"""OpenAI's client APIs (api_router.py): chat completions (the chat pipeline itself,
+common/chat.py), legacy completions (completions.py) and the Responses API (responses.py,
+its answers and events; its request is common/responses_protocol.py)."""

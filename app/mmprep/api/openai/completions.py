@@ -45,18 +45,18 @@ from ...render.prompts import decode_prompt
 from ...render.renderer import check_prompt_length
 from ...service import Service, Slot
 from ...vllm.request import random_request_id
-from ..scale_out.common import check_model, served_model
-from ..scale_out.completions_render import (
+from ..common.chat import ClosingStream, admitted, answer_steps, check_logprobs, end_stream, whole_answer
+from ..common.chat_answers import SSE_DONE, sse, text_choice, text_completion, usage
+from ..common.chat_protocol import AnswerFields
+from ..common.completion_protocol import (
     CompletionRenderRequest,
     check_refused,
     item_ids,
     prompt_forms,
     prompt_param,
 )
-from ..scale_out.validation import field_name, validated
-from .chat import ClosingStream, admitted, answer_steps, check_logprobs, end_stream, whole_answer
-from .chat_answers import SSE_DONE, sse, text_choice, text_completion, usage
-from .chat_protocol import AnswerFields
+from ..common.served_model import check_model, served_model
+from ..common.validation import field_name, validated
 
 T = TypeVar("T")
 

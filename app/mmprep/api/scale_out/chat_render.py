@@ -21,8 +21,8 @@ from ...core.errors import ServiceError
 from ...service import Service
 from ...transport.pieces_response import PiecesResponse
 from ...vllm.request import generate_request_body, random_request_id
-from ..openai.chat_protocol import ChatCompletionRequest, parse_chat_request
-from .common import answer_with_model
+from ..common.chat_protocol import ChatCompletionRequest, parse_chat_request
+from .frame import answer_with_model
 
 
 async def render_chat_request(service: Service, http: Request) -> Response:

@@ -36,10 +36,10 @@ from ...model import load_model_folder
 from ...render.prompts import check_ids, decode_prompt
 from ...service import Service
 from ...vllm.response import BadAnswer, choice_outputs
-from ..openai.chat_answers import Answer, text_choice, usage
-from ..openai.chat_protocol import parse_chat_request
-from .common import check_model, served_model
-from .validation import validated
+from ..common.chat_answers import Answer, text_choice, usage
+from ..common.chat_protocol import parse_chat_request
+from ..common.served_model import check_model, served_model
+from ..common.validation import validated
 
 TokenId = Annotated[int, Field(ge=0)]
 

@@ -2,8 +2,9 @@
 (entrypoints/scale_out/render/ render_messages_request): the request checked as vLLM's
 render checks it (tool_addition/tool_removal blocks and output_config a 400 naming them, not
 a silent drop), turned into the chat request vLLM's /v1/messages serves by the conversion
-/v1/messages itself uses (app/mmprep/api/anthropic/messages.py, as vLLM's to_chat_completion_request), then
-rendered as the chat render renders it, so the GenerateRequest is the chat render's.
+/v1/messages itself uses (app/mmprep/api/common/messages_protocol.py, as vLLM's
+to_chat_completion_request), then rendered as the chat render renders it, so the
+GenerateRequest is the chat render's.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...core.errors import ServiceError
 from ...service import Service
-from ..anthropic.messages import MessagesApi
+from ..common.messages_protocol import MessagesToChat
+from ..common.validation import validated
 from .chat_render import render_chat_document
-from .validation import validated
 
 
 class AnthropicMessage(BaseModel):
@@ -81,5 +82,5 @@ async def render_messages(service: Service, document: Any, http: Request, cancel
             "unsupported_field",
             "output_config",
         )
-    # the conversion /v1/messages serves with (messages.py), so both render the same prompt
-    return await render_chat_document(service, MessagesApi().chat_document_of(document), http, cancel)
+    # the conversion /v1/messages serves with (messages_protocol.py), so both render the same prompt
+    return await render_chat_document(service, MessagesToChat().chat_document_of(document), http, cancel)

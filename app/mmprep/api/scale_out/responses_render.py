@@ -1,6 +1,6 @@
 """POST /v1/responses/render: vLLM 0.33's render of an OpenAI Responses request
 (entrypoints/scale_out/render/ render_responses_request): the request turned into the chat
-request /v1/responses serves (app/mmprep/api/openai/responses.py, vLLM's construct_input_messages),
+request /v1/responses serves (app/mmprep/api/common/responses_protocol.py, vLLM's construct_input_messages),
 rendered as the chat render renders it, and written as vLLM writes a Responses render's
 GenerateRequest: the body's `request_id` (else `resp_` and vLLM's random id; not the
 X-Request-Id), no stream options and none of a chat's parse context (vLLM builds them for
@@ -19,14 +19,14 @@ from fastapi.responses import Response
 
 from ...service import Service
 from ...vllm.request import random_request_id
-from ..openai.responses import ResponsesApi
+from ..common.responses_protocol import ResponsesToChat
 from .chat_render import render_chat_document
 
 
 async def render_responses(
     service: Service, document: Any, http: Request, cancel: threading.Event
 ) -> Response:
-    chat = ResponsesApi().chat_document_of(document)  # the conversion /v1/responses serves with
+    chat = ResponsesToChat().chat_document_of(document)  # the conversion /v1/responses serves with
     given = document.get("request_id")
     changes = {
         "request_id": given if isinstance(given, str) else f"resp_{random_request_id()}",

@@ -22,9 +22,9 @@ from ...model import load_model_folder
 from ...render.prompts import check_ids, decode_prompt, encode_prompt, token_strings, with_special_tokens
 from ...service import Service
 from ...vllm.request import random_request_id
-from ..openai.chat_protocol import parse_chat_request
-from .common import check_model, served_model
-from .validation import validated
+from ..common.chat_protocol import parse_chat_request
+from ..common.served_model import check_model, served_model
+from ..common.validation import validated
 
 
 class TokenizeCompletionRequest(BaseModel):

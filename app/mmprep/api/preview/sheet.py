@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
-from ..interface.prepared import MediaItem
+from ...interface.prepared import MediaItem
 
 TILE = 256  # the longer side of a tile at most
 COLUMNS = 6  # at most

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from fastapi.responses import JSONResponse, Response
 
-from ..core.errors import ServiceError, as_service_error
-from ..service import Service
+from ...core.errors import ServiceError, as_service_error
+from ...service import Service
 
 log = logging.getLogger("mmprep.api")
 

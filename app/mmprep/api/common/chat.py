@@ -1,4 +1,5 @@
-"""POST /v1/chat/completions: one request, from its body to its answer, streamed or not.
+"""The chat pipeline (POST /v1/chat/completions's): one request, from its body to its answer,
+streamed or not.
 
 Admission, preprocessing, the engine's first output, then either a JSON completion or an
 SSE stream. Preprocessing finishes (and the engine has answered once) before any status
@@ -36,9 +37,9 @@ from ...transport.body_limit import BODY_REFUSED
 from ...transport.connections import REQUEST_ID
 from ...transport.json_body import read_json_body
 from ...vllm.request import random_request_id
-from ..errors import client_gone, refuse
 from .chat_answers import SSE_DONE, Answer, CompletionBuilder, sse, usage
 from .chat_protocol import READ_WITH_MODEL, ChatCompletionRequest, NamedToolChoice, parse_chat_request
+from .errors import client_gone, refuse
 
 log = logging.getLogger("mmprep.api")
 

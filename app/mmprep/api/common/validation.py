@@ -1,6 +1,6 @@
-"""A JSON body validated by a pydantic model, or a 400 naming the field at fault, for the
-routes of vLLM's render server (the chat request has its own reader,
-api/openai/chat_protocol.py)."""
+"""A JSON body validated by a pydantic model, or a 400 naming the field at fault: the
+completion request's, the render server's bodies (the chat request has its own reader,
+chat_protocol.py, which names a field as field_name does)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What every route of vLLM's render server shares in mmprep (the renders, /tokenize,
-/detokenize): the model folder needed, the JSON body read, an admission slot held while the
-work runs, the work stopped if the client leaves, the answer or the refusal counted."""
+"""The frame every route of vLLM's render server runs in here (the renders, the derenders,
+/tokenize, /detokenize): the model folder needed, the JSON body read, an admission slot held
+while the work runs, the work stopped if the client leaves, the answer or the refusal counted."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ...core.errors import ServiceError
 from ...service import Service
 from ...transport.body_limit import BODY_REFUSED
 from ...transport.json_body import read_json_body
-from ..errors import client_gone, refuse
+from ..common.errors import client_gone, refuse
 
 # The work of one request: its parsed body, the HTTP request (headers), a cancel event for
 # work in threads -> the answer (JSON-able, or a Response of its own).
@@ -59,14 +59,3 @@ async def answer_with_model(service: Service, http: Request, work: Work) -> Resp
         return refuse(service, error)
     finally:
         slot.release()
-
-
-def check_model(service: Service, model: str | None) -> None:
-    """vLLM's _check_model: a request may leave the model out; one it names must be served."""
-    if model is not None:
-        service.check_request(model, 1)
-
-
-def served_model(service: Service, model: str | None) -> str:
-    """The model a request names, else the first served name (as vLLM's model_name())."""
-    return model if model is not None else service.settings.served_model_name[0]

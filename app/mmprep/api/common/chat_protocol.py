@@ -32,8 +32,8 @@ from ...interface.prepared import SamplingParams
 from ...preprocess import ChatInput
 from ...preprocess.options import PROCESSOR_SCOPES
 from ...render import REASONING_EFFORTS, TemplateOptions
-from ..scale_out.validation import field_name
 from .content import typed_content
+from .validation import field_name
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 

@@ -24,18 +24,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
-from ..core.config import Settings
-from ..core.disconnect import ClientGone, until_disconnect
-from ..core.errors import ServiceError
-from ..engines.echo import account
-from ..media.data_url import DataURL
-from ..preprocess import LocalPreprocessing
-from ..service import Service
-from ..transport.body_limit import BODY_REFUSED
-from ..transport.json_body import read_json_body
-from .errors import client_gone, refuse
-from .openai.chat_protocol import parse_chat_request
-from .preview_sheet import contact_sheet, png_bytes
+from ...core.config import Settings
+from ...core.disconnect import ClientGone, until_disconnect
+from ...core.errors import ServiceError
+from ...engines.echo import account
+from ...media.data_url import DataURL
+from ...preprocess import LocalPreprocessing
+from ...service import Service
+from ...transport.body_limit import BODY_REFUSED
+from ...transport.json_body import read_json_body
+from ..common.chat_protocol import parse_chat_request
+from ..common.errors import client_gone, refuse
+from .sheet import contact_sheet, png_bytes
 
 log = logging.getLogger("mmprep.api")
 PAGE = Path(__file__).with_name("preview.html")

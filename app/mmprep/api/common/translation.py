@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.errors import ServiceError
+from ...core.errors import ServiceError
 
 
 class FieldError(ValueError):

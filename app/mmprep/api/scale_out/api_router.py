@@ -1,0 +1,73 @@
+"""vLLM's render-server routes: the renders (/v1/chat/completions/render and the completion,
+Messages and Responses renders), the derenders, /tokenize and /detokenize. Each needs the
+model folder (--model)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import Response
+
+from ..common.dependencies import ServiceDep
+from .chat_render import render_chat_request
+from .completions_render import render_completion
+from .derender_routes import derender_chat, derender_completion
+from .frame import ModelHandler, answer_with_model
+from .messages_render import render_messages
+from .responses_render import render_responses
+from .tokenize import detokenize, tokenize
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions/render")
+async def render_chat_completion(service: ServiceDep, request: Request) -> Response:
+    """vLLM's render endpoint: the GenerateRequest for /inference/v1/generate (needs --model)."""
+    return await render_chat_request(service, request)
+
+
+# vLLM's render-server routes beside the chat render: each its handler (service, body, the
+# HTTP request, the cancel event) under answer_with_model's frame (needs --model).
+MODEL_ROUTES = {
+    "/v1/completions/render": (render_completion, "vLLM's completion render: a GenerateRequest per prompt."),
+    "/v1/messages/render": (
+        render_messages,
+        "vLLM's Messages render: an Anthropic request's GenerateRequest.",
+    ),
+    "/v1/responses/render": (
+        render_responses,
+        "vLLM's Responses render: an OpenAI request's GenerateRequest.",
+    ),
+    "/v1/chat/completions/derender": (
+        derender_chat,
+        "vLLM's chat derender: generate's ids as the chat answer.",
+    ),
+    "/v1/completions/derender": (
+        derender_completion,
+        "vLLM's completion derender: generate's ids as completions.",
+    ),
+    "/tokenize": (tokenize, "vLLM's /tokenize: a prompt's or a conversation's token ids."),
+    "/detokenize": (detokenize, "vLLM's /detokenize: token ids' text."),
+}
+
+
+def _model_route(handler: ModelHandler):
+    async def route(service: ServiceDep, request: Request) -> Response:
+        return await answer_with_model(service, request, partial(handler, service))
+
+    return route
+
+
+for path, (handler, summary) in MODEL_ROUTES.items():
+    router.add_api_route(
+        path,
+        _model_route(handler),
+        methods=["POST"],
+        name=handler.__name__,
+        description=summary + " Needs --model.",
+    )
+
+
+def attach_router(app: FastAPI) -> None:
+    app.include_router(router)

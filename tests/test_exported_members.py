@@ -19,6 +19,7 @@ FACES = (
     "mmprep.derender",
     "mmprep.render",
     "mmprep.model",
+    "mmprep.core.config",
 )
 
 

@@ -1,6 +1,6 @@
-"""The engines registry (core.config.ENGINES, the one list of --engine choices): each choice
-names a factory that builds its engine from the settings, every engine class lives in
-app/mmprep/engines, and an unknown name is refused naming the choices."""
+"""The engines registry (engines/registry.py's ENGINES, the --engine choices the settings
+check by name): each choice names a factory that builds its engine from the settings, every
+engine class lives in app/mmprep/engines, and an unknown name is refused naming the choices."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import inspect
 
 import pytest
 
-from mmprep.core.config import ENGINES, Settings
+from mmprep.core.config import ENGINE_NAMES, Settings
 from mmprep.engines.loading import build_engine
+from mmprep.engines.registry import ENGINES
 
 SETTINGS = {
     "echo": {},
@@ -22,6 +23,11 @@ def test_every_choice_names_a_factory_that_imports():
     assert set(ENGINES.names()) == {"echo", "workers", "openai", "vllm-generate"}
     for name in ENGINES.names():
         assert callable(ENGINES.get(name)), name
+
+
+def test_the_settings_check_the_registrys_names():
+    """The settings sit below the engines: they hold the names, the registry the factories."""
+    assert sorted(ENGINE_NAMES) == list(ENGINES.names())
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))

@@ -213,6 +213,14 @@ def test_placement_is_checked_against_the_clusters_resources(settings, cluster, 
             check_placement(Settings(runtime="ray", **settings), cluster)
 
 
+def test_the_settings_check_the_applications_own_deployment_names():
+    """--ray-deployment-options' keys, which the settings check, are the deployments' names."""
+    from mmprep.core.config import RAY_DEPLOYMENTS
+    from mmprep.rayserve.application import DEPLOYMENTS
+
+    assert tuple(DEPLOYMENTS) == RAY_DEPLOYMENTS
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_the_openai_client_gets_the_account_mmprep_serve_gives(ray_app, local, stream):
     on_ray = ask(openai_client(ray_app), CONTENT, stream=stream, **OPTIONS)

@@ -130,5 +130,5 @@ def _prompt(prompt) -> dict:
 
 
 def from_settings(settings: Settings) -> EchoEngine:
-    """`--engine echo` (core.config.ENGINES)."""
+    """`--engine echo` (registry.py)."""
     return EchoEngine(settings.echo_chars_per_token)

@@ -1,6 +1,6 @@
-"""The engine the settings name: `--engine`'s, from core.config.ENGINES (each an engine
-module's `from_settings`, imported only when chosen), or a user's own class by import path,
-`--engine-class package.module:ClassName`.
+"""The engine the settings name: `--engine`'s, from registry.py's ENGINES (each an engine
+module's `from_settings`), or a user's own class by import path, `--engine-class
+package.module:ClassName`.
 
 The latter is how a team puts its own model behind `mmprep worker` without forking mmprep:
 the class is imported, made with no arguments, and must have the four methods of the Engine
@@ -10,9 +10,10 @@ protocol (mmprep.interface.engine). A fact it does not declare (`accepted_fields
 
 from __future__ import annotations
 
-from ..core.config import ENGINES, Settings
+from ..core.config import Settings
 from ..core.imports import import_by_path
 from ..interface.engine import ENGINE_FACTS, Engine
+from .registry import ENGINES
 
 ENGINE_METHODS = ("start", "stop", "ready", "generate")
 

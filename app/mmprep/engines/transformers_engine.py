@@ -54,6 +54,7 @@ from transformers.generation.streamers import BaseStreamer
 from mmprep import families
 from mmprep.processors import ProcessedMedia
 
+from ..core.config import TRANSFORMERS_ENV_PREFIX
 from ..interface.engine import EngineError, EngineHTTPError, EngineOutput, FinishReason, TokenLogprob
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, SamplingParams, TokenPrompt
 from ..modalities import MODALITIES
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mmprep.transformers")
 
-PREFIX = "MMPREP_TRANSFORMERS_"
+PREFIX = TRANSFORMERS_ENV_PREFIX  # mmprep's own check of MMPREP_* leaves these to this engine
 MODEL_VARIABLE = PREFIX + "MODEL"
 DEVICE_VARIABLE = PREFIX + "DEVICE"
 DTYPE_VARIABLE = PREFIX + "DTYPE"

@@ -403,7 +403,7 @@ def bad_answer(text: str, shape: str = "OpenAI's") -> EngineHTTPError:
 
 
 def from_settings(settings: Settings) -> OpenAIUpstreamEngine:
-    """`--engine openai` (core.config.ENGINES)."""
+    """`--engine openai` (registry.py)."""
     if settings.upstream_url is None or settings.upstream_model is None:  # Settings refuses this
         raise ValueError("engine 'openai' needs upstream_url and upstream_model")
     return OpenAIUpstreamEngine(

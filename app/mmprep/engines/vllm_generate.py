@@ -239,7 +239,7 @@ async def _stream(chunks: AsyncIterator[dict], top: int) -> AsyncIterator[Engine
 
 
 def from_settings(settings: Settings) -> VllmGenerateEngine:
-    """`--engine vllm-generate` (core.config.ENGINES)."""
+    """`--engine vllm-generate` (registry.py)."""
     if settings.upstream_url is None:  # Settings refuses this
         raise ValueError("engine 'vllm-generate' needs upstream_url")
     return VllmGenerateEngine(

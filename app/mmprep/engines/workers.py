@@ -177,7 +177,7 @@ async def _check_status(response: httpx.Response) -> None:
 
 
 def from_settings(settings: Settings) -> RemoteWorkersEngine:
-    """`--engine workers` (core.config.ENGINES)."""
+    """`--engine workers` (registry.py)."""
     return RemoteWorkersEngine(
         settings.worker_url,
         connect_timeout=settings.engine_connect_timeout,

@@ -15,8 +15,12 @@ import ray
 from ray import serve
 from ray.serve import Application
 
-from ..core.config import RAY_DEPLOYMENTS, Settings
+from ..core.config import Settings
 from .replicas import DecodeReplica, EngineReplica, FrontDoor
+
+# The deployments, by the names Ray and --ray-deployment-options know them by (the settings
+# check those names: core.config.RAY_DEPLOYMENTS, held to these by a test).
+DEPLOYMENTS = {"FrontDoor": FrontDoor, "Decode": DecodeReplica, "Engine": EngineReplica}
 
 # Room beyond --max-concurrent-requests for the front door's own answers: /health, /metrics,
 # and the 503s of admission, which must reach the front door to be given.
@@ -45,10 +49,11 @@ class PlacementError(ValueError):
 def build_app(settings: Settings) -> Application:
     if ray.is_initialized():  # mmprep serve --runtime ray, and Ray's own serve run / deploy
         check_placement(settings, ray.cluster_resources())
-    decode = serve.deployment(name="Decode")(DecodeReplica).options(**deployment_options(settings, "Decode"))
-    engine = serve.deployment(name="Engine")(EngineReplica).options(**deployment_options(settings, "Engine"))
-    front = serve.deployment(name="FrontDoor")(FrontDoor).options(**deployment_options(settings, "FrontDoor"))
-    return front.bind(settings, decode.bind(settings), engine.bind(settings))
+    made = {
+        name: serve.deployment(name=name)(replica).options(**deployment_options(settings, name))
+        for name, replica in DEPLOYMENTS.items()
+    }
+    return made["FrontDoor"].bind(settings, made["Decode"].bind(settings), made["Engine"].bind(settings))
 
 
 def build(args: dict[str, Any]) -> Application:
@@ -132,7 +137,7 @@ def check_placement(settings: Settings, cluster: dict[str, float]) -> None:
     their least replicas. (Per-node limits such as max_replicas_per_node are Ray's to check.)"""
     asked: dict[str, list[str]] = {}
     needed: dict[str, float] = {}
-    for name in RAY_DEPLOYMENTS:
+    for name in DEPLOYMENTS:
         options = deployment_options(settings, name)
         autoscaling = options.get("autoscaling_config") or {}
         replicas = options.get("num_replicas", autoscaling.get("min_replicas", 1))

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Below each source root the folders are the import names: app/mmprep is mmprep,
 # decoders/mmprep/decoders is mmprep.decoders, and so on (pyproject.toml).
 SOURCE_ROOTS = ("app", "decoders", "families", "processors")
+LIBRARIES = SOURCE_ROOTS[1:]  # each a root of its own that could be published apart
 
 
 def copied_paths(dockerfile: Path) -> list[str]:
@@ -73,6 +74,8 @@ def test_the_images_files_install_and_serve(tmp_path):
     assert installed_files - kernels == {
         f for root in SOURCE_ROOTS for f in files_below(REPO / root, "mmprep") if not f.endswith(".so")
     }
+    # and the libraries that could be published apart say they are typed (PEP 561)
+    assert {f"mmprep/{library}/py.typed" for library in LIBRARIES} <= installed_files
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come
     # from this interpreter's own path, less the checkout's source folders (a venv inside

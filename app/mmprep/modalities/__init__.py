@@ -13,13 +13,13 @@ from .base import DecodeContext, Loaded, Modality, part_error
 from .image import IMAGE
 from .video import VIDEO
 
-MODALITIES: dict[Kind, Modality] = {modality.name: modality for modality in (IMAGE, VIDEO, AUDIO)}
-BY_PART_TYPE: dict[str, Modality] = {
+MODALITIES: dict[Kind, Modality[object]] = {modality.name: modality for modality in (IMAGE, VIDEO, AUDIO)}
+BY_PART_TYPE: dict[str, Modality[object]] = {
     part_type: modality for modality in MODALITIES.values() for part_type in modality.part_types
 }
 
 
-def modality_of(item: MediaItem) -> Modality:
+def modality_of(item: MediaItem) -> Modality[object]:
     """The record of an item's modality."""
     return MODALITIES[item.kind]
 

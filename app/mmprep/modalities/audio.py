@@ -14,13 +14,14 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import soundfile
 
 from mmprep import families
-from mmprep.decoders import DecodedAudio, VideoSampling, decode_audio
+from mmprep.decoders import DecodedAudio, decode_audio
 from mmprep.processors import Processor
 
 from ..core.errors import ServiceError
@@ -32,7 +33,25 @@ AUDIO_URL_KEYS = ("url",)
 INPUT_AUDIO_KEYS = ("data", "format")
 
 
-class Audio(Modality):
+@dataclass(frozen=True, kw_only=True)
+class LoadedAudio(Loaded[DecodedAudio]):
+    @property
+    def tensor(self) -> np.ndarray:
+        return self.decoded.waveform
+
+    def item(self, param: str) -> MediaItem:
+        audio = self.decoded
+        return MediaItem(
+            kind=AUDIO.name,
+            tensor=audio.waveform,
+            metadata={**audio.metadata.to_dict(), "sampling_rate": audio.sampling_rate},
+            param=param,
+            processed=self.processed,
+        )
+
+
+@dataclass(frozen=True)
+class Audio(Modality[DecodedAudio]):
     name = "audio"
     part_type = "audio_url"  # what an OpenAI-compatible upstream is sent (data_url)
     part_types = ("audio_url", "input_audio")
@@ -80,25 +99,15 @@ class Audio(Modality):
         # vLLM's data:audio/<format>;base64,<data>, held as the DataURL a long data URL is
         return DataURL(f"audio/{audio_format}", True, payload), {}
 
-    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
+    def decode(self, data: bytes, context: DecodeContext) -> LoadedAudio:
         vision = context.vision
         processor: Processor | None = vision.processor if vision is not None else None
         rate = processor.audio_config.sampling_rate if processor and processor.audio_config else None
         audio = decode_audio(data, sampling_rate=rate)
         if processor is None:
-            return Loaded(audio, audio.waveform)
+            return LoadedAudio(decoded=audio)
         processed = context.timed(self.name, lambda: processor.process_audio(audio.waveform))
-        return Loaded(audio, audio.waveform, processed)
-
-    def item(self, loaded: Loaded, param: str) -> MediaItem:
-        audio: DecodedAudio = loaded.decoded
-        return MediaItem(
-            kind=self.name,
-            tensor=audio.waveform,
-            metadata={**audio.metadata.to_dict(), "sampling_rate": audio.sampling_rate},
-            param=param,
-            processed=loaded.processed,
-        )
+        return LoadedAudio(decoded=audio, processed=processed)
 
     def item_tokens(
         self,

@@ -10,10 +10,12 @@ A record says:
   the keys such a part may carry besides its URL;
 - `timed`: whether an item is frames over time (timestamps, indices, sampling, the video
   rules of the families and of vLLM's wire);
-- `sampling`: the part's decode options from the request's;
-- `decode`: the fetched bytes made into a `Loaded` (the decoded media, the processor's tensors);
-- `item`: a `Loaded` as the MediaItem the engines get; `units`, its frames; `account`, what the
-  echo engine says of it beyond its tensor; `item_tokens`, what replaces its pad in the prompt;
+- `for_part`: the record with a part's decode options bound, where the modality has any (a
+  video's sampling: the video record holds it, as vLLM's VideoMediaIO holds its loader's);
+- `decode`: the fetched bytes made into a `Loaded[D]` (D: what the modality decodes to, as
+  vLLM's MediaIO[_T]; with the processor's tensors), whose `item` is the MediaItem the
+  engines get; `units`, an item's frames; `account`, what the echo engine says of it beyond
+  its tensor; `item_tokens`, what replaces its pad in the prompt;
 - `data_url`: the item as an OpenAI-compatible server takes it back;
 - `hashed_bare`: vLLM hashes the item's tensor as it is (audio's waveform), not as a picture;
 - `token_type_id`: transformers' mm_token_type_ids value for its placeholder tokens;
@@ -24,47 +26,77 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 import numpy as np
 
 from mmprep import families
-from mmprep.decoders import MediaError, VideoSampling
+from mmprep.decoders import DecodedImage, DecodedVideo, MediaError, VideoMetadata, VideoSampling
 from mmprep.families import Kind
 from mmprep.processors import ProcessedMedia, Processor, ProcessorError
 
 from ..core.config import MediaSettings, Settings
 from ..core.errors import ServiceError
-from ..interface.prepared import MediaItem, SourceImage
+from ..interface.prepared import MediaItem
 from ..media.data_url import DataURL
 
-# preprocess.vision.VisionProcessing (a room above this one): the model's processor, its
-# frame rules and its token check, or None without --processor / --model.
-Vision = Any
+# What a modality decodes to (DecodedImage, DecodedVideo, DecodedAudio). Covariant: a table
+# of every modality holds them as Modality[object], and what it decodes is only given out.
+D = TypeVar("D", covariant=True)
 # work() timed for mmprep_process_seconds under the modality's name (the Preprocessor's).
 TimedProcessing = Callable[[str, Callable[[], ProcessedMedia]], ProcessedMedia]
 
 
-@dataclass(frozen=True)
-class Loaded:
-    """One media item decoded, and processed with --processor: what the decode cache keeps."""
+class FramePicks(Protocol):
+    """The model's own rule for a video's frames (preprocess/loader_picks.py's LoaderPicks):
+    decode_video's frame_picks, and what the item then says of them."""
 
-    decoded: Any  # a DecodedVideo or DecodedImage
-    tensor: np.ndarray  # its frames or pixels, uint8 RGB
+    def __call__(self, metadata: VideoMetadata) -> Sequence[int] | None: ...
+
+    def hf_metadata(self, video: DecodedVideo) -> dict[str, Any]: ...
+
+    def account(self, video: DecodedVideo) -> dict[str, Any]: ...
+
+
+class Vision(Protocol):
+    """What a decode asks of the model's processing (preprocess/vision.py's VisionProcessing,
+    in a room above this one): its processor, its frame rules and its token check."""
+
+    @property
+    def processor(self) -> Processor: ...
+
+    def process_image(self, image: DecodedImage) -> ProcessedMedia: ...
+
+    def frame_rule(self, num_frames: int, height: int, width: int) -> tuple[int, int]: ...
+
+    def loader_picks(self, sampling: VideoSampling, default_fps: float, limit: int) -> FramePicks | None: ...
+
+    def decoder_threads(self, threads: int) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loaded(ABC, Generic[D]):
+    """One media item decoded, and processed with --processor: what the decode cache keeps.
+    Each modality's own says what else its item carries."""
+
+    decoded: D
     processed: ProcessedMedia | None = None
-    source: SourceImage | None = None  # an image's file, when its pixels are vLLM's (MediaItem)
-    # Where the model's own rule picked a video's frames (preprocess/loader_picks.py): its
-    # transformers metadata as vLLM's loader writes it, and how its frames were picked
-    hf_metadata: dict[str, Any] | None = None
-    picks: dict[str, Any] | None = None
+
+    @property
+    @abstractmethod
+    def tensor(self) -> np.ndarray:
+        """Its frames, pixels (uint8 RGB) or waveform."""
 
     @property
     def nbytes(self) -> int:
         processed = self.processed.tensors.values() if self.processed is not None else ()
-        source = len(self.source.data) if self.source is not None else 0
-        return self.tensor.nbytes + sum(tensor.nbytes for tensor in processed) + source
+        return self.tensor.nbytes + sum(tensor.nbytes for tensor in processed)
+
+    @abstractmethod
+    def item(self, param: str) -> MediaItem:
+        """The MediaItem an engine gets for the part at `param`."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +104,17 @@ class DecodeContext:
     """What a decode in the pool's thread works with besides the bytes and the part's options."""
 
     settings: Settings
-    vision: Vision
+    vision: Vision | None  # None without --processor / --model
     cancel: threading.Event
     threads: int  # this decode's share of the cores
     timed: TimedProcessing
 
 
-class Modality(ABC):
+@dataclass(frozen=True)
+class Modality(ABC, Generic[D]):
+    """A modality's record; with a part's decode options bound (for_part), that part's decode.
+    Equal records decode equal bytes alike: parts and the decode cache key by them."""
+
     name: ClassVar[Kind]  # the names are the families' Kind: what a family has rules for
     part_type: ClassVar[str]
     timed: ClassVar[bool]
@@ -106,26 +142,23 @@ class Modality(ABC):
     def part_options(self, value: dict[str, Any], param: str) -> dict[str, Any]:
         """The keys a part carries besides its URL, checked; a ServiceError naming any other."""
 
-    def sampling(
+    def for_part(
         self,
         requested: dict[str, Any],
         own: dict[str, Any],
         settings: MediaSettings,
         param: str,
         model_picks: bool = False,
-    ) -> VideoSampling | None:
-        """The part's decode options: its own keys over the request's over the server's.
-        `model_picks`: the model's own rule picks the frames, at their own size
-        (preprocess/loader_picks.py): the server's frame and size defaults do not apply."""
-        return None
+    ) -> Self:
+        """This record with the part's decode options bound: its own keys over the request's
+        over the server's. `model_picks`: the model's own rule picks the frames, at their own
+        size (preprocess/loader_picks.py): the server's frame and size defaults do not apply.
+        Itself for a modality whose decode takes no options."""
+        return self
 
     @abstractmethod
-    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
+    def decode(self, data: bytes, context: DecodeContext) -> Loaded[D]:
         """The bytes decoded (in the pool's thread), and processed when there is a processor."""
-
-    @abstractmethod
-    def item(self, loaded: Loaded, param: str) -> MediaItem:
-        """The MediaItem an engine gets for the part at `param`."""
 
     def units(self, tensor: np.ndarray) -> int:
         """The frames a tensor of this modality holds."""

@@ -5,11 +5,12 @@ makes of it, since vLLM keys such an image by its bytes."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mmprep.decoders import DecodedImage, VideoSampling, decode_image
+from mmprep.decoders import DecodedImage, decode_image
 
 from ..core.errors import ServiceError
 from ..interface.prepared import MediaItem, SourceImage
@@ -19,7 +20,32 @@ from .video import SAMPLING_KEYS
 PART_KEYS = ("url", "detail")
 
 
-class Image(Modality):
+@dataclass(frozen=True, kw_only=True)
+class LoadedImage(Loaded[DecodedImage]):
+    source: SourceImage | None = None  # its file, when its pixels are vLLM's (MediaItem)
+
+    @property
+    def tensor(self) -> np.ndarray:
+        return self.decoded.pixels
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + (len(self.source.data) if self.source is not None else 0)
+
+    def item(self, param: str) -> MediaItem:
+        image = self.decoded
+        return MediaItem(
+            kind=IMAGE.name,
+            tensor=image.pixels,
+            metadata=image.metadata.to_dict(),
+            param=param,
+            processed=self.processed,
+            source=self.source,
+        )
+
+
+@dataclass(frozen=True)
+class Image(Modality[DecodedImage]):
     name = "image"
     part_type = "image_url"
     timed = False
@@ -41,7 +67,7 @@ class Image(Modality):
             )
         return {}
 
-    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
+    def decode(self, data: bytes, context: DecodeContext) -> LoadedImage:
         settings, vision = context.settings, context.vision
         # With a processor the model's rule sizes the image: --max-pixels would shrink it first
         max_pixels = settings.max_pixels if vision is None else None
@@ -49,20 +75,9 @@ class Image(Modality):
         unscaled = image.pixels.shape[:2] == (image.metadata.height, image.metadata.width)
         source = SourceImage(data, image.converted) if unscaled else None
         if vision is None:
-            return Loaded(image, image.pixels, None, source)
+            return LoadedImage(decoded=image, source=source)
         processed = context.timed(self.name, lambda: vision.process_image(image))
-        return Loaded(image, image.pixels, processed, source)
-
-    def item(self, loaded: Loaded, param: str) -> MediaItem:
-        image: DecodedImage = loaded.decoded
-        return MediaItem(
-            kind=self.name,
-            tensor=image.pixels,
-            metadata=image.metadata.to_dict(),
-            param=param,
-            processed=loaded.processed,
-            source=loaded.source,
-        )
+        return LoadedImage(decoded=image, processed=processed, source=source)
 
     def data_url(self, item: MediaItem, encode: Callable[[np.ndarray], str], picture_type: str) -> str:
         return f"data:image/{picture_type};base64," + encode(item.tensor)

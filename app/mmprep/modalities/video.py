@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from numbers import Real
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -33,25 +33,56 @@ REFUSED_KEYS = {
 }
 
 
-class Video(Modality):
+@dataclass(frozen=True, kw_only=True)
+class LoadedVideo(Loaded[DecodedVideo]):
+    # Where the model's own rule picked the frames (preprocess/loader_picks.py): its
+    # transformers metadata as vLLM's loader writes it, and how its frames were picked
+    hf_metadata: dict[str, Any] | None = None
+    picks: dict[str, Any] | None = None
+
+    @property
+    def tensor(self) -> np.ndarray:
+        return self.decoded.frames
+
+    def item(self, param: str) -> MediaItem:
+        video = self.decoded
+        return MediaItem(
+            kind=VIDEO.name,
+            tensor=video.frames,
+            metadata=video.metadata.to_dict() | (self.picks or {}),
+            param=param,
+            timestamps=video.timestamps,
+            indices=video.indices,
+            hf_metadata=self.hf_metadata or video.to_hf_metadata(),
+            processed=self.processed,
+        )
+
+
+@dataclass(frozen=True)
+class Video(Modality[DecodedVideo]):
+    """The video record, with the sampling a part's decode takes (for_part binds a part's;
+    the table's record samples as VideoSampling's defaults)."""
+
     name = "video"
     part_type = "video_url"
     timed = True
     token_type_id = 2
     processor_scope = "videos_kwargs"
 
+    sampling: VideoSampling = VideoSampling()
+
     def part_options(self, value: dict[str, Any], param: str) -> dict[str, Any]:
         """The sampling keys a video_url part carries itself (its other key is `url`)."""
         return sampling_keys({key: item for key, item in value.items() if key != "url"}, param)
 
-    def sampling(
+    def for_part(
         self,
         requested: dict[str, Any],
         own: dict[str, Any],
         settings: MediaSettings,
         param: str,
         model_picks: bool = False,
-    ) -> VideoSampling:
+    ) -> Self:
         merged = dict(requested)
         if "fps" in own or "num_frames" in own:
             merged.pop("fps", None)
@@ -67,14 +98,15 @@ class Video(Modality):
         if isinstance(max_frames, int) and not isinstance(max_frames, bool):
             max_frames = min(max_frames, settings.max_frames)
         try:
-            return VideoSampling(
+            sampling = VideoSampling(
                 fps, num_frames, max_frames, settings.max_pixels, merged.get("seek_mode", settings.seek_mode)
             )
         except InvalidSamplingError as error:
             raise part_error(error, param) from error
+        return dataclasses.replace(self, sampling=sampling)
 
-    def decode(self, data: bytes, sampling: VideoSampling | None, context: DecodeContext) -> Loaded:
-        settings, vision = context.settings, context.vision
+    def decode(self, data: bytes, context: DecodeContext) -> LoadedVideo:
+        settings, vision, sampling = context.settings, context.vision, self.sampling
         decode = functools.partial(
             decode_video,
             data,
@@ -85,9 +117,7 @@ class Video(Modality):
             device=settings.decode_device,
         )
         if vision is None:
-            video = decode(sampling=sampling, threads=context.threads)
-            return Loaded(video, video.frames)
-        assert sampling is not None  # a video part always has its sampling
+            return LoadedVideo(decoded=decode(sampling=sampling, threads=context.threads))
         # The processor sizes the frames by the model's rule: --max-pixels would shrink them first
         sampling = dataclasses.replace(sampling, max_pixels=None)
         picks = vision.loader_picks(sampling, settings.default_fps, settings.max_frames)
@@ -102,22 +132,12 @@ class Video(Modality):
             )
             processed = context.timed(self.name, lambda: stream.result(video.frames))
         if picks is None:
-            return Loaded(video, video.frames, processed)
-        return Loaded(
-            video, video.frames, processed, hf_metadata=picks.hf_metadata(video), picks=picks.account(video)
-        )
-
-    def item(self, loaded: Loaded, param: str) -> MediaItem:
-        video: DecodedVideo = loaded.decoded
-        return MediaItem(
-            kind=self.name,
-            tensor=video.frames,
-            metadata=video.metadata.to_dict() | (loaded.picks or {}),
-            param=param,
-            timestamps=video.timestamps,
-            indices=video.indices,
-            hf_metadata=loaded.hf_metadata or video.to_hf_metadata(),
-            processed=loaded.processed,
+            return LoadedVideo(decoded=video, processed=processed)
+        return LoadedVideo(
+            decoded=video,
+            processed=processed,
+            hf_metadata=picks.hf_metadata(video),
+            picks=picks.account(video),
         )
 
     def account(self, item: MediaItem) -> dict[str, Any]:

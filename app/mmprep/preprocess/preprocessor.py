@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mmprep import families
-from mmprep.decoders import CorruptMediaError, MediaError, VideoSampling
+from mmprep.decoders import CorruptMediaError, MediaError
 from mmprep.processors import ProcessedMedia, ProcessorError
 
 from ..core.config import Settings
@@ -46,16 +46,15 @@ LONG_PROMPT_CHARS = 8192
 
 @dataclass(frozen=True)
 class _MediaPart:
-    modality: Modality
+    modality: Modality[object]  # its record, with the part's decode options (a video's sampling)
     url: str | DataURL
-    sampling: VideoSampling | None  # a timed modality's only
     param: str  # e.g. messages[0].content[1].video_url
     vision: VisionProcessing | None  # the request's vision processing (its processor options)
 
     @property
     def key(self) -> tuple:
         """Parts with equal keys are fetched and decoded once."""
-        return self.modality.name, self.url, self.sampling
+        return self.modality, self.url
 
 
 def _as_data_url(url: str | DataURL) -> DataURL | None:
@@ -65,7 +64,7 @@ def _as_data_url(url: str | DataURL) -> DataURL | None:
     return DataURL.parse(url) if url[:5].lower() == "data:" else None
 
 
-def _nbytes(loaded) -> int:
+def _nbytes(loaded: Loaded[object]) -> int:
     return loaded.nbytes
 
 
@@ -113,7 +112,7 @@ class Preprocessor:
         text = renderer.render_text(messages, request.template) if renderer is not None else None
         rendered = time.perf_counter()
         loaded = await self._load_all(parts, timing, cancel)
-        media = [part.modality.item(loaded[part.key], part.param) for part in parts]
+        media = [loaded[part.key].item(part.param) for part in parts]
         self._check_total_size(media)
         if vision is not None:  # before any engine work
             tokens = 0
@@ -186,8 +185,8 @@ class Preprocessor:
                     part.param,
                 )
             self._check_model_takes(known, part.kind, part.param)
-            sampling = modality.sampling(requested, part.options, self._settings, part.param, model_picks)
-            parts.append(_MediaPart(modality, part.url, sampling, part.param, vision))
+            bound = modality.for_part(requested, part.options, self._settings, part.param, model_picks)
+            parts.append(_MediaPart(bound, part.url, part.param, vision))
         return parts
 
     def _check_model_takes(self, family: families.Family | None, kind: families.Kind, param: str) -> None:
@@ -203,7 +202,9 @@ class Preprocessor:
 
     # -- fetching and decoding ---------------------------------------------------------
 
-    async def _load_all(self, parts: list[_MediaPart], timing: Timing, cancel: threading.Event) -> dict:
+    async def _load_all(
+        self, parts: list[_MediaPart], timing: Timing, cancel: threading.Event
+    ) -> dict[tuple, Loaded[object]]:
         unique = {part.key: part for part in parts}
         tasks = {key: asyncio.ensure_future(self._load(part, timing, cancel)) for key, part in unique.items()}
         try:
@@ -227,7 +228,7 @@ class Preprocessor:
             # URL can be hundreds of MiB). Without the tasks here, the error frees them all.
             del tasks
 
-    async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event):
+    async def _load(self, part: _MediaPart, timing: Timing, cancel: threading.Event) -> Loaded[object]:
         try:
             data_url = _as_data_url(part.url)
             too_big = data_url is not None and data_url.size_bound() > self._fetcher.limits.max_bytes
@@ -240,7 +241,7 @@ class Preprocessor:
                 "data URL",
                 data_url.media_type,
                 data_url.is_base64,
-                part.sampling,
+                part.modality,
                 self._made_with(part),
             )
             key = await content_key(part.modality.name, data_url.payload, made_with)
@@ -250,7 +251,9 @@ class Preprocessor:
         except (MediaError, ProcessorError, ServiceError) as error:  # the decoders', processor's or fetcher's
             raise part_error(error, part.param) from error
 
-    async def _fetch_and_decode(self, part: _MediaPart, timing: Timing, cancel: threading.Event, reuse: bool):
+    async def _fetch_and_decode(
+        self, part: _MediaPart, timing: Timing, cancel: threading.Event, reuse: bool
+    ) -> Loaded[object]:
         """`reuse`: the cache looked up by the fetched bytes first."""
         metrics = self._metrics
         started = time.perf_counter()
@@ -262,7 +265,7 @@ class Preprocessor:
         try:
             if reuse and self._cache is not None:
                 key = await content_key(
-                    part.modality.name, fetched.data, (part.sampling, self._made_with(part))
+                    part.modality.name, fetched.data, (part.modality, self._made_with(part))
                 )
                 decode = functools.partial(self._decode, part, fetched.data, cancel)
                 result = await self._cache.get_or_decode(key, decode, _nbytes)
@@ -273,14 +276,14 @@ class Preprocessor:
         timing.add("decode", fetched_at, time.perf_counter())
         return result
 
-    async def _decode(self, part: _MediaPart, data: bytes, cancel: threading.Event) -> Loaded:
+    async def _decode(self, part: _MediaPart, data: bytes, cancel: threading.Event) -> Loaded[object]:
         """Decoded in the pool, its tensors made read-only."""
         started = time.perf_counter()
         modality = part.modality
 
-        def decode(threads: int) -> Loaded:
+        def decode(threads: int) -> Loaded[object]:
             context = DecodeContext(self._settings, part.vision, cancel, threads, self._timed_processing)
-            return modality.decode(data, part.sampling, context)
+            return modality.decode(data, context)
 
         result = await self._pool.run_with_threads(decode)
         result.tensor.flags.writeable = False  # shared: by parts, by requests through the cache

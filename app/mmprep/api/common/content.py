@@ -38,7 +38,7 @@ def typed_content(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return typed, tuple(media)
 
 
-def _modality_of(part: Any, where: str) -> Modality | None:
+def _modality_of(part: Any, where: str) -> Modality[object] | None:
     """The modality a media part carries; None for a text part."""
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise ServiceError(f"{where} must be an object with a 'type'", "invalid_content_part", where)

@@ -149,15 +149,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def jpeg_url(seed: int) -> str:
-    """A camera-like 1280x720 JPEG: a gradient with noise (noise keeps it from compressing to nothing)."""
+def camera_jpeg(seed: int, width: int = 1280, height: int = 720, **options: object) -> bytes:
+    """A camera-like JPEG at quality 90: a gradient with noise (noise keeps it from compressing to
+    nothing); `options` go to Pillow's JPEG writer (exif=, ...)."""
     rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:720, 0:1280]
+    y, x = np.mgrid[0:height, 0:width]
     pixels = np.stack([(x + seed * 7) % 256, (y * 2 + seed) % 256, (x + y) // 8 % 256], -1)
     pixels = (pixels + rng.integers(-12, 12, pixels.shape)).clip(0, 255).astype(np.uint8)
     out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "JPEG", quality=90)
-    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90, **options)
+    return out.getvalue()
+
+
+def jpeg_url(seed: int) -> str:
+    """A camera-like 1280x720 JPEG as a data URL."""
+    return "data:image/jpeg;base64," + base64.b64encode(camera_jpeg(seed)).decode()
 
 
 def chat(*parts: dict, **extra: object) -> dict:

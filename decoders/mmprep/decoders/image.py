@@ -1,4 +1,5 @@
-"""decode_image: a still image as an upright RGB array, with Pillow."""
+"""decode_image: a still image as an upright RGB array: Pillow reads the header and decodes
+every format, but a JPEG whose pixels libjpeg-turbo gives exactly as Pillow would (jpeg.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from . import jpeg
 from .errors import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
 from .frames import scaled_size
 from .sampling import check_limits, check_sampling
@@ -65,6 +67,9 @@ def decode_image(
             upright = (image.height, image.width) if turned else image.size
             metadata = ImageMetadata(*upright, image.format or "", image.mode)
             size = scaled_size(*upright, max_pixels)
+            fast = _decode_jpeg(source, image, orientation) if size == upright else None
+            if fast is not None:
+                return DecodedImage(fast, metadata)
             if size != upright:
                 image.draft("RGB", size[::-1] if turned else size)  # JPEG: decode at a smaller scale
             if orientation != 1:  # exif_transpose copies an upright image whole: a tenth of a render's CPU
@@ -78,6 +83,18 @@ def decode_image(
     except (OSError, SyntaxError, ValueError, EOFError) as error:
         raise CorruptMediaError(f"Pillow cannot read this image: {error}") from error
     return DecodedImage(pixels, metadata, converted=rgb is not image)
+
+
+def _decode_jpeg(source: Source, image: Image.Image, orientation: object) -> np.ndarray | None:
+    """A JPEG in RGB at its own size, straight into numpy where that is exactly Pillow's result."""
+    if image.format not in jpeg.FORMATS:
+        return None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return jpeg.decode_jpeg(source, image, orientation)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as file:
+            return jpeg.decode_jpeg(file.read(), image, orientation)
+    return None  # a file object: Pillow reads it as it goes
 
 
 def _unidentified(source: Source) -> str:

@@ -5,10 +5,10 @@ text engine (no post-processing), through mmprep's server under N concurrent str
     python benchmarks/detokenize_speed.py                     # 64, 512 and 2048 streams
     python benchmarks/detokenize_speed.py --streams 64 --tokens 64 --interval 0.05
 
-An engine (app/mmprep/testing/replay.py) emits one token every --interval seconds per stream
+An engine (tests/support/engines.py) emits one token every --interval seconds per stream
 (the answer: a Qwen3 reasoning block, text and a tool call, in the real Qwen3 vocabulary);
 the server is `mmprep serve --model` (a Qwen3-VL model folder built offline, the engine
-`--engine-class mmprep.testing.replay:TokenReplayEngine`) in its own process, a lean asyncio
+`--engine-class tests.support.engines:TokenReplayEngine`) in its own process, a lean asyncio
 client in this one. Three setups, in turn, on the same load:
 
 - text:    the engine's text pieces, passed through (the path every text engine takes)
@@ -33,12 +33,15 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import AppProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import REPO, AppProcess
 
 SETUPS = ("text", "tokens", "parsed")
 MODEL = "Qwen3-VL-Bench"  # the model folder's name: the served name
@@ -66,7 +69,7 @@ def answer_ids(tokens: int) -> list[int]:
     """`tokens` ids: the answer, repeated inside the reasoning to the length asked."""
     from tokenizers import Tokenizer
 
-    from mmprep.testing.qwen_tokenizer import tokenizer_file
+    from tests.support.qwen_tokenizer import tokenizer_file
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file("qwen3_vl")))
     ids = tokenizer.encode(ANSWER).ids
@@ -89,7 +92,7 @@ def in_process(ids: list[int], texts: list[str], rounds: int = 7, answers: int =
     from mmprep.derender import Derendering, ModelFacts, OutputOptions
     from mmprep.interface.engine import EngineOutput
     from mmprep.interface.prepared import SamplingParams
-    from mmprep.testing.qwen_tokenizer import tokenizer_file
+    from tests.support.qwen_tokenizer import tokenizer_file
 
     facts = ModelFacts(Tokenizer.from_file(str(tokenizer_file("qwen3_vl"))), (151645, 151643))
     setups = {
@@ -125,7 +128,7 @@ def server_flags(setup: str, folder: Path) -> list[str]:
         "--model",
         str(folder),
         "--engine-class",
-        "mmprep.testing.replay:TokenReplayEngine",
+        "tests.support.engines:TokenReplayEngine",
         "--max-concurrent-requests",
         "100000",
     ]
@@ -139,7 +142,7 @@ class Server(AppProcess):
     others (where there are others), and one process uses one core anyway."""
 
     def __init__(self, setup: str, folder: Path):
-        super().__init__("serve", *server_flags(setup, folder))
+        super().__init__("serve", *server_flags(setup, folder), import_from=[REPO])
 
     def start(self) -> Server:
         super().start()
@@ -252,7 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     from tokenizers import Tokenizer
 
-    from mmprep.testing.qwen_tokenizer import tokenizer_file
+    from tests.support.qwen_tokenizer import tokenizer_file
 
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, os.sched_getaffinity(0) - {0})

@@ -29,17 +29,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.engines import EchoEngine
 from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.interface.prepared import MediaItem, PreparedRequest, SamplingParams
-from mmprep.testing.servers import WorkerProcess
 from mmprep.workers.wire import decode_request, encode_request
+from tests.support.servers import WorkerProcess
 
 FRAMES, SIDE = 32, 448
 MIB = 1024 * 1024

@@ -16,15 +16,18 @@ import asyncio
 import base64
 import json
 import random
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 
-from mmprep.testing.chat import chat, image, png_data_url, video
-from mmprep.testing.fileserver import FileServer
-from mmprep.testing.servers import AppProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
+from tests.support.chat import chat, image, png_data_url, video
+from tests.support.media_store import MediaStore
+from tests.support.servers import AppProcess
 
 MEDIA = Path(__file__).resolve().parent.parent / "tests" / "data" / "media"
 WEBM = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
@@ -113,7 +116,7 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 def serve_and_load(requests: int, concurrency: int, seed: int = 0) -> dict:
     """Start mmprep and a media server on loopback, warm up, load, and measure the server's RSS."""
     flags = ("--allow-private-networks", "--max-concurrent-requests", str(max(64, concurrency)))
-    with AppProcess("serve", *flags) as server, FileServer(folder=MEDIA) as media:
+    with AppProcess("serve", *flags) as server, MediaStore(folder=MEDIA) as media:
         assert server.process is not None  # started on entering the block
         pid = server.process.pid
         asyncio.run(run_load(server.url, media.url, 40, 8, seed + 1))  # warm-up: allocators, pools

@@ -18,14 +18,18 @@ import asyncio
 import json
 import os
 import statistics
+import sys
+from pathlib import Path
 from typing import Any
 
 from service_speed import clip_bytes, http_run, p50_ms, request_body, run_options
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.core.config import Settings
-from mmprep.testing.chat import chat
-from mmprep.testing.raycluster import RayCluster
-from mmprep.testing.servers import AppProcess
+from tests.support.chat import chat
+from tests.support.raycluster import RayCluster
+from tests.support.servers import AppProcess
 
 ONE_DECODE: dict[str, Any] = {"decode_workers": 1, "decode_threads": 1, "decode_cache_bytes": 0}
 CONCURRENCY = 8

@@ -10,7 +10,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --cases images --concurrency 4   # a server kept busy
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
-real Qwen vocabulary, no weights; app/mmprep/testing/model_folder.py):
+real Qwen vocabulary, no weights; tests/support/model_folder.py):
 - `mmprep`: `mmprep serve --model FOLDER`, pixels uint8 (vLLM's default form);
 - `mmprep-float`: the same with `--no-mm-device-do-normalize` (float32, as mmprep sent
   before it followed vLLM's default);
@@ -74,8 +74,10 @@ import numpy as np
 from footage import camera_clip
 from PIL import Image
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.bench.inputs import unique_trailer
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 
 MODEL = "bench-vlm"
 CASES = ("images", "images_again", "video", "video_again", "video_1080p_60s", "text_8k", "text_64k")

@@ -6,7 +6,7 @@ process, interleaved.
     python benchmarks/render_speed.py --quick    # fewer repeats, a smoke run
 
 Two requests, on the qwen3_vl test model folder (the published template, the real Qwen
-vocabulary; app/mmprep/testing/model_folder.py):
+vocabulary; tests/support/model_folder.py):
 - a text-only multi-turn chat of about 2k tokens: Renderer.render against transformers'
   `processor.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)`;
 - one 32-frame video (16 temporal blocks of 720p frames' grid, with per-block timestamps):
@@ -26,6 +26,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -34,11 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.interface.prepared import MediaItem
 from mmprep.model import load_model_folder
 from mmprep.processors import ProcessedMedia
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import as_transformers, make_model_folder
+from tests.support.model_folder import as_transformers, make_model_folder
 
 WORDS = (
     "the",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,10 +27,12 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from mmprep.testing.chat import chat, image, video
-from mmprep.testing.fileserver import FileServer
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import AppProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
+from tests.support.chat import chat, image, video
+from tests.support.media_store import MediaStore
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import AppProcess
 
 MIB = 1 << 20
 
@@ -115,7 +118,7 @@ def run(families: list[str], source_fps: int, seconds: int) -> list[dict]:
         make_photo(media / "photo.jpg")
         make_clip(media / "warm.mp4", 2, 10, 320, 240)  # warm-up media: other files (no cache hits)
         make_photo(media / "warm.jpg", 320, 240)
-        with FileServer(folder=media) as files:
+        with MediaStore(folder=media) as files:
             for family in families:
                 folder = make_model_folder(family, Path(tmp) / family)
                 with AppProcess(

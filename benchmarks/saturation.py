@@ -17,16 +17,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.bench.config import SyntheticOptions
 from mmprep.bench.inputs import generate_synthetic
-from mmprep.testing.chat import chat, video
-from mmprep.testing.servers import AppProcess
+from tests.support.chat import chat, video
+from tests.support.servers import AppProcess
 
 CLIPS, FRAMES, IN_FLIGHT = 16, 32, 16
 

@@ -22,16 +22,19 @@ import base64
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from footage import camera_clip
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.decoders import decode_video
 from mmprep.preprocess.pool import DecodePool
-from mmprep.testing.chat import chat, video
-from mmprep.testing.servers import AppProcess
+from tests.support.chat import chat, video
+from tests.support.servers import AppProcess
 
 SAMPLING: dict[str, Any] = {"num_frames": 8}
 CORES = os.cpu_count() or 1

@@ -36,7 +36,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from mmprep.testing.servers import AppProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
+from tests.support.servers import AppProcess
 
 MODEL = "mmprep-echo"
 SLOW_READER_PROMPT_CHARS = (

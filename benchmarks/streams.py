@@ -4,7 +4,7 @@ memory after the load while the client keeps its connections open (issue 30).
     python benchmarks/streams.py                                  # 64, 512, 2048 streams
     python benchmarks/streams.py --streams 2048 --python /work/main/.venv/bin/python --python .venv/bin/python
 
-One `mmprep serve` per run (its own process; the replay engine, `mmprep.testing.replay`,
+One `mmprep serve` per run (its own process; the replay engine, `tests.support.engines`,
 streaming --pieces one-word pieces at --rate per second per stream, after an --prompt-words
 prompt), and one client process (asyncio on raw sockets: it costs the server nothing it would
 not cost with any client). Each of N client connections sends requests one after another,
@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.support, here and (on PYTHONPATH) in the server it starts
 
 DYNAMO_MODEL = "mock"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -155,7 +158,8 @@ def start_mmprep(python: str, port: int, streams: int, args: argparse.Namespace)
     flags = ["--max-concurrent-requests", str(max(streams, 2048)), *args.server_args.split()]
     server = subprocess.Popen(
         [python, "-m", "mmprep", "serve", "--port", str(port), "--log-level", "warning"]
-        + ["--engine-class", "mmprep.testing.replay:TokenReplayEngine", *flags],
+        + ["--engine-class", "tests.support.engines:TokenReplayEngine", *flags],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -166,7 +170,7 @@ def start_mmprep(python: str, port: int, streams: int, args: argparse.Namespace)
 def start_dynamo(venv: str, port: int, args: argparse.Namespace) -> list[subprocess.Popen]:
     """Dynamo's frontend and its mocker engine on a model folder of this repo's (discovery
     through files, no etcd or NATS); the frontend first: the front door measured."""
-    from mmprep.testing.model_folder import make_model_folder
+    from tests.support.model_folder import make_model_folder
 
     work = Path(tempfile.mkdtemp(prefix="streams-dynamo-"))
     folder = make_model_folder("qwen2_5_vl", work / "model")

@@ -25,15 +25,13 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
 from mmprep.interface.prepared import PreparedRequest, SamplingParams
 from mmprep.processors import load_processor
 from mmprep.vllm import request as vllm_request
 from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.vllm.helpers import processed_item, qwen_prompt  # noqa: E402 (the root is on sys.path only from here)
+from tests.support.vllm_cases import processed_item, qwen_prompt
 
 
 def plain_encode(item) -> str:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mmprep.testing.audio import RESAMPLE_PAIRS, resample_input
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+
+from tests.support.audio import RESAMPLE_PAIRS, resample_input
 
 OUT = Path("tests/data/audio/torchaudio_resample.npz")
 

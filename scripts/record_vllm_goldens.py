@@ -223,7 +223,7 @@ def record_audio() -> None:
     import tempfile
 
     from mmprep.decoders import decode_audio
-    from mmprep.testing.model_folder import make_model_folder
+    from tests.support.model_folder import make_model_folder
 
     if reason := missing_audio():
         sys.exit(reason)

@@ -1,6 +1,6 @@
 """Fixtures the whole suite shares: the media fixtures over HTTP, long clips made once per
 run, and the quick run's skipping of slow modules. What tests import by name is in
-tests/helpers.py."""
+tests/support/media.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from mmprep.testing.fileserver import FileServer
 from tests.data.media.make_fixtures import write_painted_clip
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
+from tests.support.media_store import MediaStore
 
 
 @pytest.fixture(scope="session")
 def media_server():
-    """The fixtures folder over HTTP on loopback (mmprep.testing.fileserver has its extra routes)."""
-    with FileServer(folder=MEDIA) as server:
+    """The fixtures folder over HTTP on loopback, with the misbehaviours of media stores
+    (tests/support/media_store.py)."""
+    with MediaStore(folder=MEDIA) as server:
         yield server
 
 

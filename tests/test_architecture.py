@@ -18,10 +18,7 @@ LAYERS = [
     ["mmprep.__main__"],
     ["mmprep.cli"],
     ["mmprep.vllm_flags"],
-    ["mmprep.preview"],
-    ["mmprep.bench"],
-    ["mmprep.testing"],
-    ["mmprep.rayserve"],
+    ["mmprep.preview", "mmprep.rayserve"],
     ["mmprep.api"],
     ["mmprep.service"],
     ["mmprep.engines", "mmprep.transport"],
@@ -31,7 +28,8 @@ LAYERS = [
     ["mmprep.modalities"],
     ["mmprep.interface", "mmprep.media"],
     ["mmprep.core"],
-    ["mmprep.model"],
+    # bench is a client of any server: it knows only the decoders (bench-decode, the media suffixes)
+    ["mmprep.model", "mmprep.bench"],
     ["mmprep.decoders", "mmprep.processors"],
     ["mmprep.families"],
 ]
@@ -40,7 +38,7 @@ WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn")
 # mmprep.vllm); the interface they share (the Engine protocol, its outputs, PreparedRequest),
 # mmprep.interface, is a room of its own, low in the house: every room that hands work to an
 # engine imports it.
-SERVES_HTTP = ("mmprep.api", "mmprep.transport", "mmprep.workers.server", "mmprep.testing", "mmprep.cli")
+SERVES_HTTP = ("mmprep.api", "mmprep.transport", "mmprep.workers.server", "mmprep.cli")
 
 
 def module_of(path: Path) -> str:
@@ -100,11 +98,19 @@ def test_only_the_http_servers_know_the_web_framework(path):
         assert not web, f"{module} imports {web}"
 
 
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_product_imports_nothing_of_the_tests(path):
+    """What the tests, benchmarks and scripts share (tests/support) is beside the tests, not
+    in the installed package: the product imports none of it."""
+    tests = sorted(module for module in imports(path) if module.split(".")[0] == "tests")
+    assert not tests, f"{module_of(path)} imports {tests}"
+
+
 # -- model families: what differs between them is asked of their module (families/), never
-# decided by comparing their names elsewhere.
-# mmprep.testing builds the test vocabularies and model folders of each family by its name (test
-# data, not behaviour).
-FAMILY_NAMES_ALLOWED = ("mmprep.families", "mmprep.testing")
+# decided by comparing their names elsewhere in the product. Test support (tests/support)
+# builds the test vocabularies and model folders of each family by its name (test data, not
+# behaviour): it is none of the product's modules, and no module of the product imports it.
+FAMILY_NAMES_ALLOWED = ("mmprep.families",)
 
 
 def family_names() -> set[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mmprep.testing.servers import free_port
+from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()

@@ -11,9 +11,9 @@ import pytest
 from mmprep.api.app import FAMILIES
 from mmprep.api.auth import OPEN_PATHS
 from mmprep.core.config import Settings
-from mmprep.testing.chat import MODEL
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
+from tests.support.chat import MODEL
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 KEYS = ["first-key", "second-key"]
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}

@@ -18,12 +18,12 @@ import pytest
 from mmprep.api.app import create_app
 from mmprep.core.config import Settings
 from mmprep.service import Service
-from mmprep.testing.chat import chat, openai_client
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.replay import TokenReplayEngine
-from mmprep.testing.servers import LiveServer, ThreadServer
-from tests.derender.helpers import derendering, load
-from tests.engines.helpers import VllmGenerateLike
+from tests.support.chat import chat, openai_client
+from tests.support.derender_fixtures import derendering, load
+from tests.support.engines import TokenReplayEngine
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer
+from tests.support.vllm_like import VllmGenerateLike
 
 MODEL = "test-vlm"
 # what a model's generation_config.json says (Qwen2.5-VL's published one, with its sampling)

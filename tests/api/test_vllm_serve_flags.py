@@ -9,10 +9,10 @@ import httpx
 import openai
 import pytest
 
-from mmprep.testing.chat import MODEL, data_url, image, openai_client, png_data_url, video
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import AppProcess, LiveServer
-from tests.helpers import MEDIA
+from tests.support.chat import MODEL, data_url, image, openai_client, png_data_url, video
+from tests.support.media import MEDIA
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import AppProcess, LiveServer
 
 VIDEO = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
 

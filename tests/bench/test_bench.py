@@ -26,10 +26,9 @@ from mmprep.bench.synthetic import write_clip
 from mmprep.cli import main
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_video
-from mmprep.testing.cli import run_mmprep
-from mmprep.testing.servers import LiveServer, WorkerProcess
-from tests.bench.helpers import bench
-from tests.helpers import MEDIA
+from tests.support.cli import bench, run_mmprep
+from tests.support.media import MEDIA
+from tests.support.servers import LiveServer, WorkerProcess
 
 WEBM = "224p_6_vp9.webm"
 

@@ -10,7 +10,7 @@ import pytest
 
 from mmprep.bench.synthetic import write_clip
 from mmprep.decoders import decode_video
-from mmprep.testing.cli import run_mmprep, start_mmprep
+from tests.support.cli import run_mmprep, start_mmprep
 
 pytestmark = pytest.mark.slow  # every test runs `python -m mmprep bench-decode` as a process
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
+from mmprep.bench.fileserver import FileServer
 from mmprep.bench.load import LoadPlan
 from mmprep.bench.synthetic import write_clip
-from mmprep.testing.fileserver import FileServer
-from mmprep.testing.servers import LiveServer
-from tests.bench.helpers import bench
+from tests.support.cli import bench
+from tests.support.servers import LiveServer
 
 
 def connected(sockets: list[socket.socket], within: float) -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmprep.testing.cli import run_mmprep
-from mmprep.testing.metrics import metric
-from mmprep.testing.servers import AppProcess
-from mmprep.testing.waiting import wait_until
+from tests.support.cli import run_mmprep
+from tests.support.metrics import metric
+from tests.support.servers import AppProcess
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # every test runs `python -m mmprep` as a process
 
@@ -242,7 +242,7 @@ def test_logs_are_json_with_request_ids_and_never_hold_data_url_bodies():
     import base64
     import json
 
-    from tests.helpers import MEDIA
+    from tests.support.media import MEDIA
 
     payload = base64.b64encode((MEDIA / "224p_6_vp9.webm").read_bytes()).decode()
     server = AppProcess("serve", "--log-level", "debug").start().wait_ready()

@@ -1,7 +1,8 @@
 """The Docker image's file set is enough to run the service: the paths the Dockerfile's COPY
 lines name, and only those, copied into an empty folder, installed from there, and
-`mmprep serve` started from the installed copy. (No Docker engine runs here or in CI; this
-catches a package the image leaves out, which once made the image fail at start.)"""
+`mmprep serve` started from the installed copy, which holds no test support. (No Docker
+engine runs here or in CI; this catches a package the image leaves out, which once made the
+image fail at start.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmprep.testing.servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow  # a pip install, then `python -m mmprep serve` as a process
 
@@ -76,6 +77,9 @@ def test_the_images_files_install_and_serve(tmp_path):
     }
     # and the libraries that could be published apart say they are typed (PEP 561)
     assert {f"mmprep/{library}/py.typed" for library in LIBRARIES} <= installed_files
+    # What the tests and benchmarks share is beside the tests (tests/support): none of it ships
+    # (it was mmprep/testing once).
+    assert not {f for f in installed_files if {"testing", "tests", "support"} & set(Path(f).parts)}
     # -S: no site-packages processing, so this checkout's editable install (which would find
     # any package the image lacks in the repository) is out of reach; the dependencies come
     # from this interpreter's own path, less the checkout's source folders (a venv inside

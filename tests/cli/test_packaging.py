@@ -11,7 +11,7 @@ import textwrap
 import httpx
 import pytest
 
-from mmprep.testing.servers import AppProcess
+from tests.support.servers import AppProcess
 
 
 @pytest.mark.slow  # a Python process

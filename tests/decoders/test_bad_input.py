@@ -23,7 +23,7 @@ from mmprep.decoders import (
     decode_video,
     probe_video,
 )
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
 
 VIDEOS = ["224p_6_vp9.webm", "bframes_h264.mp4", "hevc.mp4", "av1.webm", "bframes_mpeg4.avi", "vfr_h264.mkv"]
 

@@ -9,8 +9,8 @@ import pytest
 
 from mmprep.decoders import CorruptMediaError, MediaNotFoundError, MediaTooLargeError
 from mmprep.decoders.audio import NoAudioStreamError, decode_audio, sinc_resample
-from mmprep.testing.audio import FORMATS, RESAMPLE_PAIRS, encode_audio, resample_input, tone
-from tests.helpers import MEDIA
+from tests.support.audio import FORMATS, RESAMPLE_PAIRS, encode_audio, resample_input, tone
+from tests.support.media import MEDIA
 
 GOLDEN = Path(__file__).parents[1] / "data" / "audio" / "torchaudio_resample.npz"
 

@@ -8,7 +8,7 @@ import pytest
 
 from mmprep.decoders import MediaTooLargeError, decode_video, probe_video
 from tests.data.media.make_fixtures import CFR_CLIPS, paint
-from tests.helpers import MEDIA, on_screen, painted, reference_decode, reference_targets
+from tests.support.media import MEDIA, on_screen, painted, reference_decode, reference_targets
 
 VP9_224P = MEDIA / "224p_6_vp9.webm"
 

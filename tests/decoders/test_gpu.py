@@ -15,9 +15,9 @@ import pytest
 
 from mmprep.decoders import InvalidArgumentError, decode_video, gpu
 from mmprep.decoders.frames import FrameConverter
-from mmprep.testing.chat import chat, data_url, post, video
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA, painted
+from tests.support.chat import chat, data_url, post, video
+from tests.support.media import MEDIA, painted
+from tests.support.servers import LiveServer
 
 REQUESTS = [{"num_frames": 5}, {"fps": 2.0}, {"num_frames": 3, "max_pixels": 64 * 48}]
 CLIPS = ["h264_bframes.mp4", "hevc.mp4", "vp9.webm", "av1.mkv"]

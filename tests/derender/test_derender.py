@@ -17,7 +17,7 @@ from mmprep.derender.detokenize import Detokenizer
 from mmprep.derender.stops import StopChecker, StopRules
 from mmprep.interface.engine import EngineError, EngineOutput
 from mmprep.interface.prepared import SamplingParams
-from tests.derender.helpers import (
+from tests.support.derender_fixtures import (
     CHUNK_SIZES,
     EOS_IDS,
     assert_message,

@@ -1,5 +1,5 @@
 """The derender fixtures through a real mmprep server on loopback: a token-replaying
-engine (app/mmprep/testing/replay.py) gives each fixture's ids, 20, 5, 2 or 1 at a time, and the
+engine (tests/support/engines.py) gives each fixture's ids, 20, 5, 2 or 1 at a time, and the
 official openai client reads the answer, streamed and not. Its stream helper assembles
 the tool calls, which must equal the non-streamed ones; a stop closes the engine."""
 
@@ -18,10 +18,10 @@ from mmprep.engines.echo import EchoEngine
 from mmprep.interface.engine import EngineOutput
 from mmprep.interface.prepared import SamplingParams
 from mmprep.service import Service
-from mmprep.testing.chat import assert_error, openai_client, post
-from mmprep.testing.replay import TokenReplayEngine
-from mmprep.testing.servers import ThreadServer
-from tests.derender.helpers import CHUNK_SIZES, assert_message, derendering, fixture_names, load
+from tests.support.chat import assert_error, openai_client, post
+from tests.support.derender_fixtures import CHUNK_SIZES, assert_message, derendering, fixture_names, load
+from tests.support.engines import TokenReplayEngine
+from tests.support.servers import ThreadServer
 
 MODEL = "qwen-test"
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -305,8 +305,8 @@ def test_a_text_engines_answer_is_cut_at_max_completion_tokens_without_a_model()
 
 @pytest.mark.slow  # a `mmprep serve` process
 def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
-    from mmprep.testing.model_folder import make_model_folder
-    from mmprep.testing.servers import AppProcess
+    from tests.support.model_folder import make_model_folder
+    from tests.support.servers import REPO, AppProcess
 
     folder = make_model_folder("qwen3_vl", tmp_path / "Qwen3-VL-Test")
     fixture = load("tool_call_after_reasoning")
@@ -319,9 +319,9 @@ def test_mmprep_serve_with_a_model_folder_and_parsers(tmp_path):
         "--tool-call-parser",
         "hermes",
         "--engine-class",
-        "mmprep.testing.replay:TokenReplayEngine",
+        "tests.support.engines:TokenReplayEngine",
     )
-    with AppProcess("serve", *flags) as app:
+    with AppProcess("serve", *flags, import_from=[REPO]) as app:
         client = openai_client(app)
         answer = client.chat.completions.create(
             model="Qwen3-VL-Test", messages=MESSAGES, extra_body=body(fixture, 3)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mmprep.testing.qwen_tokenizer import tokenizer_file
-from tests.derender.helpers import FIXTURES, fixture_names, load, replay, tokenizer
+from tests.support.derender_fixtures import FIXTURES, fixture_names, load, replay, tokenizer
+from tests.support.qwen_tokenizer import tokenizer_file
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("MMPREP_VLLM_PYTHON", str(REPO / ".venv-vllm-render" / "bin" / "python"))

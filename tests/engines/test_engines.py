@@ -2,7 +2,7 @@
 vLLM-like chat upstream (`--engine openai`, which gets the translated chat request and
 the decoded image) and a vLLM-like /inference/v1/generate (`--engine vllm-generate` with a
 Qwen2-VL folder: token ids out, detokenized here), whole and streamed, with the official
-clients (tests/engines/helpers.py's upstreams, real servers on loopback); and an engine
+clients (tests/support/vllm_like.py's upstreams, real servers on loopback); and an engine
 that fails mid-stream, whose failure is each API's error event."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from mmprep.core.config import Settings
 from mmprep.interface.engine import EngineError, EngineOutput, NothingToStart
 from mmprep.interface.prepared import PreparedRequest
-from mmprep.testing.chat import openai_client, png_data_url
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer, ThreadServer
-from tests.engines.helpers import ANSWER_IDS, VllmGenerateLike, VllmLike
+from tests.support.chat import openai_client, png_data_url
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer
+from tests.support.vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
 MODEL = "test-vlm"
 PNG = png_data_url(32, 24)

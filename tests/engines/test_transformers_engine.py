@@ -5,7 +5,7 @@ make of the chat request: in process, behind a real `mmprep worker`, and through
 `mmprep serve --model` with the openai client.
 
 The model folder is built here, nothing downloaded: a family's published configs and the
-real Qwen vocabulary (app/mmprep/testing/model_folder.py), then a config with tiny text and vision
+real Qwen vocabulary (tests/support/model_folder.py), then a config with tiny text and vision
 sizes (the real vocabulary size and special token ids) and random weights from a fixed seed
 in place of the model. The video is lossless (FFV1) and sized so that no resize applies:
 the decoded frames are the frames encoded, and our processor's tensors equal transformers'
@@ -34,9 +34,9 @@ from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.interface.prepared import MediaItem, PreparedRequest, SamplingParams, TokenPrompt
 from mmprep.model import load_model_folder
 from mmprep.render import Renderer
-from mmprep.testing.chat import openai_client
-from mmprep.testing.model_folder import make_model_folder, video_item
-from mmprep.testing.servers import LiveServer, WorkerProcess
+from tests.support.chat import openai_client
+from tests.support.model_folder import make_model_folder, video_item
+from tests.support.servers import LiveServer, WorkerProcess
 
 REASON = "needs torch and transformers (pip install -e '.[transformers]')"
 torch = pytest.importorskip("torch", reason=REASON)
@@ -46,7 +46,7 @@ from mmprep.engines.transformers_engine import (  # noqa: E402 (imports torch: a
     MODEL_VARIABLE,
     TransformersEngine,
 )
-from mmprep.testing.tiny_model import build_model_folder  # noqa: E402
+from tests.support.tiny_model import build_model_folder  # noqa: E402
 
 pytestmark = pytest.mark.slow  # torch models generating, and a worker process
 

@@ -1,5 +1,5 @@
 """mmprep in front of a vLLM-compatible server (`--engine openai`), through HTTP with the
-official openai client. The upstream (tests/engines/helpers.py's VllmLike) reads pre-decoded
+official openai client. The upstream (tests/support/vllm_like.py's VllmLike) reads pre-decoded
 video as vLLM does and has no network, so every answer here proves the video went as
 mmprep's frames."""
 
@@ -16,11 +16,11 @@ from PIL import Image
 
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_image, decode_video
-from mmprep.testing.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
-from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from tests.data.media.make_fixtures import write_painted_clip
-from tests.engines.helpers import TOKENS_PER_FRAME, VllmLike
-from tests.helpers import MEDIA, painted
+from tests.support.chat import ask, assert_error, chat, data_url, image, openai_client, post, video
+from tests.support.media import MEDIA, painted
+from tests.support.servers import LiveServer, ThreadServer, free_port
+from tests.support.vllm_like import TOKENS_PER_FRAME, VllmLike
 
 MODEL = "test-vlm"
 MP4 = "bframes_h264.mp4"

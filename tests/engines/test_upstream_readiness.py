@@ -2,7 +2,7 @@
 start and refuses a release outside the tested ones (or warns, with
 --upstream-allow-untested-version); /ready follows the upstream's GET /health, probed in the
 background and cached, for vllm-generate and openai alike. Real servers on loopback
-(tests/engines/helpers.py's fake vLLM, mmprep in a thread); nothing of mmprep is mocked."""
+(tests/support/vllm_like.py's fake vLLM, mmprep in a thread); nothing of mmprep is mocked."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from mmprep.core.config import Settings
 from mmprep.core.lifespan import StartupError
 from mmprep.engines.upstream import OpenAIUpstreamEngine
 from mmprep.engines.vllm_generate import VllmGenerateEngine, version_problem
-from mmprep.testing.chat import assert_error, chat, post
-from mmprep.testing.cli import run_mmprep
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from mmprep.vllm import TESTED_VLLM_VERSIONS
-from tests.engines.helpers import VllmGenerateLike, VllmLike
-from tests.vllm.helpers import build_case
+from tests.support.chat import assert_error, chat, post
+from tests.support.cli import run_mmprep
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer, free_port
+from tests.support.vllm_cases import build_case
+from tests.support.vllm_like import VllmGenerateLike, VllmLike
 
 MODEL = "mmprep-echo"  # the chat helper's model name
 PROBE = 0.05  # seconds between probes in these tests

@@ -1,5 +1,5 @@
 """mmprep's --engine vllm-generate against a vLLM-like /inference/v1/generate
-(tests/engines/helpers.py's VllmGenerateLike, a real uvicorn server on loopback that checks
+(tests/support/vllm_like.py's VllmGenerateLike, a real uvicorn server on loopback that checks
 each request as vLLM 0.33.0 does and answers token ids), streamed and not."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from mmprep.engines.vllm_generate import VllmGenerateEngine, root_url
 from mmprep.interface.engine import EngineHTTPError, EngineOutput
 from mmprep.interface.prepared import SamplingParams
 from mmprep.service import load_resources
-from mmprep.testing.chat import chat, data_url, image, openai_client, png_data_url, post, video
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from mmprep.vllm.sampling import generation_defaults
-from tests.engines.helpers import ANSWER_IDS, VllmGenerateLike
-from tests.helpers import MEDIA
-from tests.vllm.helpers import VIDEO_PAD, build_case
+from tests.support.chat import chat, data_url, image, openai_client, png_data_url, post, video
+from tests.support.media import MEDIA
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer, free_port
+from tests.support.vllm_cases import VIDEO_PAD, build_case
+from tests.support.vllm_like import ANSWER_IDS, VllmGenerateLike
 
 MODEL = "test-vlm"
 

@@ -17,8 +17,8 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorInputError, load_processor
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
+from tests.support.model_folder import as_transformers, make_model_folder, video_item
 
 FAMILY = families.get("gemma4")
 # (height, width) -> soft tokens at each budget (70, 140, 280, 560, 1120), from transformers

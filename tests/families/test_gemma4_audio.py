@@ -10,7 +10,7 @@ import pytest
 from mmprep.families.gemma4 import FAMILY
 from mmprep.model import ModelFolder
 from mmprep.processors.audio_features import AudioFeatureConfig, log_mel
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 
 transformers = pytest.importorskip("transformers")
 

@@ -21,11 +21,11 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorInputError, load_processor
 from mmprep.render import Renderer
-from mmprep.testing.chat import chat, data_url, image, png_data_url, video
-from mmprep.testing.model_folder import as_transformers, make_model_folder
-from mmprep.testing.servers import LiveServer
 from tests.families.test_gemma3 import exif_jpeg, noise
-from tests.helpers import MEDIA
+from tests.support.chat import chat, data_url, image, png_data_url, video
+from tests.support.media import MEDIA
+from tests.support.model_folder import as_transformers, make_model_folder
+from tests.support.servers import LiveServer
 
 FAMILY = families.get("llama4")
 MODEL = "Llama-4-Scout-17B-16E-Instruct"
@@ -409,7 +409,7 @@ def test_the_transformers_engine_refuses_it_at_start(tmp_path):
     import asyncio
 
     from mmprep.engines.transformers_engine import TransformersEngine
-    from mmprep.testing.tiny_model import build_model_folder
+    from tests.support.tiny_model import build_model_folder
 
     folder = build_model_folder(tmp_path / "tiny-llama4", "llama4")
     import transformers

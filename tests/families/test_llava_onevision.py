@@ -17,8 +17,8 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, load_processor
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
+from tests.support.model_folder import as_transformers, make_model_folder, video_item
 
 FAMILY = families.get("llava_onevision")
 # (height, width) -> (tiles with the base one, <image> tokens), from transformers 5.24's

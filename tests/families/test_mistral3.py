@@ -22,10 +22,10 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, ProcessorInputError, load_processor
 from mmprep.render import Renderer
-from mmprep.testing.chat import chat, data_url, image, png_data_url, video
-from mmprep.testing.model_folder import as_transformers, make_model_folder
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA
+from tests.support.chat import chat, data_url, image, png_data_url, video
+from tests.support.media import MEDIA
+from tests.support.model_folder import as_transformers, make_model_folder
+from tests.support.servers import LiveServer
 
 FAMILY = families.get("mistral3")
 MODEL = "Mistral-Small-3.1-24B-Instruct-2503"
@@ -342,7 +342,7 @@ def test_the_transformers_engine_answers_as_transformers(tmp_path):
 
     from mmprep.engines.transformers_engine import TransformersEngine
     from mmprep.interface.prepared import PreparedRequest, SamplingParams
-    from mmprep.testing.tiny_model import build_model_folder
+    from tests.support.tiny_model import build_model_folder
 
     folder = build_model_folder(tmp_path / "tiny-mistral3", "mistral3")
     pictures = [noise(300, 1000), noise(97, 131)]

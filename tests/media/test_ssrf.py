@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from mmprep.media.network import is_public
-from mmprep.testing.chat import chat, post, video
-from mmprep.testing.servers import LiveServer
+from tests.support.chat import chat, post, video
+from tests.support.servers import LiveServer
 
 PART = "messages[0].content[0].video_url"
 

@@ -16,9 +16,9 @@ from mmprep.core.config import Settings
 from mmprep.decoders import decode_audio
 from mmprep.interface.prepared import MediaItem
 from mmprep.modalities import BY_PART_TYPE, MODALITIES
-from mmprep.testing.audio import encode_audio, tone
-from mmprep.testing.chat import openai_client
-from mmprep.testing.servers import LiveServer
+from tests.support.audio import encode_audio, tone
+from tests.support.chat import openai_client
+from tests.support.servers import LiveServer
 
 AUDIO = MODALITIES["audio"]
 

@@ -17,9 +17,9 @@ from huggingface_hub import constants
 
 from mmprep.core.config import Settings
 from mmprep.service import Service, SettingsError
-from mmprep.testing.cli import MMPREP
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import AppProcess, LiveServer
+from tests.support.cli import MMPREP
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import AppProcess, LiveServer
 
 REPO = "mmprep-test/Tiny-VL"
 MAIN, DEV = "1" * 40, "2" * 40

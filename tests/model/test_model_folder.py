@@ -17,11 +17,11 @@ from mmprep.model import ModelFolder, ModelFolderError
 from mmprep.preprocess.loader_picks import LoaderPicks
 from mmprep.processors import load_processor
 from mmprep.render import Renderer, TemplateOptions
-from mmprep.testing.chat import ask, assert_error, data_url, openai_client, post, video
-from mmprep.testing.cli import run_mmprep
-from mmprep.testing.model_folder import make_model_folder, video_item
-from mmprep.testing.servers import AppProcess, LiveServer
-from tests.helpers import MEDIA
+from tests.support.chat import ask, assert_error, data_url, openai_client, post, video
+from tests.support.cli import run_mmprep
+from tests.support.media import MEDIA
+from tests.support.model_folder import make_model_folder, video_item
+from tests.support.servers import AppProcess, LiveServer
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 

@@ -19,11 +19,11 @@ from mmprep.core.metrics import Metrics
 from mmprep.media.fetch import FetchLimits, MediaFetcher
 from mmprep.preprocess import DecodePool, Preprocessor
 from mmprep.preprocess.cache import DecodeCache
-from mmprep.testing.chat import chat, data_url, image, png_data_url, post, video
-from mmprep.testing.metrics import metric
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA
+from tests.support.chat import chat, data_url, image, png_data_url, post, video
+from tests.support.media import MEDIA
+from tests.support.metrics import metric
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")
 

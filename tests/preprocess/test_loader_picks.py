@@ -19,7 +19,7 @@ import pytest
 from mmprep import families
 from mmprep.decoders import MediaError, decode_video
 from mmprep.preprocess.loader_picks import LoaderPicks
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
 from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
 
 RECORDED_FILE = REPO / "tests" / "data" / "vllm_real" / "loader_picks.json"
@@ -113,8 +113,8 @@ def test_the_recording_is_what_vllms_loaders_take_now():
 def qwen2_server(tmp_path_factory):
     """`mmprep serve --model` a Qwen2-VL folder, on the echo engine, with the defaults."""
     from mmprep.core.config import Settings
-    from mmprep.testing.model_folder import make_model_folder
-    from mmprep.testing.servers import LiveServer
+    from tests.support.model_folder import make_model_folder
+    from tests.support.servers import LiveServer
 
     folder = make_model_folder("qwen2_vl", tmp_path_factory.mktemp("qwen2_vl") / "Qwen2-VL-2B-Instruct")
     with LiveServer(Settings(model=folder)) as live:
@@ -130,8 +130,8 @@ def test_no_default_shrinks_what_the_model_gets(qwen2_server, tmp_path):
 
     from PIL import Image
 
-    from mmprep.testing.chat import chat, data_url, image, openai_client, video
     from tests.data.media.make_fixtures import write_painted_clip
+    from tests.support.chat import chat, data_url, image, openai_client, video
 
     clip = write_painted_clip(tmp_path / "clip.mp4", "mp4", "libx264", 10, 200, 64, 48)
     photo = io.BytesIO()
@@ -152,9 +152,9 @@ def test_a_video_past_the_models_context_is_refused_before_it_is_decoded(tmp_pat
     at 2 fps: 30 CPU-s for a 400); mmprep counts the tokens of the frames it plans and
     refuses at once, with vLLM's code, naming the video and the model's context."""
     from mmprep.core.config import Settings
-    from mmprep.testing.chat import chat, data_url, video
-    from mmprep.testing.model_folder import make_model_folder
-    from mmprep.testing.servers import LiveServer
+    from tests.support.chat import chat, data_url, video
+    from tests.support.model_folder import make_model_folder
+    from tests.support.servers import LiveServer
 
     folder = make_model_folder("qwen2_vl", tmp_path / "Qwen2-VL-2B-Instruct")
     clip = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")

@@ -22,9 +22,9 @@ from mmprep.core.config import Settings
 from mmprep.interface.prepared import merge_processor_kwargs
 from mmprep.processors import load_processor
 from mmprep.service import Service, SettingsError
-from mmprep.testing.chat import chat, image, openai_client, png_data_url
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
+from tests.support.chat import chat, image, openai_client, png_data_url
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 MODEL = "Qwen2-VL-2B-Instruct"
 # 280 x 280 noise: 20 x 20 patches of 14 unbounded (100 tokens after the 2 x 2 merge)

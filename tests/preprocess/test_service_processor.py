@@ -18,7 +18,7 @@ from mmprep.core.config import Settings
 from mmprep.decoders import decode_image, decode_video
 from mmprep.decoders.errors import InvalidArgumentError
 from mmprep.processors import FAMILIES, ProcessorInputError, load_processor
-from mmprep.testing.chat import (
+from tests.support.chat import (
     ask,
     assert_error,
     chat,
@@ -29,10 +29,10 @@ from mmprep.testing.chat import (
     post,
     video,
 )
-from mmprep.testing.cli import run_mmprep
-from mmprep.testing.metrics import metric
-from mmprep.testing.servers import LiveServer, WorkerProcess
-from tests.helpers import MEDIA
+from tests.support.cli import run_mmprep
+from tests.support.media import MEDIA
+from tests.support.metrics import metric
+from tests.support.servers import LiveServer, WorkerProcess
 
 WEBM = MEDIA / "224p_6_vp9.webm"
 ROTATED = MEDIA / "rotated_90_h264.mp4"  # stored 160x96, shown 96x160

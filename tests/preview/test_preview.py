@@ -16,9 +16,9 @@ from PIL import Image
 
 from mmprep.api.preview.sheet import SheetLayout
 from mmprep.cli import main
-from mmprep.testing.chat import chat, data_url, post, video
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA, on_screen, painted, reference_decode, reference_targets
+from tests.support.chat import chat, data_url, post, video
+from tests.support.media import MEDIA, on_screen, painted, reference_decode, reference_targets
+from tests.support.servers import LiveServer
 
 HEADER_LINES = 4  # the title, the metadata, the sampling asked, what the engine gets and the times
 

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from mmprep.api.preview.sheet import SheetLayout
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA, on_screen, reference_decode, reference_targets
+from tests.support.media import MEDIA, on_screen, reference_decode, reference_targets
+from tests.support.servers import LiveServer
 
 pytestmark = pytest.mark.slow  # a real browser (Chromium through Playwright)
 

@@ -256,7 +256,7 @@ def streamed(proc, clip: np.ndarray, announce, threads: int = 3):
 @pytest.mark.parametrize("threads", [1, 3])
 def test_frames_processed_as_they_are_decoded_equal_process_video(threads):
     from mmprep.decoders import decode_video
-    from tests.helpers import MEDIA
+    from tests.support.media import MEDIA
 
     proc = load_processor("qwen2_vl", size={"shortest_edge": 3136, "longest_edge": 40000})
     with proc.stream_video(threads) as stream:

@@ -20,14 +20,14 @@ from typing import TypedDict
 import httpx
 import pytest
 
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
 
 pytest.importorskip(
     "ray", reason="needs the ray extra: pip install -e '.[test,ray]' (.ci/run's 3.13 run has it)"
 )
 
 from mmprep.core.config import Settings
-from mmprep.testing.chat import (
+from tests.support.chat import (
     ask,
     assert_error,
     chat,
@@ -38,8 +38,8 @@ from mmprep.testing.chat import (
     post,
     video,
 )
-from mmprep.testing.raycluster import RayCluster
-from mmprep.testing.servers import AppProcess, LiveServer
+from tests.support.raycluster import RayCluster
+from tests.support.servers import AppProcess, LiveServer
 
 pytestmark = pytest.mark.slow  # a Ray cluster, and `mmprep serve --runtime ray` processes
 

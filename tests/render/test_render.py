@@ -15,8 +15,7 @@ from mmprep.core.errors import ServiceError
 from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS
 from mmprep.render import Renderer, TemplateOptions
-from mmprep.testing.model_folder import make_model_folder
-from tests.render.helpers import media_item
+from tests.support.model_folder import make_model_folder, media_item
 
 GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "render" / "goldens.json").read_text())["cases"]
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")

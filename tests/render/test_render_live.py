@@ -14,8 +14,8 @@ from mmprep.decoders import decode_video
 from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.render import Renderer
-from mmprep.testing.model_folder import as_transformers, make_model_folder, video_item
-from tests.helpers import MEDIA
+from tests.support.media import MEDIA
+from tests.support.model_folder import as_transformers, make_model_folder, video_item
 
 pytestmark = pytest.mark.slow  # transformers (and torch) as the oracle
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmprep.testing.servers import LiveServer
+from tests.support.servers import LiveServer
 
 DATA = Path(__file__).parents[1] / "data" / "render"
 RECORDED = json.loads((DATA / "vllm_messages.json").read_text())

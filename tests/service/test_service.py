@@ -14,9 +14,9 @@ import xxhash
 from PIL import Image
 
 from mmprep.decoders import decode_image, decode_video
-from mmprep.testing.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
-from mmprep.testing.servers import LiveServer
-from tests.helpers import MEDIA
+from tests.support.chat import MODEL, ask, chat, data_url, image, openai_client, post, video
+from tests.support.media import MEDIA
+from tests.support.servers import LiveServer
 
 WEBM = "224p_6_vp9.webm"
 MP4 = "bframes_h264.mp4"

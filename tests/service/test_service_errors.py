@@ -11,12 +11,12 @@ import httpx
 import openai
 import pytest
 
-from mmprep.testing.chat import MODEL, assert_error, chat, post, video
-from mmprep.testing.metrics import metric
-from mmprep.testing.servers import LiveServer, free_port
-from mmprep.testing.waiting import wait_until
-from tests.engines.helpers import SlowEngine
-from tests.helpers import MEDIA
+from tests.support.chat import MODEL, assert_error, chat, post, video
+from tests.support.engines import SlowEngine
+from tests.support.media import MEDIA
+from tests.support.metrics import metric
+from tests.support.servers import LiveServer, free_port
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")

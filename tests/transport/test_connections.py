@@ -24,12 +24,12 @@ from mmprep.core.config import Settings
 from mmprep.engines import EngineOutput
 from mmprep.interface.engine import NothingToStart
 from mmprep.service import Service
-from mmprep.testing.metrics import metric
-from mmprep.testing.replay import TokenReplayEngine
-from mmprep.testing.servers import AppProcess
-from mmprep.testing.waiting import wait_until as wait_for
 from mmprep.transport.connections import GuardedProtocol
 from mmprep.transport.server import build_server
+from tests.support.engines import TokenReplayEngine
+from tests.support.metrics import metric
+from tests.support.servers import AppProcess
+from tests.support.waiting import wait_until as wait_for
 
 MODEL = "mmprep-echo"
 DEADLINE_S = 10

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmprep.testing.servers import AppProcess
+from tests.support.servers import AppProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from huge_body import probe_while_sending

@@ -15,7 +15,7 @@ from mmprep.vllm.dtypes import BFLOAT16, cast, model_dtype, torch_name, values
 from mmprep.vllm.items import FieldElem, batched, kwargs_items
 from mmprep.vllm.request import generate_request
 from mmprep.vllm.serde import decode_item, encode_item
-from tests.vllm.helpers import build_case
+from tests.support.vllm_cases import build_case
 
 
 def test_bfloat16_rounds_to_nearest_even():

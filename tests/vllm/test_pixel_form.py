@@ -23,13 +23,13 @@ from mmprep.interface.engine import EngineHTTPError
 from mmprep.preprocess.vision import normalizes_on_device
 from mmprep.processors import load_processor
 from mmprep.processors.patches import normalized_patches
-from mmprep.testing.chat import chat, data_url, image, png_data_url, video
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer, ThreadServer, free_port
 from mmprep.vllm.serde import decode_item
-from tests.engines.helpers import VllmGenerateLike
-from tests.helpers import MEDIA
-from tests.vllm.helpers import build_case
+from tests.support.chat import chat, data_url, image, png_data_url, video
+from tests.support.media import MEDIA
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer, free_port
+from tests.support.vllm_cases import build_case
+from tests.support.vllm_like import VllmGenerateLike
 
 MODEL = "test-vlm"
 

@@ -2,7 +2,7 @@
 max_model_len derived from config.json as vLLM derives it (or --max-model-len), a prompt
 over it refused with vLLM's 400 and message on the render route and on chat through
 --engine vllm-generate, max_tokens defaulting to what the prompt leaves, the request id's
-form, parse_context. Real servers on loopback (mmprep, tests/engines/helpers.py's
+form, parse_context. Real servers on loopback (mmprep, tests/support/vllm_like.py's
 VllmGenerateLike)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 from mmprep.core.config import Settings
 from mmprep.model.context import derive_max_model_len
 from mmprep.service import load_resources
-from mmprep.testing.chat import assert_error, chat, image, png_data_url, post
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer, ThreadServer
 from mmprep.vllm.sampling import generation_defaults
-from tests.engines.helpers import VllmGenerateLike
+from tests.support.chat import assert_error, chat, image, png_data_url, post
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer, ThreadServer
+from tests.support.vllm_like import VllmGenerateLike
 
 MODEL = "mmprep-echo"  # the chat helper's model name
 

@@ -14,10 +14,10 @@ import pytest
 from mmprep.core.config import Settings
 from mmprep.decoders import decode_image
 from mmprep.interface.prepared import MediaItem, SourceImage
-from mmprep.testing.chat import chat, image
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
 from mmprep.vllm.hashing import mm_hash
+from tests.support.chat import chat, image
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 DATA = Path(__file__).parents[1] / "data" / "vllm"
 GOLDEN_MODEL_ID = "Qwen/qwen2_vl-test"  # the model id the goldens were hashed for (build_case)

@@ -25,7 +25,7 @@ from mmprep.vllm.items import kwargs_items
 from mmprep.vllm.request import generate_request, generate_request_body
 from mmprep.vllm.sampling import generation_defaults, sampling_params
 from mmprep.vllm.serde import ItemFormatError, decode_item, encode_item, ext_header
-from tests.vllm.helpers import (
+from tests.support.vllm_cases import (
     CASES,
     MERGE,
     VIDEO_PAD,

@@ -26,10 +26,10 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from mmprep.testing import tiny_model
-from mmprep.testing.servers import ThreadServer, free_port
 from mmprep.vllm.dtypes import torch_name
 from mmprep.vllm.serde import decode_item
+from tests.support import tiny_model
+from tests.support.servers import ThreadServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MEDIA = REPO / "tests" / "data" / "media"
@@ -206,7 +206,7 @@ def model_folder(family: str) -> Path:
     """`family`'s tiny random-weight folder for vLLM under MODELS, built once (configs and the
     real tokenizer by mmprep, weights by transformers in the vLLM venv, which has torch) and
     rebuilt when its builder changes. About 80 MB, so cached, never committed."""
-    from mmprep.testing.model_folder import make_model_folder
+    from tests.support.model_folder import make_model_folder
 
     folder = MODELS / f"tiny-{family}"
     stamp = folder / ".built-from"
@@ -418,7 +418,7 @@ def mmprep_server(
     --dtype, the engine's ("auto": mmprep's default). `engine`: the one in front of `upstream`
     (openai: `upstream` is then the OpenAI root, .../v1). `more`: other settings."""
     from mmprep.core.config import Settings
-    from mmprep.testing.servers import LiveServer
+    from tests.support.servers import LiveServer
 
     model = model or str(folder)
     settings: dict[str, Any] = {
@@ -1068,10 +1068,10 @@ def audio_url_part(data: bytes, mime: str) -> dict:
 
 
 def audio_cases() -> dict[str, list[dict]]:
-    """Name -> the chat's media parts (made on the spot: mmprep.testing.audio). The 22.05, 44.1
+    """Name -> the chat's media parts (made on the spot: tests.support.audio). The 22.05, 44.1
     and 48 kHz files are mixed to mono and resampled to 16 kHz by both sides (vLLM: torchaudio's
     Resample; mmprep: its numpy port)."""
-    from mmprep.testing.audio import encode_audio, tone
+    from tests.support.audio import encode_audio, tone
 
     return {
         "wav 16k input_audio": [input_audio_part(encode_audio(tone(1.5, 16000), 16000, "wav"), "wav")],

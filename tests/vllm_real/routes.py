@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from mmprep.testing.model_folder import make_model_folder
 from mmprep.vllm.sampling import VLLM_DEFAULTS
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import COMMON_ARGS, MEDIA_CASES
 
 FAMILY = "qwen2_vl"
@@ -834,7 +834,7 @@ def mmprep_routes_server(folder: Path, model: str, parsers: dict[str, Any] | Non
     with `parsers`, those settings (PARSER_SETTINGS for vLLM's PARSER_ARGS, CODER_SETTINGS
     for CODER_ARGS)."""
     from mmprep.core.config import Settings
-    from mmprep.testing.servers import LiveServer
+    from tests.support.servers import LiveServer
 
     more = parsers or {}
     settings = Settings(

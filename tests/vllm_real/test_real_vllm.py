@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from mmprep.model import ModelFolder
-from mmprep.testing.chat import png_data_url
+from tests.support.chat import png_data_url
 from tests.vllm_real.real_vllm import (
     AUDIO_FOLDER,
     BRACKETED,

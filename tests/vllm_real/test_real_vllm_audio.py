@@ -12,7 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     AUDIO_FOLDER,
     as_generate_takes,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     NORMALIZE,
     RENDER_VENV,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from mmprep.core.config import Settings
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 from tests.vllm_real.real_vllm import (
     COMMON_ARGS,
     RENDER_VENV,

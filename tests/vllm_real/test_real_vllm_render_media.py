@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmprep.testing.model_folder import make_model_folder
 from mmprep.vllm.serde import decode_item
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     MEDIA_CASES,
     NORMALIZE,

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from mmprep.decoders import decode_audio
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     AUDIO_FOLDER,
     AUDIO_LOSSY,

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from mmprep.model import ModelFolder
-from mmprep.testing.model_folder import make_model_folder
+from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     BRACKETED,
     ENGINE_ARGS,

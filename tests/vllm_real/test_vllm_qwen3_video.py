@@ -17,9 +17,9 @@ import json
 import httpx
 import pytest
 
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import ThreadServer
-from tests.engines.helpers import VllmLike
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import ThreadServer
+from tests.support.vllm_like import VllmLike
 from tests.vllm_real.real_vllm import (
     FRAME_FORMATS,
     MEDIA,

@@ -1,13 +1,12 @@
 """Remote tensor workers: real `mmprep worker` processes behind a frontend that runs
 `--engine workers`, through HTTP with the official openai client. The workers host the
-echo engine or the test engines of tests/engines/helpers.py."""
+echo engine or the test engines of tests/support/engines.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,7 +15,8 @@ from mmprep.core.config import Settings
 from mmprep.engines import EngineHTTPError
 from mmprep.engines.workers import RemoteWorkersEngine
 from mmprep.interface.prepared import PreparedRequest, SamplingParams, TokenPrompt
-from mmprep.testing.chat import (
+from mmprep.workers.server import create_worker_app
+from tests.support.chat import (
     MODEL,
     ask,
     assert_error,
@@ -27,16 +27,14 @@ from mmprep.testing.chat import (
     post,
     video,
 )
-from mmprep.testing.servers import LiveServer, ThreadServer, WorkerProcess, free_port
-from mmprep.testing.waiting import wait_until
-from mmprep.workers.server import create_worker_app
-from tests.engines.helpers import NeverReadyEngine
-from tests.helpers import MEDIA
+from tests.support.engines import NeverReadyEngine
+from tests.support.media import MEDIA
+from tests.support.servers import REPO, LiveServer, ThreadServer, WorkerProcess, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # four `mmprep worker` processes
 
 WEBM = "224p_6_vp9.webm"
-ROOT = Path(__file__).parents[2]  # where the worker processes find tests/engines/helpers.py
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +51,16 @@ def workers(slow_log):
         "b": WorkerProcess(),
         "slow": WorkerProcess(
             "--engine-class",
-            "tests.engines.helpers:SlowEngine",
+            "tests.support.engines:SlowEngine",
             env={"SLOW_ENGINE_LOG": str(slow_log)},
-            import_from=[ROOT],
+            import_from=[REPO],
         ),
         "budget": WorkerProcess(
             "--engine-class",
-            "tests.engines.helpers:FrameBudgetEngine",
+            "tests.support.engines:FrameBudgetEngine",
             "--max-request-bytes",
             "1000000",
-            import_from=[ROOT],
+            import_from=[REPO],
         ),
     }
     try:

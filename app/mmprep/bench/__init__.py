@@ -5,6 +5,7 @@ video and images against any OpenAI-compatible server) and `mmprep bench-decode`
     config.py      the flags of both commands
     synthetic.py   camera-like footage, encoded with PyAV's bundled encoders
     inputs.py      the media each request carries (files, URLs, data URLs, padding)
+    fileserver.py  the loopback file server local media goes out from
     client.py      one chat request, timed (SSE parsed here), and its record
     load.py        when requests start: concurrency, Poisson arrivals, limits
     metrics.py     a run's figures from its records
@@ -13,6 +14,6 @@ video and images against any OpenAI-compatible server) and `mmprep bench-decode`
     decode.py      `mmprep bench-decode`
 
 app/mmprep/cli.py imports only the flags (config.py, synthetic.py) up front; the rest loads when
-a benchmark runs, so `mmprep serve` never loads the client, rich or the file server
-(app/mmprep/testing/fileserver.py, the one the tests serve their fixtures from too).
+a benchmark runs, so `mmprep serve` never loads the client, rich or the file server (which the
+tests serve their fixtures from too, with tests/support/media_store.py's misbehaviours).
 """

@@ -25,13 +25,13 @@ from pathlib import Path
 import av
 import httpx
 
-from ..testing.fileserver import FileServer
+from mmprep.decoders import IMAGE_SUFFIXES, VIDEO_SUFFIXES
+
 from .config import BenchConfig, SyntheticOptions
 from .errors import BenchError
+from .fileserver import FileServer
 from .synthetic import CLIP_VERSION, CODECS, synthetic_cache, write_clip
 
-VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ts", ".mpg", ".mpeg", ".flv", ".3gp"}
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
 MIME_TYPES = {
     ".mkv": "video/x-matroska",
     ".webm": "video/webm",
@@ -68,7 +68,7 @@ def collect_inputs(config: BenchConfig, note=print) -> list[MediaInput]:
     return inputs
 
 
-def _expand(spec: str, kind: str, suffixes: set[str]) -> list[MediaInput]:
+def _expand(spec: str, kind: str, suffixes: frozenset[str]) -> list[MediaInput]:
     if spec.startswith(("http://", "https://")):
         return [MediaInput(kind, spec.rsplit("/", 1)[-1].split("?")[0] or spec, url=spec)]
     if "://" in spec or spec.startswith("data:"):

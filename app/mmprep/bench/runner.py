@@ -12,10 +12,10 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..testing.fileserver import FileServer
 from .client import RequestTemplate
 from .config import BenchConfig
 from .errors import BenchError
+from .fileserver import FileServer
 from .fleet import ClientSpec, RunResult, default_processes, open_fleet
 from .inputs import MediaSender, collect_inputs, needs_file_server
 from .load import LoadPlan

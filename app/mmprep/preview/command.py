@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from mmprep.decoders import VIDEO_SUFFIXES
+
 from ..api.preview.page import preview_media, readable
-from ..bench.inputs import VIDEO_SUFFIXES
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..service import Service, SettingsError, load_resources

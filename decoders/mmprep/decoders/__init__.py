@@ -18,6 +18,7 @@ from .errors import (
 from .image import DecodedImage, ImageMetadata, decode_image
 from .metadata import VideoMetadata
 from .sampling import VideoSampling
+from .suffixes import IMAGE_SUFFIXES, VIDEO_SUFFIXES
 from .video import DecodedVideo, decode_video, probe_video
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "DecodeTimeoutError",
     "DecodedImage",
     "DecodedVideo",
+    "IMAGE_SUFFIXES",
     "ImageMetadata",
     "InvalidArgumentError",
     "InvalidSamplingError",
@@ -38,6 +40,7 @@ __all__ = [
     "MediaTooLargeError",
     "NoVideoStreamError",
     "UnsupportedCodecError",
+    "VIDEO_SUFFIXES",
     "VideoMetadata",
     "VideoSampling",
     "decode_image",

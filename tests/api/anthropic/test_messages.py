@@ -13,11 +13,11 @@ import httpx
 import pytest
 import xxhash
 
-from mmprep.testing.chat import MODEL, png_data_url
-from mmprep.testing.fileserver import FileServer
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
-from tests.api.helpers import REPLAY_MODEL, replay
+from tests.support.chat import MODEL, png_data_url
+from tests.support.media_store import MediaStore
+from tests.support.model_folder import make_model_folder
+from tests.support.replay_servers import REPLAY_MODEL, replay
+from tests.support.servers import LiveServer
 
 PNG = png_data_url(8, 6)
 PNG_BASE64 = PNG.removeprefix("data:image/png;base64,")
@@ -57,7 +57,7 @@ def events(server, body: dict) -> list[dict]:
 
 def test_system_text_and_images_reach_the_engine_in_order(echo_server, tmp_path):
     (tmp_path / "a.png").write_bytes(base64.b64decode(PNG_BASE64))
-    with FileServer(folder=tmp_path) as files:
+    with MediaStore(folder=tmp_path) as files:
         message = client(echo_server).messages.create(
             model=MODEL,
             max_tokens=1000,

@@ -16,11 +16,11 @@ import openai
 import pytest
 
 from mmprep.core.config import Settings
-from mmprep.testing.audio import encode_audio, tone
-from mmprep.testing.chat import openai_client
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
 from mmprep.vllm.serde import decode_item
+from tests.support.audio import encode_audio, tone
+from tests.support.chat import openai_client
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 transformers = pytest.importorskip("transformers")
 

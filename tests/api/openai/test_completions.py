@@ -25,13 +25,13 @@ from mmprep.interface.engine import EngineError, EngineHTTPError, EngineOutput, 
 from mmprep.interface.prepared import PreparedRequest
 from mmprep.model import load_model_folder
 from mmprep.service import Service
-from mmprep.testing.chat import MODEL, assert_error, openai_client
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.replay import TokenReplayEngine
-from mmprep.testing.servers import LiveServer, ThreadServer
-from tests.api.helpers import REPLAY_MODEL, replay
-from tests.derender.helpers import derendering, load
-from tests.engines.helpers import ANSWER_IDS, VllmGenerateLike, VllmLike
+from tests.support.chat import MODEL, assert_error, openai_client
+from tests.support.derender_fixtures import derendering, load
+from tests.support.engines import TokenReplayEngine
+from tests.support.model_folder import make_model_folder
+from tests.support.replay_servers import REPLAY_MODEL, replay
+from tests.support.servers import LiveServer, ThreadServer
+from tests.support.vllm_like import ANSWER_IDS, VllmGenerateLike, VllmLike
 
 
 def streamed(client: openai.OpenAI, **request) -> tuple[dict[int, str], dict[int, str], list]:

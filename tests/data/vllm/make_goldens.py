@@ -14,7 +14,7 @@ out below from vllm/model_executor/models/qwen2_vl.py (_create_qwen2vl_field_fac
 qwen2_5_vl.py (+ second_per_grid_ts) and qwen3_vl.py (+ timestamps), with vLLM's own
 MultiModalFieldConfig.
 
-For each case (cases in tests/vllm/helpers.py's CASES, made by `build_case`), vLLM:
+For each case (cases in tests/support/vllm_cases.py's CASES, made by `build_case`), vLLM:
 1. builds the MultiModalKwargsItems its renderer makes from the HF processor's batched
    output (MultiModalKwargsItems.from_hf_inputs with the model's field config);
 2. encodes each item with encode_mm_kwargs_item (keys in mmprep's order: vLLM's own
@@ -57,10 +57,10 @@ from mmprep.vllm.request import generate_request
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-# The cases of tests/vllm/helpers.py, from the repository's root as pytest finds them.
+# The cases of tests/support/vllm_cases.py, from the repository's root as pytest finds them.
 sys.path.insert(0, str(ROOT))
 
-from tests.vllm.helpers import CASES, MERGE, build_case, digest  # noqa: E402 (on sys.path from here)
+from tests.support.vllm_cases import CASES, MERGE, build_case, digest  # noqa: E402 (on sys.path from here)
 
 
 def field_config(family: str, hf: dict) -> dict:

@@ -1,11 +1,16 @@
-"""`python -m mmprep ...` run as an operator runs it: a real process, this interpreter, the
-environment of the test plus `env`, and what it printed."""
+"""`mmprep ...` run as an operator runs it: `python -m mmprep` as a real process, this
+interpreter, the environment of the test plus `env`, and what it printed; and `mmprep bench`
+run in the test's own process."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+from mmprep.cli import main
 
 MMPREP = (sys.executable, "-m", "mmprep")
 
@@ -35,3 +40,10 @@ def start_mmprep(*args: str, env: dict[str, str] | None = None) -> subprocess.Po
         text=True,
         env={**os.environ, "COLUMNS": "100", **(env or {})},
     )
+
+
+def bench(server_url: str, tmp_path: Path, *args: str) -> tuple[int, dict]:
+    """Run `mmprep bench` in this process; (exit status, the JSON results)."""
+    output = tmp_path / "results.json"
+    status = main(["bench", "--url", server_url, "--output", str(output), "--save-records", "--quiet", *args])
+    return status, json.loads(output.read_text()) if output.exists() else {}

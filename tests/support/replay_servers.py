@@ -1,6 +1,6 @@
 """Servers for the client APIs beyond chat (tests/api/conftest.py makes them fixtures): real
 mmprep servers on loopback, one on the echo engine (mmprep's default) and two on the
-token-replaying engine (app/mmprep/testing/replay.py) with the derender fixtures' tokenizer, one
+token-replaying engine (tests/support/engines.py) with the derender fixtures' tokenizer, one
 without parsers and one with the qwen3 reasoning and hermes tool-call parsers, so the
 fixtures' answers come back through each API."""
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from mmprep.api.app import create_app
 from mmprep.core.config import Settings
 from mmprep.service import Service
-from mmprep.testing.replay import TokenReplayEngine
-from mmprep.testing.servers import LiveServer, ThreadServer
-from tests.derender.helpers import derendering, load
+from tests.support.derender_fixtures import derendering, load
+from tests.support.engines import TokenReplayEngine
+from tests.support.servers import LiveServer, ThreadServer
 
 REPLAY_MODEL = "qwen-test"
 PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes"}

@@ -16,8 +16,7 @@ from ray.serve.schema import ReplicaState
 from mmprep.core.config import Settings
 from mmprep.rayserve.application import build_app
 from mmprep.rayserve.run import APP_NAME
-
-from .servers import free_port
+from tests.support.servers import free_port
 
 
 class RayCluster:

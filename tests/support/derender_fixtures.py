@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.derender import Delta, Derenderer, Derendering, ModelFacts
 from mmprep.interface.engine import EngineOutput, TokenLogprob
-from mmprep.testing.qwen_tokenizer import tokenizer_file
+from tests.support.qwen_tokenizer import tokenizer_file
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 CHUNK_SIZES = (20, 5, 2, 1)  # tokens per engine output, as Dynamo replays its fixtures

@@ -1,5 +1,5 @@
 """What the tests of vLLM's token-in protocol (app/mmprep/vllm) share, and the tests of the
-engines that speak it (tests/engines/helpers.py's vLLM-like /inference/v1/generate checks
+engines that speak it (tests/support/vllm_like.py's vLLM-like /inference/v1/generate checks
 requests with these ids): a Qwen-VL chat prompt as the renderer expands it, media items as
 mmprep's preprocessing leaves them (benchmarks/vllm_body.py sends them too), and the
 protocol's cases (`CASES`, made by `build_case`), whose answers from vLLM 0.33.0 itself

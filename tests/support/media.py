@@ -14,7 +14,7 @@ import numpy as np
 
 from tests.data.media.make_fixtures import read_painted_index
 
-MEDIA = Path(__file__).parent / "data" / "media"
+MEDIA = Path(__file__).parents[1] / "data" / "media"
 
 
 def painted(frames: np.ndarray) -> list[int]:

@@ -1,10 +1,5 @@
-"""The engines the tests use, and the servers mmprep's upstream engines (`--engine openai`,
-`--engine vllm-generate`) talk to: real implementations and real servers, not mocks.
-
-Engines for the tests (SlowEngine, FrameBudgetEngine, NeverReadyEngine, FieldsEngine): real
-implementations of the Engine interface, deliberately slow or strict, in process or hosted by
-real `mmprep worker` processes through `--engine-class tests.engines.helpers:<Name>` (the
-repository's root on PYTHONPATH).
+"""The servers mmprep's upstream engines (`--engine openai`, `--engine vllm-generate`) talk
+to: real servers that answer as vLLM does, not mocks.
 
 A vLLM-compatible upstream (`VllmLike`, for `--engine openai`): an OpenAI chat-completions
 server that reads media the way vLLM does, and has no network.
@@ -32,8 +27,6 @@ import base64
 import binascii
 import io
 import json
-import os
-import threading
 import time
 from itertools import pairwise
 from typing import Any
@@ -43,74 +36,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from PIL import Image, UnidentifiedImageError
 
-from mmprep.engines import EchoEngine, EngineHTTPError, EngineOutput
-from mmprep.interface.engine import NothingToStart
-from tests.vllm.helpers import MERGE
+from tests.support.vllm_cases import MERGE
 
-# -- engines for the tests ----------------------------------------------------------------
-
-
-class SlowEngine(NothingToStart):
-    """A word every 50 ms for ten seconds. Sets `stopped_early` when stopped before the
-    end, and notes "started", then "finished" or "stopped early" in the file
-    $SLOW_ENGINE_LOG if there is one, so a test in another process sees it stop too."""
-
-    def __init__(self):
-        self.stopped_early = threading.Event()
-
-    async def generate(self, request):
-        _note(f"started {request.request_id}")
-        try:
-            for _ in range(200):
-                yield EngineOutput(text="word ")
-                await asyncio.sleep(0.05)  # the engine's pace: what makes it slow
-        except BaseException:
-            self.stopped_early.set()
-            _note(f"stopped early {request.request_id}")
-            raise
-        _note(f"finished {request.request_id}")
-        yield EngineOutput(finish_reason="stop", prompt_tokens=1, completion_tokens=200)
-
-
-class FrameBudgetEngine(EchoEngine):
-    """The echo engine with a small context: a request of more than four frames is
-    refused before any output, as a model refuses a prompt longer than its context."""
-
-    MAX_FRAMES = 4
-
-    async def generate(self, request):
-        frames = sum(len(item.tensor) if item.kind == "video" else 1 for item in request.media)
-        if frames > self.MAX_FRAMES:
-            raise EngineHTTPError(
-                f"the request has {frames} frames; this model's context holds {self.MAX_FRAMES}",
-                400,
-                "context_length_exceeded",
-                "messages",
-            )
-        async for output in super().generate(request):
-            yield output
-
-
-class NeverReadyEngine(EchoEngine):
-    """An engine still loading its model: ready() says no."""
-
-    def ready(self):
-        return False
-
-
-def _note(line: str) -> None:
-    if "SLOW_ENGINE_LOG" in os.environ:
-        with open(os.environ["SLOW_ENGINE_LOG"], "a") as log:
-            log.write(line + "\n")
-
-
-class FieldsEngine(EchoEngine):
-    """The echo engine, declaring the one request field beyond mmprep's own it honours."""
-
-    accepted_fields = frozenset({"top_k"})
-
-
-# -- vLLM-like upstreams; first vLLM's OpenAI server (--engine openai) --------------------
+# -- vLLM's OpenAI server (--engine openai) ---------------------------------------------
 
 CHARS_PER_TOKEN = 16
 TOKENS_PER_FRAME = 10

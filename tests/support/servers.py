@@ -21,9 +21,12 @@ import uvicorn
 from mmprep.api.app import create_app
 from mmprep.core.config import Settings
 from mmprep.service import Service  # the one place this module names where Service lives
+from tests.support.cli import MMPREP
+from tests.support.metrics import metric
 
-from .cli import MMPREP
-from .metrics import metric
+# The repository's root: on a process's PYTHONPATH (`import_from=[REPO]`), `--engine-class
+# tests.support.engines:<Name>` resolves there as it does in the test.
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -75,8 +78,8 @@ class AppProcess:
     """`python -m mmprep <command>` as an operator runs it: a real process on a free loopback
     port, ready when `ready_path` answers 200, which a test can kill (SIGKILL, as a crash)
     and start again on the same port. Its log goes to a file `log()` reads. Modules in the
-    `import_from` folders are importable by it (the repository's root for `--engine-class
-    tests.engines.helpers:SlowEngine`); it runs in `cwd` (default: the test's own)."""
+    `import_from` folders are importable by it (REPO for `--engine-class
+    tests.support.engines:SlowEngine`); it runs in `cwd` (default: the test's own)."""
 
     def __init__(
         self,

@@ -18,11 +18,9 @@ tokenizer adds in front of a text (add_special_tokens).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
+
+from tests.support.tokenizer_parts import bos_template, bpe, document, kept_file, merges_of, spelled
 
 VOCAB_SIZE = 262144
 # (id, content) as google/gemma-4-31B-it's tokenizer.json lists its added tokens (all special)
@@ -83,20 +81,6 @@ WORDS = (
 ).split()
 
 
-def _text_vocabulary() -> list[str]:
-    """Tokens after the bytes, in id order: characters, then each merge's result."""
-    characters = [SPACE, *(chr(code) for code in range(33, 127))]
-    merged: list[str] = []
-    seen = set(characters)
-    # the words after a space first: their merges then outrank a bare word's inside them
-    for spelled in [SPACE + word for word in WORDS] + list(WORDS):
-        for end in range(2, len(spelled) + 1):
-            if spelled[:end] not in seen:
-                seen.add(spelled[:end])
-                merged.append(spelled[:end])
-    return characters + merged
-
-
 def tokenizer_json(family: str = "gemma4") -> dict:
     """The tokenizer.json of `family` as a dict."""
     if family not in FAMILIES:
@@ -107,42 +91,31 @@ def tokenizer_json(family: str = "gemma4") -> dict:
         vocab[f"<0x{byte:02X}>"] = FIRST_BYTE_ID + byte
     taken = set(vocab.values())
     free = iter([id_ for id_ in range(SIZES[family]) if id_ not in taken])
-    text = _text_vocabulary()
-    for token, id_ in zip(text, free, strict=False):  # text first: zip stops there, taking no id
+    # tokens after the bytes, in id order: characters, then each word's letters merged
+    characters = [SPACE, *(chr(code) for code in range(33, 127))]
+    words = spelled(WORDS, SPACE, characters)
+    for token, id_ in zip(
+        characters + words, free, strict=False
+    ):  # text first: zip stops there, taking no id
         vocab[token] = id_
     # a filler: a private-use character no merge makes, so no text encodes to one
     for id_ in free:
         vocab[f"\ue000{id_}"] = id_
-    # each merged token is its prefix joined with its last character (a word's merges in order)
-    merges = [[token[:-1], token[-1]] for token in text if len(token) > 1]
     added = [(id_, content, True) for id_, content in special] + [
         (id_, content, False) for id_, content in plain
     ]
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": id_,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": is_special,
-            }
-            for id_, content, is_special in sorted(added)
-        ],
-        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
-        "pre_tokenizer": {
+    bos = ("<bos>", 2) if ADDS_BOS[family] else None
+    return document(
+        sorted(added),
+        normalizer={"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
+        pre_tokenizer={
             "type": "Split",
             "pattern": {"String": " "},
             "behavior": "MergedWithPrevious",
             "invert": False,
         },
-        "post_processor": _post_processor(ADDS_BOS[family]),
-        "decoder": {
+        post_processor=bos_template(bos, pair_bos_type_id=0),
+        decoder={
             "type": "Sequence",
             "decoders": [
                 {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
@@ -150,45 +123,13 @@ def tokenizer_json(family: str = "gemma4") -> dict:
                 {"type": "Fuse"},
             ],
         },
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": "<unk>",
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": True,
-            "byte_fallback": True,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    }
-
-
-def _post_processor(adds_bos: bool) -> dict:
-    """TemplateProcessing: each sequence as it is, or with <bos> (id 2) in front of it."""
-    bos = [{"SpecialToken": {"id": "<bos>", "type_id": 0}}] if adds_bos else []
-    return {
-        "type": "TemplateProcessing",
-        "single": [*bos, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [
-            *bos,
-            {"Sequence": {"id": "A", "type_id": 0}},
-            *bos,
-            {"Sequence": {"id": "B", "type_id": 1}},
-        ],
-        "special_tokens": {"<bos>": {"id": "<bos>", "ids": [2], "tokens": ["<bos>"]}} if adds_bos else {},
-    }
+        model=bpe(vocab, merges_of(words), unk_token="<unk>", fuse_unk=True, byte_fallback=True),
+    )
 
 
 def tokenizer_file(family: str = "gemma4") -> Path:
     """`family`'s tokenizer.json on disk, built once and kept in the temp folder (keyed by
     this module's text, so a change to it builds a new one)."""
-    digest = hashlib.sha256(Path(__file__).read_bytes() + family.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / "mmprep-gemma-tokenizer" / f"{family}-{digest}.json"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(tokenizer_json(family), ensure_ascii=False))
-        partial.replace(path)  # whole or absent, whatever runs beside it
-    return path
+    return kept_file(
+        f"gemma-{family}", lambda: tokenizer_json(family), Path(__file__).read_bytes(), family.encode()
+    )

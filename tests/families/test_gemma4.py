@@ -17,6 +17,7 @@ from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorInputError, load_processor
 from mmprep.render import Renderer
+from tests.support.families import video_chat
 from tests.support.media import MEDIA
 from tests.support.model_folder import as_transformers, make_model_folder, video_item
 
@@ -119,31 +120,7 @@ def test_vllm_renders_frames_rescaled_as_images(folder):
 
 # -- against transformers, here and now -------------------------------------------------------
 
-REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
-CONVERSATION = [
-    {"role": "system", "content": "Watch closely."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "video", "media_index": 0},
-            {"type": "text", "text": "Und das? 🎬"},
-            {"type": "image", "media_index": 1},
-        ],
-    },
-    {"role": "assistant", "content": "Zwei Dinge."},
-    {"role": "user", "content": [{"type": "text", "text": "Again:"}, {"type": "video", "media_index": 2}]},
-]
-
-
-@pytest.fixture(scope="module")
-def model(folder):
-    pytest.importorskip("torch", reason=REASON)
-    pytest.importorskip("torchvision", reason=REASON)
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        processor = transformers.AutoProcessor.from_pretrained(str(folder))
-    return ModelFolder.load(folder), processor
+CONVERSATION = video_chat("video")
 
 
 @pytest.mark.slow

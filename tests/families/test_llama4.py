@@ -9,23 +9,23 @@ from __future__ import annotations
 import json
 import warnings
 
-import httpx
 import numpy as np
 import pytest
 
 from mmprep import families
-from mmprep.core.config import Settings
-from mmprep.decoders import decode_image
 from mmprep.families.llama4 import supported_canvases
-from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorInputError, load_processor
-from mmprep.render import Renderer
-from tests.families.test_gemma3 import exif_jpeg, noise
-from tests.support.chat import chat, data_url, image, png_data_url, video
-from tests.support.media import MEDIA
-from tests.support.model_folder import as_transformers, make_model_folder
-from tests.support.servers import LiveServer
+from tests.support.chat import image, png_data_url
+from tests.support.families import (
+    REASON,
+    account,
+    check_a_video_is_refused,
+    four_images_chat,
+    noise,
+    render_as_transformers,
+)
+from tests.support.model_folder import make_model_folder
 
 FAMILY = families.get("llama4")
 MODEL = "Llama-4-Scout-17B-16E-Instruct"
@@ -169,36 +169,12 @@ def test_an_images_tokens(folder):
 # -- the service (the echo engine's account of what a model would get) ----------------------
 
 
-def ask(server, *parts: dict, **extra) -> httpx.Response:
-    body = chat(*parts, model=MODEL, max_tokens=1_000_000, **extra)
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120)
-
-
-def account(answer: httpx.Response) -> dict:
-    assert answer.status_code == 200, answer.text
-    return json.loads(answer.json()["choices"][0]["message"]["content"])
-
-
-@pytest.fixture(scope="module")
-def server(folder):
-    with LiveServer(Settings(model=folder)) as live:
-        yield live
-
-
 def test_a_video_is_refused_naming_the_family_and_the_part(server):
-    answer = ask(
-        server, image(png_data_url(64, 48)), video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"))
-    )
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert (
-        error["code"] == "unsupported_content_type" and error["param"] == "messages[0].content[1].video_url"
-    )
-    assert "llama4" in error["message"] and "video" in error["message"]
+    check_a_video_is_refused(server, "llama4")
 
 
 def test_an_images_placeholder_is_its_tiles(server):
-    answer = account(ask(server, image(png_data_url(1000, 300, noise=True)), image(png_data_url(64, 48))))
+    answer = account(server.ask(image(png_data_url(1000, 300, noise=True)), image(png_data_url(64, 48))))
     lengths = [placeholder["length"] for placeholder in answer["prompt"]["placeholders"]]
     # 3 tiles and the global one, 2 x-separators, 1 y-separator, start, <|image|>, end; one tile
     assert lengths == [4 * 144 + 2 + 1 + 3, 144 + 3]
@@ -209,13 +185,13 @@ def test_a_requests_own_tile_options(server):
     """max_patches and resize_to_max_canvas per request (mm_processor_kwargs, flat or in
     images_kwargs), as transformers' processor takes them per call."""
     wide = image(png_data_url(1920, 1080, noise=True))
-    plain = account(ask(server, wide))["media"][0]["processed"]
+    plain = account(server.ask(wide))["media"][0]["processed"]
     assert plain["num_tokens"] == 144 * 16  # 3 x 5 and the global tile
     for kwargs in ({"max_patches": 4}, {"images_kwargs": {"max_patches": 4}}):
-        fewer = account(ask(server, wide, mm_processor_kwargs=kwargs))["media"][0]["processed"]
+        fewer = account(server.ask(wide, mm_processor_kwargs=kwargs))["media"][0]["processed"]
         assert fewer["num_tokens"] == 144 * 5 and fewer["tensors"]["aspect_ratios"]["shape"] == [1, 2]
     small = image(png_data_url(131, 97, noise=True))
-    blown = account(ask(server, small, mm_processor_kwargs={"resize_to_max_canvas": True}))
+    blown = account(server.ask(small, mm_processor_kwargs={"resize_to_max_canvas": True}))
     assert blown["media"][0]["processed"]["num_tokens"] == 144 * 16  # 3 x 5 and the global tile
 
 
@@ -224,7 +200,7 @@ def test_an_image_the_template_drops_is_a_400(server):
     `|trim`, a list's text, so its image is lost: a 400 saying the placeholders and the media
     disagree (vLLM 0.33's render answers a 500, "Failed to apply prompt replacement")."""
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
-    answer = ask(server, image(png_data_url(64, 48)), tools=[tool], tool_choice="none")
+    answer = server.ask(image(png_data_url(64, 48)), tools=[tool], tool_choice="none")
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["code"] == "placeholder_mismatch" and "images: 0 in the prompt, 1 sent" in error["message"]
@@ -234,8 +210,7 @@ def test_on_vllms_wire_one_tile_goes_as_its_patches(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: a one-tile image
     goes as its 144 <|patch|>es (the run between <|image|> and <|image_end|>, which vLLM's
     runner finds in its own range)."""
-    body = chat(image(png_data_url(200, 150, noise=True)), model=MODEL)
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    answer = server.render(image(png_data_url(200, 150, noise=True)))
     assert answer.status_code == 200, answer.text
     (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
     ids = answer.json()["token_ids"]
@@ -252,9 +227,7 @@ def test_the_render_route_answers_a_tiled_image_as_vllms_render(server):
     from mmprep.vllm.serde import decode_item
 
     url = png_data_url(1000, 300, noise=True)  # 1 x 3 tiles and the global one
-    answer = httpx.post(
-        f"{server.url}/v1/chat/completions/render", json=chat(image(url), model=MODEL), timeout=120
-    )
+    answer = server.render(image(url))
     assert answer.status_code == 200, answer.text
     features, ids = answer.json()["features"], answer.json()["token_ids"]
     (span,) = features["mm_placeholders"]["image"]
@@ -266,19 +239,7 @@ def test_the_render_route_answers_a_tiled_image_as_vllms_render(server):
 
 # -- against transformers, here and now -------------------------------------------------------
 
-REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 SIZES = list(GRIDS)
-
-
-@pytest.fixture(scope="module")
-def model(folder):
-    pytest.importorskip("torch", reason=REASON)
-    pytest.importorskip("torchvision", reason=REASON)
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        processor = transformers.AutoProcessor.from_pretrained(str(folder))
-    return ModelFolder.load(folder), processor
 
 
 @pytest.mark.slow
@@ -344,50 +305,14 @@ def test_random_sizes_equal_transformers(model, folder, options):
         )
 
 
-CONVERSATION = [
-    {"role": "system", "content": "Answer briefly."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "image", "media_index": 0},
-            {"type": "image", "media_index": 1},
-            {"type": "text", "text": "What is this image? 🖼"},
-        ],
-    },
-    {"role": "assistant", "content": "A picture."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "text", "text": "And these?"},
-            {"type": "image", "media_index": 2},
-            {"type": "text", "text": "please answer"},
-            {"type": "image", "media_index": 3},
-        ],
-    },
-]
+CONVERSATION = four_images_chat()
 
 
 @pytest.mark.slow
 def test_the_prompt_equals_transformers(model, folder):
     """A system prompt, two images in a row after it, an EXIF-turned JPEG (stored 1000 wide,
     upright 1000 tall: tiled as the tall image it shows), odd sizes, 16 tiles."""
-    loaded, processor = model
-    ours = load_processor(folder)
-    turned = decode_image(exif_jpeg(300, 1000, 6)).pixels
-    assert turned.shape == (1000, 300, 3)
-    pictures = [noise(300, 1000), noise(97, 131), turned, noise(1080, 1920)]
-    media = [
-        MediaItem("image", pixels, {}, f"image {i}", processed=ours.process_image(pixels))
-        for i, pixels in enumerate(pictures)
-    ]
-    prompt = Renderer(loaded).render(CONVERSATION, media)
-    text = processor.apply_chat_template(as_transformers(CONVERSATION), add_generation_prompt=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # as vLLM tokenizes a rendered chat: the template wrote <|begin_of_text|> itself
-        expected = processor(text=text, images=pictures, add_special_tokens=False, return_tensors="pt")
-    assert prompt.text == text
-    assert list(prompt.token_ids) == expected["input_ids"][0].tolist()
+    prompt, media, expected = render_as_transformers(model, load_processor(folder), CONVERSATION, "pt")
     pixels = np.concatenate([item.processed.tensors["pixel_values"] for item in media])
     np.testing.assert_array_equal(pixels, expected["pixel_values"].float().numpy())
     patches = sum(item.processed.num_tokens for item in media)

@@ -14,9 +14,9 @@ from mmprep import families
 from mmprep.decoders import decode_video
 from mmprep.families.llava_onevision import best_resolution, patch_output_size, video_tokens
 from mmprep.interface.prepared import MediaItem
-from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, load_processor
 from mmprep.render import Renderer
+from tests.support.families import video_chat
 from tests.support.media import MEDIA
 from tests.support.model_folder import as_transformers, make_model_folder, video_item
 
@@ -111,32 +111,12 @@ def test_its_config_keys_are_read_and_others_refused():
 
 # -- against transformers, here and now -------------------------------------------------------
 
-REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
-CONVERSATION = [
-    {"role": "system", "content": "Watch closely."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "video", "media_index": 0},
-            {"type": "text", "text": "Und das? 🎬"},
-            {"type": "image", "media_index": 1},
-        ],
-    },
-    {"role": "assistant", "content": "Zwei Dinge."},
-    {"role": "user", "content": [{"type": "text", "text": "Again:"}, {"type": "image", "media_index": 2}]},
-]
+CONVERSATION = video_chat("image")
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pytest.importorskip("torch", reason=REASON)
-    pytest.importorskip("torchvision", reason=REASON)
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    path = make_model_folder("llava_onevision", tmp_path_factory.mktemp("llava") / "llava_onevision")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        processor = transformers.AutoProcessor.from_pretrained(str(path))
-    return ModelFolder.load(path), processor
+def folder(tmp_path_factory):
+    return make_model_folder("llava_onevision", tmp_path_factory.mktemp("llava") / "llava_onevision")
 
 
 @pytest.mark.slow

@@ -5,27 +5,26 @@ tensors and the rendered prompt against transformers itself, on the same pixels.
 
 from __future__ import annotations
 
-import io
-import json
 import warnings
 
-import httpx
 import numpy as np
 import pytest
-from PIL import Image
 
 from mmprep import families
-from mmprep.core.config import Settings
-from mmprep.decoders import decode_image
 from mmprep.families.mistral3 import resized_size
-from mmprep.interface.prepared import MediaItem
 from mmprep.model import ModelFolder
 from mmprep.processors import ProcessorConfigError, ProcessorInputError, load_processor
-from mmprep.render import Renderer
-from tests.support.chat import chat, data_url, image, png_data_url, video
-from tests.support.media import MEDIA
-from tests.support.model_folder import as_transformers, make_model_folder
-from tests.support.servers import LiveServer
+from tests.support.chat import image, png_data_url
+from tests.support.families import (
+    REASON,
+    account,
+    check_a_video_is_refused,
+    check_the_engine_answers_as_transformers,
+    four_images_chat,
+    noise,
+    render_as_transformers,
+)
+from tests.support.model_folder import make_model_folder
 
 FAMILY = families.get("mistral3")
 MODEL = "Mistral-Small-3.1-24B-Instruct-2503"
@@ -50,10 +49,6 @@ SIZES = {
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return make_model_folder("mistral3", tmp_path_factory.mktemp("mistral3") / MODEL)
-
-
-def noise(height: int, width: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed + height + width).integers(0, 256, (height, width, 3), dtype=np.uint8)
 
 
 def test_the_registry_knows_it_by_model_type_and_class_names():
@@ -158,37 +153,13 @@ def test_a_batch_pads_to_the_largest_image():
 # -- the service (the echo engine's account of what a model would get) ----------------------
 
 
-def ask(server, *parts: dict, **extra) -> httpx.Response:
-    body = chat(*parts, model=MODEL, max_tokens=1_000_000, **extra)
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120)
-
-
-def account(answer: httpx.Response) -> dict:
-    assert answer.status_code == 200, answer.text
-    return json.loads(answer.json()["choices"][0]["message"]["content"])
-
-
-@pytest.fixture(scope="module")
-def server(folder):
-    with LiveServer(Settings(model=folder)) as live:
-        yield live
-
-
 def test_a_video_is_refused_naming_the_family_and_the_part(server):
-    answer = ask(
-        server, image(png_data_url(64, 48)), video(data_url(MEDIA / "224p_6_vp9.webm", "video/webm"))
-    )
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert (
-        error["code"] == "unsupported_content_type" and error["param"] == "messages[0].content[1].video_url"
-    )
-    assert "mistral3" in error["message"] and "video" in error["message"]
+    check_a_video_is_refused(server, "mistral3")
 
 
 def test_the_echo_account_of_an_image(server):
     """A 1000 x 300 image: 308 x 1008, 11 rows of 36 [IMG] and a break (the last an end)."""
-    answer = account(ask(server, image(png_data_url(1000, 300, noise=True))))
+    answer = account(server.ask(image(png_data_url(1000, 300, noise=True))))
     (item,) = answer["media"]
     assert item["processed"]["num_tokens"] == 11 * 36
     assert item["processed"]["tensors"]["pixel_values"]["shape"] == [1, 3, 308, 1008]
@@ -198,14 +169,14 @@ def test_the_echo_account_of_an_image(server):
 def test_a_requests_size_changes_its_images(server):
     wide = image(png_data_url(1000, 300, noise=True))
     for kwargs in ({"size": {"longest_edge": 560}}, {"images_kwargs": {"size": {"longest_edge": 560}}}):
-        answer = account(ask(server, wide, mm_processor_kwargs=kwargs))
+        answer = account(server.ask(wide, mm_processor_kwargs=kwargs))
         assert answer["media"][0]["processed"]["tensors"]["pixel_values"]["shape"] == [1, 3, 168, 560]
-    assert account(ask(server, wide))["media"][0]["processed"]["num_tokens"] == 11 * 36  # not cached
+    assert account(server.ask(wide))["media"][0]["processed"]["num_tokens"] == 11 * 36  # not cached
 
 
 def test_a_size_of_another_shape_is_a_400_naming_it(server):
-    answer = ask(
-        server, image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"height": 100, "width": 100}}
+    answer = server.ask(
+        image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"height": 100, "width": 100}}
     )
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
@@ -217,44 +188,19 @@ def test_on_vllms_wire_only_a_one_row_image_goes(server):
     row goes as its run of [IMG] (the [IMG_END] after it left out, as vLLM's runner finds the
     run in its own range); rows split by [IMG_BREAK] cannot be said on that wire: a 400
     naming the part."""
-    body = chat(image(png_data_url(3000, 10)), model=MODEL)
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    answer = server.render(image(png_data_url(3000, 10)))
     assert answer.status_code == 200, answer.text
     (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
     ids = answer.json()["token_ids"]
     assert placeholder["length"] == 55 and ids[placeholder["offset"] + 55] == END
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 55]) == {IMG}
-    body = chat(image(png_data_url(64, 48)), model=MODEL)
-    answer = httpx.post(f"{server.url}/v1/chat/completions/render", json=body, timeout=120)
+    answer = server.render(image(png_data_url(64, 48)))
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
 
 
 # -- against transformers, here and now -------------------------------------------------------
-
-REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
-
-
-@pytest.fixture(scope="module")
-def model(folder):
-    pytest.importorskip("torch", reason=REASON)
-    pytest.importorskip("torchvision", reason=REASON)
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        processor = transformers.AutoProcessor.from_pretrained(str(folder))
-    return ModelFolder.load(folder), processor
-
-
-def exif_jpeg(height: int, width: int, orientation: int) -> bytes:
-    """A JPEG stored `height` x `width` whose EXIF orientation turns it (6: 90 degrees)."""
-    stored = Image.fromarray(noise(height, width, 7))
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    out = io.BytesIO()
-    stored.save(out, "JPEG", quality=90, exif=exif)
-    return out.getvalue()
 
 
 @pytest.mark.slow
@@ -274,27 +220,7 @@ def test_image_tensors_equal_transformers(model, folder):
             np.testing.assert_array_equal(processed.tensors[key], theirs[key], err_msg=f"{size} {key}")
 
 
-CONVERSATION = [
-    {"role": "system", "content": "Be brief."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "image", "media_index": 0},
-            {"type": "image", "media_index": 1},
-            {"type": "text", "text": "What is this image? 🖼"},
-        ],
-    },
-    {"role": "assistant", "content": "A picture."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "text", "text": "And these?"},
-            {"type": "image", "media_index": 2},
-            {"type": "text", "text": "please answer"},
-            {"type": "image", "media_index": 3},
-        ],
-    },
-]
+CONVERSATION = four_images_chat("Be brief.")  # words of the test vocabulary
 
 
 @pytest.mark.slow
@@ -303,24 +229,8 @@ def test_the_prompt_equals_transformers(model, folder, system):
     """A system prompt (or the template's, with today's date), two images in a row, an
     EXIF-turned JPEG (stored 1000 wide, upright 1000 tall), odd sizes, one over 1540: ids,
     text, the batch's padded pixels and the [IMG] count equal PixtralProcessor's."""
-    loaded, processor = model
-    ours = load_processor(folder)
-    turned = decode_image(exif_jpeg(300, 1000, 6)).pixels
-    assert turned.shape == (1000, 300, 3)
-    pictures = [noise(300, 1000), noise(97, 131), turned, noise(1080, 1920)]
-    media = [
-        MediaItem("image", pixels, {}, f"image {i}", processed=ours.process_image(pixels))
-        for i, pixels in enumerate(pictures)
-    ]
     conversation = CONVERSATION if system else CONVERSATION[1:]
-    prompt = Renderer(loaded).render(conversation, media)
-    text = processor.apply_chat_template(as_transformers(conversation), add_generation_prompt=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # as vLLM tokenizes a rendered chat: the template wrote <s> itself
-        expected = processor(text=text, images=pictures, add_special_tokens=False, return_tensors="np")
-    assert prompt.text == text
-    assert list(prompt.token_ids) == expected["input_ids"][0].tolist()
+    prompt, media, expected = render_as_transformers(model, load_processor(folder), conversation)
     pixels = FAMILY.image.batch_pixels([item.processed.tensors["pixel_values"] for item in media])
     np.testing.assert_array_equal(np.concatenate(pixels), expected["pixel_values"])
     sizes = np.concatenate([item.processed.tensors["image_sizes"] for item in media])
@@ -336,67 +246,8 @@ def test_the_transformers_engine_answers_as_transformers(tmp_path):
     transformers engine's greedy ids and logprobs (the top 3 each step) on mmprep's prompt and
     tensors (a wide image and an odd-size one: the batch padded to the wider, image_sizes
     beside it) are the model's own on transformers' processor output."""
-    transformers = pytest.importorskip("transformers", reason=REASON)
-    torch = pytest.importorskip("torch", reason=REASON)
-    import asyncio
-
-    from mmprep.engines.transformers_engine import TransformersEngine
-    from mmprep.interface.prepared import PreparedRequest, SamplingParams
+    pytest.importorskip("torch", reason=REASON)
+    pytest.importorskip("transformers", reason=REASON)
     from tests.support.tiny_model import build_model_folder
 
-    folder = build_model_folder(tmp_path / "tiny-mistral3", "mistral3")
-    pictures = [noise(300, 1000), noise(97, 131)]
-    messages = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "image", "media_index": 0},
-                {"type": "text", "text": "Describe this image."},
-                {"type": "image", "media_index": 1},
-            ],
-        }
-    ]
-    loaded = ModelFolder.load(folder)
-    processor = load_processor(folder)
-    media = [
-        MediaItem(
-            "image",
-            pixels,
-            {},
-            f"messages[0].content[{2 * i}].image_url",
-            processed=processor.process_image(pixels),
-        )
-        for i, pixels in enumerate(pictures)
-    ]
-    prompt = Renderer(loaded).render(messages, media)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = transformers.AutoProcessor.from_pretrained(str(folder))
-        text = theirs.apply_chat_template(as_transformers(messages), add_generation_prompt=True)
-        inputs = theirs(text=text, images=pictures, add_special_tokens=False, return_tensors="pt")
-    assert list(prompt.token_ids) == inputs["input_ids"][0].tolist()
-    model = transformers.AutoModelForImageTextToText.from_pretrained(str(folder)).eval()
-    with torch.no_grad():
-        out = model.generate(
-            **inputs, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True
-        )
-    expected_ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
-    expected = torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
-
-    sampling = SamplingParams(max_tokens=4, logprobs=True, top_logprobs=3)
-    request = PreparedRequest("chatcmpl-1", "tiny", messages, media, sampling, prompt=prompt)
-    engine = TransformersEngine(folder, device="cpu")
-    asyncio.run(engine.start())
-    try:
-
-        async def answer() -> list:
-            return [logprob async for output in engine.generate(request) for logprob in output.logprobs]
-
-        logprobs = asyncio.run(answer())
-    finally:
-        asyncio.run(engine.stop())
-    assert [logprob.token_id for logprob in logprobs] == expected_ids
-    for step, logprob in enumerate(logprobs):
-        values, ids = expected[step].topk(3)
-        assert [token for token, _ in logprob.top] == ids.tolist()
-        assert [value for _, value in logprob.top] == pytest.approx(values.tolist(), abs=1e-5)
+    check_the_engine_answers_as_transformers(build_model_folder(tmp_path / "tiny-mistral3", "mistral3"))

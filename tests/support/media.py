@@ -1,5 +1,5 @@
-"""What tests across the suite share: where the media fixtures are (tests/data/media), the
-index each fixture frame painted into its pixels, and an independent reference decode with
+"""The media fixtures, as tests across the suite use them: where they are (tests/data/media),
+the index each fixture frame painted into its pixels, and an independent reference decode with
 the frames the sampling contract names, to check sampled frames against."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Real servers on loopback for tests and benchmarks: any ASGI app served by uvicorn in a
 thread, mmprep itself that way, and `python -m mmprep <command>` as a process (`mmprep
-worker` among them). The media they fetch comes from fileserver.FileServer."""
+worker` among them). The media they fetch comes from media_store.MediaStore."""
 
 from __future__ import annotations
 

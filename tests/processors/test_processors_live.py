@@ -13,7 +13,7 @@ import pytest
 from mmprep.processors import load_processor
 from mmprep.processors.resize import BILINEAR, resize, resize_bicubic
 from tests.data.processors.make_goldens import transformers_output  # its oracle imports torch when called
-from tests.processors.helpers import reference_resize
+from tests.support.resize_reference import reference_resize
 
 REASON = "needs torch, torchvision and transformers (pip install torch torchvision transformers)"
 pytest.importorskip("torch", reason=REASON)

@@ -9,7 +9,7 @@ import pytest
 
 from mmprep.processors import resize as resize_module
 from mmprep.processors.resize import BICUBIC, BILINEAR, Scatter, resize, resize_into
-from tests.processors.helpers import reference_resize
+from tests.support.resize_reference import reference_resize
 
 SIZES = [
     ((720, 1280), (728, 1288)),  # Qwen's grid for 720p: both sides up a little (slices)

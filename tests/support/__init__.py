@@ -30,6 +30,7 @@ ship it. Each module is imported by its full name from the repository's root
     model_folder.py      a family's test model folder: the presets' published files and a
                          test tokenizer.json; media items as the service makes them
     tiny_model.py        tiny random-weight models of each family (runs on its own too)
+    resize_reference.py  the resize's tables read in plain numpy: the C kernel's oracle
     families.py          what the family tests share: mmprep serving a family's folder, test
                          pictures and chats, the transformers engine against generate
     raycluster.py        a Ray cluster on this machine with mmprep's Ray application on it

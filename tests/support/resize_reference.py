@@ -1,4 +1,4 @@
-"""What the processors' tests share: a plain numpy reading of resize.py's tables, the
+"""A plain numpy reading of the processors' resize tables (processors/.../resize.py), the
 oracle the C kernel is held to where torchvision is not installed."""
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ one stops the command with a message naming it.
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import sys
+import textwrap
 import typing
 
 from pydantic import Field, ValidationError, field_validator
@@ -172,23 +175,29 @@ class Mmprep(BaseSettings):
         cli_prog_name="mmprep", cli_kebab_case=True, cli_hide_none_type=True, cli_implicit_flags=True
     )
 
-    serve: CliSubCommand[Serve]
-    worker: CliSubCommand[Worker]
-    bench: CliSubCommand[Bench]
-    bench_decode: CliSubCommand[BenchDecode]
-    preview: CliSubCommand[Preview]
+    serve: CliSubCommand[Serve] = Field(description="the OpenAI-compatible preprocessing service")
+    worker: CliSubCommand[Worker] = Field(description="an engine behind HTTP, for --engine workers")
+    bench: CliSubCommand[Bench] = Field(description="chat requests with media to any OpenAI-compatible server")
+    bench_decode: CliSubCommand[BenchDecode] = Field(description="decode_video against the usual loaders")
+    preview: CliSubCommand[Preview] = Field(description="the frames the service would sample, as a contact sheet")
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
 
 
+# Where the text of `mmprep --help`'s settings table starts: its rows are wrapped under it.
+SUMMARY_COLUMN = 30
+
+
 def _settings_summary(settings: type[BaseSettings], prefix: str) -> str:
-    """Every setting of a command, one line each, for `mmprep --help`."""
-    lines = []
+    """Every setting of a command, a row each, for `mmprep --help`: the flag, then its
+    description and variable from SUMMARY_COLUMN on (on the next line for a longer flag)."""
+    rows = []
     for name, field in settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        lines.append(f"  {flag:<27} {field.description}  [{prefix}{name.upper()}]")
-    return "\n".join(lines)
+        flag = "  --" + name.replace("_", "-") + " "
+        text = f"{field.description}  [{prefix}{name.upper()}]"
+        rows.append(flag.ljust(SUMMARY_COLUMN) + text if len(flag) <= SUMMARY_COLUMN else f"{flag}\n{' ' * SUMMARY_COLUMN}{text}")
+    return "\n".join(rows)
 
 
 Mmprep.__doc__ = (
@@ -203,10 +212,16 @@ Mmprep.__doc__ = (
 SUBCOMMANDS = {"serve", "worker", "bench", "bench_decode", "preview"}
 
 
-class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
-    """One default per flag in --help. pydantic-settings appends "(default: …)" to every
-    description, so a description that explains its own default ("(default: the first
-    model listed)") showed two, and an unset one showed the JSON word "null"."""
+class MmprepHelp(argparse.HelpFormatter):
+    """--help wrapped to the terminal, one default per flag.
+
+    Descriptions are wrapped as the flags' help is: a docstring's paragraphs filled, and an
+    indented line (a row of `mmprep --help`'s settings table) wrapped alone, under its text at
+    SUMMARY_COLUMN. No line breaks inside a flag's name (`--upstream-` / `model`).
+
+    pydantic-settings appends "(default: …)" to every description, so a description that
+    explains its own default ("(default: the first model listed)") showed two, and an unset
+    one showed the JSON word "null"."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = super()._get_help_string(action)
@@ -216,6 +231,30 @@ class OneDefaultHelp(argparse.RawDescriptionHelpFormatter):
         if "(default: " in described:
             return described
         return text.replace("(default: null)", "(default: none)")
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(_fill_paragraph(part, width, indent) for part in inspect.cleandoc(text).split("\n\n"))
+
+
+def _fill_paragraph(paragraph: str, width: int, indent: str) -> str:
+    """A paragraph's prose filled to `width`; each indented line (a table's row) wrapped
+    alone, its continuation lines under the row's text."""
+    out: list[str] = []
+    prose: list[str] = []
+    wrap = functools.partial(textwrap.fill, width=width, break_on_hyphens=False)
+    for line in [*paragraph.splitlines(), ""]:
+        if line and not line.startswith(" "):
+            prose.append(line)
+            continue
+        if prose:
+            out.append(wrap(" ".join(prose), initial_indent=indent, subsequent_indent=indent))
+            prose = []
+        if line:
+            out.append(wrap(line, initial_indent=indent, subsequent_indent=indent + " " * SUMMARY_COLUMN))
+    return "\n".join(out)
 
 
 def _vllms_list_form(args: list[str]) -> list[str]:
@@ -270,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         CliApp.run(
             Mmprep,
             cli_args=args,
-            cli_settings_source=CliSettingsSource(Mmprep, formatter_class=OneDefaultHelp),
+            cli_settings_source=CliSettingsSource(Mmprep, formatter_class=MmprepHelp),
         )
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it
@@ -278,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mmprep: invalid {where}: {problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
+        if isinstance(exit_.code, str):  # pydantic-settings' refusal of `mmprep` without a command
+            print(exit_.code, file=sys.stderr)
+            return 2
         return int(exit_.code or 0)
     return 0
 

@@ -8,6 +8,8 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from mmprep.families import FAMILIES
+
 from .group import SettingsGroup
 
 
@@ -74,9 +76,8 @@ class ModelSettings(SettingsGroup):
     processor: str | None = Field(
         None,
         description="process every image and video into the model's tensors (pixel_values, *_grid_thw): a "
-        "family (qwen2_vl, qwen2_5_vl, qwen3_vl, llava_onevision, internvl), a preset model id "
-        "(Qwen/Qwen2.5-VL-7B-Instruct) or a folder with its preprocessor config (default: the --model "
-        "folder's, else none: engines get the decoded frames)",
+        f"family ({', '.join(FAMILIES)}), a preset model id (Qwen/Qwen2.5-VL-7B-Instruct) or a folder with "
+        "its preprocessor config (default: the --model folder's, else none: engines get the decoded frames)",
     )
     processor_resize: Literal["exact", "ffmpeg"] = Field(
         "exact",

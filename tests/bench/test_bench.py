@@ -337,6 +337,22 @@ def test_failures_are_counted_by_status_and_code_and_set_the_exit_status(
     assert main(["bench", "--url", server.url, "--quiet", "--max-failure-rate", "0.4", *args]) == 1
 
 
+def test_a_target_that_refuses_the_file_servers_urls_is_told_which_flag_it_needs(
+    clips, media_server, tmp_path, capsys
+):
+    """A default mmprep refuses loopback media URLs (SSRF): bench says what to give it."""
+    with LiveServer(allow_private_networks=False) as default:
+        status, results = bench(default.url, tmp_path, "--video", str(clips / "pan.mp4"), "--requests", "2")
+        assert status == 1 and results["runs"][0]["metrics"]["failures"] == {"400 media_forbidden": 2}
+        err = capsys.readouterr().err
+        assert "2 request(s) refused as media_forbidden" in err
+        assert "--allow-private-networks" in err and "--media-as data" in err
+        # a URL of the user's own refused alike: the target's rule, not bench's file server
+        status, results = bench(default.url, tmp_path, "--video", f"{media_server.url}/{WEBM}", "--requests", "1")
+        assert status == 1 and results["runs"][0]["metrics"]["failures"] == {"400 media_forbidden": 1}
+        assert "--allow-private-networks" not in capsys.readouterr().err
+
+
 @pytest.mark.slow  # matplotlib, about 2 s
 def test_plot_draws_latency_and_throughput_against_concurrency(server, clips, tmp_path):
     chart = tmp_path / "sweep.png"

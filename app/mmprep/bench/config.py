@@ -68,8 +68,8 @@ class BenchConfig(SyntheticOptions):
     image: list[str] = Field([], description="image file, folder of images, or http(s) URL (repeat for more)")
     media_as: Literal["url", "data"] = Field(
         "url",
-        description="send local media as http URLs of a loopback file server bench starts, or inline as "
-        "data URLs",
+        description="send local media as http URLs of a loopback file server bench starts (an mmprep "
+        "target fetches them only if started with --allow-private-networks), or inline as data URLs",
     )
     media_host: str = Field(
         "127.0.0.1",

@@ -109,6 +109,23 @@ def failure_lines(runs: list[dict]) -> list[str]:
     return lines
 
 
+def file_server_refused(runs: list[dict], file_server: dict | None) -> str | None:
+    """What to do when the target refused the media URLs of bench's own file server: mmprep
+    refuses loopback and private addresses by default (SSRF), so against a default `mmprep
+    serve` every request with local media fails as `media_forbidden`."""
+    refused = sum(
+        count for m in runs for error, count in m["failures"].items() if error.endswith(" media_forbidden")
+    )
+    if not refused or file_server is None:
+        return None
+    return (
+        f"{refused} request(s) refused as media_forbidden: the target would not fetch the media "
+        f"from bench's file server at {file_server['url']}. mmprep serve refuses loopback and "
+        "private addresses unless started with --allow-private-networks; or send the media "
+        "inline with --media-as data"
+    )
+
+
 def markdown(table: Table) -> str:
     """The table as plain Markdown lines: no styles, no blank padding rows."""
     console = Console(file=io.StringIO(), width=400, color_system=None)

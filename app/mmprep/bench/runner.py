@@ -20,7 +20,7 @@ from .fleet import ClientSpec, RunResult, default_processes, open_fleet
 from .inputs import MediaSender, collect_inputs, needs_file_server
 from .load import LoadPlan
 from .metrics import summarize
-from .report import plot_runs, print_summary, write_results
+from .report import file_server_refused, plot_runs, print_summary, write_results
 
 READY_POLL_SECONDS = 0.5
 
@@ -223,6 +223,9 @@ def _report(config: BenchConfig, results: dict) -> int:
     if config.plot:
         mode = "streaming" if config.stream else "not streaming"
         plot_runs(config.plot, runs, f"{results['target']['model']} at {config.url}, {mode}")
+    refused = file_server_refused(runs, results["file_server"])
+    if refused:
+        print(f"mmprep bench: {refused}", file=sys.stderr)
     worst = max(runs, key=lambda m: m["failure_rate"])
     if worst["failure_rate"] > config.max_failure_rate:
         print(

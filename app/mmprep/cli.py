@@ -177,9 +177,13 @@ class Mmprep(BaseSettings):
 
     serve: CliSubCommand[Serve] = Field(description="the OpenAI-compatible preprocessing service")
     worker: CliSubCommand[Worker] = Field(description="an engine behind HTTP, for --engine workers")
-    bench: CliSubCommand[Bench] = Field(description="chat requests with media to any OpenAI-compatible server")
+    bench: CliSubCommand[Bench] = Field(
+        description="chat requests with media to any OpenAI-compatible server"
+    )
     bench_decode: CliSubCommand[BenchDecode] = Field(description="decode_video against the usual loaders")
-    preview: CliSubCommand[Preview] = Field(description="the frames the service would sample, as a contact sheet")
+    preview: CliSubCommand[Preview] = Field(
+        description="the frames the service would sample, as a contact sheet"
+    )
 
     def cli_cmd(self) -> None:
         CliApp.run_subcommand(self)
@@ -194,14 +198,17 @@ def _settings_summary(settings: type[BaseSettings], prefix: str) -> str:
     description and variable from SUMMARY_COLUMN on (on the next line for a longer flag)."""
     rows = []
     for name, field in settings.model_fields.items():
-        flag = "  --" + name.replace("_", "-") + " "
+        flag = "  --" + name.replace("_", "-")
         text = f"{field.description}  [{prefix}{name.upper()}]"
-        rows.append(flag.ljust(SUMMARY_COLUMN) + text if len(flag) <= SUMMARY_COLUMN else f"{flag}\n{' ' * SUMMARY_COLUMN}{text}")
+        if len(flag) < SUMMARY_COLUMN:
+            rows.append(flag.ljust(SUMMARY_COLUMN) + text)
+        else:
+            rows += [flag, " " * SUMMARY_COLUMN + text]
     return "\n".join(rows)
 
 
 Mmprep.__doc__ = (
-    "mmprep: fetch, decode and sample video and images for vision-language models.\n\n"
+    "mmprep: fetch, decode and sample video, images and audio for vision-language models.\n\n"
     "mmprep serve settings (flags; or the environment variables in brackets):\n"
     + _settings_summary(Serve, ENV_PREFIX)
     + "\n\nmmprep worker settings:\n"
@@ -236,7 +243,9 @@ class MmprepHelp(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n\n".join(_fill_paragraph(part, width, indent) for part in inspect.cleandoc(text).split("\n\n"))
+        return "\n\n".join(
+            _fill_paragraph(part, width, indent) for part in inspect.cleandoc(text).split("\n\n")
+        )
 
 
 def _fill_paragraph(paragraph: str, width: int, indent: str) -> str:

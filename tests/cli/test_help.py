@@ -11,7 +11,7 @@ from mmprep.cli import main
 from mmprep.engines.registry import ENGINES
 from mmprep.families import FAMILIES
 
-COMMANDS = ([], ["serve"], ["worker"], ["bench"], ["bench-decode"], ["preview"])
+COMMANDS: list[list[str]] = [[], ["serve"], ["worker"], ["bench"], ["bench-decode"], ["preview"]]
 # argparse keeps an option group of its usage line whole ("[--x | --no-x]"): a line holding
 # one such group alone is as short as it can be.
 USAGE_GROUP = re.compile(r" +\[[^][]+\]")

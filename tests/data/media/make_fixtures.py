@@ -1,4 +1,4 @@
-"""Generate the video fixtures in this folder with PyAV's bundled encoders.
+"""Generate the media fixtures in this folder with PyAV's bundled encoders.
 
     python tests/data/media/make_fixtures.py [BUILDER ...]
 
@@ -431,6 +431,35 @@ def opus_audio_only_webm():
     _write("audio_only_opus.webm", "webm", build)
 
 
+# -- a still image and a sound, for the requests the README shows ---------------------------
+
+
+def jpeg_image():
+    """A still JPEG, 320x240 (4:2:0, as cameras write them), painted 7 with the red corner."""
+
+    def build(c):
+        s = _video_stream(c, "mjpeg", 1, 320, 240, pix_fmt="yuvj420p", options={"q:v": "4", "flags": "+bitexact"})
+        _encode(c, s, [(0, paint(7, 320, 240, corner=True))])
+
+    _write("still_320x240.jpg", "image2", build, {"update": "1", "fflags": "+bitexact"})
+
+
+def wav_tone():
+    """Half a second of a 440 Hz tone, 16 kHz mono 16-bit PCM: the rate Gemma 4's audio
+    features take, so nothing is resampled."""
+
+    def build(c):
+        a = c.add_stream("pcm_s16le", rate=16000, layout="mono")
+        t = np.arange(8000) / 16000
+        samples = (0.5 * np.sin(2 * np.pi * 440 * t) * 32767).astype(np.int16)[None]
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate, frame.pts = 16000, 0
+        c.mux(a.encode(frame))
+        c.mux(a.encode(None))
+
+    _write("tone_440hz_16khz.wav", "wav", build, {"fflags": "+bitexact"})
+
+
 # -- footage as cameras and editors leave it: the frames vLLM's loader picks (issue 50) --------
 
 
@@ -527,6 +556,8 @@ def main(names=()):
     h264_edit_list_mp4()
     vp9_live_webm()
     opus_audio_only_webm()
+    jpeg_image()
+    wav_tone()
     for name, rate, count in CFR_CLIPS:
         h264_cfr_mp4(name, rate, count)
     h264_ntsc_30s_mp4()

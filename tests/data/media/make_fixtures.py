@@ -438,7 +438,9 @@ def jpeg_image():
     """A still JPEG, 320x240 (4:2:0, as cameras write them), painted 7 with the red corner."""
 
     def build(c):
-        s = _video_stream(c, "mjpeg", 1, 320, 240, pix_fmt="yuvj420p", options={"q:v": "4", "flags": "+bitexact"})
+        s = _video_stream(
+            c, "mjpeg", 1, 320, 240, pix_fmt="yuvj420p", options={"q:v": "4", "flags": "+bitexact"}
+        )
         _encode(c, s, [(0, paint(7, 320, 240, corner=True))])
 
     _write("still_320x240.jpg", "image2", build, {"update": "1", "fflags": "+bitexact"})

@@ -348,7 +348,9 @@ def test_a_target_that_refuses_the_file_servers_urls_is_told_which_flag_it_needs
         assert "2 request(s) refused as media_forbidden" in err
         assert "--allow-private-networks" in err and "--media-as data" in err
         # a URL of the user's own refused alike: the target's rule, not bench's file server
-        status, results = bench(default.url, tmp_path, "--video", f"{media_server.url}/{WEBM}", "--requests", "1")
+        status, results = bench(
+            default.url, tmp_path, "--video", f"{media_server.url}/{WEBM}", "--requests", "1"
+        )
         assert status == 1 and results["runs"][0]["metrics"]["failures"] == {"400 media_forbidden": 1}
         assert "--allow-private-networks" not in capsys.readouterr().err
 

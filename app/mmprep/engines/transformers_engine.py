@@ -1,6 +1,7 @@
-"""TransformersEngine: a transformers vision-language model of a family mmprep knows
-(mmprep.families: Qwen2-VL, Qwen2.5-VL, Qwen3-VL) from a model folder, token ids in and
-token ids out; the family names the tensors and says what else its model takes.
+"""TransformersEngine: a transformers vision-language model of a family mmprep knows and
+can feed (mmprep.families, `Family.transformers_engine`: all but InternVL and Llama 4) from a
+model folder, token ids in and token ids out; the family names the tensors and says what
+else its model takes.
 
 It takes what mmprep prepared with --model: the prompt's token ids with every placeholder
 expanded (`request.prompt`) and each item's processed tensors (`media[i].processed`),

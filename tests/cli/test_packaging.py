@@ -45,7 +45,7 @@ class ShoutEngine(NothingToStart):
 
 @pytest.mark.slow  # `mmprep serve` as a process
 def test_an_engine_in_a_users_own_app_package_serves(tmp_path):
-    """The README's engine recipe (`PYTHONPATH=.`, `--engine-class module:Class`) from a
+    """library.md's engine recipe (`PYTHONPATH=.`, `--engine-class module:Class`) from a
     FastAPI-style project whose own package is called `app`, run from that project."""
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")

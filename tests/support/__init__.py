@@ -27,6 +27,8 @@ ship it. Each module is imported by its full name from the repository's root
     mistral_tokenizer.py a Tekken-shaped tokenizer.json, its control tokens at their ids
     tokenizer_parts.py   what the three share: the file's frame, added tokens, BPE, a BOS
                          template, words spelled letter by letter, the file kept once
+    texts.py             texts the tokenizer tests encode: mixed scripts, emoji, code and
+                         whitespace, and random text with a file's added tokens among it
     model_folder.py      a family's test model folder: the presets' published files and a
                          test tokenizer.json; media items as the service makes them
     tiny_model.py        tiny random-weight models of each family (runs on its own too)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmprep.model.fast_bpe import byte_to_unicode
+from mmprep.model.byte_level import byte_to_unicode
 from tests.support.tokenizer_parts import bos_template, bpe, document, kept_file, merges_of, spelled
 
 # Tekken's named control tokens (mistral-common's SpecialTokens, as the HF conversions list

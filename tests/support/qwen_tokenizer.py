@@ -16,7 +16,7 @@ import base64
 from functools import cache
 from pathlib import Path
 
-from mmprep.model.fast_bpe import byte_to_unicode
+from mmprep.model.byte_level import byte_to_unicode
 from tests.support.tokenizer_parts import bos_template, bpe, document, kept_file
 
 # Qwen2's pre-tokenizer: contractions, letters with at most one leading non-letter, single

@@ -7,91 +7,13 @@ builds its own normalizer, pre-tokenizer and byte-level pipeline)."""
 from __future__ import annotations
 
 import json
-import random
 import unicodedata
 
 import pytest
 from tokenizers import Tokenizer
 
 from tests.support.qwen_tokenizer import tokenizer_file
-
-PIECES = [
-    "hello",
-    "World",
-    "don't",
-    "I'LL",
-    "we've",
-    "naïve",
-    "café",
-    "Zürich",
-    "straße",
-    "İstanbul",
-    "東京都",
-    "日本語の文章です",
-    "中文分词测试",
-    "한국어",
-    "Ελληνικά",
-    "русский",
-    "עברית",
-    "العربية",
-    "हिन्दी",
-    "ภาษาไทย",
-    "tiếng Việt",
-    "e\u0301",
-    "n\u0303",
-    "Å",
-    "\u212b",
-    "ﬁ",
-    "①②",
-    "½",
-    "x²",
-    "😀",
-    "👍🏽",
-    "👨‍👩‍👧‍👦",
-    "🏳️‍🌈",
-    "🇨🇭",
-    "❤️",
-    "🤖🤖",
-    "def f(x):",
-    "    return x**2",
-    "if (a && b) { c++; }",
-    "</div>",
-    "<|endoftext|>x",
-    "#include <stdio.h>",
-    "SELECT * FROM t;",
-    "λx.x",
-    "0x1F",
-    "3.14159",
-    "1234567890",
-    "$HOME/.cache",
-    "a_b-c.d",
-    " ",
-    "  ",
-    "\t",
-    "\n",
-    "\n\n",
-    "\r\n",
-    " \n ",
-    "\u00a0",
-    "\u3000",
-    "...",
-    "!!!",
-    "—",
-    "«»",
-    "''",
-    '"',
-]
-
-
-def strings(count: int, seed: int = 20) -> list[str]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        parts = rng.choices(PIECES, k=rng.randint(1, 8))
-        seps = rng.choices(["", " ", "  ", "\n", "\t", ", "], k=len(parts))
-        out.append("".join(p + s for p, s in zip(parts, seps, strict=True)))
-    return out
-
+from tests.support.texts import strings
 
 STRINGS = strings(3000)
 
@@ -143,31 +65,3 @@ def test_decode_round_trips(converted):
         converted.decode(e.ids, skip_special_tokens=False)
         for e in converted.encode_batch(texts, add_special_tokens=False)
     ] == texts
-
-
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
-def test_the_fast_encoder_gives_the_tokenizers_librarys_ids(family):
-    from mmprep.model.fast_bpe import fast_encoder
-
-    path = tokenizer_file(family)
-    tokenizer = Tokenizer.from_file(str(path))
-    encode = fast_encoder(json.loads(path.read_text()), tokenizer)
-    assert encode is not None, "the Qwen tokenizer.json should take the fast path"
-    texts = STRINGS + [
-        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>x<|im_end|><think>y</think>",
-        # NFC would join a tag's ">" and a combining U+0338 into "≯" if the tag were not split out first
-        "<|vision_start|><|image_pad|><|vision_end|>\u0338 what is this?<think>\u0338",
-    ]
-    expected = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
-    mismatched = [text for text, ids in zip(texts, expected, strict=True) if encode(text) != ids]
-    assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, e.g. {mismatched[:3]!r}"
-
-
-def test_a_tokenizer_of_another_shape_gets_no_fast_encoder(tmp_path):
-    from mmprep.model.fast_bpe import fast_encoder
-
-    spec = json.loads(tokenizer_file("qwen2_vl").read_text())
-    spec["normalizer"] = {"type": "Lowercase"}
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(spec, ensure_ascii=False))
-    assert fast_encoder(spec, Tokenizer.from_file(str(path))) is None

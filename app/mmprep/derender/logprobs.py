@@ -15,7 +15,7 @@ from __future__ import annotations
 from tokenizers import Tokenizer
 
 from ..interface.engine import TokenLogprob
-from ..model.fast_bpe import byte_to_unicode
+from ..model.byte_level import byte_to_unicode
 from .detokenize import added_tokens
 
 FLOOR = -9999.0

@@ -3,8 +3,8 @@ once per process (`load_model_folder` caches it by path and processor).
 
     tokenizer.json                  the tokenizer (tokenizers.Tokenizer.from_file); its added
                                     tokens are the special tokens, each with its `special` flag;
-                                    `encode` is tiktoken's faster encoder of the same vocabulary
-                                    where it gives the same ids (fast_bpe.py)
+                                    prompts are encoded by fastokens where it gives the same
+                                    ids (encoder.py)
     chat template                   as transformers and vLLM find it, first found wins:
                                     processor_config.json's "chat_template", chat_template.json,
                                     chat_template.jinja, tokenizer_config.json's "chat_template";
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +38,7 @@ from tokenizers import Tokenizer
 from mmprep import families
 from mmprep.processors import Processor, ProcessorConfigError, load_processor
 
-from .fast_bpe import fast_encoder
+from .encoder import Encoder, prompt_encoder
 
 # tokenizer_config.json keys transformers hands the template (its special_tokens_map)
 _TEMPLATE_TOKENS = (
@@ -82,9 +81,14 @@ class ModelFolder:
     added_tokens: dict[int, SpecialToken]  # id -> token, every added token of tokenizer.json
     template_tokens: dict[str, str]  # bos_token, eos_token, ... as the template sees them
     processor: Processor
-    # text -> token ids, no special tokens added: tokenizer.encode(...).ids or its faster equal
-    encode: Callable[[str], list[int]]
-    fast_encode: bool  # whether `encode` is tiktoken's (fast_bpe.py)
+    # text -> token ids (a uint32 array), no special tokens added, as tokenizer.encode(...).ids
+    # gives them: fastokens' where it agrees with the tokenizers library (encoder.py)
+    encode_ids: Encoder
+    fast_encode: bool  # whether fastokens encodes (else the tokenizers library)
+
+    def encode(self, text: str) -> list[int]:
+        """encode_ids as a list: for the short texts the families tokenize."""
+        return self.encode_ids(text).tolist()
 
     @property
     def name(self) -> str:
@@ -131,7 +135,7 @@ class ModelFolder:
                 f"{folder / 'config.json'}: model_type {model_type!r} is not one mmprep renders prompts for "
                 f"({', '.join(sorted(families.MODEL_TYPES))})"
             )
-        tokenizer, fast = _tokenizer(folder / "tokenizer.json")
+        tokenizer, encode, fast = _tokenizer(folder / "tokenizer.json")
         tokenizer_config = _read_json(folder / "tokenizer_config.json")
         template, source = _chat_template(folder, tokenizer_config)
         tools_template, tools_source = _tokenizer_template(folder, tokenizer_config) or (template, source)
@@ -157,8 +161,8 @@ class ModelFolder:
             added_tokens=added,
             template_tokens=_template_tokens(tokenizer_config),
             processor=_processor(folder, processor, family.name),
-            encode=fast or (lambda text: tokenizer.encode(text, add_special_tokens=False).ids),
-            fast_encode=fast is not None,
+            encode_ids=encode,
+            fast_encode=fast,
             vision_token_ids=ids,
         )
 
@@ -170,12 +174,13 @@ def load_model_folder(path: str, processor: str | None = None) -> ModelFolder:
     return ModelFolder.load(path, processor)
 
 
-_TOKENIZERS: dict[bytes, tuple[Tokenizer, Callable[[str], list[int]] | None]] = {}
+_TOKENIZERS: dict[bytes, tuple[Tokenizer, Encoder, bool]] = {}
 
 
-def _tokenizer(path: Path) -> tuple[Tokenizer, Callable[[str], list[int]] | None]:
-    """The tokenizer of a tokenizer.json, and its fast encoder if it has one; made once per
-    distinct file content (folders that share a tokenizer, as tests' do, share the work)."""
+def _tokenizer(path: Path) -> tuple[Tokenizer, Encoder, bool]:
+    """The tokenizer of a tokenizer.json, its prompt encoder, and whether that is fastokens';
+    made once per distinct file content (folders that share a tokenizer, as tests' do, share
+    the work)."""
     if not path.is_file():
         raise ModelFolderError(f"{path.parent} has no tokenizer.json (the tokenizer mmprep reads)")
     try:
@@ -186,7 +191,7 @@ def _tokenizer(path: Path) -> tuple[Tokenizer, Callable[[str], list[int]] | None
             tokenizer = Tokenizer.from_str(text)
             if len(_TOKENIZERS) >= 4:
                 _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
-            _TOKENIZERS[digest] = (tokenizer, fast_encoder(json.loads(text), tokenizer))
+            _TOKENIZERS[digest] = (tokenizer, *prompt_encoder(path, text, tokenizer))
         return _TOKENIZERS[digest]
     except Exception as error:  # OSError, UnicodeDecodeError, and the tokenizers library's own type
         raise ModelFolderError(f"cannot read {path}: {error}") from None

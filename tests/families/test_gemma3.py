@@ -176,7 +176,7 @@ def test_placeholders_start_at_the_joined_line_breaks(folder):
         ],
         items,
     )
-    ids = prompt.token_ids
+    ids = tuple(prompt.token_ids.tolist())
     first, second = prompt.placeholders
     assert ids[:4] == (2, 105, loaded.encode("user")[0], 109)  # <bos><start_of_turn>user, "\n\n\n"
     assert (first.offset, first.length) == (3, 260) and ids[first.offset + 1] == 255999

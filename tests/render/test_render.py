@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mmprep.api.common.chat_protocol import parse_chat_request
 from mmprep.core.errors import ServiceError
+from mmprep.interface.prepared import TokenPrompt
 from mmprep.model import ModelFolder, ModelFolderError, load_model_folder
 from mmprep.processors.loading import PRESETS
 from mmprep.render import Renderer, TemplateOptions
@@ -59,14 +61,29 @@ def test_placeholders_cover_each_item_in_order(name, renderers):
     ]
     pads = {"image": folder.image_token_id, "video": folder.video_token_id}
     for placeholder, item in zip(prompt.placeholders, media, strict=True):
-        span = prompt.token_ids[placeholder.offset : placeholder.offset + placeholder.length]
+        span = prompt.token_ids[placeholder.offset : placeholder.offset + placeholder.length].tolist()
         assert span.count(pads[item.kind]) == item.processed.num_tokens
         assert (
             span[0] != pads[item.kind] or span[-1] == pads[item.kind]
         )  # pads only, or a whole Qwen3-VL block
     covered = sum(p.length for p in prompt.placeholders)
-    all_pads = sum(prompt.token_ids.count(pad) for pad in pads.values())
+    all_pads = sum(prompt.token_ids.tolist().count(pad) for pad in pads.values())
     assert all_pads == sum(item.processed.num_tokens for item in media) and covered >= all_pads
+
+
+def test_the_prompts_ids_are_one_read_only_uint32_array(renderers):
+    """From the tokenizer's buffer to the answer without an int per token; a prompt made of
+    a list of ids holds the same array, and equal prompts are equal."""
+    renderer = renderers["qwen2_5_vl"]
+    case = GOLDENS[sorted(name for name in GOLDENS if GOLDENS[name]["family"] == "qwen2_5_vl")[0]]
+    prompt, _ = render_case(renderer, case)
+    ids = prompt.token_ids
+    assert ids.dtype == np.uint32 and ids.ndim == 1 and not ids.flags.writeable
+    same = TokenPrompt(ids.tolist(), prompt.placeholders, prompt.text)
+    assert same == prompt and same != TokenPrompt(ids[:-1], prompt.placeholders, prompt.text)
+    mine = np.array([1, 2, 3], dtype=np.uint32)
+    TokenPrompt(mine)
+    assert mine.flags.writeable  # the caller's own array stays its own
 
 
 def test_the_goldens_cover_what_the_issue_asks():

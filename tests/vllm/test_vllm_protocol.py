@@ -309,6 +309,23 @@ def test_the_body_in_pieces_is_the_same_json(name):
     assert json.loads(b"".join(pieces)) == generate_request(case.prepared, case.options)
 
 
+def test_the_body_is_written_as_vllms_render_writes_it():
+    """orjson, as vLLM 0.33's render writes its answer (create_json_response): text as UTF-8,
+    not \\u-escaped, a small float and NaN as orjson writes them; an integer past 64 bits,
+    which orjson refuses, through the standard library, as vLLM then writes it."""
+    case = build_case("qwen3_vl_image")
+    kwargs = {"x": "é東😀\u2028\x07", "small": 1e-7, "big": 1e20, "nan": float("nan")}
+    prepared = replace(
+        case.prepared, media=[], prompt=TokenPrompt((1, 2, 3)), extra={"chat_template_kwargs": kwargs}
+    )
+    body = b"".join(generate_request_body(prepared, case.options))
+    assert b'"token_ids":[1,2,3],' in body
+    assert '"x":"é東😀\u2028\\u0007","small":1e-7,"big":1e+20,"nan":null,'.encode() in body
+    huge = replace(prepared, extra={"chat_template_kwargs": {"huge": 2**70, "x": "é"}})
+    body = b"".join(generate_request_body(huge, case.options))
+    assert b'"token_ids":[1,2,3],' in body and '"huge":1180591620717411303424,"x":"é",'.encode() in body
+
+
 def test_ext_headers_are_msgpacks_smallest():
     for size in (0, 1, 2, 3, 4, 8, 16, 17, 255, 256, 65535, 65536):
         assert ext_header(3, size) + b"x" * size == msgpack.packb(msgpack.ExtType(3, b"x" * size))

@@ -11,7 +11,6 @@ one token. max_tokens and stop apply to it as to a model's answer.
 
 from __future__ import annotations
 
-import array
 import asyncio
 import json
 import math
@@ -118,7 +117,7 @@ def _apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, FinishReason]:
 
 def _prompt(prompt) -> dict:
     """With --model: the prompt's length, its ids' fingerprint and where each item sits."""
-    ids = array.array("q", prompt.token_ids).tobytes()
+    ids = prompt.token_ids.astype("<i8").tobytes()  # the bytes of the ids as int64s
     return {
         "tokens": len(prompt.token_ids),
         "xxh3": xxhash.xxh3_64_hexdigest(ids),

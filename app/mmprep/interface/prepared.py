@@ -7,6 +7,7 @@ placeholder part that points into `media`, which holds the decoded tensor and it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,14 +93,49 @@ class Placeholder:
     length: int
 
 
-@dataclass(frozen=True)
+# The dtype of a prompt's token ids: ids are never negative, and no vocabulary nears 2**32.
+TOKEN_ID = np.dtype(np.uint32)
+
+
+@dataclass(frozen=True, eq=False, init=False)
 class TokenPrompt:
     """The prompt as a token-in engine takes it (with --model): the chat template rendered,
-    tokenized, each image and video placeholder expanded to its processor's count."""
+    tokenized, each image and video placeholder expanded to its processor's count.
 
-    token_ids: tuple[int, ...]
+    `token_ids` is a read-only 1-D uint32 array (any sequence of ints given is made one): a
+    long prompt's ids go from the tokenizer's buffer to the answer's JSON without a Python
+    int per token. `.tolist()` gives them as ints (`list()` would give numpy scalars)."""
+
+    token_ids: np.ndarray
     placeholders: tuple[Placeholder, ...] = ()
     text: str = ""  # the rendered template, before the placeholders were expanded
+
+    def __init__(
+        self,
+        token_ids: np.ndarray | Sequence[int],
+        placeholders: tuple[Placeholder, ...] = (),
+        text: str = "",
+    ) -> None:
+        ids = np.asarray(token_ids, dtype=TOKEN_ID)
+        if ids.ndim != 1:
+            raise ValueError(f"token_ids must be one sequence of ids, not of shape {ids.shape}")
+        if ids.flags.writeable:  # a view, so that a caller's own array stays writable
+            ids = ids.view()
+            ids.flags.writeable = False
+        object.__setattr__(self, "token_ids", ids)
+        object.__setattr__(self, "placeholders", placeholders)
+        object.__setattr__(self, "text", text)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenPrompt):
+            return NotImplemented
+        return (
+            np.array_equal(self.token_ids, other.token_ids)
+            and self.placeholders == other.placeholders
+            and self.text == other.text
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equal prompts hold equal arrays: not hashable
 
 
 @dataclass(frozen=True)

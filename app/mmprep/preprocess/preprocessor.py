@@ -37,11 +37,13 @@ from .request import ChatInput
 from .timing import Timing
 from .vision import VisionProcessing
 
-# A prompt text longer than this is tokenized in a thread, not on the event loop: 8k words
-# take the tokenizer about 5 ms (64k tokens some 20), which every other request and stream
-# would wait out; tiktoken lets go of the GIL meanwhile, so two such renders use two cores.
-# Below it the thread hop would cost more than it frees.
-LONG_PROMPT_CHARS = 8192
+# A prompt text longer than this is tokenized in a thread, not on the event loop, which every
+# other request and stream would wait out; both tokenizers let go of the GIL meanwhile, so two
+# such renders use two cores. Below it the thread hop (0.1-0.2 ms of CPU and a hand-off of the
+# GIL) would cost more than it frees. fastokens takes about 2 ms for 512k characters (~130k
+# tokens; as long as json_body.py's largest body parsed on the loop), the tokenizers library
+# (where fastokens does not read the model's tokenizer.json) 10-90x that: by the encoder.
+LONG_PROMPT_CHARS = {True: 1 << 19, False: 8192}  # ModelFolder.fast_encode -> characters
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ class Preprocessor:
         if renderer is not None and text is not None:  # text is rendered exactly when there is a renderer
             tokenizing = time.perf_counter()
             processor = vision.processor if vision is not None else None
-            if len(text) > LONG_PROMPT_CHARS:
+            if len(text) > LONG_PROMPT_CHARS[renderer.folder.fast_encode]:
                 prompt = await asyncio.to_thread(renderer.tokens, text, media, processor)
             else:
                 prompt = renderer.tokens(text, media, processor)
@@ -205,6 +207,8 @@ class Preprocessor:
     async def _load_all(
         self, parts: list[_MediaPart], timing: Timing, cancel: threading.Event
     ) -> dict[tuple, Loaded[object]]:
+        if not parts:  # a text-only request: no deadline to set and take down again
+            return {}
         unique = {part.key: part for part in parts}
         tasks = {key: asyncio.ensure_future(self._load(part, timing, cancel)) for key, part in unique.items()}
         try:

@@ -24,6 +24,8 @@ class PiecesResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        for piece in self._pieces:
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        last = len(self._pieces) - 1
+        for index, piece in enumerate(self._pieces):
+            await send({"type": "http.response.body", "body": piece, "more_body": index < last})
+        if last < 0:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
+import orjson
 
 from mmprep import families
 from mmprep.processors import ProcessedMedia
@@ -103,10 +106,12 @@ def generate_options(settings: Settings, wire_cache: WireCache | None = None) ->
 def generate_request_body(
     request: PreparedRequest, options: GenerateOptions, changes: dict[str, Any] | None = None
 ) -> list[bytes]:
-    """generate_request (with `changes` made to its fields) as JSON bytes, in pieces to send
-    one after another (small ones joined, big ones as they were made: `coalesced`). The
-    encoded items (nearly all of it) are never made str nor scanned by json: each stands in
-    the document as a placeholder string while it is dumped, then is put in its place."""
+    """generate_request (with `changes` made to its fields) as JSON bytes, written as vLLM's
+    render writes its answer (json_bytes), in pieces to send one after another (small ones
+    joined, big ones as they were made: `coalesced`). The prompt's ids go from their array
+    to the bytes; the encoded items (nearly all of a media request) are never made str nor
+    scanned by json: each stands in the document as a placeholder string while it is
+    dumped, then is put in its place."""
     items: list[list[bytes]] = []
     nonce = uuid.uuid4().hex
 
@@ -121,15 +126,37 @@ def generate_request_body(
             )
         return f"{nonce}:{len(items) - 1}"
 
-    body = {**generate_request(request, options, encode=placeholder), **(changes or {})}
-    text = json.dumps(body, separators=(",", ":"))
+    body = {**_generate_request(request, options, placeholder), **(changes or {})}
+    text = json_bytes(body)
+    if not items:
+        return [text]
     pieces: list[bytes] = []
-    for index, part in enumerate(text.split(f'"{nonce}:')):
+    for index, part in enumerate(text.split(f'"{nonce}:'.encode())):
         if index:
-            number, _, part = part.partition('"')
+            number, _, part = part.partition(b'"')
             pieces += [b'"', *items[int(number)], b'"']
-        pieces.append(part.encode())
+        pieces.append(part)
     return list(coalesced(pieces))
+
+
+def json_bytes(document: Any) -> bytes:
+    """`document` as vLLM 0.33's render writes an answer (create_json_response): orjson, with
+    numpy arrays as lists and non-string keys as strings. So non-ASCII text is UTF-8, not
+    \\u-escaped, small floats are written as orjson writes them (1e-7, not 1e-07) and NaN as
+    null, as vLLM's own answer has them. An integer past 64 bits, which orjson refuses, goes
+    through the standard library as vLLM then writes it (Starlette's JSONResponse)."""
+    try:
+        return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(
+            document, default=_as_list, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode()
+
+
+def _as_list(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 # Runs of pieces smaller than this are joined into one (JSON punctuation, the headers of a
@@ -155,14 +182,22 @@ def coalesced(pieces: Iterable[bytes]) -> Iterator[bytes]:
 def generate_request(
     request: PreparedRequest, options: GenerateOptions, encode: Callable[[Item], str] = encode_item
 ) -> dict[str, Any]:
-    """The GenerateRequest body for this request (CPU work: hashing and encoding the tensors).
-    `encode`: how each item is written (serde.encode_item)."""
+    """The GenerateRequest body for this request, as JSON values (CPU work: hashing and
+    encoding the tensors). `encode`: how each item is written (serde.encode_item)."""
+    body = _generate_request(request, options, encode)
+    return {**body, "token_ids": body["token_ids"].tolist()}
+
+
+def _generate_request(
+    request: PreparedRequest, options: GenerateOptions, encode: Callable[[Item], str]
+) -> dict[str, Any]:
+    """generate_request, the prompt's ids left as their array."""
     prompt = _token_prompt(request)
     extra = request.extra
     chat = request.completion is None
     return {
         "request_id": vllm_request_id(request.request_id),
-        "token_ids": list(prompt.token_ids),
+        "token_ids": prompt.token_ids,
         "token_offsets": None,
         "features": features(request, options, encode),
         "content_parts": None,
@@ -342,7 +377,7 @@ class _Entry:
 
 
 def _entries(
-    placeholder: Placeholder, item: MediaItem, token_ids: Sequence[int], options: GenerateOptions
+    placeholder: Placeholder, item: MediaItem, token_ids: np.ndarray, options: GenerateOptions
 ) -> list[_Entry]:
     """The item whole (its range narrowed to its embeddings' run where that is one run), or
     one image item per run of its embeddings where its family says how vLLM's model reads
@@ -409,7 +444,7 @@ def _pad_token(options: GenerateOptions, modality: families.Kind) -> int | None:
 
 
 def _embed_range(
-    placeholder: Placeholder, item: MediaItem, token_ids: Sequence[int], token: int | None
+    placeholder: Placeholder, item: MediaItem, token_ids: np.ndarray, token: int | None
 ) -> Placeholder:
     """The range vLLM 0.33.0's generate endpoint can take for the item: it has no is_embed
     mask, so it takes every token of a range for an embedding. A range that holds its
@@ -443,17 +478,13 @@ def _unsupported(placeholder: Placeholder, item: MediaItem) -> EngineHTTPError:
     )
 
 
-def _runs_of(span: Sequence[int], token: int | None) -> list[tuple[int, int]]:
+def _runs_of(span: np.ndarray, token: int | None) -> list[tuple[int, int]]:
     """(start, length) of each run of `token` in `span`."""
-    runs: list[tuple[int, int]] = []
-    for index, value in enumerate(span):
-        if value != token:
-            continue
-        if runs and sum(runs[-1]) == index:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((index, 1))
-    return runs
+    if token is None:
+        return []
+    hits = np.concatenate(([False], span == token, [False]))
+    edges = np.flatnonzero(hits[1:] != hits[:-1]).tolist()  # each run's start, then its end
+    return [(start, end - start) for start, end in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def _hashes(group: list[_Entry], request: PreparedRequest, options: GenerateOptions) -> list[str]:

@@ -227,7 +227,7 @@ def _prompt_fields(prompt: TokenPrompt | None) -> dict[str, Any] | None:
     if prompt is None:
         return None
     return {
-        "token_ids": list(prompt.token_ids),
+        "token_ids": prompt.token_ids.tolist(),
         "placeholders": [[p.modality, p.media_index, p.offset, p.length] for p in prompt.placeholders],
         "text": prompt.text,
     }
@@ -240,7 +240,7 @@ def _prompt(fields: dict | None) -> TokenPrompt | None:
         Placeholder(modality, int(index), int(offset), int(length))
         for modality, index, offset, length in fields["placeholders"]
     )
-    return TokenPrompt(tuple(int(token) for token in fields["token_ids"]), placeholders, str(fields["text"]))
+    return TokenPrompt([int(token) for token in fields["token_ids"]], placeholders, str(fields["text"]))
 
 
 def _read_header(body) -> tuple[dict, int]:

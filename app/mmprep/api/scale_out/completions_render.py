@@ -53,7 +53,7 @@ async def render_completion(service: Service, document: Any, http: Request, canc
             sampling=request.sampling(),
             stream=bool(request.stream),
             extra=extra,
-            prompt=TokenPrompt(tuple(ids), ()),
+            prompt=TokenPrompt(ids, ()),
             completion=tuple(ids),
         )
         request_id = base if len(prompts) == 1 else f"{base}-{index}"

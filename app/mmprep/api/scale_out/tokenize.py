@@ -100,7 +100,7 @@ async def _chat_ids(
     request_id = f"tokenize-{http.headers.get('x-request-id') or random_request_id()}"
     prepared, _ = await service.preprocessor.prepare(chat.chat_input(), request_id, cancel)
     assert prepared.prompt is not None  # with --model every request is rendered
-    ids = list(prepared.prompt.token_ids)
+    ids = prepared.prompt.token_ids.tolist()
     if request.add_special_tokens:
         ids = with_special_tokens(
             load_model_folder(str(service.settings.model), service.settings.processor), ids

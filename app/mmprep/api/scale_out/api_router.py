@@ -21,10 +21,11 @@ from .tokenize import detokenize, tokenize
 router = APIRouter()
 
 
-@router.post("/v1/chat/completions/render")
-async def render_chat_completion(service: ServiceDep, request: Request) -> Response:
+async def render_chat_completion(request: Request) -> Response:
     """vLLM's render endpoint: the GenerateRequest for /inference/v1/generate (needs --model)."""
-    return await render_chat_request(service, request)
+    # The Service read off the app, not through ServiceDep: FastAPI's dependency solving
+    # costs about 15 us a request, on the route a text-heavy deployment hits most.
+    return await render_chat_request(request.app.state.service, request)
 
 
 # vLLM's render-server routes beside the chat render: each its handler (service, body, the
@@ -70,4 +71,9 @@ for path, (handler, summary) in MODEL_ROUTES.items():
 
 
 def attach_router(app: FastAPI) -> None:
+    # The chat render on the app itself, first among its routes: FastAPI (0.16x) keeps each
+    # included router as a layer of its own and walks the families before this one, 25-40 us
+    # of a text render's ~1 ms (a tiny render through uvicorn: 0.575 -> 0.525 CPU-ms).
+    app.add_api_route("/v1/chat/completions/render", render_chat_completion, methods=["POST"])
+    app.router.routes.insert(0, app.router.routes.pop())
     app.include_router(router)

@@ -16,6 +16,9 @@ real Qwen vocabulary, no weights; tests/support/model_folder.py):
   before it followed vLLM's default);
 - `vllm` (with --vllm VENV): `VLLM_TARGET_DEVICE=cpu VENV/bin/vllm launch render FOLDER`,
   vLLM's own GPU-less render server, in its default mode (uint8 pixels);
+- `vllm-rs` (with --vllm VENV, where its vllm package holds the binary): `vllm-rs render
+  FOLDER`, vLLM's Rust render server (fastokens and minijinja; it takes text only, so it
+  refuses the media cases: run it with --cases text_8k text_64k);
 - `mmprep-before` (with --before PYTHON): `mmprep serve` as another interpreter has it
   installed (a venv over a checkout of main, say), so a change is measured against what it
   changes in the same interleaved run;
@@ -25,13 +28,17 @@ real Qwen vocabulary, no weights; tests/support/model_folder.py):
 - `mmprep@CPUS` (with --taskset CPUS ...): `mmprep serve` pinned to those cores with
   `taskset -c CPUS`, one server per list (`--taskset 0 0,1`: one core against two, the
   issue's scaling target: 2 cores at least 1.8x 1 core's req/s).
-`--alone SERVER` runs one of them by itself: on the 2-core dev VM, interleaving requests
+`--alone SERVER...` runs only those (one: by itself): on the 2-core dev VM, interleaving requests
 between servers raised every server's CPU per request about 2x (4 new images: mmprep 0.16
 CPU-s alone, 0.26 beside vLLM, 0.38 beside three others; vLLM 0.12 to 0.15 alone, 0.31 to
 0.40 interleaved), so absolute figures are read from runs alone, one after another.
 `--concurrency N` sends each server N requests at once (a batch from N client threads, the
 servers still taken in turn): the req/s of a server kept busy, as a deployment's many clients
-keep it, where concurrency 1 leaves it idle while the client reads each answer.
+keep it, where concurrency 1 leaves it idle while the client reads each answer. `--turn B`
+gives each server B batches in a row before the next one's turn (N requests kept in flight
+meanwhile): a server serving a stream of requests, as in a deployment, rather than one
+request between two other servers' (which leaves its caches cold: on the 2-core dev VM an
+~8k-word chat took mmprep 1.1 CPU-ms alone, 2.1 interleaved request by request).
 Every mmprep server runs with `--default-max-frames 256`, so a request that asks for fps
 gets as many frames as vLLM gives it (vLLM's Qwen-VL loaders take up to 768; mmprep's
 default caps them at 32).
@@ -45,7 +52,7 @@ answers it: the frames are decoded anew on both sides), and the same video again
 does); a new 1-minute 1080p 30 fps H.264 clip at `fps: 2` (120 frames on both sides; encoded
 with PyAV on the first run, cached in benchmarks/.cache); text chats of about 8k words and
 64k tokens. Per case and server: requests per second at
-concurrency 1, the server's CPU-seconds per request (user + system, all its threads), and
+concurrency 1, the server's CPU-milliseconds per request (user + system, all its threads), and
 the answer's size. Figures move with the machine's load (printed): read the ratios.
 """
 
@@ -258,10 +265,11 @@ class Client:
 
 
 def run_case(
-    client: Client, servers: list[Server], case: str, rounds: int, concurrency: int = 1
+    client: Client, servers: list[Server], case: str, rounds: int, concurrency: int = 1, turn: int = 1
 ) -> dict[str, dict]:
-    """Each server gets `rounds` requests, `concurrency` at a time (a batch of that many sent
-    together, the servers taken in turn batch by batch), so each sees the same requests."""
+    """Each server gets `rounds` requests, `concurrency` at a time (from that many client
+    threads), the servers taken in turn, `turn` batches of `concurrency` each (1: batch by
+    batch), so each sees the same requests."""
     requests = [json.dumps(body).encode() for body in bodies(case, rounds + 1)]
     for server in servers:  # one warm-up each (the first request loads what is loaded lazily)
         status, answer = client.render(server.url, requests[0])
@@ -277,8 +285,8 @@ def run_case(
         return len(answer)
 
     with ThreadPoolExecutor(concurrency) as pool:
-        for start in range(1, rounds + 1, concurrency):
-            batch = requests[start : start + concurrency]
+        for start in range(1, rounds + 1, concurrency * turn):
+            batch = requests[start : start + concurrency * turn]
             for server in servers:  # interleaved: the machine's moods fall on every server alike
                 started = time.perf_counter()
                 sizes[server.name] += sum(pool.map(post, [server.url] * len(batch), batch))
@@ -306,11 +314,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 rounds")
     parser.add_argument(
         "--alone",
+        nargs="+",
         metavar="SERVER",
-        help="run only this one of the servers the other flags name (vllm, mmprep, mmprep-before, ...)",
+        help="run only these of the servers the other flags name (vllm, vllm-rs, mmprep, mmprep-before, ...)",
     )
     parser.add_argument(
         "--concurrency", type=int, default=1, help="requests in flight to a server at once (a pool's clients)"
+    )
+    parser.add_argument(
+        "--turn",
+        type=int,
+        default=1,
+        metavar="BATCHES",
+        help="batches of --concurrency requests a server gets before the next server's turn",
     )
     parser.add_argument("--no-float", action="store_true", help="leave mmprep-float out")
     parser.add_argument("--before", type=Path, help="a Python with another mmprep installed: `mmprep-before`")
@@ -374,23 +390,32 @@ def main() -> None:
             {"VLLM_TARGET_DEVICE": "cpu", "VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES": str(2 * 1024**3)},
         )
         servers.insert(0, vllm)
+        rust = next(args.vllm.glob("lib/python3*/site-packages/vllm/vllm-rs"), None)
+        if rust is not None:
+            servers.insert(
+                1, Server("vllm-rs", [str(rust), "render", str(folder), "--served-model-name", MODEL])
+            )
     if args.alone:
-        servers = [server for server in servers if server.name == args.alone]
-        if not servers:
-            raise SystemExit(f"--alone {args.alone}: no such server in this run")
+        missing = set(args.alone) - {server.name for server in servers}
+        if missing:
+            raise SystemExit(f"--alone {' '.join(sorted(missing))}: no such server in this run")
+        servers = [server for server in servers if server.name in args.alone]
     try:
         for server in servers:
             server.start(work / f"{server.name}.log")
         client = Client()
         cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
-        print(f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}; baseline {servers[0].name}")
-        print(f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-s/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}")
+        print(
+            f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}, turns of {args.turn}; "
+            f"baseline {servers[0].name}"
+        )
+        print(f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-ms/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}")
         for case in args.cases:
-            figures = run_case(client, servers, case, rounds, args.concurrency)
+            figures = run_case(client, servers, case, rounds, args.concurrency, args.turn)
             base = figures[servers[0].name]
             for name, row in figures.items():
                 print(
-                    f"{case:<17}{name:<14}{row['req_s']:>9.2f}{row['cpu_s']:>11.3f}{row['mb']:>8.1f}"
+                    f"{case:<17}{name:<14}{row['req_s']:>9.2f}{row['cpu_s'] * 1000:>11.2f}{row['mb']:>8.2f}"
                     f"{row['req_s'] / base['req_s']:>9.2f}{base['cpu_s'] / row['cpu_s']:>8.2f}"
                 )
         print(f"load {os.getloadavg()[0]:.1f} at the end")

@@ -45,10 +45,11 @@ default caps them at 32).
 The first server listed is the baseline of the ratios: vLLM's when it runs, else mmprep-float.
 
 Cases (issue 29's): four new 1280x720 JPEG images per request; the same four again (a
-multi-turn chat resends them); one new 32-frame 720p H.264 video per request (the same
-clip, its bytes made unique by a trailer MP4 says to skip, so no cache keyed by the bytes
-answers it: the frames are decoded anew on both sides), and the same video again (asked for
-`num_frames: 32`, which both sides sample at 2 a second: 8 frames, as vLLM's Qwen-VL loader
+multi-turn chat resends them); two new 1275x1650 PNG document pages (issue 58's); one new
+32-frame 720p H.264 video per request (the same clip, its bytes made unique by a trailer MP4
+says to skip, so no cache keyed by the bytes answers it: the frames are decoded anew on both
+sides), and the same video again (asked for `num_frames: 32`, which both sides sample at 2 a
+second: 8 frames, as vLLM's Qwen-VL loader
 does); a new 1-minute 1080p 30 fps H.264 clip at `fps: 2` (120 frames on both sides; encoded
 with PyAV on the first run, cached in benchmarks/.cache); text chats of about 8k words and
 64k tokens. Per case and server: requests per second at
@@ -79,7 +80,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 from footage import camera_clip
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
 
@@ -87,7 +88,7 @@ from mmprep.bench.inputs import unique_trailer
 from tests.support.model_folder import make_model_folder
 
 MODEL = "bench-vlm"
-CASES = ("images", "images_again", "video", "video_again", "video_1080p_60s", "text_8k", "text_64k")
+CASES = ("images", "images_again", "pages", "video", "video_again", "video_1080p_60s", "text_8k", "text_64k")
 DEFAULT_CASES = tuple(
     case for case in CASES if case != "video_1080p_60s"
 )  # a minute's clip: asked for by name
@@ -186,6 +187,44 @@ def images(seed: int) -> dict:
     )
 
 
+def page_png(seed: int) -> bytes:
+    """A scanned-document-like 1275x1650 page (US letter at 150 dpi): lines of black text on
+    white, a grey figure with a caption, a page number; the words change with `seed`."""
+    rng = random.Random(seed)
+    page = Image.new("RGB", (1275, 1650), "white")
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=22)
+    words = ["model", "frame", "the", "token", "render", "of", "video", "cost", "a", "tensor", "page"]
+    y = 110
+    for line in range(48):
+        if line == 20:  # a figure
+            draw.rectangle((150, y, 1125, y + 360), fill=(200, 200, 200), outline="black", width=3)
+            draw.line((180, y + 330, 1090, y + 40), fill=(40, 40, 160), width=5)
+            y += 380
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(9, 13)))
+        draw.text((110, y), text.capitalize() + ".", fill="black", font=font)
+        y += 26
+    draw.text((620, 1590), str(seed % 1000), fill="black", font=font)
+    out = io.BytesIO()
+    page.save(out, "PNG")
+    return out.getvalue()
+
+
+def pages(seed: int) -> dict:
+    return chat(
+        *(
+            {
+                "type": "image_url",
+                "image_url": {
+                    "url": "data:image/png;base64," + base64.b64encode(page_png(seed + i)).decode()
+                },
+            }
+            for i in range(2)
+        ),
+        {"type": "text", "text": "Summarize these pages."},
+    )
+
+
 def video_body(number: int | None = None) -> dict:
     """32 frames asked of a 4 s clip; `number`: its bytes made unique by an MP4 free box."""
     data = camera_clip("render_720p_4s.mp4", 1280, 720, 4.0).read_bytes()
@@ -223,6 +262,8 @@ def bodies(case: str, count: int) -> list[dict]:
         return [images(4 * i + 100) for i in range(count)]
     if case == "images_again":
         return [images(0)] * count
+    if case == "pages":
+        return [pages(2 * i + 100) for i in range(count)]
     if case == "video":
         return [video_body(i) for i in range(count)]
     if case == "video_again":

@@ -245,10 +245,10 @@ def render_lookups(server) -> dict:
 
 
 @pytest.mark.parametrize("decode_cache_bytes", [1024**3, 0], ids=["cached", "no-decode-cache"])
-def test_a_resent_item_is_not_encoded_nor_its_video_hashed_again(tmp_path, decode_cache_bytes):
-    """The render answer for media sent again reuses each item's wire form and the video's
-    mm_hash (app/mmprep/vllm/wire_cache.py), byte for byte; where the tensors were not kept (no
-    decode cache) the forms went with them, and the answer is made anew, the same."""
+def test_a_resent_video_is_not_hashed_again(tmp_path, decode_cache_bytes):
+    """The render answer for media sent again reuses the video's mm_hash (app/mmprep/vllm/
+    wire_cache.py) and writes the same answer, byte for byte; where the frames were not kept
+    (no decode cache) the hash went with them, and is made anew, the same."""
     folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
     body = chat(
         video(WEBM), image(png_data_url(64, 48, noise=True)), {"type": "text", "text": "?"}, model="m"
@@ -257,17 +257,16 @@ def test_a_resent_item_is_not_encoded_nor_its_video_hashed_again(tmp_path, decod
     with LiveServer(**settings) as live:
         first = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
         assert first.status_code == 200, first.text
-        # two items, their mm_metadata (the CPU keys, encoded apart), one video hash
-        assert render_lookups(live) == {"hit": 0, "miss": 5}
+        assert render_lookups(live) == {"hit": 0, "miss": 1}  # the one video's hash
         kept = live.service.generate_options.wire_cache
         second = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
         counts, metrics = render_lookups(live), httpx.get(f"{live.url}/metrics").text
         if decode_cache_bytes:
-            assert counts == {"hit": 5, "miss": 5}
-            assert metric(metrics, "mmprep_render_cache_items") == 5
-            assert metric(metrics, "mmprep_render_cache_bytes") == kept.bytes > len(first.content) // 2
-        else:  # only the mm_metadata, small and keyed by value, is found again
-            assert counts == {"hit": 2, "miss": 8}
+            assert counts == {"hit": 1, "miss": 1}
+            assert metric(metrics, "mmprep_render_cache_items") == 1
+            assert metric(metrics, "mmprep_render_cache_bytes") == kept.bytes == 64  # a hex blake3
+        else:
+            assert counts == {"hit": 0, "miss": 2}
     strip = {"request_id"}
     ours, again = first.json(), second.json()
     assert {k: v for k, v in again.items() if k not in strip} == {
@@ -278,13 +277,14 @@ def test_a_resent_item_is_not_encoded_nor_its_video_hashed_again(tmp_path, decod
 def test_the_render_cache_stays_in_its_bytes_and_can_be_turned_off(tmp_path):
     folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
     body = chat(video(WEBM), {"type": "text", "text": "?"}, model="m")
-    with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=200) as live:
+    with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=63) as live:
         for _ in range(2):
             assert (
                 httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
             )
         kept = live.service.generate_options.wire_cache
-        assert 0 < kept.bytes <= 200  # the hash and the metadata fit, the encoded video does not
+        assert kept.bytes == 0  # a hash is 64 bytes: none fits
+        assert render_lookups(live) == {"hit": 0, "miss": 2}
     with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=0) as live:
         assert httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
         assert live.service.generate_options.wire_cache is None

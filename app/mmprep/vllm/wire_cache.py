@@ -1,7 +1,7 @@
-"""What the render answer writes of an item it wrote before: its encoded wire form (the
-base64 msgpack of its MultiModalKwargsItem) and its mm_hash, kept beside the decode cache's
-tensors, so a multi-turn chat that resends its media neither encodes 30 MB of tensors again
-nor re-hashes a video's 88 MB of frames (issue 29).
+"""What the render answer wrote of a video it wrote before: its mm_hash, kept beside the
+decode cache's frames, so a multi-turn chat that resends its video does not hash its 88 MB
+of frames again (issue 29). An item's encoded wire form is not kept: base64 of its tensors
+is cheaper to make again than a kept copy of every new item is to hold (request.py).
 
 An entry is keyed by the identity of the arrays it was made from (the decode cache's
 read-only tensors, which a repeated request gets back as the same objects) and everything
@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import numpy as np
@@ -86,16 +86,6 @@ class WireCache:
 
 
 _UNKEYED = ("unkeyed",)
-
-
-def item_parts(item: Mapping[str, Any]) -> list[Any]:
-    """What keys an encoded MultiModalKwargsItem (app/mmprep/vllm/items.py): each key, its data
-    (arrays, or a list of floats) and its field's kind and keywords."""
-    parts: list[Any] = []
-    for name, elem in item.items():
-        data = elem.data if isinstance(elem.data, np.ndarray) else ("list", tuple(elem.data))
-        parts += [name, data, elem.field.kind, repr(elem.field.keywords)]
-    return parts
 
 
 def _key_part(part: Any, arrays: list[np.ndarray]) -> Hashable:

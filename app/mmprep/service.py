@@ -19,7 +19,7 @@ from .core.config import Settings
 from .core.disconnect import Connection, until_disconnect
 from .core.errors import ServiceError
 from .core.imports import import_by_path
-from .core.memory import ReleaseWhenIdle, no_huge_pages_for_arrays
+from .core.memory import ReleaseWhenIdle
 from .core.metrics import Metrics
 from .derender import Derendering, ModelFacts
 from .engines import Engine
@@ -63,7 +63,6 @@ class Service:
         self.preprocessing = preprocessing or LocalPreprocessing(settings, self.metrics)
         self.started = int(time.time())
         self.memory = ReleaseWhenIdle()  # after a burst, what it held goes back to the system
-        no_huge_pages_for_arrays()
         self._admission = Admission(
             settings.max_concurrent_requests,
             settings.max_queued_requests,

@@ -22,7 +22,6 @@ import contextvars
 import ctypes
 import ctypes.util
 import gc
-import importlib
 import logging
 import os
 import sys
@@ -43,22 +42,6 @@ def _malloc_trim():
 
 
 MALLOC_TRIM = _malloc_trim()
-
-
-def no_huge_pages_for_arrays() -> None:
-    """numpy asks the kernel for transparent huge pages for every array of 4 MiB or more
-    (madvise); the service turns that off. Its big arrays are new memory, touched once: the
-    tensors a new image or video makes, kept in the decode cache. A huge page is zeroed whole
-    on its first touch, and in a VM that cost 3.3x the same memory in 4 KiB pages here
-    (512 MiB first touched: 1.1 s against 0.34 s), a fifth of the render route's CPU for new
-    720p images (four a request: 66-75 -> 57 CPU-ms, benchmarks/render_server_speed.py).
-    numpy's own switch for it, NUMPY_MADVISE_HUGEPAGE=0, is read only at its import."""
-    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1
-        try:
-            importlib.import_module(module)._set_madvise_hugepage(False)
-            return
-        except (ImportError, AttributeError):
-            continue
 
 
 def release_memory() -> None:

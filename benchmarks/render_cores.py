@@ -1,0 +1,201 @@
+"""How the render route scales with cores: `mmprep serve --model FOLDER --processes N`
+pinned to N cores (taskset), kept busy by clients on the other cores, each request four new
+1280x720 JPEGs (issue 58: req/s at N cores >= 0.9 N x one core's), then the cores a load
+needs (llm-d's: 4 new 720p images a request at 35 requests/s).
+
+    python benchmarks/render_cores.py                          # N = 1, 2, 4, 8, 16 (as the machine has)
+    python benchmarks/render_cores.py --cores 1 2 --seconds 20 --folder MODEL_FOLDER
+
+"New" images without encoding thousands of JPEGs: 32 camera-like JPEGs, each request's four
+made unique by a JPEG comment segment with a counter after the file's start (the pixels are
+the same, the bytes are not: the server's caches, keyed by the bytes, miss, and it decodes,
+processes, hashes and encodes each anew). Clients: processes of keep-alive http.client
+threads, `2 N` requests in flight, pinned to the cores the server does not use (shared with
+it where the machine has no spare ones: said in the output). Per N: completed requests per
+second over the window, per core, against N = 1's, and the server's CPU per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pybase64
+from render_server_speed import MODEL, camera_jpeg, children, free_port
+
+LOAD_IMAGES, LOAD_RATE = 4, 35.0  # llm-d's load: images a request, requests a second
+
+
+def unique_jpeg(data: bytes, number: int) -> bytes:
+    """`data` with a comment segment naming `number` after its SOI marker: other bytes, the same pixels."""
+    comment = f"mmprep bench {number}".encode()
+    return data[:2] + b"\xff\xfe" + (len(comment) + 2).to_bytes(2, "big") + comment + data[2:]
+
+
+def request_body(bases: list[bytes], number: int) -> bytes:
+    parts = [
+        {
+            "type": "image_url",
+            "image_url": {
+                "url": "data:image/jpeg;base64,"
+                + pybase64.b64encode(unique_jpeg(bases[(4 * number + i) % len(bases)], 4 * number + i)).decode()
+            },
+        }
+        for i in range(LOAD_IMAGES)
+    ]
+    parts.append({"type": "text", "text": "What changed between these pictures?"})
+    return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": parts}]}).encode()
+
+
+def client_process(port: int, threads: int, first: int, stride: int, deadline: float, done: multiprocessing.Value):
+    """Requests numbered first, first + stride, ... until `deadline`, `threads` at a time."""
+    bases = [camera_jpeg(seed) for seed in range(32)]
+    lock = threading.Lock()
+    counter = [first]
+
+    def worker() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        while time.time() < deadline:
+            with lock:
+                number = counter[0]
+                counter[0] += stride
+            connection.request(
+                "POST", "/v1/chat/completions/render", body=request_body(bases, number),
+                headers={"Content-Type": "application/json"},
+            )
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != 200:
+                raise SystemExit(f"the server answered {answer.status}")
+            if time.time() < deadline:
+                with done.get_lock():
+                    done.value += 1
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
+def cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for each in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: float, log: Path) -> dict:
+    count = len(cores)
+    port = free_port()
+    command = [
+        "taskset", "-c", ",".join(map(str, cores)),
+        sys.executable, "-m", "mmprep", "serve", "--model", str(folder), "--port", str(port),
+        "--processes", str(count), "--log-level", "warning",
+    ]
+    with log.open("w") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_ready(port, server)
+        clients = max(1, min(len(client_cores), count))
+        in_flight = 2 * count
+        done = multiprocessing.Value("i", 0)
+        warm_until = time.time() + 3
+        start_cpu = None
+        deadline = warm_until + seconds
+        processes = []
+        for index in range(clients):
+            process = multiprocessing.Process(
+                target=client_process,
+                args=(port, max(1, in_flight // clients), index, clients, deadline, done),
+            )
+            process.start()
+            os.sched_setaffinity(process.pid, client_cores)
+            processes.append(process)
+        time.sleep(max(0.0, warm_until - time.time()))
+        with done.get_lock():
+            done.value = 0
+        start_cpu, start = cpu_seconds(server.pid), time.time()
+        time.sleep(max(0.0, deadline - time.time()))
+        finished, elapsed, cpu = done.value, time.time() - start, cpu_seconds(server.pid) - start_cpu
+        for process in processes:
+            process.join()
+        return {"cores": count, "req_s": finished / elapsed, "cpu_ms": cpu / max(finished, 1) * 1e3}
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _wait_ready(port: int, server: subprocess.Popen) -> None:
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"mmprep exited at start ({server.returncode})")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            connection.request("GET", "/health")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit("mmprep did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    available = sorted(os.sched_getaffinity(0))
+    parser.add_argument("--cores", type=int, nargs="+", default=[n for n in (1, 2, 4, 8, 16) if n <= len(available)])
+    parser.add_argument("--seconds", type=float, default=15.0, help="the measured window per N")
+    parser.add_argument("--folder", type=Path, help="a model folder (default: a Qwen2.5-VL test folder)")
+    parser.add_argument("--vllm-cpu-ms", type=float, help="vLLM's CPU-ms per such request, for the cores it needs")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="render-cores-"))
+    folder = args.folder
+    if folder is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+        from tests.support.model_folder import make_model_folder
+
+        folder = make_model_folder("qwen2_5_vl", work / MODEL)
+    print(f"{len(available)} cores; {LOAD_IMAGES} new 720p JPEGs a request; {args.seconds:.0f} s per point")
+    print(f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}")
+    first = None
+    for count in args.cores:
+        cores = available[:count]
+        spare = available[count:] or available  # no spare core: the clients share the server's
+        row = measure(folder, cores, spare, args.seconds, work / f"mmprep-{count}.log")
+        first = first or row
+        scaling = row["req_s"] / first["req_s"]
+        shared = "" if available[count:] else " (shared)"
+        print(
+            f"{count:>3}{len(spare):>13}{shared[:1]:>1}{row['req_s']:>9.2f}{row['req_s'] / count:>10.2f}"
+            f"{scaling:>8.2f}{row['cpu_ms']:>12.1f}",
+            flush=True,
+        )
+        best = row
+    print(
+        f"llm-d's load ({LOAD_IMAGES} new 720p images x {LOAD_RATE:.0f} req/s): mmprep needs "
+        f"{LOAD_RATE / (best['req_s'] / best['cores']):.1f} cores at its {best['cores']}-core rate"
+        + (
+            f"; vLLM's renderer, at {args.vllm_cpu_ms:.0f} CPU-ms a request, at least "
+            f"{LOAD_RATE * args.vllm_cpu_ms / 1e3:.1f}"
+            if args.vllm_cpu_ms
+            else ""
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -76,15 +76,35 @@ def test_tables_that_reach_outside_their_buffers_are_refused():
     wrong_channel = Scatter(out, plain.rows, plain.columns, plain.places, plain.channel_of + 1)
     with pytest.raises(ValueError, match="channel_of"):
         resize_into(frame, wrong_channel, 10, 10)
-    _, taps, precision, weights, columns, run_start, runs = resize_module.horizontal_pass(10, 12)
-    bad_columns = np.full_like(columns, 10)
     wide = Scatter.plain(np.empty((10, 12, 3), np.uint8))
     layout = (wide.out.reshape(-1), 1, wide.rows, wide.columns, wide.places, wide.channel_of, None)
-    no_runs = np.zeros(taps + 1, np.int32)  # every tap gathered, through the columns
-    with pytest.raises(ValueError, match="horizontal columns"):
-        resize_module._resample.resample(
-            frame, 10, 10, 3, (12, taps, precision, weights, bad_columns, no_runs, runs), None, layout
-        )
+    width, taps8, precision, starts, weights, pairs, runs = resize_module.horizontal_pass(10, 12)
+    for name, bad_starts, bad_runs in [
+        ("window starts", np.full_like(starts, 10), runs),  # a window past the row
+        ("runs", starts, np.array([[0, 13]], np.int32)),  # a run past the outputs
+        ("runs", starts[::-1].copy(), np.array([[0, 12]], np.int32)),  # windows that do not slide by one
+    ]:
+        horizontal = (width, taps8, precision, bad_starts, weights, pairs, bad_runs)
+        with pytest.raises(ValueError, match=name):
+            resize_module._resample.resample(frame, 10, 10, 3, horizontal, None, layout)
+
+
+def test_the_vector_sums_are_the_plain_sums():
+    """AVX2's two-taps-a-multiply passes (where the CPU has them) against the plain C loops,
+    on sizes that take each path: runs of sliding windows, windows on their own, both."""
+    rng = np.random.default_rng(11)
+    sizes = [((720, 1280), (728, 1288)), ((1080, 1920), (252, 448)), ((300, 170), (308, 84))]
+    sizes += [((int(a), int(b)), (int(c), int(d))) for a, b, c, d in rng.integers(1, 300, (30, 4))]
+    for (height, width), resized in sizes:
+        frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        for resample in (BICUBIC, BILINEAR):
+            vector = resize(frame, *resized, resample)
+            before = resize_module._resample.use_simd(False)
+            try:
+                plain = resize(frame, *resized, resample)
+            finally:
+                resize_module._resample.use_simd(before)
+            np.testing.assert_array_equal(vector, plain, err_msg=f"{(height, width)} -> {resized}")
 
 
 def test_a_float_output_without_a_table_is_refused():

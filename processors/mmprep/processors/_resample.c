@@ -3,15 +3,19 @@
  * byte, with each output row written straight into the caller's tensor layout (patches,
  * tiles, or plain rows), through a per-channel lookup table where the tensor is not uint8.
  *
- * resize.py computes every table (taps, weights, precisions, runs, output offsets) in
+ * resize.py computes every table (windows, weights, precisions, runs, output offsets) in
  * numpy and caches them per size; this file only does the arithmetic. It takes buffers (no
  * numpy headers needed to build it) and releases the GIL while it works.
  *
- * A pass's output value j is (sum over taps k of in[col_k[j]] * w_k[j] + 2^(prec-1)) >> prec,
- * clamped to 0..255, in int32 (PyTorch's int16 weights; the sums cannot overflow). Where a
- * tap's source columns go up one by one over a stretch of outputs (nearly everywhere when
- * the size changes little), that stretch is read as a slice: the compiler vectorizes the
- * multiply-add over it, where a gather per value would not be.
+ * A pass's output pixel is (sum over its taps k of in[start + k] * w[k] + 2^(precision-1))
+ * >> precision, clamped to 0..255: each output reads a window of consecutive source pixels
+ * (rows, for the vertical pass), with PyTorch's int16 weights and int32 sums (they cannot
+ * overflow). Rows are kept planar inside (each channel's pixels contiguous). On x86-64 with
+ * AVX2 the passes multiply two taps at once (vpmaddwd: uint8 pixels widened to int16, pairs
+ * of int16 weights, int32 sums), the horizontal pass across 16 outputs at a time where the
+ * windows slide by one pixel per output (`runs`: a size that changes little, 1280 -> 1288),
+ * else output by output; elsewhere the same sums in plain C. Integer sums: every path gives
+ * the same bytes (tests/processors compare them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,22 +23,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* x86-64: an AVX2 copy of the hot loops beside the baseline one, picked when the module
- * loads by what the CPU has (GCC's function multiversioning), so one build runs anywhere. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define HOT __attribute__((target_clones("avx2", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define X86_AVX2 1
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2")))
+#endif
+/* The plain loops that the compiler vectorizes itself (splitting a row into planes, the
+ * copies into the layout): also built for AVX2, and the copy the CPU takes is picked when
+ * the module loads (GCC's function multiversioning). */
+#if defined(X86_AVX2) && !defined(__clang__)
+#define CLONES __attribute__((target_clones("avx2", "default")))
 #else
-#define HOT
+#define CLONES
 #endif
 
 /* One horizontal pass, the same for every channel: `width` output pixels per row. */
 typedef struct {
-    int taps, precision;
+    int taps8, precision; /* taps8: each output's weights, zero-padded to a multiple of 8 */
     Py_ssize_t width;
-    const int32_t *weights;   /* taps x width: tap k's weight of each output pixel */
-    const int32_t *columns;   /* taps x width: its source pixel */
-    const int32_t *run_start; /* taps + 1: tap k's runs are runs[run_start[k] .. run_start[k+1]) */
-    const int32_t *runs;      /* (first output pixel, end, first source pixel); none: gather */
+    const int32_t *starts;  /* width: the first source pixel of each output's window */
+    const int16_t *weights; /* width x taps8 */
+    const int32_t *pairs;   /* with runs: (taps8 / 2) x width, two int16 weights an int32 */
+    const int32_t *runs;    /* (first output, end): stretches whose windows slide by one */
+    Py_ssize_t runs_count;  /* 0: every output's window on its own */
 } Horizontal;
 
 /* One vertical pass: `rows` output rows, each the weighted sum of `taps` source rows. */
@@ -42,7 +53,7 @@ typedef struct {
     int taps, precision;
     Py_ssize_t rows;
     const int32_t *sources; /* rows x taps: the source row of each tap */
-    const int32_t *weights; /* rows x taps */
+    const int32_t *weights; /* rows x taps (int16 values) */
 } Vertical;
 
 /* Where output row i goes: pixel x of channel channel_of[e] is written, for each place e,
@@ -62,60 +73,165 @@ typedef struct {
     Py_ssize_t *spans; /* (first pixel, end, step) */
 } Scatter;
 
-/* A row's values are kept planar inside the kernel (each channel's pixels contiguous), so
- * every pass and every copy into the layout reads and writes contiguous memory. */
+static int simd = 1; /* AVX2 where the CPU has it; off: the plain C sums (tests compare both) */
 
 static inline uint8_t finish(int32_t sum, int precision) {
     int32_t value = sum >> precision;
     return (uint8_t)(value < 0 ? 0 : value > 255 ? 255 : value);
 }
 
-HOT static void planar(const uint8_t *restrict in, Py_ssize_t width, int channels, uint8_t *restrict out) {
-    if (channels == 3) { /* RGB: the three planes in one pass, which the compiler vectorizes */
-        uint8_t *restrict r = out, *restrict g = out + width, *restrict b = out + 2 * width;
+CLONES static void planar(const uint8_t *restrict in, Py_ssize_t width, int channels, Py_ssize_t stride,
+                   uint8_t *restrict out) {
+    if (channels == 3) { /* RGB: the three planes in one pass */
+        uint8_t *restrict r = out, *restrict g = out + stride, *restrict b = out + 2 * stride;
         for (Py_ssize_t x = 0; x < width; x++) r[x] = in[3 * x], g[x] = in[3 * x + 1], b[x] = in[3 * x + 2];
         return;
     }
     for (int c = 0; c < channels; c++)
-        for (Py_ssize_t x = 0; x < width; x++) out[c * width + x] = in[x * channels + c];
+        for (Py_ssize_t x = 0; x < width; x++) out[c * stride + x] = in[x * channels + c];
 }
 
-/* One channel's row of `in_width` pixels to h->width. */
-HOT static void horizontal_row(const Horizontal *h, const uint8_t *restrict in, uint8_t *restrict out,
-                               int32_t *restrict sums) {
+/* ---- the plain C sums ---- */
+
+static void horizontal_outputs(const Horizontal *h, const uint8_t *in, uint8_t *out, Py_ssize_t from,
+                               Py_ssize_t to) {
     const int32_t bias = 1 << (h->precision - 1);
-    const Py_ssize_t n = h->width;
-    for (Py_ssize_t x = 0; x < n; x++) sums[x] = bias;
-    for (int k = 0; k < h->taps; k++) {
-        const int32_t *restrict weight = h->weights + (Py_ssize_t)k * n;
-        int32_t first = h->run_start[k], last = h->run_start[k + 1];
-        if (first == last) { /* no runs: each pixel gathered */
-            const int32_t *column = h->columns + (Py_ssize_t)k * n;
-            for (Py_ssize_t x = 0; x < n; x++) sums[x] += (int32_t)in[column[x]] * weight[x];
-            continue;
-        }
-        for (int32_t r = first; r < last; r++) {
-            const int32_t *run = h->runs + 3 * (Py_ssize_t)r;
-            const Py_ssize_t from = run[0], to = run[1]; /* locals: the loop below then vectorizes */
-            const uint8_t *restrict source = in + run[2] - from;
-            for (Py_ssize_t x = from; x < to; x++) sums[x] += (int32_t)source[x] * weight[x];
-        }
+    for (Py_ssize_t x = from; x < to; x++) {
+        const uint8_t *window = in + h->starts[x];
+        const int16_t *weight = h->weights + x * h->taps8;
+        int32_t sum = bias;
+        for (int k = 0; k < h->taps8; k++) sum += (int32_t)window[k] * weight[k];
+        out[x] = finish(sum, h->precision);
     }
-    for (Py_ssize_t x = 0; x < n; x++) out[x] = finish(sums[x], h->precision);
 }
 
-HOT static void vertical_row(const Vertical *v, Py_ssize_t i, const uint8_t **window, Py_ssize_t n,
-                             uint8_t *restrict out, int32_t *restrict sums) {
+static void vertical_values(const Vertical *v, Py_ssize_t i, const uint8_t **window, uint8_t *out,
+                            Py_ssize_t from, Py_ssize_t to) {
     const int32_t bias = 1 << (v->precision - 1);
-    for (Py_ssize_t j = 0; j < n; j++) sums[j] = bias;
-    for (int k = 0; k < v->taps; k++) {
-        const uint8_t *restrict row = window[k];
-        const int32_t weight = v->weights[i * v->taps + k];
-        if (weight == 0) continue;
-        for (Py_ssize_t j = 0; j < n; j++) sums[j] += (int32_t)row[j] * weight;
+    const int32_t *weight = v->weights + i * v->taps;
+    for (Py_ssize_t j = from; j < to; j++) {
+        int32_t sum = bias;
+        for (int k = 0; k < v->taps; k++) sum += (int32_t)window[k][j] * weight[k];
+        out[j] = finish(sum, v->precision);
     }
-    for (Py_ssize_t j = 0; j < n; j++) out[j] = finish(sums[j], v->precision);
 }
+
+/* ---- AVX2: two taps per multiply ---- */
+
+#ifdef X86_AVX2
+/* 16 int32 sums (lo: outputs 0-7, hi: 8-15) shifted, clamped to 0..255, stored in order. */
+AVX2 static inline void store16(__m256i lo, __m256i hi, int precision, uint8_t *out) {
+    lo = _mm256_srai_epi32(lo, precision), hi = _mm256_srai_epi32(hi, precision);
+    __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8); /* 0-15 as int16 */
+    __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    _mm_storeu_si128((__m128i *)out, bytes);
+}
+
+/* Outputs [from, to) of a run: the windows slide by one, so each tap's pixels for 16
+ * outputs are 16 consecutive bytes; taps go two by two against their paired weights. */
+AVX2 static Py_ssize_t horizontal_run(const Horizontal *h, const uint8_t *in, uint8_t *out, Py_ssize_t from,
+                                      Py_ssize_t to) {
+    const __m256i bias = _mm256_set1_epi32(1 << (h->precision - 1));
+    const uint8_t *base = in + h->starts[from] - from; /* pixel x's window starts at base + x */
+    Py_ssize_t x = from;
+    for (; x + 16 <= to; x += 16) {
+        __m256i lo = bias, hi = bias;
+        for (int p = 0; p < h->taps8 / 2; p++) {
+            const __m128i a = _mm_loadu_si128((const __m128i *)(base + x + 2 * p));
+            const __m128i b = _mm_loadu_si128((const __m128i *)(base + x + 2 * p + 1));
+            const int32_t *pair = h->pairs + (Py_ssize_t)p * h->width + x;
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)),
+                                                        _mm256_loadu_si256((const __m256i *)pair)));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)),
+                                                        _mm256_loadu_si256((const __m256i *)(pair + 8))));
+        }
+        store16(lo, hi, h->precision, out + x);
+    }
+    return x;
+}
+
+/* Outputs [from, to), each its own window: 8 taps a multiply, then the lanes summed. */
+AVX2 static void horizontal_dots(const Horizontal *h, const uint8_t *in, uint8_t *out, Py_ssize_t from,
+                                 Py_ssize_t to) {
+    const int32_t bias = 1 << (h->precision - 1);
+    for (Py_ssize_t x = from; x < to; x++) {
+        const uint8_t *window = in + h->starts[x];
+        const int16_t *weight = h->weights + x * h->taps8;
+        __m128i sums = _mm_setzero_si128();
+        for (int k = 0; k < h->taps8; k += 8) {
+            __m128i pixels = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(window + k)));
+            sums = _mm_add_epi32(sums, _mm_madd_epi16(pixels, _mm_loadu_si128((const __m128i *)(weight + k))));
+        }
+        sums = _mm_add_epi32(sums, _mm_shuffle_epi32(sums, 0x4E));
+        sums = _mm_add_epi32(sums, _mm_shuffle_epi32(sums, 0xB1));
+        out[x] = finish(bias + _mm_cvtsi128_si32(sums), h->precision);
+    }
+}
+
+AVX2 static void horizontal_row_avx2(const Horizontal *h, const uint8_t *in, uint8_t *out) {
+    if (h->runs_count == 0) {
+        horizontal_dots(h, in, out, 0, h->width);
+        return;
+    }
+    for (Py_ssize_t r = 0; r < h->runs_count; r++) {
+        const Py_ssize_t from = h->runs[2 * r], to = h->runs[2 * r + 1];
+        horizontal_dots(h, in, out, horizontal_run(h, in, out, from, to), to);
+    }
+}
+
+/* 32 values at a time; tap pairs as above, the pair's two rows' bytes interleaved. */
+AVX2 static void vertical_row_avx2(const Vertical *v, Py_ssize_t i, const uint8_t **window, Py_ssize_t n,
+                                   uint8_t *out) {
+    const __m256i bias = _mm256_set1_epi32(1 << (v->precision - 1));
+    const int32_t *weight = v->weights + i * v->taps;
+    const __m128i zero = _mm_setzero_si128();
+    Py_ssize_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256i lo = bias, hi = bias;
+        for (int k = 0; k < v->taps; k += 2) {
+            const int has_next = k + 1 < v->taps;
+            const __m128i a = _mm_loadu_si128((const __m128i *)(window[k] + j));
+            const __m128i b = has_next ? _mm_loadu_si128((const __m128i *)(window[k + 1] + j)) : zero;
+            const int32_t pair = (weight[k] & 0xFFFF) | (int32_t)((uint32_t)(has_next ? weight[k + 1] : 0) << 16);
+            const __m256i weights = _mm256_set1_epi32(pair);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), weights));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), weights));
+        }
+        store16(lo, hi, v->precision, out + j);
+    }
+    vertical_values(v, i, window, out, j, n);
+}
+
+static int has_avx2(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return known;
+}
+#endif
+
+/* One channel's row of source pixels (padded: windows may read past its end, where their
+ * weights are zero) to h->width outputs. */
+static void horizontal_row(const Horizontal *h, const uint8_t *in, uint8_t *out) {
+#ifdef X86_AVX2
+    if (simd && has_avx2()) {
+        horizontal_row_avx2(h, in, out);
+        return;
+    }
+#endif
+    horizontal_outputs(h, in, out, 0, h->width);
+}
+
+static void vertical_row(const Vertical *v, Py_ssize_t i, const uint8_t **window, Py_ssize_t n, uint8_t *out) {
+#ifdef X86_AVX2
+    if (simd && has_avx2()) {
+        vertical_row_avx2(v, i, window, n, out);
+        return;
+    }
+#endif
+    vertical_values(v, i, window, out, 0, n);
+}
+
+/* ---- into the layout ---- */
 
 static inline void copy_bytes(char *to, const uint8_t *from, Py_ssize_t count) {
     if (count >= 8 && count <= 16) { /* a patch's row: two overlapping 8-byte moves */
@@ -127,20 +243,20 @@ static inline void copy_bytes(char *to, const uint8_t *from, Py_ssize_t count) {
     }
 }
 
-#define LOOKED_UP(TYPE)                                                                     \
-    {                                                                                       \
-        const TYPE *levels = (const TYPE *)s->table + 256 * c;                              \
-        TYPE *to = (TYPE *)s->out + base;                                                   \
-        for (Py_ssize_t p = 0; p < s->spans_count; p++) {                                   \
-            const Py_ssize_t first = s->spans[3 * p], end = s->spans[3 * p + 1];            \
-            const Py_ssize_t step = s->spans[3 * p + 2];                                    \
-            TYPE *at = to + s->columns[first];                                              \
+#define LOOKED_UP(TYPE)                                                                          \
+    {                                                                                            \
+        const TYPE *levels = (const TYPE *)s->table + 256 * c;                                   \
+        TYPE *to = (TYPE *)s->out + base;                                                        \
+        for (Py_ssize_t p = 0; p < s->spans_count; p++) {                                        \
+            const Py_ssize_t first = s->spans[3 * p], end = s->spans[3 * p + 1];                 \
+            const Py_ssize_t step = s->spans[3 * p + 2];                                         \
+            TYPE *at = to + s->columns[first];                                                   \
             for (Py_ssize_t x = first; x < end; x++) at[(x - first) * step] = levels[values[x]]; \
-        }                                                                                   \
+        }                                                                                        \
     }
 
 /* Output row i, planar (channel by channel, `width` pixels each), into the layout. */
-HOT static void scatter_row(const Scatter *s, Py_ssize_t i, const uint8_t *row) {
+CLONES static void scatter_row(const Scatter *s, Py_ssize_t i, const uint8_t *row) {
     for (int e = 0; e < s->places_count; e++) {
         const int c = s->channel_of[e];
         const uint8_t *values = row + c * s->width;
@@ -179,13 +295,28 @@ static Py_ssize_t find_spans(const int64_t *columns, Py_ssize_t width, Py_ssize_
     return count;
 }
 
-/* Source row r split into planes and resized across, into `out` (n values). */
-static void across(const uint8_t *in, Py_ssize_t in_width, int channels, const Horizontal *h, Py_ssize_t r,
-                   uint8_t *split, uint8_t *out, int32_t *sums) {
-    const Py_ssize_t width = h != NULL ? h->width : in_width;
-    planar(in + r * in_width * channels, in_width, channels, h != NULL ? split : out);
-    if (h != NULL)
-        for (int c = 0; c < channels; c++) horizontal_row(h, split + c * in_width, out + c * width, sums);
+/* ---- the whole resize ---- */
+
+typedef struct {
+    const uint8_t *in;
+    Py_ssize_t height, in_width;
+    int channels;
+    Py_ssize_t split_stride; /* a source row's planes, each padded for the windows' reads */
+    const Horizontal *h;
+    uint8_t *split;
+} Source;
+
+/* Source row r split into planes and resized across, into `out` (width x channels values). */
+static void across(const Source *source, Py_ssize_t r, uint8_t *out) {
+    const Horizontal *h = source->h;
+    const uint8_t *pixels = source->in + r * source->in_width * source->channels;
+    if (h == NULL) {
+        planar(pixels, source->in_width, source->channels, source->in_width, out);
+        return;
+    }
+    planar(pixels, source->in_width, source->channels, source->split_stride, source->split);
+    for (int c = 0; c < source->channels; c++)
+        horizontal_row(h, source->split + c * source->split_stride, out + c * h->width);
 }
 
 /* The whole resize of one (height, in_width x channels) image into the scatter's output.
@@ -196,21 +327,22 @@ static void across(const uint8_t *in, Py_ssize_t in_width, int channels, const H
  * row reads a window of source rows that moves down). */
 static int resample(const uint8_t *in, Py_ssize_t height, Py_ssize_t in_width, int channels, const Horizontal *h,
                     const Vertical *v, Scatter *s) {
-    const Py_ssize_t width = s->width, n = width * channels, in_n = in_width * channels;
-    const Py_ssize_t widest = n > in_n ? n : in_n;
+    const Py_ssize_t width = s->width, n = width * channels;
+    const Py_ssize_t stride = h != NULL ? in_width + h->taps8 + 32 : in_width;
     const Py_ssize_t ring = v != NULL ? v->taps + 2 : 1;
-    int32_t *sums = malloc(sizeof(int32_t) * (size_t)widest);
-    uint8_t *split = malloc((size_t)in_n), *row = malloc((size_t)n), *rows = malloc((size_t)(ring * n));
+    Source source = {in, height, in_width, channels, stride, h, NULL};
+    uint8_t *row = malloc((size_t)n), *rows = malloc((size_t)(ring * n));
+    source.split = calloc((size_t)(stride * channels), 1); /* its padding stays zero */
     Py_ssize_t *held = malloc(sizeof(Py_ssize_t) * (size_t)ring); /* the source row in each slot */
-    const uint8_t **window = malloc(sizeof(uint8_t *) * (size_t)ring);
+    const uint8_t **window = malloc(sizeof(uint8_t *) * (size_t)(v != NULL ? v->taps : 1));
     s->spans = malloc(sizeof(Py_ssize_t) * 3 * (size_t)width);
-    int failed = sums == NULL || split == NULL || row == NULL || rows == NULL || held == NULL || window == NULL ||
+    int failed = row == NULL || rows == NULL || source.split == NULL || held == NULL || window == NULL ||
                  s->spans == NULL;
     if (!failed) {
         s->spans_count = find_spans(s->columns, width, s->spans);
         if (v == NULL) {
             for (Py_ssize_t i = 0; i < height; i++) {
-                across(in, in_width, channels, h, i, split, row, sums);
+                across(&source, i, row);
                 scatter_row(s, i, row);
             }
         } else {
@@ -219,17 +351,17 @@ static int resample(const uint8_t *in, Py_ssize_t height, Py_ssize_t in_width, i
                 for (int k = 0; k < v->taps; k++) {
                     const Py_ssize_t r = v->sources[i * v->taps + k], slot = r % ring;
                     if (held[slot] != r) {
-                        across(in, in_width, channels, h, r, split, rows + slot * n, sums);
+                        across(&source, r, rows + slot * n);
                         held[slot] = r;
                     }
                     window[k] = rows + slot * n;
                 }
-                vertical_row(v, i, window, n, row, sums);
+                vertical_row(v, i, window, n, row);
                 scatter_row(s, i, row);
             }
         }
     }
-    free(sums), free(split), free(row), free(rows), free(held), free(window), free(s->spans);
+    free(row), free(rows), free(source.split), free(held), free(window), free(s->spans);
     return failed ? -1 : 0;
 }
 
@@ -286,21 +418,24 @@ static int64_t largest(const int64_t *values, Py_ssize_t count, int64_t *smalles
 }
 
 /* Every index the tables hold inside the buffers it indexes: a wrong table is a
- * ValueError, never a write or read out of bounds. */
+ * ValueError, never a write or read out of bounds. A window starts inside its row and
+ * reads at most taps8 pixels (its row's padding holds that many, and a run's 16 more). */
 static int check_tables(const Horizontal *h, const Vertical *v, const Scatter *s, Py_ssize_t height,
-                        Py_ssize_t in_width, Py_ssize_t runs_count, Py_ssize_t out_items) {
+                        Py_ssize_t in_width, Py_ssize_t out_items) {
     if (h != NULL) {
-        if (check_int32(h->columns, h->taps * h->width, in_width, "horizontal columns") < 0) return -1;
-        for (int k = 0; k <= h->taps; k++)
-            if (h->run_start[k] < 0 || h->run_start[k] > runs_count || (k && h->run_start[k] < h->run_start[k - 1]))
-                return out_of_range("run_start");
-        for (Py_ssize_t r = 0; r < runs_count; r++) {
-            const int32_t *run = h->runs + 3 * r;
-            if (run[0] < 0 || run[1] > h->width || run[0] > run[1] || run[2] < 0 || run[2] + (run[1] - run[0]) > in_width)
-                return out_of_range("runs");
+        if (check_int32(h->starts, h->width, in_width, "window starts") < 0) return -1;
+        for (Py_ssize_t r = 0; r < h->runs_count; r++) {
+            const int32_t from = h->runs[2 * r], to = h->runs[2 * r + 1];
+            if (from < 0 || to > h->width || from >= to) return out_of_range("runs");
+            for (int32_t x = from + 1; x < to; x++)
+                if (h->starts[x] != h->starts[x - 1] + 1) return out_of_range("runs");
         }
     }
-    if (v != NULL && check_int32(v->sources, v->rows * v->taps, height, "vertical sources") < 0) return -1;
+    if (v != NULL) {
+        if (check_int32(v->sources, v->rows * v->taps, height, "vertical sources") < 0) return -1;
+        for (Py_ssize_t k = 0; k < v->rows * v->taps; k++)
+            if (v->weights[k] < INT16_MIN || v->weights[k] > INT16_MAX) return out_of_range("vertical weights");
+    }
     if (check_int32(s->channel_of, s->places_count, s->channels, "channel_of") < 0) return -1;
     int64_t low_row, low_column, low_place;
     int64_t high = largest(s->rows, v != NULL ? v->rows : height, &low_row) +
@@ -312,17 +447,18 @@ static int check_tables(const Horizontal *h, const Vertical *v, const Scatter *s
 PyDoc_STRVAR(resample_doc,
 "resample(pixels, height, width, channels, horizontal, vertical, scatter)\n\n"
 "Resize the uint8 (height, width, channels) `pixels` and write the result into the\n"
-"scatter's output. `horizontal`: None (the width kept) or (out_width, taps, precision,\n"
-"weights, columns, run_start, runs); `vertical`: None (the height kept) or (out_height,\n"
-"taps, precision, sources, weights); `scatter`: (out, itemsize, rows, columns, places,\n"
-"channel_of, table or None). Tables are C-contiguous int32 buffers, the scatter's offsets\n"
+"scatter's output. `horizontal`: None (the width kept) or (out_width, taps8, precision,\n"
+"starts, weights, pairs, runs); `vertical`: None (the height kept) or (out_height, taps,\n"
+"precision, sources, weights); `scatter`: (out, itemsize, rows, columns, places,\n"
+"channel_of, table or None). Tables are C-contiguous buffers: int32 (weights of the\n"
+"horizontal pass int16, pairs and runs None where it has no runs), the scatter's offsets\n"
 "int64 (elements of the output); resize.py makes them.");
 
 static PyObject *py_resample(PyObject *self, PyObject *args) {
     PyObject *pixels, *hargs, *vargs, *sargs;
-    PyObject *weights, *columns, *run_start, *runs, *sources, *vweights;
+    PyObject *starts, *hweights, *pairs, *runs, *sources, *vweights;
     PyObject *out, *rows, *out_columns, *places, *channel_of, *table;
-    Py_ssize_t height, width, channels, out_width, runs_count = 0, out_items, places_count;
+    Py_ssize_t height, width, channels, out_width, out_items, places_count;
     Views views = {.count = 0};
     Horizontal h_pass = {0}, *h = NULL;
     Vertical v_pass = {0}, *v = NULL;
@@ -337,19 +473,26 @@ static PyObject *py_resample(PyObject *self, PyObject *args) {
     out_width = width;
     if (take(&views, pixels, 0, 1, height * width * channels, "pixels", (void **)&in, NULL) < 0) goto fail;
     if (hargs != Py_None) {
-        if (!PyArg_ParseTuple(hargs, "niiOOOO", &out_width, &h_pass.taps, &h_pass.precision, &weights,
-                              &columns, &run_start, &runs))
+        Py_ssize_t runs_items;
+        if (!PyArg_ParseTuple(hargs, "niiOOOO", &out_width, &h_pass.taps8, &h_pass.precision, &starts, &hweights,
+                              &pairs, &runs))
             goto fail;
         h_pass.width = out_width;
-        if (out_width < 1 || h_pass.taps < 1 || h_pass.precision < 1 || h_pass.precision > 22) {
+        if (out_width < 1 || h_pass.taps8 < 8 || h_pass.taps8 % 8 || h_pass.precision < 1 || h_pass.precision > 22) {
             PyErr_SetString(PyExc_ValueError, "horizontal: width, taps or precision out of range");
             goto fail;
         }
-        if (take(&views, weights, 0, 4, h_pass.taps * h_pass.width, "weights", (void **)&h_pass.weights, NULL) < 0 ||
-            take(&views, columns, 0, 4, h_pass.taps * h_pass.width, "columns", (void **)&h_pass.columns, NULL) < 0 ||
-            take(&views, run_start, 0, 4, h_pass.taps + 1, "run_start", (void **)&h_pass.run_start, NULL) < 0 ||
-            take(&views, runs, 0, 12, 0, "runs", (void **)&h_pass.runs, &runs_count) < 0)
+        if (take(&views, starts, 0, 4, out_width, "starts", (void **)&h_pass.starts, NULL) < 0 ||
+            take(&views, hweights, 0, 2, out_width * h_pass.taps8, "weights", (void **)&h_pass.weights, NULL) < 0 ||
+            take(&views, pairs, 0, 4, runs == Py_None ? 0 : out_width * h_pass.taps8 / 2, "pairs",
+                 (void **)&h_pass.pairs, NULL) < 0 ||
+            take(&views, runs, 0, 8, 0, "runs", (void **)&h_pass.runs, &runs_items) < 0)
             goto fail;
+        h_pass.runs_count = runs_items;
+        if (h_pass.runs_count && h_pass.pairs == NULL) {
+            PyErr_SetString(PyExc_ValueError, "horizontal: runs without their paired weights");
+            goto fail;
+        }
         h = &h_pass;
     }
     if (vargs != Py_None) {
@@ -385,7 +528,7 @@ static PyObject *py_resample(PyObject *self, PyObject *args) {
         take(&views, table, 0, s.itemsize, 256 * channels, "table", (void **)&s.table, NULL) < 0)
         goto fail;
     s.places_count = (int)places_count;
-    if (check_tables(h, v, &s, height, width, runs_count, out_items) < 0) goto fail;
+    if (check_tables(h, v, &s, height, width, out_items) < 0) goto fail;
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = resample(in, height, width, (int)channels, h, v, &s);
@@ -398,15 +541,29 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(use_simd_doc,
+"use_simd(on) -> bool\n\n"
+"Whether the passes use the CPU's vector instructions (AVX2 on x86-64, where it has them),\n"
+"or the same sums in plain C; returns the setting before. For tests, which compare the two.");
+
+static PyObject *py_use_simd(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int before = simd;
+    simd = on;
+    return PyBool_FromLong(before);
+}
+
 static PyMethodDef methods[] = {
     {"resample", py_resample, METH_VARARGS, resample_doc},
+    {"use_simd", py_use_simd, METH_O, use_simd_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_resample",
     "torchvision's antialiased uint8 resize, exact, written into a tensor layout (resize.py).",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__resample(void) { return PyModule_Create(&module); }

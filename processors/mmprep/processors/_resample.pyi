@@ -2,8 +2,8 @@
 
 from typing_extensions import Buffer
 
-# (out_width, taps, precision, weights, columns, run_start, runs)
-Horizontal = tuple[int, int, int, Buffer, Buffer, Buffer, Buffer]
+# (out_width, taps8, precision, starts, weights, pairs or None, runs or None)
+Horizontal = tuple[int, int, int, Buffer, Buffer, Buffer | None, Buffer | None]
 # (out_height, taps, precision, sources, weights)
 Vertical = tuple[int, int, int, Buffer, Buffer]
 # (out, itemsize, rows, columns, places, channel_of, table)
@@ -19,3 +19,4 @@ def resample(
     scatter: Layout,
     /,
 ) -> None: ...
+def use_simd(on: bool, /) -> bool: ...

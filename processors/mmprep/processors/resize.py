@@ -29,6 +29,7 @@ kernel against torchvision itself and against a plain numpy reading of the same 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -113,31 +114,38 @@ def _frozen(*tables: np.ndarray) -> None:
         table.flags.writeable = False  # cached and shared between threads
 
 
-MIN_RUN = 32  # pixels a tap's stretches hold on average, at least, to be read as slices
+MIN_RUN = 32  # outputs a run holds on average, at least, for the pass to go run by run
 
 
 @functools.lru_cache(maxsize=64)
 def horizontal_pass(in_width: int, width: int, resample: int = BICUBIC) -> _resample.Horizontal:
-    """The kernel's horizontal pass (each channel alike): (width, taps, precision, weights,
-    columns, run_start, runs). Per tap, each output pixel's weight and source pixel, and the
-    stretches of output pixels whose sources go up one by one (first pixel, end, first
-    source), which the kernel reads as slices; a tap whose stretches are short on average
-    (a shrink skips source pixels) has none, and the kernel gathers its pixels one by one."""
+    """The kernel's horizontal pass (each channel alike): (width, taps8, precision, starts,
+    weights, pairs, runs). Output x reads the window of source pixels from starts[x]: its
+    weights, int16, zero-padded to taps8 (a multiple of 8). Where the windows slide by one
+    pixel per output over long stretches (`runs`: first output, end; a size that changes
+    little), the kernel goes 16 outputs at a time, two taps at a time: `pairs` holds each
+    pair of taps' weights for every output, two int16 in an int32. A shrink's windows jump:
+    no runs, and each output is summed on its own."""
     sources, weights, precision = _taps(in_width, width, resample)
-    columns = np.ascontiguousarray(sources.T, dtype=np.int32)
-    tap_weights = np.ascontiguousarray(weights.T, dtype=np.int32)
-    runs: list[tuple[int, int, int]] = []
-    run_start = [0]
-    for tap_columns in columns:
-        breaks = np.flatnonzero(np.diff(tap_columns) != 1) + 1
-        if (len(breaks) + 1) * MIN_RUN <= len(tap_columns):
-            starts, stops = [0, *breaks.tolist()], [*breaks.tolist(), len(tap_columns)]
-            runs += [(a, b, int(tap_columns[a])) for a, b in zip(starts, stops, strict=True)]
-        run_start.append(len(runs))
-    run_table = np.array(runs, np.int32).reshape(-1, 3)
-    run_starts = np.array(run_start, np.int32)
-    _frozen(columns, tap_weights, run_table, run_starts)
-    return width, columns.shape[0], precision, tap_weights, columns, run_starts, run_table
+    taps = sources.shape[1]
+    starts = np.ascontiguousarray(sources[:, 0], dtype=np.int32)
+    # a window is consecutive pixels wherever it weighs anything (past the end: weight 0)
+    assert ((sources == starts[:, None] + np.arange(taps)) | (weights == 0)).all()
+    taps8 = -(-taps // 8) * 8
+    padded = np.zeros((width, taps8), np.int16)
+    padded[:, :taps] = weights
+    breaks = np.flatnonzero(np.diff(starts) != 1) + 1
+    bounds = [0, *breaks.tolist(), width]
+    if len(bounds) - 1 <= width // MIN_RUN:
+        runs: np.ndarray | None = np.array(list(itertools.pairwise(bounds)), np.int32).reshape(-1, 2)
+        halves = padded.view(np.uint16).astype(np.uint32)
+        pairs: np.ndarray | None = np.ascontiguousarray((halves[:, 0::2] | (halves[:, 1::2] << 16)).T).view(
+            np.int32
+        )
+    else:
+        runs = pairs = None
+    _frozen(*(table for table in (starts, padded, pairs, runs) if table is not None))
+    return width, taps8, precision, starts, padded, pairs, runs
 
 
 @functools.lru_cache(maxsize=64)

@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
-    source = CliSettingsSource(Mmprep, formatter_class=MmprepHelp)
+    source: CliSettingsSource[argparse.ArgumentParser] = CliSettingsSource(Mmprep, formatter_class=MmprepHelp)
     try:
         CliApp.run(Mmprep, cli_args=args, cli_settings_source=source)
     except ValidationError as error:

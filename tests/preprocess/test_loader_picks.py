@@ -79,7 +79,7 @@ def test_a_header_that_claims_a_frame_that_does_not_play_is_picked_by_presentati
     assert ours["indices"] == [0, 6, 12, 18]  # linspace(0, 18, 4), rounded
     assert (ours["total_num_frames"], ours["duration"]) == (19, 1.9)  # what plays
     assert ours["picks"] == "presentation-time"
-    assert "claims 20 frames but 19 play" in ours["picks_reason"]
+    assert "counts 20 frames (the header's count) but 19 play" in ours["picks_reason"]
     assert ours["frames"][:2] == theirs["frames"][:2]  # the frames both take are the same
     # Qwen2-VL's loader picks [0, 5, 10, 15] of the 20: each plays, so mmprep takes them
     assert mmprep_answer(name, "qwen2_vl")["picks"] == "vllm:qwen2_vl"

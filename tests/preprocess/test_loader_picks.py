@@ -168,3 +168,37 @@ def test_a_video_past_the_models_context_is_refused_before_it_is_decoded(tmp_pat
         assert error["param"] == "messages[0].content[0].video_url"
         metrics = httpx.get(f"{live.url}/metrics").text
         assert 'mmprep_frames_decoded_total{kind="video"}' not in metrics  # not a frame decoded
+
+
+REAL_FILES = ("real_packed_bframes_mpeg4.avi", "real_damaged_idr_h264.mp4")
+
+
+@pytest.mark.parametrize("name", REAL_FILES)
+def test_a_real_file_whose_timestamps_disagree_with_the_decoder_gets_the_grab_loops_frames(name):
+    """Cut from real files (tests/data/media/REAL_FILES.md): packed B-frames in a DivX-style
+    AVI, and an H.264 MP4 with a damaged IDR whose timestamps follow decode order. The
+    decoder hands out frames in an order their timestamps do not, so the i-th frame by
+    timestamp is not the i-th OpenCV grabs: mmprep counts as the grab loop does, and gets
+    vLLM's frames, pixel for pixel (the parametrized test above checks each loader)."""
+    for loader in ("qwen2_vl", "qwen3_vl"):
+        theirs = RECORDED["files"][name][loader]
+        ours = mmprep_answer(name, loader)
+        assert ours["picks"] == f"vllm:{loader}"
+        assert (ours["indices"], ours["frames"]) == (theirs["indices"], theirs["frames"])
+    # what makes the file hard: the frames' own timestamps are out of order
+    times = decode_video(MEDIA / name, frame_picks=lambda metadata: list(range(40))).timestamps
+    assert list(times) != sorted(times), "the decoder's order agrees with the timestamps: not a hard case"
+
+
+def test_a_real_file_with_dropped_frames_is_picked_by_presentation_time_and_says_why():
+    """Cinepak from a real AVI with dropped frames: 30 frames play over a 185-frame timeline.
+    OpenCV's seek to the end lands on 165, so vLLM's loaders count 165 frames, pick past the
+    30 that play and hand the model fewer than their rule asks; mmprep picks over the 30."""
+    name = "real_dropped_frames_cinepak.avi"
+    for loader in ("qwen2_vl", "qwen3_vl"):
+        theirs = RECORDED["files"][name][loader]
+        assert theirs["total_num_frames"] == 165 and max(theirs["indices"]) <= 29
+        ours = mmprep_answer(name, loader)
+        assert ours["picks"] == "presentation-time"
+        assert "counts 165 frames (where OpenCV's seek to the end lands) but 30 play" in ours["picks_reason"]
+        assert ours["frames"][0] == theirs["frames"][0]

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from mmprep import families
-from mmprep.decoders import MediaError, decode_video
+from mmprep.decoders import MediaError, decode_video, probe_video
 from mmprep.preprocess.loader_picks import LoaderPicks
 from tests.support.media import MEDIA
 from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
@@ -65,6 +65,21 @@ def test_a_video_gets_the_frames_vllms_loader_takes(name, loader):
     if name in OTHER_PIXELS:
         assert ours.pop("frames") != theirs.pop("frames"), OTHER_PIXELS[name]  # still so: else drop the note
     assert ours == theirs
+
+
+OPENCV = sorted(name for name, answer in RECORDED["opencv"].items() if "error" not in answer)
+
+
+@pytest.mark.parametrize("name", OPENCV)
+def test_the_count_and_rate_are_what_opencv_reports(name):
+    """What vLLM's loader reads of the file through OpenCV: CAP_PROP_FRAME_COUNT, CAP_PROP_FPS,
+    and CAP_PROP_POS_FRAMES after its seek to the end (its cross-check), which mmprep works
+    out from the index alone (end_seek_frames); where OpenCV has no count, neither."""
+    theirs = RECORDED["opencv"][name]
+    ours = probe_video(MEDIA / name)
+    claimed = max(theirs["frame_count"], 0)
+    assert (ours.header_frames, ours.fps) == (claimed, theirs["fps"])
+    assert ours.end_seek_frames == (theirs["end_seek_frames"] if claimed else 0)
 
 
 def test_a_header_that_claims_a_frame_that_does_not_play_is_picked_by_presentation_time():

@@ -39,8 +39,9 @@ class VideoMetadata:
     header_frames: int = 0
     # Where OpenCV's FFmpeg capture says it stands after seeking to the end (CAP_PROP_POS_AVI_RATIO
     # 1.0, then CAP_PROP_POS_FRAMES): vLLM's loader trusts it over header_frames when it is
-    # lower by more than one (its end-of-stream cross-check). A count by time, not by frame:
-    # a sparse or variable-rate timeline gives less than what plays. 0: not known.
+    # lower by more than one (its end-of-stream cross-check). Counted partly by time, not by
+    # frame: a variable-rate timeline gives other than what plays (more where frames were
+    # dropped, fewer where they come faster than the rate). 0: not known.
     end_seek_frames: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: in
     time short of it (more, while the frame it lands on is past the target), numbers that
     frame by its time (times `fps`, rounded, less the first frame's number), then counts
     one per frame it reads after it, up to the target, plus one. `start`: the stream's
-    start time, in ticks; 0 where the index has no times or there is no header count."""
+    start time, in ticks. 0 where the index has no times or the header no count."""
     if not index.has_times or header_frames < 2 or fps <= 0:
         return 0
     tick = float(index.time_base)
@@ -92,7 +93,8 @@ def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: in
         ts = start + int(earlier / fps / tick + 0.5)
         key = index.keyframe_at_or_before(ts) if len(index.keyframes) else None
         # the first frame shown from that keyframe on (an edit list may hide the keyframe)
-        shown = 0 if key is None else min(int(np.searchsorted(index.pts, index.keyframes[key])), len(index.pts) - 1)
+        shown = 0 if key is None else int(np.searchsorted(index.pts, index.keyframes[key]))
+        shown = min(shown, len(index.pts) - 1)
         landed = number(int(index.pts[shown])) - first
         if 0 <= landed <= header_frames - 1:
             return min(landed + len(index.pts) - 1 - shown, header_frames - 1) + 1

@@ -72,7 +72,12 @@ def main(names: list[str]) -> None:
         for path in paths
     }
     opencv = {path.name: opencv_answer(path.read_bytes()) for path in paths}
-    json.dump({"vllm": "0.33.0", "fps": FPS, "files": answers, "opencv": opencv}, sys.stdout, indent=1, sort_keys=True)
+    json.dump(
+        {"vllm": "0.33.0", "fps": FPS, "files": answers, "opencv": opencv},
+        sys.stdout,
+        indent=1,
+        sort_keys=True,
+    )
     sys.stdout.write("\n")
 
 

@@ -61,7 +61,11 @@ class LoaderPicks:
     def _why_not(self, metadata: VideoMetadata) -> str:
         """Why vLLM's loader would not return the frames it picks, in words."""
         total = self._vllm_source(metadata).total
-        counted = "the header's count" if total == metadata.header_frames else "where OpenCV's seek to the end lands"
+        counted = (
+            "the header's count"
+            if total == metadata.header_frames
+            else "where OpenCV's seek to the end lands"
+        )
         return (
             f"vLLM's {self.family.vllm_video_loader} loader counts {total} frames ({counted}) but "
             f"{metadata.num_frames} play: it would fail to grab a frame it picks"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import sys
 from pathlib import Path
 
@@ -34,18 +35,17 @@ CUTS = {
 
 
 def cut(data: bytes, target: Path, packets: int) -> None:
-    with av.open(io.BytesIO(data)) as source, av.open(str(target), "w", format=source.format.name.split(",")[0]) as out:
+    """The first `packets` of the video stream in `data`, in a container of the kind the
+    target's suffix names."""
+    with av.open(io.BytesIO(data), "r") as source, av.open(str(target), "w") as out:
         stream = source.streams.video[0]
         copy = out.add_stream_from_template(stream)
-        kept = 0
-        for packet in source.demux(stream):
-            if packet.dts is None and not packet.size:
-                continue  # the demuxer's end-of-stream packet
-            if kept == packets:
-                break
+        taken = itertools.islice(
+            (packet for packet in source.demux(stream) if packet.dts is not None), packets
+        )
+        for packet in taken:
             packet.stream = copy
             out.mux(packet)
-            kept += 1
 
 
 def main(root: Path) -> None:

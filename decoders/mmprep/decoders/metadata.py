@@ -73,13 +73,15 @@ def header_frame_count(stream: VideoStream, container: InputContainer, fps: floa
     return 0
 
 
-def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: int) -> int:
+def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: int, by_decode_time: bool) -> int:
     """CAP_PROP_POS_FRAMES after OpenCV's seek to frame `header_frames` (what a seek to ratio
     1.0 does), from the index alone. OpenCV seeks back to the keyframe before 16 frames'
     time short of it (more, while the frame it lands on is past the target), numbers that
     frame by its time (times `fps`, rounded, less the first frame's number), then counts
     one per frame it reads after it, up to the target, plus one. `start`: the stream's
-    start time, in ticks. 0 where the index has no times or the header no count."""
+    start time, in ticks. `by_decode_time`: the demuxer seeks by decode time from the first
+    packet's (MP4 and MOV: their sample tables), else by presentation time. 0 where the
+    index has no times or the header no count."""
     if not index.has_times or header_frames < 2 or fps <= 0:
         return 0
     tick = float(index.time_base)
@@ -88,12 +90,15 @@ def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: in
         return int(fps * (pts - start) * tick + 0.5)
 
     first, delta = number(int(index.pts[0])), 16
+    seek_times = index.keyframes  # what the demuxer compares the seek's target with
+    if by_decode_time and len(index.keyframe_dts):
+        seek_times = start + index.keyframe_dts - index.keyframe_dts.min()
     while True:
         earlier = max(header_frames - delta, 0)
         ts = start + int(earlier / fps / tick + 0.5)
-        key = index.keyframe_at_or_before(ts) if len(index.keyframes) else None
+        key = int(np.searchsorted(seek_times, ts, side="right")) - 1
         # the first frame shown from that keyframe on (an edit list may hide the keyframe)
-        shown = 0 if key is None else int(np.searchsorted(index.pts, index.keyframes[key]))
+        shown = 0 if key < 0 else int(np.searchsorted(index.pts, index.keyframes[key]))
         shown = min(shown, len(index.pts) - 1)
         landed = number(int(index.pts[shown])) - first
         if 0 <= landed <= header_frames - 1:

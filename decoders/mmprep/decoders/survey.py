@@ -95,7 +95,8 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         claimed_fps = stream_fps(stream)
         header_frames = header_frame_count(stream, container, claimed_fps)
         start = stream.start_time if stream.start_time is not None else 0
-        end_seek = end_seek_frames(index, start, claimed_fps or 0.0, header_frames)
+        by_decode_time = fmt.startswith("mov,")
+        end_seek = end_seek_frames(index, start, claimed_fps or 0.0, header_frames, by_decode_time)
     decoded_times = None
     num_frames = len(index.pts)
     if duration_source == "decoded":

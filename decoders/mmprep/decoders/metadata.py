@@ -73,7 +73,9 @@ def header_frame_count(stream: VideoStream, container: InputContainer, fps: floa
     return 0
 
 
-def end_seek_frames(index: FrameIndex, start: int, fps: float, header_frames: int, by_decode_time: bool) -> int:
+def end_seek_frames(
+    index: FrameIndex, start: int, fps: float, header_frames: int, by_decode_time: bool
+) -> int:
     """CAP_PROP_POS_FRAMES after OpenCV's seek to frame `header_frames` (what a seek to ratio
     1.0 does), from the index alone. OpenCV seeks back to the keyframe before 16 frames'
     time short of it (more, while the frame it lands on is past the target), numbers that

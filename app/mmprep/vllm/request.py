@@ -6,7 +6,7 @@ dumps it, so the body is what vLLM's own /v1/chat/completions/render would answe
 in prompt order: `mm_hashes` (hashing.py), `mm_placeholders` ({offset, length}: vLLM's
 PlaceholderRangeInfo has nothing more), `kwargs_data` (each item encoded, serde.py) and
 `mm_metadata` (each item's keep-on-CPU keys alone, the grids and times, as vLLM's render
-adds them for a prefill that takes its embeddings from elsewhere).
+adds them for a prefill that takes its embeddings from elsewhere; _metadata_or_none).
 
 vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
 for an embedding. A range that holds its embeddings as one run between markers goes as
@@ -354,7 +354,7 @@ def features(
     hashes: dict[str, list[str]] = {}
     ranges: dict[str, list[dict[str, int]]] = {}
     kwargs_data: dict[str, list[str]] = {}
-    metadata: dict[str, list[str]] = {}
+    metadata: dict[str, list[str | None]] = {}
     for modality, group in by_modality.items():
         media = [entry.item for entry in group]
         items = kwargs_items(
@@ -363,13 +363,24 @@ def features(
         hashes[modality] = _hashes(group, request, options)
         ranges[modality] = [{"offset": e.placeholder.offset, "length": e.placeholder.length} for e in group]
         kwargs_data[modality] = [encode(item) for item in items]
-        metadata[modality] = [encode(_on_cpu(item)) for item in items]
+        metadata[modality] = [encode(kept) if (kept := _on_cpu(item)) else None for item in items]
     return {
         "mm_hashes": hashes,
         "mm_placeholders": ranges,
         "kwargs_data": kwargs_data,
-        "mm_metadata": metadata,
+        "mm_metadata": _metadata_or_none(metadata),
     }
+
+
+def _metadata_or_none(metadata: dict[str, list[str | None]]) -> dict[str, list[str | None]] | None:
+    """mm_metadata as vLLM 0.33's render writes it where that is valid: None when no item keeps
+    anything on the CPU, each item without such keys None. vLLM's render leaves out a modality
+    whose items keep nothing, which its own MultiModalFeatures refuses beside a modality that
+    keeps something ("mm_metadata must use the same modalities as mm_hashes": a Gemma 4 video
+    beside an image or an audio); mmprep lists every modality then."""
+    if all(text is None for texts in metadata.values() for text in texts):
+        return None
+    return metadata
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ tensors and the rendered prompt against transformers itself, on the same pixels.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -206,7 +207,7 @@ def test_on_vllms_render_route_an_image_is_vllms_item(server):
     ]
 
 
-def generate_body(folder, *parts: dict, **extra) -> dict:
+def generate_body(folder, *parts: dict, **extra) -> tuple[dict, Any, int]:
     """The GenerateRequest `mmprep --engine vllm-generate` POSTs for a chat of `parts`, and
     the request it was made of."""
     from mmprep.vllm.request import generate_request
@@ -248,7 +249,9 @@ def test_a_requests_processor_options_cannot_go_with_the_files(folder):
     from mmprep.interface.engine import EngineHTTPError
 
     with pytest.raises(EngineHTTPError) as refused:
-        generate_body(folder, image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"longest_edge": 560}})
+        generate_body(
+            folder, image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"longest_edge": 560}}
+        )
     assert refused.value.status == 400 and refused.value.param == "mm_processor_kwargs"
     assert refused.value.code == "unsupported_field"
 

@@ -42,9 +42,9 @@ from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenP
 from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
+from .content_parts import media_parts
 from .dtypes import model_dtype
 from .hashing import HashAlgorithm, mm_hash, run_hash
-from .content_parts import media_parts
 from .items import Item, kwargs_items
 from .sampling import max_tokens_cap, sampling_defaults, sampling_params
 from .serde import encode_item, encode_item_pieces

@@ -29,6 +29,7 @@ from mmprep import families
 
 from ..interface.engine import EngineHTTPError
 from ..interface.prepared import MediaItem, PreparedRequest, TokenPrompt
+from ..modalities import modality_of
 from .hashing import mm_hash
 
 if TYPE_CHECKING:
@@ -60,21 +61,12 @@ def media_parts(
     done = 0
     for placeholder in placeholders:
         item = request.media[placeholder.media_index]
-        if placeholder.modality != "image":
-            raise EngineHTTPError(
-                f"{item.param}: this request's images go to vLLM's generate endpoint as their files "
-                f"(content_parts), and a {item.kind} cannot go beside them on that endpoint: "
-                "send it in a request of its own",
-                400,
-                "unsupported_placeholder",
-                item.param,
-            )
         pad = options.vision_token_ids[family.sides[placeholder.modality].pad]
         pieces += [prompt.token_ids[done : placeholder.offset], np.array([pad], prompt.token_ids.dtype)]
         done = placeholder.offset + placeholder.length
         parts.append(
             {
-                "type": "image_url",
+                "type": modality_of(item).part_type,
                 "url": _file_url(item),
                 "uuid": mm_hash(item, options.model_id, None, options.hash_algorithm, options.family),
             }
@@ -85,11 +77,14 @@ def media_parts(
 
 def _file_url(item: MediaItem) -> str:
     """The image's file as fetched, as a data URL: vLLM opens it as its own loader opens a
-    file it fetched (with a processor, mmprep keeps every image's file: modalities/image.py)."""
+    file it fetched (with a processor, mmprep keeps every image's file: modalities/image.py).
+    A 400 for an item without one: a video or an audio (vLLM's loader would sample its own),
+    an image scaled by --max-pixels."""
     if item.source is None:
         raise EngineHTTPError(
-            f"{item.param}: the image's file was not kept (scaled by --max-pixels), so vLLM cannot be "
-            "given it",
+            f"{item.param}: this request's images go to vLLM's generate endpoint as their files "
+            f"(content_parts), and this {item.kind} has no file kept to go so (a video or an audio, "
+            "or an image scaled by --max-pixels): send it in a request of its own",
             400,
             "unsupported_placeholder",
             item.param,

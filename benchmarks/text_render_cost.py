@@ -59,7 +59,7 @@ def stages(
 ) -> list[tuple[str, Callable[[int], Any]]]:
     """(name, work on chat i) for each stage of the route, then the alternatives beside them."""
     preprocessor = service.preprocessor
-    options = dataclasses.replace(service.generate_options, runs_as_images=False)
+    options = dataclasses.replace(service.generate_options, for_generate=False)
     documents = [json.loads(body) for body in bodies]
     inputs = [parse_chat_request(document).chat_input() for document in documents]
     texts = [renderer.render_text(chat.messages, chat.template) for chat in inputs]

@@ -9,6 +9,10 @@
 #   - tests/vllm_real/test_real_vllm_render_media.py: `vllm launch render` against mmprep's
 #     render route, every family, both pixel forms;
 #   - tests/vllm_real/test_real_vllm_audio.py: the same for Gemma 4's audio parts;
+#   - tests/vllm_real/test_real_vllm_mixed.py, Gemma 4's case: an image, a video and two audios
+#     in one request through mmprep against `vllm serve` (issue 59, point 4; about 3 minutes);
+#   - tests/vllm_real/test_real_vllm.py's Mistral 3 photos: images of several rows through
+#     mmprep against `vllm serve` (issue 59, point 3; about 2 minutes);
 #   - tests/vllm_real/test_client_api_translations.py: vLLM's own translation of the
 #     Anthropic and Responses requests.
 #
@@ -52,5 +56,8 @@ grep -qw avx512f /proc/cpuinfo && VLLM_VENVS_REQUIRED=render,engine
     tests/vllm_real/test_vllm_serve_parity.py \
     tests/vllm_real/test_real_vllm_render_media.py \
     tests/vllm_real/test_real_vllm_audio.py \
-    tests/vllm_real/test_client_api_translations.py
+    tests/vllm_real/test_client_api_translations.py \
+    "tests/vllm_real/test_real_vllm_mixed.py::test_a_mixed_request_through_mmprep_is_vllms_own[gemma4]" \
+    "tests/vllm_real/test_real_vllm_mixed.py::test_a_mixed_request_renders_as_vllm[gemma4]" \
+    "tests/vllm_real/test_real_vllm.py::test_mistral3_photos_are_vllms_own"
 echo "== live vLLM stage: $((SECONDS - began)) s"

@@ -3,6 +3,7 @@ audio tower (gemma4_e4b): the placeholder ids of prompts with audio (and text, a
 and the audio's features, and vLLM's token count."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from mmprep.families.gemma4 import FAMILY
 from mmprep.model import ModelFolder
 from mmprep.processors.audio_features import AudioFeatureConfig, log_mel
+from mmprep.vllm.serde import decode_item
 from tests.support.model_folder import make_model_folder
 
 transformers = pytest.importorskip("transformers")
@@ -76,3 +78,35 @@ class _Config:
 
     def option(self, name):
         return {"audio_seq_length": 750}[name]
+
+
+def test_a_mixed_requests_metadata_is_vllms_and_lists_every_modality(folder):
+    """An image, a video and two audios in one request: on the render route each item's
+    mm_metadata is what vLLM's render writes (the video's keep-on-CPU counts and stamps, null
+    for an image or an audio, which keep nothing there), but every modality is listed, which
+    vLLM's MultiModalFeatures insists on (its own render lists the video alone, and its check
+    refuses that: tests/vllm_real/test_real_vllm_mixed.py); for the generate endpoint (the
+    video's frames as image items) nothing keeps anything: null."""
+    from mmprep.vllm.request import generate_request
+    from tests.vllm_real.real_vllm import MEDIA_CASES, audio_engine_cases, prepared_in_process
+
+    parts = [
+        {"type": "image_url", "image_url": {"url": MEDIA_CASES["png"][1]}},
+        {"type": "video_url", "video_url": {"url": MEDIA_CASES["vp9"][1]}},
+        *next(iter(audio_engine_cases().values())),
+        {"type": "text", "text": "Describe them."},
+    ]
+    body = {"model": "m", "messages": [{"role": "user", "content": parts}]}
+    prepared, options = prepared_in_process(folder, body, None, "m")
+    rendered = generate_request(prepared, replace(options, for_generate=False))["features"]
+    assert {modality: len(hashes) for modality, hashes in rendered["mm_hashes"].items()} == {
+        "image": 1,
+        "video": 1,
+        "audio": 2,
+    }
+    metadata = rendered["mm_metadata"]
+    assert metadata["image"] == [None] and metadata["audio"] == [None, None]
+    (video,) = metadata["video"]
+    assert decode_item(video).keys() == {"video_frame_counts", "video_num_soft_tokens", "video_timestamps"}
+    sent = generate_request(prepared, options)["features"]
+    assert set(sent["mm_hashes"]) == {"image", "audio"} and sent["mm_metadata"] is None

@@ -6,6 +6,7 @@ tensors and the rendered prompt against transformers itself, on the same pixels.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -183,21 +184,76 @@ def test_a_size_of_another_shape_is_a_400_naming_it(server):
     assert error["code"] == "invalid_processor_option" and "size.longest_edge" in error["message"]
 
 
-def test_on_vllms_wire_only_a_one_row_image_goes(server):
+def test_on_vllms_render_route_an_image_is_vllms_item(server):
     """vLLM 0.33's generate takes every token of a range for an embedding: an image of one
     row goes as its run of [IMG] (the [IMG_END] after it left out, as vLLM's runner finds the
-    run in its own range); rows split by [IMG_BREAK] cannot be said on that wire: a 400
-    naming the part."""
+    run in its own range); rows split by [IMG_BREAK] go as vLLM's render answers them, the
+    whole range (which vLLM's generate cannot take, as it cannot its own render's)."""
     answer = server.render(image(png_data_url(3000, 10)))
     assert answer.status_code == 200, answer.text
     (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
     ids = answer.json()["token_ids"]
     assert placeholder["length"] == 55 and ids[placeholder["offset"] + 55] == END
     assert set(ids[placeholder["offset"] : placeholder["offset"] + 55]) == {IMG}
-    answer = server.render(image(png_data_url(64, 48)))
-    assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
-    assert error["code"] == "unsupported_placeholder" and error["param"] == "messages[0].content[0].image_url"
+    answer = server.render(image(png_data_url(64, 48)))  # 56 x 84: two rows of three
+    assert answer.status_code == 200, answer.text
+    (placeholder,) = answer.json()["features"]["mm_placeholders"]["image"]
+    ids = answer.json()["token_ids"]
+    assert ids[placeholder["offset"] : placeholder["offset"] + placeholder["length"]] == [
+        *[IMG] * 3,
+        BREAK,
+        *[IMG] * 3,
+        END,
+    ]
+
+
+def generate_body(folder, *parts: dict, **extra) -> tuple[dict, Any, int]:
+    """The GenerateRequest `mmprep --engine vllm-generate` POSTs for a chat of `parts`, and
+    the request it was made of."""
+    from mmprep.vllm.request import generate_request
+    from tests.vllm_real.real_vllm import prepared_in_process
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": list(parts)}], **extra}
+    prepared, options = prepared_in_process(folder, body, None, MODEL)
+    assert options.max_model_len  # the folder's, as vLLM derives it
+    return generate_request(prepared, options), prepared, options.max_model_len
+
+
+def test_on_vllms_generate_wire_images_of_rows_go_as_their_files(folder):
+    """Rows split by [IMG_BREAK] cannot go as features (no is_embed), nor a row as an item of
+    its own (Pixtral attends across the whole image): the request's images go as their files
+    (content_parts), for vLLM to process as its chat does, each still the one [IMG] the
+    template wrote, in the ids vLLM's chat tokenizes; each keyed by mmprep's hash (vLLM's)."""
+    from mmprep.vllm.hashing import mm_hash
+
+    one_row, two_rows = png_data_url(3000, 10), png_data_url(64, 48, noise=True)
+    sent, prepared, max_model_len = generate_body(
+        folder, image(one_row), image(two_rows), {"type": "text", "text": "Compare."}
+    )
+    assert sent["features"] is None
+    assert sent["content_parts"] == [
+        {"type": "image_url", "url": url, "uuid": mm_hash(item, MODEL)}
+        for url, item in zip((one_row, two_rows), prepared.media, strict=True)
+    ]
+    loaded = ModelFolder.load(folder)
+    assert sent["token_ids"] == loaded.encode(prepared.prompt.text)
+    assert sent["token_ids"].count(IMG) == 2 and BREAK not in sent["token_ids"]
+    # the rest of the request is the expanded prompt's: vLLM's max_tokens leaves it room
+    assert sent["sampling_params"]["max_tokens"] == max_model_len - len(prepared.prompt.token_ids)
+    # a one-row image alone goes as its item, processed by mmprep
+    sent, *_ = generate_body(folder, image(one_row))
+    assert sent["content_parts"] is None and sent["features"]["mm_placeholders"]["image"][0]["length"] == 55
+
+
+def test_a_requests_processor_options_cannot_go_with_the_files(folder):
+    from mmprep.interface.engine import EngineHTTPError
+
+    with pytest.raises(EngineHTTPError) as refused:
+        generate_body(
+            folder, image(png_data_url(64, 48)), mm_processor_kwargs={"size": {"longest_edge": 560}}
+        )
+    assert refused.value.status == 400 and refused.value.param == "mm_processor_kwargs"
+    assert refused.value.code == "unsupported_field"
 
 
 # -- against transformers, here and now -------------------------------------------------------

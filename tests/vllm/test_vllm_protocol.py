@@ -192,7 +192,7 @@ def test_a_video_split_by_time_stamps_goes_as_one_image_per_block():
 def test_the_render_route_writes_the_one_video_item():
     """What vLLM's render answers for the same video: one video item, its whole range."""
     case, prepared, _ = _two_block_prompt()
-    options = replace(case.options, runs_as_images=False)
+    options = replace(case.options, for_generate=False)
     features = generate_request(prepared, options)["features"]
     assert features["mm_placeholders"] == {
         "video": [{"offset": 1, "length": len(prepared.prompt.token_ids) - 1}]

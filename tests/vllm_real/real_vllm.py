@@ -63,8 +63,9 @@ BLOCKS = ("qwen3_vl", "qwen3_5")
 RUNS = (*BLOCKS, "internvl", "gemma4")
 # Families whose image ranges hold their embeddings in rows split by break tokens (Mistral 3's
 # [IMG] rows, each closed by [IMG_BREAK], the last by [IMG_END]): vLLM's render answers the
-# whole range, which its own generate (no is_embed) cannot take; mmprep refuses every image of
-# more than one row on vLLM's wire (400 unsupported_placeholder) and sends a one-row image's run.
+# whole range, which its own generate (no is_embed) cannot take; mmprep sends a request with an
+# image of more than one row with its images as files (content_parts, for vLLM to process), and
+# a one-row image alone as its run.
 ROWS = ("mistral3",)
 # Families whose images come in tiles (Llama 4: each tile's 144 <|patch|>, tile separators between
 # them, <|image|> before the global tile): vLLM's render answers the whole range, which its
@@ -136,6 +137,18 @@ def png(width: int, height: int) -> bytes:
 
 def data_url(data: bytes, mime: str) -> str:
     return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+def camera_jpeg(seed: int, width: int = 1280, height: int = 720) -> str:
+    """A photo-like JPEG (a gradient with noise) as a data URL: decoded by Pillow, resized by
+    both processors."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    pixels = np.stack([(x + seed) % 256, (2 * y) % 256, (x + y) // 8 % 256], -1)
+    pixels = (pixels + rng.integers(-12, 12, pixels.shape)).clip(0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return data_url(out.getvalue(), "image/jpeg")
 
 
 # name -> (kind, data URL). The same URL goes to both sides, so both fetch the same bytes.

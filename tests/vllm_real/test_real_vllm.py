@@ -59,6 +59,7 @@ from tests.vllm_real.real_vllm import (
     audio_chat,
     audio_engine_cases,
     audios_encoded_anew,
+    camera_jpeg,
     chat_body,
     chat_logprobs,
     data_url,
@@ -101,11 +102,12 @@ SETUPS = [
 # frames), and its render route answers vLLM's video item.
 # Gemma 3 and Mistral 3 take no video at all: mmprep refuses their videos before anything (400
 # unsupported_content_type), and vLLM's render and chat refuse them too.
-# Mistral 3 images (ROWS): the embeddings are rows split by [IMG_BREAK], so mmprep refuses an
-# image of more than one row on vLLM's wire (400 unsupported_placeholder) where vLLM's render
-# answers its whole range (no is_embed); both PNGs here have several rows. A one-row image
-# goes (test_a_one_row_image_is_vllms_own, below).
-REFUSED = {(family, case) for family in ROWS for case in CASES}
+# Mistral 3 images (ROWS): the embeddings are rows split by [IMG_BREAK], which vLLM 0.33's
+# generate cannot take as features (no is_embed), so mmprep sends a request with such an image
+# with its images as files (content_parts, processed by vllm serve as its chat does); its render
+# route answers vLLM's render, the whole range. Both PNGs here have several rows; a one-row image
+# goes as its run (test_a_one_row_image_is_vllms_own, below). Mistral 3 takes no video: REFUSED.
+REFUSED = {(family, case) for family in ROWS for case in VIDEOS}
 # InternVL, Gemma 4 and Gemma 3 images: the range holds the embeddings as one run between a begin and an
 # end marker. vLLM's own render -> generate fails on them too (a 500); mmprep sends the run
 # alone, which vLLM's runner finds in its own range (extract_embeds_range), and the greedy ids
@@ -115,10 +117,7 @@ POINT_5 = (
     "vLLM's own render -> generate fails for Qwen3-VL videos and InternVL's, Gemma 4's and "
     "Mistral 3's items (no is_embed): issue 31, point 5"
 )
-REFUSED_RENDER = (
-    "mmprep's render refuses Mistral 3 images of more "
-    "than one row (400 unsupported_placeholder), vLLM's answers: issue 31, point 5"
-)
+REFUSED_RENDER = "Mistral 3 takes no video: mmprep refuses it (400), and vLLM's render and chat refuse it"
 
 
 # InternVL's and Gemma 4's processors sample nothing, so vLLM's loader takes np.linspace(0,
@@ -173,7 +172,7 @@ def body_for(setup, case):
 @pytest.mark.parametrize("case", CASES)
 def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
     if (setup["family"], case) in REFUSED:
-        pytest.xfail("mmprep refuses these items on vllm-generate: " + POINT_5)
+        pytest.xfail(REFUSED_RENDER)
     body = body_for(setup, case)
     if (setup["family"], case) in OTHER_FRAMES:
         body["media_io_kwargs"] = {"video": SAME_FRAMES}
@@ -284,6 +283,45 @@ def test_a_one_row_image_is_vllms_own(setup):
     assert answers[0] != answers[1], answers
 
 
+# Photo sizes (333 x 197, 1920 x 1080), each of several rows, and a one-row image beside one of
+# rows (the request then sends both as files)
+PHOTOS = {
+    "333x197 jpeg": [camera_jpeg(7, 333, 197)],
+    "1920x1080 jpeg": [camera_jpeg(8, 1920, 1080)],
+    "one row beside rows": [data_url(png(3000, 10), "image/png"), camera_jpeg(9, 640, 480)],
+}
+
+
+@pytest.mark.parametrize("setup", [pytest.param(("mistral3", "normalize"), id="mistral3")], indirect=True)
+@pytest.mark.parametrize("photo", PHOTOS)
+def test_mistral3_photos_are_vllms_own(setup, photo):
+    """Mistral 3 (ROWS) images of any size, at mmprep's defaults: greedy ids and logprobs
+    through mmprep's vllm-generate are vllm serve's own chat's, the images gone as their files
+    (content_parts, each still the one [IMG] of the ids vLLM's chat tokenizes), keyed by vLLM's
+    hashes; mmprep's render route answers what vLLM's render answers, every field (a one-row
+    image's range the run of its [IMG]s, as_generate_takes). In vLLM's default pixel form
+    alone: vLLM processes these images itself."""
+    parts = [{"type": "image_url", "image_url": {"url": url}} for url in PHOTOS[photo]]
+    body = {
+        "model": str(setup["folder"]),
+        "messages": [{"role": "user", "content": [*parts, {"type": "text", "text": "Describe it."}]}],
+        "max_tokens": NEW_TOKENS,
+        "temperature": 0,
+        "logprobs": True,
+    }
+    expected = chat_logprobs(setup["vllm"], body)
+    response = httpx.post(f"{setup['mmprep']}/v1/chat/completions", json=body, timeout=900)
+    assert response.status_code == 200, response.text
+    sent, answer = setup["proxy"].exchanges[-1]
+    theirs = render_fields(render(setup["vllm"], body))
+    assert sent["features"] is None
+    assert [part["uuid"] for part in sent["content_parts"]] == theirs["mm_hashes"]["image"]
+    choice = answer["choices"][0]
+    assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
+    theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
+    assert differences(render_fields(render(setup["mmprep"], body)), theirs) == []
+
+
 @pytest.mark.parametrize("size", [(1000, 300), (300, 700)], ids=["3 crops", "2 crops"])
 def test_gemma3_an_image_with_crops_is_vllms_own(setup, size):
     """Gemma 3 with pan and scan asked (mm_processor_kwargs): the whole image and each crop
@@ -312,7 +350,8 @@ def test_vllms_own_render_then_generate_is_its_chat(request, setup, case):
     Qwen3-VL videos, whose placeholders carry no is_embed). The chat first, so that the failing
     generate meets the encoder cache entry and answers a 500 without killing the engine. Last of
     a setup's tests, videos last."""
-    if (setup["family"], case) in REFUSED | NARROWED or (setup["family"] in RUNS and case in VIDEOS):
+    split = setup["family"] in ROWS or (setup["family"] in RUNS and case in VIDEOS)
+    if (setup["family"], case) in REFUSED | NARROWED or split:
         request.applymarker(pytest.mark.xfail(strict=True, reason=POINT_5))
     body = body_for(setup, case)
     expected, _ = vllm_chat_ids(setup["vllm"], body)

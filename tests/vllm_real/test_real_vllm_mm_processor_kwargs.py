@@ -14,6 +14,7 @@ from tests.vllm_real.real_vllm import (
     NORMALIZE,
     RENDER_VENV,
     as_generate_takes,
+    camera_jpeg,
     chat_body,
     differences,
     missing_venv,
@@ -23,7 +24,6 @@ from tests.vllm_real.real_vllm import (
     render_fields,
     vllm_render,
 )
-from tests.vllm_real.test_real_vllm_render_media import camera_jpeg
 
 pytestmark = pytest.mark.slow
 if reason := missing_venv(RENDER_VENV):

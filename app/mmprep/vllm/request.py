@@ -6,7 +6,7 @@ dumps it, so the body is what vLLM's own /v1/chat/completions/render would answe
 in prompt order: `mm_hashes` (hashing.py), `mm_placeholders` ({offset, length}: vLLM's
 PlaceholderRangeInfo has nothing more), `kwargs_data` (each item encoded, serde.py) and
 `mm_metadata` (each item's keep-on-CPU keys alone, the grids and times, as vLLM's render
-adds them for a prefill that takes its embeddings from elsewhere).
+adds them for a prefill that takes its embeddings from elsewhere; _metadata_or_none).
 
 vLLM 0.33.0 carries no is_embed mask: the generate endpoint takes every token of a range
 for an embedding. A range that holds its embeddings as one run between markers goes as
@@ -15,9 +15,11 @@ item per run where the family's model reads each run as an image (Family.vllm_im
 a Qwen3-VL / Qwen3.5 video's temporal blocks, an InternVL or Gemma 4 video's frames, a
 Llama 4 image's tiles, a Gemma 3 image's pan-and-scan views, the time stamps, labels and
 words between them plain prompt tokens), each with its own hash derived from the item's
-(hashing.run_hash); the render route (GenerateOptions.runs_as_images off) answers the one
-item as vLLM's render does. Any other split range (Mistral 3's rows) is refused with a 400
-naming the part, rather than failing inside vLLM.
+(hashing.run_hash); the render route (GenerateOptions.for_generate off) answers the one
+item as vLLM's render does. A request with any other split range (Mistral 3's rows, which
+Pixtral's encoder reads as one image) goes with its images as files instead
+(content_parts.py: GenerateRequest.content_parts, processed by vLLM as its chat processes
+them); the render route answers such an item whole, as vLLM's render does.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenP
 from ..modalities import modality_of
 from ..model import load_model_folder
 from ..preprocess.vision import normalizes_on_device
+from .content_parts import media_parts
 from .dtypes import model_dtype
 from .hashing import HashAlgorithm, mm_hash, run_hash
 from .items import Item, kwargs_items
@@ -71,10 +74,12 @@ class GenerateOptions:
     max_model_len: int | None = None
     # Videos' hashes written before (wire_cache.py); None: none kept
     wire_cache: WireCache | None = field(default=None, compare=False)
-    # An item whose embeddings text splits goes as one image item per run where its family
-    # says how (Family.vllm_image_runs), as vLLM's generate endpoint takes it; off: as the one
-    # item vLLM's render answers (the render route, which answers as `vllm launch render`)
-    runs_as_images: bool = True
+    # Written for vLLM's generate endpoint (the engine): an item whose embeddings text splits
+    # goes as one image item per run where its family says how (Family.vllm_image_runs), and
+    # a request with one that no runs can say goes with its images as files (content_parts.py);
+    # off: every item as the one item vLLM's render answers (the render route, which answers
+    # as `vllm launch render`)
+    for_generate: bool = True
 
 
 def generate_options(settings: Settings, wire_cache: WireCache | None = None) -> GenerateOptions:
@@ -192,12 +197,18 @@ def _generate_request(
     prompt = _token_prompt(request)
     extra = request.extra
     chat = request.completion is None
+    token_ids, parts = prompt.token_ids, None
+    try:
+        media = features(request, options, encode)
+    except _SplitItem:  # no features can say it: the images as files, for vLLM to process
+        media = None
+        token_ids, parts = media_parts(request, prompt, options)
     return {
         "request_id": vllm_request_id(request.request_id),
-        "token_ids": prompt.token_ids,
+        "token_ids": token_ids,
         "token_offsets": None,
-        "features": features(request, options, encode),
-        "content_parts": None,
+        "features": media,
+        "content_parts": parts,
         "sampling_params": sampling_params(
             request.sampling,
             request.stream,
@@ -343,7 +354,7 @@ def features(
     hashes: dict[str, list[str]] = {}
     ranges: dict[str, list[dict[str, int]]] = {}
     kwargs_data: dict[str, list[str]] = {}
-    metadata: dict[str, list[str]] = {}
+    metadata: dict[str, list[str | None]] = {}
     for modality, group in by_modality.items():
         media = [entry.item for entry in group]
         items = kwargs_items(
@@ -352,13 +363,24 @@ def features(
         hashes[modality] = _hashes(group, request, options)
         ranges[modality] = [{"offset": e.placeholder.offset, "length": e.placeholder.length} for e in group]
         kwargs_data[modality] = [encode(item) for item in items]
-        metadata[modality] = [encode(_on_cpu(item)) for item in items]
+        metadata[modality] = [encode(kept) if (kept := _on_cpu(item)) else None for item in items]
     return {
         "mm_hashes": hashes,
         "mm_placeholders": ranges,
         "kwargs_data": kwargs_data,
-        "mm_metadata": metadata,
+        "mm_metadata": _metadata_or_none(metadata),
     }
+
+
+def _metadata_or_none(metadata: dict[str, list[str | None]]) -> dict[str, list[str | None]] | None:
+    """mm_metadata as vLLM 0.33's render writes it where that is valid: None when no item keeps
+    anything on the CPU, each item without such keys None. vLLM's render leaves out a modality
+    whose items keep nothing, which its own MultiModalFeatures refuses beside a modality that
+    keeps something ("mm_metadata must use the same modalities as mm_hashes": a Gemma 4 video
+    beside an image or an audio); mmprep lists every modality then."""
+    if all(text is None for texts in metadata.values() for text in texts):
+        return None
+    return metadata
 
 
 @dataclass(frozen=True)
@@ -378,14 +400,21 @@ def _entries(
 ) -> list[_Entry]:
     """The item whole (its range narrowed to its embeddings' run where that is one run), or
     one image item per run of its embeddings where its family says how vLLM's model reads
-    them; else the 400 _embed_range raises."""
+    them. An item split otherwise: for the render route whole, as vLLM's render answers it;
+    for the generate endpoint _SplitItem (the request then goes as content_parts.py writes
+    it), or a 400 where its runs are not the family's."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     token = _pad_token(options, placeholder.modality)
     rules = families.find(options.family)
     runs = None if rules is None else rules.vllm_image_runs(rules.sides[item.kind], item.processed.tensors)
     if runs is None or placeholder.length == item.processed.num_tokens:  # nothing but embeddings
-        return [_Entry(_embed_range(placeholder, item, token_ids, token), item, item)]
-    if not options.runs_as_images:  # the render route: the one item, as vLLM's render answers
+        narrowed = _embed_range(placeholder, item, token_ids, token)
+        if narrowed is not None:
+            return [_Entry(narrowed, item, item)]
+        if options.for_generate:
+            raise _SplitItem(item.param)
+        return [_Entry(placeholder, item, item)]
+    if not options.for_generate:  # the render route: the one item, as vLLM's render answers
         return [_Entry(placeholder, item, item)]
     assert rules is not None
     kind = rules.image.modality
@@ -440,16 +469,20 @@ def _pad_token(options: GenerateOptions, modality: families.Kind) -> int | None:
     return options.vision_token_ids.get(key)
 
 
+class _SplitItem(Exception):
+    """An item whose embeddings other tokens split where its family gives no image runs
+    (Mistral 3's rows): no features vLLM 0.33.0's generate endpoint takes can say it."""
+
+
 def _embed_range(
     placeholder: Placeholder, item: MediaItem, token_ids: np.ndarray, token: int | None
-) -> Placeholder:
+) -> Placeholder | None:
     """The range vLLM 0.33.0's generate endpoint can take for the item: it has no is_embed
     mask, so it takes every token of a range for an embedding. A range that holds its
     embeddings as one run between other tokens (Gemma 4's and InternVL's begin and end
     markers) goes as that run alone: vLLM's runner finds the same run in its own range
-    (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. A range
-    whose embeddings are split (Mistral 3's rows), where the family gives no image runs
-    (_entries), cannot be said on this wire: a 400 naming the part."""
+    (PlaceholderRange.extract_embeds_range), so the engine merges and attends alike. None
+    for a range whose embeddings are split (Mistral 3's rows)."""
     assert item.processed is not None  # _media refuses an item without processed tensors
     embeddings = item.processed.num_tokens
     if placeholder.length == embeddings:
@@ -459,7 +492,7 @@ def _embed_range(
     if len(runs) == 1 and runs[0][1] == embeddings:
         start, length = runs[0]
         return replace(placeholder, offset=placeholder.offset + start, length=length)
-    raise _unsupported(placeholder, item)
+    return None
 
 
 def _unsupported(placeholder: Placeholder, item: MediaItem) -> EngineHTTPError:

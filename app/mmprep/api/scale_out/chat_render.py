@@ -55,9 +55,10 @@ async def render_chat_document(
     if skip is not None:
         chat = dataclasses.replace(chat, extra={**chat.extra, "skip_special_tokens": skip})
     prepared, _ = await service.preprocessor.prepare(chat, request_id, cancel)
-    # vLLM's render answers a video whose embeddings text splits as one item (vllm launch
-    # render's answer); --engine vllm-generate sends it as image runs (vllm/request.py)
-    options = dataclasses.replace(service.generate_options, runs_as_images=False)
+    # vLLM's render answers an item whose embeddings text splits as one item (vllm launch
+    # render's answer); --engine vllm-generate sends it as image runs, or the request's
+    # images as files (vllm/request.py)
+    options = dataclasses.replace(service.generate_options, for_generate=False)
     if prepared.media:  # hashing and encoding the tensors: milliseconds, off the event loop
         pieces = await asyncio.to_thread(generate_request_body, prepared, options, changes)
     else:  # a text prompt's answer is its ids (80k in 0.4 ms): less than a thread hop costs

@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from mmprep.vllm.dtypes import torch_name
+from mmprep.processors import torch_name
 from mmprep.vllm.serde import decode_item
 from tests.support import tiny_model
 from tests.support.servers import ThreadServer, free_port
@@ -742,7 +742,7 @@ def with_seconds_per_grid(request: dict, dtype: str, seconds: float = SECONDS_EX
     """A render's GenerateRequest with each video's second_per_grid_ts `seconds` in `dtype`
     (through float32, as vLLM's processor casts it), in kwargs_data and mm_metadata, under
     hashes of its own (vLLM's caches key items by hash alone)."""
-    from mmprep.vllm.dtypes import cast
+    from mmprep.processors import cast
     from mmprep.vllm.serde import encode_item
 
     features = json.loads(json.dumps(request["features"]))
@@ -758,11 +758,11 @@ def with_seconds_per_grid(request: dict, dtype: str, seconds: float = SECONDS_EX
 
 def seconds_per_grid(request: dict) -> tuple[str, float, list[int]]:
     """A render's video: second_per_grid_ts's dtype and value, and its grid (t, h, w)."""
-    from mmprep.vllm.dtypes import torch_name, values
+    from mmprep.processors import as_float32, torch_name
 
     item = decode_item(request["features"]["kwargs_data"]["video"][0])
     seconds = np.asarray(item["second_per_grid_ts"].data)
-    return torch_name(seconds), float(values(seconds)), [int(n) for n in item["video_grid_thw"].data]
+    return torch_name(seconds), float(as_float32(seconds)), [int(n) for n in item["video_grid_thw"].data]
 
 
 def time_positions(seconds: float, blocks: int, tokens_per_second: float) -> list[int]:

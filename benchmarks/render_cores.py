@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pybase64
 from render_server_speed import MODEL, camera_jpeg, children, free_port
@@ -47,7 +48,9 @@ def request_body(bases: list[bytes], number: int) -> bytes:
             "type": "image_url",
             "image_url": {
                 "url": "data:image/jpeg;base64,"
-                + pybase64.b64encode(unique_jpeg(bases[(4 * number + i) % len(bases)], 4 * number + i)).decode()
+                + pybase64.b64encode(
+                    unique_jpeg(bases[(4 * number + i) % len(bases)], 4 * number + i)
+                ).decode()
             },
         }
         for i in range(LOAD_IMAGES)
@@ -56,7 +59,7 @@ def request_body(bases: list[bytes], number: int) -> bytes:
     return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": parts}]}).encode()
 
 
-def client_process(port: int, threads: int, first: int, stride: int, deadline: float, done: multiprocessing.Value):
+def client_process(port: int, threads: int, first: int, stride: int, deadline: float, done: Any):
     """Requests numbered first, first + stride, ... until `deadline`, `threads` at a time."""
     bases = [camera_jpeg(seed) for seed in range(32)]
     lock = threading.Lock()
@@ -69,7 +72,9 @@ def client_process(port: int, threads: int, first: int, stride: int, deadline: f
                 number = counter[0]
                 counter[0] += stride
             connection.request(
-                "POST", "/v1/chat/completions/render", body=request_body(bases, number),
+                "POST",
+                "/v1/chat/completions/render",
+                body=request_body(bases, number),
                 headers={"Content-Type": "application/json"},
             )
             answer = connection.getresponse()
@@ -102,9 +107,21 @@ def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: fl
     count = len(cores)
     port = free_port()
     command = [
-        "taskset", "-c", ",".join(map(str, cores)),
-        sys.executable, "-m", "mmprep", "serve", "--model", str(folder), "--port", str(port),
-        "--processes", str(count), "--log-level", "warning",
+        "taskset",
+        "-c",
+        ",".join(map(str, cores)),
+        sys.executable,
+        "-m",
+        "mmprep",
+        "serve",
+        "--model",
+        str(folder),
+        "--port",
+        str(port),
+        "--processes",
+        str(count),
+        "--log-level",
+        "warning",
     ]
     with log.open("w") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -123,6 +140,7 @@ def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: fl
                 args=(port, max(1, in_flight // clients), index, clients, deadline, done),
             )
             process.start()
+            assert process.pid is not None
             os.sched_setaffinity(process.pid, client_cores)
             processes.append(process)
         time.sleep(max(0.0, warm_until - time.time()))
@@ -157,10 +175,14 @@ def _wait_ready(port: int, server: subprocess.Popen) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     available = sorted(os.sched_getaffinity(0))
-    parser.add_argument("--cores", type=int, nargs="+", default=[n for n in (1, 2, 4, 8, 16) if n <= len(available)])
+    parser.add_argument(
+        "--cores", type=int, nargs="+", default=[n for n in (1, 2, 4, 8, 16) if n <= len(available)]
+    )
     parser.add_argument("--seconds", type=float, default=15.0, help="the measured window per N")
     parser.add_argument("--folder", type=Path, help="a model folder (default: a Qwen2.5-VL test folder)")
-    parser.add_argument("--vllm-cpu-ms", type=float, help="vLLM's CPU-ms per such request, for the cores it needs")
+    parser.add_argument(
+        "--vllm-cpu-ms", type=float, help="vLLM's CPU-ms per such request, for the cores it needs"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="render-cores-"))
     folder = args.folder

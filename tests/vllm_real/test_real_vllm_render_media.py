@@ -146,12 +146,12 @@ def named_dtype(request, tmp_path_factory):
 
 
 def test_a_named_dtype_renders_as_vllm(named_dtype):
-    """An image, a video and two audios: every field of both renders equal, the floats in the
+    """An image, a video and an audio: every field of both renders equal, the floats in the
     dtype given (Gemma 4's image and audio ranges: the embeddings' run, as_generate_takes)."""
     dtype, folder, vllm, mmprep = named_dtype
     chats = {case: chat_body(str(folder), case) for case in ("png", "vp9")}
-    if not missing_audio():
-        chats["two audios"] = audio_chat(str(folder), audio_cases()["two audios"])
+    if not missing_audio():  # 16 kHz: no resampling (AUDIO_RESAMPLED_APART)
+        chats["wav 16k"] = audio_chat(str(folder), audio_cases()["wav 16k input_audio"])
     for case, body in chats.items():
         theirs = as_generate_takes(render_fields(render(vllm, body)), folder, "gemma4")
         answer = render(mmprep, body)

@@ -32,4 +32,6 @@ echo "== $("$python" --version) in $venv, extras [$extras]${PIP_CONSTRAINT:+, pi
 # shellcheck disable=SC2086 # PACKAGES is a list of requirements
 "$venv/bin/python" -m pip install --quiet -e ".[$extras]" ${PACKAGES:-}
 "$venv/bin/python" -c 'import av, numpy; print("PyAV", av.__version__, "FFmpeg", av.ffmpeg_version_info, "numpy", numpy.__version__)'
-exec "$venv/bin/python" -m pytest -q "$@"
+# Two workers, a file each at a time (its module's servers made once): CI's 2 cores, busy
+# while the other waits on a server. `-n 0` after it runs the suite in one process.
+exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile "$@"

@@ -47,8 +47,7 @@ echo "== vLLM venvs ready in $((SECONDS - began)) s: $cache/$key"
 export VLLM_VENVS_REQUIRED=render
 grep -qw avx512f /proc/cpuinfo && VLLM_VENVS_REQUIRED=render,engine
 # Two workers, a file each (--dist loadfile): most of the time is vLLM starting, one Python
-# process importing torch at a time, so two start at once.
-"$venv/bin/python" -m pip install -q 'pytest-xdist>=3.5'
+# process importing torch at a time, so two start at once (pytest-xdist: the test extra's).
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow -n 2 --dist loadfile \
     tests/vllm_real/test_vllm_serve_parity.py \
     tests/vllm_real/test_real_vllm_render_media.py \

@@ -1,7 +1,9 @@
 """What vLLM 0.33's own Qwen-VL video loaders take of each video fixture: for each file and
 each loader (`qwen2_vl`: Qwen2-VL and Qwen2.5-VL; `qwen3_vl`: Qwen3-VL and Qwen3.5), at
 2 fps (their default), the frame indices, transformers' metadata as the loader writes it,
-and a digest of each frame's RGB bytes. JSON on stdout. It runs in the vLLM venv (vLLM,
+and a digest of each frame's RGB bytes; and what OpenCV's capture, opened as vLLM opens it,
+reports of each file (`opencv`: its frame count, its rate, and where it says it stands after
+the seek to the end that vLLM's cross-check makes). JSON on stdout. It runs in the vLLM venv (vLLM,
 OpenCV and numpy; no mmprep), so it imports nothing of this repository:
 
     bash scripts/vllm_venv.sh        # once
@@ -14,6 +16,7 @@ this script's live answer where the venv is there (slow).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -23,7 +26,9 @@ from pathlib import Path
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 logging.disable(logging.WARNING)  # vLLM's own notes on short reads: the answer says them
 
+import cv2  # noqa: E402
 from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend  # noqa: E402
+from vllm.multimodal.video_decoders.opencv import OpenCVVideoBackendMixin  # noqa: E402
 
 MEDIA = Path(__file__).resolve().parents[1] / "tests" / "data" / "media"
 LOADERS = {"qwen2_vl": Qwen2VLVideoBackend, "qwen3_vl": Qwen3VLVideoBackend}
@@ -45,6 +50,19 @@ def loader_answer(loader, data: bytes) -> dict:
     }
 
 
+def opencv_answer(data: bytes) -> dict:
+    """CAP_PROP_FRAME_COUNT, CAP_PROP_FPS and CAP_PROP_POS_FRAMES after seeking to ratio 1.0."""
+    stream = io.BytesIO(data)  # held until release(): OpenCV's binding does not own it
+    cap = cv2.VideoCapture(stream, OpenCVVideoBackendMixin.get_cv2_video_api(), [])
+    if not cap.isOpened():
+        return {"error": "Could not open video stream"}
+    answer = {"frame_count": int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), "fps": cap.get(cv2.CAP_PROP_FPS)}
+    if cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):
+        answer["end_seek_frames"] = int(cap.get(cv2.CAP_PROP_POS_FRAMES))
+    cap.release()
+    return answer
+
+
 def main(names: list[str]) -> None:
     paths = [MEDIA / name for name in names] or sorted(
         path for path in MEDIA.iterdir() if path.suffix in (".mp4", ".webm", ".avi", ".mkv")
@@ -53,7 +71,13 @@ def main(names: list[str]) -> None:
         path.name: {name: loader_answer(loader, path.read_bytes()) for name, loader in LOADERS.items()}
         for path in paths
     }
-    json.dump({"vllm": "0.33.0", "fps": FPS, "files": answers}, sys.stdout, indent=1, sort_keys=True)
+    opencv = {path.name: opencv_answer(path.read_bytes()) for path in paths}
+    json.dump(
+        {"vllm": "0.33.0", "fps": FPS, "files": answers, "opencv": opencv},
+        sys.stdout,
+        indent=1,
+        sort_keys=True,
+    )
     sys.stdout.write("\n")
 
 

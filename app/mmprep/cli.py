@@ -314,12 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"mmprep: unknown setting(s) in the environment: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    source: CliSettingsSource[argparse.ArgumentParser] = CliSettingsSource(Mmprep, formatter_class=MmprepHelp)
     try:
-        CliApp.run(
-            Mmprep,
-            cli_args=args,
-            cli_settings_source=CliSettingsSource(Mmprep, formatter_class=MmprepHelp),
-        )
+        CliApp.run(Mmprep, cli_args=args, cli_settings_source=source)
     except ValidationError as error:
         for problem in error.errors():  # one line each: the setting, and what is wrong with it
             where = ".".join(str(part) for part in problem["loc"] if part not in SUBCOMMANDS) or "settings"
@@ -328,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         if isinstance(exit_.code, str):  # pydantic-settings' refusal of `mmprep` without a command
             print(exit_.code, file=sys.stderr)
+            if "usage:" not in exit_.code:  # pydantic-settings before 2.9 shows no usage
+                print(source.root_parser.format_usage(), end="", file=sys.stderr)
             return 2
         return int(exit_.code or 0)
     return 0

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from mmprep import families
-from mmprep.decoders import MediaError, decode_video
+from mmprep.decoders import MediaError, decode_video, probe_video
 from mmprep.preprocess.loader_picks import LoaderPicks
 from tests.support.media import MEDIA
 from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
@@ -67,6 +67,21 @@ def test_a_video_gets_the_frames_vllms_loader_takes(name, loader):
     assert ours == theirs
 
 
+OPENCV = sorted(name for name, answer in RECORDED["opencv"].items() if "error" not in answer)
+
+
+@pytest.mark.parametrize("name", OPENCV)
+def test_the_count_and_rate_are_what_opencv_reports(name):
+    """What vLLM's loader reads of the file through OpenCV: CAP_PROP_FRAME_COUNT, CAP_PROP_FPS,
+    and CAP_PROP_POS_FRAMES after its seek to the end (its cross-check), which mmprep works
+    out from the index alone (end_seek_frames); where OpenCV has no count, neither."""
+    theirs = RECORDED["opencv"][name]
+    ours = probe_video(MEDIA / name)
+    claimed = max(theirs["frame_count"], 0)
+    assert (ours.header_frames, ours.fps) == (claimed, theirs["fps"])
+    assert ours.end_seek_frames == (theirs["end_seek_frames"] if claimed else 0)
+
+
 def test_a_header_that_claims_a_frame_that_does_not_play_is_picked_by_presentation_time():
     """The MP4's edit list hides its 20th frame; OpenCV counts it (its end-of-stream check
     forgives one), so vLLM's Qwen3-VL loader picks index 19, fails to grab it and hands the
@@ -79,7 +94,7 @@ def test_a_header_that_claims_a_frame_that_does_not_play_is_picked_by_presentati
     assert ours["indices"] == [0, 6, 12, 18]  # linspace(0, 18, 4), rounded
     assert (ours["total_num_frames"], ours["duration"]) == (19, 1.9)  # what plays
     assert ours["picks"] == "presentation-time"
-    assert "claims 20 frames but 19 play" in ours["picks_reason"]
+    assert "counts 20 frames (the header's count) but 19 play" in ours["picks_reason"]
     assert ours["frames"][:2] == theirs["frames"][:2]  # the frames both take are the same
     # Qwen2-VL's loader picks [0, 5, 10, 15] of the 20: each plays, so mmprep takes them
     assert mmprep_answer(name, "qwen2_vl")["picks"] == "vllm:qwen2_vl"
@@ -168,3 +183,37 @@ def test_a_video_past_the_models_context_is_refused_before_it_is_decoded(tmp_pat
         assert error["param"] == "messages[0].content[0].video_url"
         metrics = httpx.get(f"{live.url}/metrics").text
         assert 'mmprep_frames_decoded_total{kind="video"}' not in metrics  # not a frame decoded
+
+
+REAL_FILES = ("real_packed_bframes_mpeg4.avi", "real_damaged_idr_h264.mp4")
+
+
+@pytest.mark.parametrize("name", REAL_FILES)
+def test_a_real_file_whose_timestamps_disagree_with_the_decoder_gets_the_grab_loops_frames(name):
+    """Cut from real files (tests/data/media/REAL_FILES.md): packed B-frames in a DivX-style
+    AVI, and an H.264 MP4 with a damaged IDR whose timestamps follow decode order. The
+    decoder hands out frames in an order their timestamps do not, so the i-th frame by
+    timestamp is not the i-th OpenCV grabs: mmprep counts as the grab loop does, and gets
+    vLLM's frames, pixel for pixel (the parametrized test above checks each loader)."""
+    for loader in ("qwen2_vl", "qwen3_vl"):
+        theirs = RECORDED["files"][name][loader]
+        ours = mmprep_answer(name, loader)
+        assert ours["picks"] == f"vllm:{loader}"
+        assert (ours["indices"], ours["frames"]) == (theirs["indices"], theirs["frames"])
+    # what makes the file hard: the frames' own timestamps are out of order
+    times = decode_video(MEDIA / name, frame_picks=lambda metadata: list(range(40))).timestamps
+    assert list(times) != sorted(times), "the decoder's order agrees with the timestamps: not a hard case"
+
+
+def test_a_real_file_with_dropped_frames_is_picked_by_presentation_time_and_says_why():
+    """Cinepak from a real AVI with dropped frames: 30 frames play over a 185-frame timeline.
+    OpenCV's seek to the end lands on 165, so vLLM's loaders count 165 frames, pick past the
+    30 that play and hand the model fewer than their rule asks; mmprep picks over the 30."""
+    name = "real_dropped_frames_cinepak.avi"
+    for loader in ("qwen2_vl", "qwen3_vl"):
+        theirs = RECORDED["files"][name][loader]
+        assert theirs["total_num_frames"] == 165 and max(theirs["indices"]) <= 29
+        ours = mmprep_answer(name, loader)
+        assert ours["picks"] == "presentation-time"
+        assert "counts 165 frames (where OpenCV's seek to the end lands) but 30 play" in ours["picks_reason"]
+        assert ours["frames"][0] == theirs["frames"][0]

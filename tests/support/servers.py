@@ -111,7 +111,9 @@ class AppProcess:
         )
         return self
 
-    def wait_ready(self, timeout: float = 30) -> Self:
+    def wait_ready(self, timeout: float = 90) -> Self:
+        # 90 s: a `--model` server loads its tokenizer and encoder in about 10 s on 2 quiet
+        # cores, and took over 30 with the suite's two workers and other jobs beside it.
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -120,7 +122,8 @@ class AppProcess:
             except httpx.TransportError:
                 pass
             if self._started().poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mmprep {self.command} did not start:\n{self.log()}")
+                waited = timeout - (deadline - time.monotonic())
+                raise RuntimeError(f"mmprep {self.command} did not start in {waited:.0f} s:\n{self.log()}")
             time.sleep(0.05)
 
     def log(self) -> str:

@@ -3,7 +3,7 @@ tests/data/vllm_real/audio.json, recorded by `scripts/record_vllm_goldens.py --a
 (test_real_vllm_audio.py is the live check). Each case's files must still decode to the
 samples recorded (a lossless file made by another FFmpeg may differ in its bytes only); then
 mmprep's render route must answer vLLM's ids, placeholders (the run of embeddings), hashes and
-tensors (on numpy 1, all but the samples' last bits: real_vllm.NUMPY_1)."""
+tensors (all but the samples' last bits where numpy sums otherwise: real_vllm.sums_as_recorded)."""
 
 from __future__ import annotations
 

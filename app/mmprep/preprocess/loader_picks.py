@@ -3,10 +3,12 @@ vLLM's renderer (preprocess/vision.py, `speaks_vllm`) and vLLM 0.33 has a loader
 model's own for it (the Qwen-VL line: `Family.vllm_video_loader`), a video gets the frames
 that loader takes, by its arithmetic over what it reads of the file (`families.vllm_source`:
 the header's frame count, its average rate, their quotient as the duration), as positions
-over the frames that play, in presentation order: the i-th frame OpenCV grabs.
+over the frames the decoder hands out, counted from the start as OpenCV's grab loop
+counts them (the decoder's order, not the timestamps': decoders' DecodePlan.in_output_order).
 
-Where that loader would not return what it picks (the header claims a frame that does not
-play: its grab fails, and vLLM hands the model fewer frames), the frames are picked by the
+Where that loader would not return what it picks (its count, from the header or its seek
+to the end, names a frame that does not play: its grab fails, and vLLM hands the model
+fewer frames), the frames are picked by the
 same rule over what plays (the count that decodes, the timestamps' span), and the item says
 so: `"picks": "presentation-time"` with the reason, in its metadata and the log.
 
@@ -42,24 +44,37 @@ class LoaderPicks:
     def __call__(self, metadata: VideoMetadata) -> list[int]:
         source, picks = self._decide(metadata)
         if source is None:
-            log.info(
-                "a video's header claims %d frames, %d play: vLLM's %s loader would not return the "
-                "frames it picks; picking by presentation time",
-                metadata.header_frames,
-                metadata.num_frames,
-                self.family.vllm_video_loader,
-            )
+            log.info("%s; picking by presentation time", self._why_not(metadata))
         return picks
 
     def source(self, metadata: VideoMetadata) -> families.LoaderSource | None:
         """vLLM's view of the video, or None where its loader would fail to grab a frame it
-        picks (a header that claims one frame more than plays: OpenCV believes it)."""
+        picks (it counts frames that do not play: a header or its end seek says so)."""
         return self._decide(metadata)[0]
+
+    @staticmethod
+    def _vllm_source(metadata: VideoMetadata) -> families.LoaderSource:
+        return families.vllm_source(
+            metadata.num_frames, metadata.header_frames, metadata.end_seek_frames, metadata.fps
+        )
+
+    def _why_not(self, metadata: VideoMetadata) -> str:
+        """Why vLLM's loader would not return the frames it picks, in words."""
+        total = self._vllm_source(metadata).total
+        counted = (
+            "the header's count"
+            if total == metadata.header_frames
+            else "where OpenCV's seek to the end lands"
+        )
+        return (
+            f"vLLM's {self.family.vllm_video_loader} loader counts {total} frames ({counted}) but "
+            f"{metadata.num_frames} play: it would fail to grab a frame it picks"
+        )
 
     def _decide(self, metadata: VideoMetadata) -> tuple[families.LoaderSource | None, list[int]]:
         """vLLM's view and its picks; where they name a frame that does not play, None and
         the same rule's picks over what plays."""
-        source = families.vllm_source(metadata.num_frames, metadata.header_frames, metadata.fps)
+        source = self._vllm_source(metadata)
         picks = self._picks(source.total, source.duration)
         if max(picks) < metadata.num_frames:
             return source, picks
@@ -91,10 +106,4 @@ class LoaderPicks:
         """How the frames were picked, for the item's metadata (the echo account shows it)."""
         if self.source(video.metadata) is not None:
             return {"picks": f"vllm:{self.family.vllm_video_loader}"}
-        return {
-            "picks": "presentation-time",
-            "picks_reason": (
-                f"the header claims {video.metadata.header_frames} frames but {video.metadata.num_frames} "
-                f"play: vLLM's {self.family.vllm_video_loader} loader would fail to grab a frame it picks"
-            ),
-        }
+        return {"picks": "presentation-time", "picks_reason": self._why_not(video.metadata)}

@@ -17,7 +17,7 @@ from .memory import output_memory
 from .picker import FramePicker
 from .plan import DecodePlan
 from .seeking import Seeker, SeekMissed, seek_keyframe, split_by_keyframe
-from .source import VideoSource, decode_packet, incomplete_mp4
+from .source import VideoSource, decode_all, decode_packet, incomplete_mp4
 from .survey import Survey
 
 if TYPE_CHECKING:
@@ -41,6 +41,11 @@ def decode_frames(
     source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, on_frame: OnFrame | None = None
 ) -> Decoded:
     """Decode the planned frames. Returns (frames, timestamps, rotation)."""
+    if plan.in_output_order:
+        frames, timestamps, rotation = _decode_in_output_order(source, survey, plan, guard, on_frame)
+        if len(frames) == 0:
+            raise CorruptMediaError("no frame of the video could be decoded")
+        return frames, timestamps, rotation
     index = survey.index
     seekable = index.complete and len(index.keyframes) > 1
     groups = split_by_keyframe(index, plan.wanted, guard.budget) if seekable else [plan.wanted]
@@ -98,6 +103,27 @@ def _decode_side_by_side(
         frames = np.concatenate([frames for frames, _, _ in results if len(frames)])
     rotation = next((rotation for frames, _, rotation in results if len(frames)), 0)
     return frames, timestamps, rotation
+
+
+def _decode_in_output_order(
+    source: VideoSource, survey: Survey, plan: DecodePlan, guard: DecodeGuard, on_frame: OnFrame | None
+) -> Decoded:
+    """The wanted frames by their place in what the decoder hands out from the start, as
+    OpenCV's grab loop counts: every frame decoded, none skipped, no seek, the timestamps
+    ignored (they may disagree with the order the decoder shows the frames in)."""
+    wanted = set(plan.wanted.tolist())
+    last = int(plan.wanted[-1])
+    stack = FrameStack(len(plan.wanted), announce=_announcer(on_frame, 0, len(plan.wanted)))
+    convert = FrameConverter(plan.rgb_size, guard.threads, plan.size)
+    with source.open(guard.threads) as (container, stream):  # from the very start, as OpenCV
+        clock = survey.clock(stream)
+        for position, frame in enumerate(decode_all(container, stream, guard.check)):
+            if position in wanted:
+                stack.add(convert(frame), clock(frame))
+            if position >= last:
+                break
+    frames, timestamps = stack.result()
+    return frames, timestamps, 90 * (convert.turns or 0)
 
 
 class DecodePass:

@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .index import FrameIndex
 
 if TYPE_CHECKING:
@@ -35,6 +37,12 @@ class VideoMetadata:
     # stream's nb_frames, else the container's duration times fps, rounded); 0 where it
     # claims none. Often not num_frames: kept because loaders that trust it (vLLM's) pick by it.
     header_frames: int = 0
+    # Where OpenCV's FFmpeg capture says it stands after seeking to the end (CAP_PROP_POS_AVI_RATIO
+    # 1.0, then CAP_PROP_POS_FRAMES): vLLM's loader trusts it over header_frames when it is
+    # lower by more than one (its end-of-stream cross-check). Counted partly by time, not by
+    # frame: a variable-rate timeline gives other than what plays (more where frames were
+    # dropped, fewer where they come faster than the rate). 0: not known.
+    end_seek_frames: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +71,43 @@ def header_frame_count(stream: VideoStream, container: InputContainer, fps: floa
     if container.duration and container.duration > 0 and fps:
         return max(0, math.floor(container.duration / 1_000_000 * fps + 0.5))
     return 0
+
+
+def end_seek_frames(
+    index: FrameIndex, start: int, fps: float, header_frames: int, by_decode_time: bool
+) -> int:
+    """CAP_PROP_POS_FRAMES after OpenCV's seek to frame `header_frames` (what a seek to ratio
+    1.0 does), from the index alone. OpenCV seeks back to the keyframe before 16 frames'
+    time short of it (more, while the frame it lands on is past the target), numbers that
+    frame by its time (times `fps`, rounded, less the first frame's number), then counts
+    one per frame it reads after it, up to the target, plus one. `start`: the stream's
+    start time, in ticks. `by_decode_time`: the demuxer seeks by decode time from the first
+    packet's (MP4 and MOV: their sample tables), else by presentation time. 0 where the
+    index has no times or the header no count."""
+    if not index.has_times or header_frames < 2 or fps <= 0:
+        return 0
+    tick = float(index.time_base)
+
+    def number(pts: int) -> int:  # OpenCV's dts_to_frame_number
+        return int(fps * (pts - start) * tick + 0.5)
+
+    first, delta = number(int(index.pts[0])), 16
+    seek_times = index.keyframes  # what the demuxer compares the seek's target with
+    if by_decode_time and len(index.keyframe_dts):
+        seek_times = start + index.keyframe_dts - index.keyframe_dts.min()
+    while True:
+        earlier = max(header_frames - delta, 0)
+        ts = start + int(earlier / fps / tick + 0.5)
+        key = int(np.searchsorted(seek_times, ts, side="right")) - 1
+        # the first frame shown from that keyframe on (an edit list may hide the keyframe)
+        shown = 0 if key < 0 else int(np.searchsorted(index.pts, index.keyframes[key]))
+        shown = min(shown, len(index.pts) - 1)
+        landed = number(int(index.pts[shown])) - first
+        if 0 <= landed <= header_frames - 1:
+            return min(landed + len(index.pts) - 1 - shown, header_frames - 1) + 1
+        if earlier == 0:
+            return 0
+        delta = delta * 2 if delta < 16 else delta * 3 // 2
 
 
 def resolve_duration(

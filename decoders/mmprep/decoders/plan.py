@@ -27,6 +27,11 @@ class DecodePlan:
     # The size returned: rgb_size, or what the caller's frame_size rule says, to which
     # swscale scales the RGB frame in a second pass (see plan_decode).
     size: tuple[int, int]
+    # `wanted` counts the frames as the decoder hands them out from the start, one by one,
+    # as OpenCV's grab loop counts them (a frame_picks rule's positions), not by timestamp:
+    # the same frames where the timestamps are sound; where they are not (packed B-frames
+    # in an AVI, an MP4 whose decoder reorders frames its timestamps do not), the decoder's.
+    in_output_order: bool = False
 
     @property
     def frame_bytes(self) -> int:
@@ -49,8 +54,9 @@ class DecodePlan:
 
 # (frames, height, width) -> (height, width): the size a caller wants every frame scaled to.
 FrameSizeRule = Callable[[int, int, int], tuple[int, int]]
-# The video's metadata -> the positions (presentation order) of the frames to take, instead
-# of what the sampling's fps / num_frames / max_frames name; None: those, as asked. A model's
+# The video's metadata -> the positions of the frames to take (the i-th frame the decoder
+# hands out from the start, as OpenCV's grab loop counts), instead of what the sampling's
+# fps / num_frames / max_frames name; None: those, as asked. A model's
 # own sampling rule (a family's vLLM loader, families/mmprep/families/video.py), given the
 # survey's metadata: the true count and duration, and what the header claims (its rotation
 # is not known yet: 0).
@@ -76,20 +82,26 @@ def plan_decode(
     to refuse the video before any decoding.
 
     `frame_picks`, if given, is called once with the survey's metadata; positions it names
-    (clipped to the frames there are) are the targets instead of the sampling's.
+    (clipped to the frames there are) are the frames taken instead of the sampling's,
+    counted in the decoder's output order (DecodePlan.in_output_order), except with
+    seek_mode="keyframe": the keyframes nearest those frames' times.
     """
     ticks = survey.frame_ticks()
     picked = frame_picks(survey.metadata(rotation=0)) if frame_picks is not None and len(ticks) else None
-    if picked is not None:
-        targets = ticks[np.clip(np.asarray(picked, dtype=np.int64), 0, len(ticks) - 1)]
+    keyframes_only = (
+        sampling.seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
+    )
+    positions = None if picked is None else np.clip(np.asarray(picked, dtype=np.int64), 0, len(ticks) - 1)
+    if positions is not None:
+        targets = ticks[positions]
     else:
         targets = target_ticks(
             ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
         )
-    keyframes_only = (
-        sampling.seek_mode == "keyframe" and survey.decoded_times is None and survey.index.complete
-    )
-    if keyframes_only:
+    in_output_order = positions is not None and not keyframes_only
+    if in_output_order:
+        wanted = np.unique(positions)
+    elif keyframes_only:
         key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)
         wanted = key_positions[pick_nearest(ticks[key_positions], targets)]
     else:
@@ -99,7 +111,7 @@ def plan_decode(
     if frame_size is not None:
         height, width = _checked_size(frame_size(len(wanted), rgb_size[1], rgb_size[0]))
         size = (width, height)
-    return DecodePlan(wanted, keyframes_only, rgb_size, size)
+    return DecodePlan(wanted, keyframes_only, rgb_size, size, in_output_order)
 
 
 def _checked_size(size: tuple[int, int]) -> tuple[int, int]:

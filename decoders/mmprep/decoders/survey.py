@@ -12,7 +12,7 @@ import numpy as np
 from .errors import CorruptMediaError, MediaTooLargeError
 from .guard import DecodeGuard
 from .index import FrameIndex, read_index
-from .metadata import VideoMetadata, header_frame_count, resolve_duration, stream_fps
+from .metadata import VideoMetadata, end_seek_frames, header_frame_count, resolve_duration, stream_fps
 from .picker import Clock
 from .source import VideoSource, decode_all, decode_packet
 
@@ -37,6 +37,7 @@ class Survey:
     decoded_times: np.ndarray | None  # only for streams without timestamps
     decoder: str = ""  # FFmpeg's decoder for it ("libdav1d" for "av1")
     header_frames: int = 0  # the count the header claims (VideoMetadata.header_frames)
+    end_seek_frames: int = 0  # OpenCV's position after its seek to the end (VideoMetadata's)
 
     @property
     def tick(self) -> Fraction:
@@ -79,6 +80,7 @@ class Survey:
             duration_source=self.duration_source,
             start_time=self.start_time(),
             header_frames=self.header_frames,
+            end_seek_frames=self.end_seek_frames,
         )
 
 
@@ -92,6 +94,9 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         coded_size = (stream.codec_context.width, stream.codec_context.height)
         claimed_fps = stream_fps(stream)
         header_frames = header_frame_count(stream, container, claimed_fps)
+        start = stream.start_time if stream.start_time is not None else 0
+        by_decode_time = fmt.startswith("mov,")
+        end_seek = end_seek_frames(index, start, claimed_fps or 0.0, header_frames, by_decode_time)
     decoded_times = None
     num_frames = len(index.pts)
     if duration_source == "decoded":
@@ -116,6 +121,7 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         decoded_times,
         decoder,
         header_frames,
+        end_seek,
     )
 
 

@@ -125,7 +125,10 @@ def decode_video(
         frames, timestamps, rotation = decode_frames(video, survey, plan, guard, on_frame)
         if device == "cuda" and not (on_gpu and video.decoded_on_gpu):
             gpu.note_software_decode(survey.codec, survey.coded_size)
-    indices = frame_positions(survey.frame_times(), timestamps)
+    if plan.in_output_order:  # positions the decoder's order names, not the timestamps
+        indices = plan.wanted[: len(frames)].astype(np.int64)
+    else:
+        indices = frame_positions(survey.frame_times(), timestamps)
     return DecodedVideo(np.ascontiguousarray(frames), timestamps, indices, survey.metadata(rotation))
 
 

@@ -68,16 +68,17 @@ class LoaderSource:
     duration: float
 
 
-def vllm_source(frames: int, header_frames: int, fps: float) -> LoaderSource:
-    """vLLM's view of a video whose `frames` play, whose header claims `header_frames` (0:
-    none) at `fps` (its average rate): the claimed count; the frames that demux where it
-    claims none; the frames that play where the header claims more than one beyond them (its
-    end-of-stream seek, which sees edit lists and stale AVI headers). The duration is that
-    count over the rate, as vLLM computes it, not the timestamps' span: a variable-rate
-    clip's differs."""
+def vllm_source(frames: int, header_frames: int, end_seek_frames: int, fps: float) -> LoaderSource:
+    """vLLM's view of a video whose `frames` play (or demux), whose header claims
+    `header_frames` (0: none) at `fps` (its average rate), where OpenCV says it stands after
+    seeking to the end (`end_seek_frames`, VideoMetadata's; 0: not known): the claimed
+    count, else the demuxed one; the end seek's where it is lower by more than one (vLLM's
+    end-of-stream cross-check, which sees edit lists and stale AVI headers, and counts a
+    sparse timeline by time). The duration is that count over the rate, as vLLM computes
+    it, not the timestamps' span: a variable-rate clip's differs."""
     total = header_frames if header_frames > 0 else frames
-    if 0 < frames < total - 1:
-        total = frames
+    if 0 < end_seek_frames < total - 1:
+        total = end_seek_frames
     return LoaderSource(total, fps, total / fps if fps > 0 else 0.0)
 
 

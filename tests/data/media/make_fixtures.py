@@ -531,6 +531,21 @@ def h264_trimmed_last_frame_mp4():
     path.write_bytes(bytes(data))
 
 
+def h264_vfr_end_seek_mp4():
+    """A variable-rate MP4 whose frames come faster at the start: 30 frames 100 ms apart, then
+    30 frames 400 ms apart (15 s, average 4 fps), a keyframe every 12. OpenCV numbers the frame
+    its seek to the end lands on by its time, so it stands short of the 60 that play, and
+    vLLM's cross-check counts fewer (issue 59's variable-rate MP4)."""
+
+    def build(c):
+        s = _video_stream(c, "libx264", 10, 64, 48, options={"crf": "30", "g": "12"})
+        s.codec_context.time_base = Fraction(1, 1000)
+        times = [100 * i for i in range(30)] + [3000 + 400 * i for i in range(30)]
+        _encode(c, s, [(t, paint(i, 64, 48)) for i, t in enumerate(times)])
+
+    _write("vfr_end_seek_h264.mp4", "mp4", build)
+
+
 def main(names=()):
     """Every fixture, or the builders named (e.g. h264_vfr_mp4): the encoders are not
     bit-exact across FFmpeg builds, so a new fixture is made without remaking the others."""
@@ -568,6 +583,7 @@ def main(names=()):
     h264_phone_jitter_mp4()
     h264_vfr_mp4()
     h264_trimmed_last_frame_mp4()
+    h264_vfr_end_seek_mp4()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """mmprep against a real `vllm serve`, on media like a camera's (issue 50, point 3): for each
-Qwen-VL family, the same chat with one image or one video, sent with NO sampling options
-(both sides' Qwen-VL loaders then take 2 frames a second), to `vllm serve` itself and to
-`mmprep serve --model FOLDER --engine vllm-generate` in front of it; compared:
+Qwen-VL family, `vllm serve` started as its docs start it (no --dtype: `auto`, bfloat16 on
+this CPU) and mmprep at its defaults, the same chat with one image or one video, sent with NO
+sampling options (both sides' Qwen-VL loaders then take 2 frames a second), to `vllm serve`
+itself and to `mmprep serve --model FOLDER --engine vllm-generate` in front of it; compared:
 
 - the answer: the greedy ids and text of vLLM's own /v1/chat/completions against those its
   /inference/v1/generate gave mmprep for the same chat (random weights: any other pixel
-  changes them);
+  changes them), and the dtypes of what mmprep sent that generate, those of vLLM's render;
 - the prompt tokens: usage.prompt_tokens of both chats, and the render's token ids and
   placeholders (vLLM's /v1/chat/completions/render against mmprep's);
 - the grid (`*_grid_thw`) and the pixels (`pixel_values*`, and any other tensor of the item:
@@ -65,6 +66,7 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     model_folder,
     render,
     render_fields,
+    tensor_dtypes,
     vllm_serve,
 )
 
@@ -285,6 +287,7 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
     before = len(proxy.exchanges)
     ours_chat = httpx.post(f"{urls['mmprep']}/v1/chat/completions", json=body, timeout=900)
     refused = ours_chat.status_code != 200
+    sent = None  # what mmprep sent vLLM's generate
     if refused:
         error = ours_chat.json().get("error", {})
         row["notes"].append(
@@ -292,7 +295,8 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
         )
         row["answer"] = False
     else:
-        our_ids = proxy.exchanges[-1][1]["choices"][0]["token_ids"] if len(proxy.exchanges) > before else None
+        sent, generated = proxy.exchanges[-1] if len(proxy.exchanges) > before else (None, None)
+        our_ids = generated["choices"][0]["token_ids"] if generated else None
         row["answer"] = (
             our_ids == their_ids and ours_chat.json()["choices"][0]["message"]["content"] == their_text
         )
@@ -301,6 +305,13 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
 
     their_render = render(urls["vllm"], body)
     theirs = render_fields(their_render)
+    if sent is not None and tensor_dtypes(sent) != tensor_dtypes(their_render):
+        # vLLM's processor casts its floats to the model's dtype (Qwen2.5-VL's seconds per
+        # temporal block: bfloat16 at vLLM's default); what mmprep sends its generate must be so
+        row["answer"] = False
+        row["notes"].append(
+            f"generate dtypes: mmprep {tensor_dtypes(sent)}, vLLM {tensor_dtypes(their_render)}"
+        )
     ours_render = httpx.post(f"{urls['mmprep']}/v1/chat/completions/render", json=body, timeout=900)
     if ours_render.status_code == 200:
         ours = render_fields(ours_render.json())

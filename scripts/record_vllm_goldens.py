@@ -12,8 +12,10 @@ the file stays small), the engine's greedy ids and text for the chat, and the id
 /inference/v1/generate gives for its own render's answer (issue 31, point 5), or its failure
 as text. TEXT_CASES (chats without media) beside the media cases: Llama 4's engine
 (compiled, ENGINE_ARGS) answers them and its images, CI turns the ids into text with mmprep's
-derender (`scripts/record_vllm_goldens.py llama4`: 330 s). About 30 minutes
-on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's families
+derender (`scripts/record_vllm_goldens.py llama4`: 330 s). Every server but --seconds-per-grid's
+and --qwen3-video's is given --dtype float32 (real_vllm.RECORDED_DTYPE; Qwen3.5's engine
+bfloat16), where the live tests run vLLM at its default: the recordings check a named dtype.
+About 30 minutes on 2 shared cores. Families not named keep what the file has. RENDER_ONLY's families
 (LLaVA-OneVision) are recorded from `vllm launch render` alone, in vLLM's default mode (about
 3 minutes). `--sampling [FAMILY ...]` records only SAMPLING_CASES (a video asked for by
 num_frames), from `vllm launch render` in vLLM's normalize mode, into what the file has
@@ -51,6 +53,8 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     MEDIA_CASES,
     MULTI_CASES,
     RECORDED,
+    RECORDED_DTYPE,
+    RECORDED_ENGINE_DTYPES,
     RENDER_ONLY,
     SAMPLING_CASES,
     SECONDS_CLIP,
@@ -110,7 +114,8 @@ def record(family: str) -> dict:
         return record_render_only(folder, recorded)
     for mode in modes_of(family):
         cases = {}
-        with vllm_serve(folder, mode, family) as server:
+        engine_dtype = RECORDED_ENGINE_DTYPES.get(family, RECORDED_DTYPE)
+        with vllm_serve(folder, mode, family, dtype=engine_dtype) as server:
             print(f"{family} {mode}: vllm serve ready in {server.started_in:.0f} s", flush=True)
             for case in cases_of(family):
                 body = chat_body(str(folder), case)
@@ -127,7 +132,7 @@ def record(family: str) -> dict:
                     "chat_text": chat_text,
                     "render_then_generate_ids": generated,
                 }
-        with vllm_render(folder, mode) as server:
+        with vllm_render(folder, mode, dtype=RECORDED_DTYPE) as server:
             print(f"{family} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
             for case in cases_of(family):
                 cases[case]["launch_render"] = render_fields(render(server.url, chat_body(str(folder), case)))
@@ -142,7 +147,7 @@ def record_render_only(folder: Path, recorded: dict) -> dict:
     for mode in DEFAULT_MODE:
         recorded["modes"][mode] = {}
         for cases in (MEDIA_CASES, MULTI_CASES):
-            with vllm_render(folder, mode) as server:
+            with vllm_render(folder, mode, dtype=RECORDED_DTYPE) as server:
                 print(
                     f"{folder.name} {mode}: vllm launch render ready in {server.started_in:.0f} s", flush=True
                 )
@@ -157,7 +162,7 @@ def record_sampling(goldens: dict, families: list[str]) -> None:
     for family in families or ["qwen2_5_vl", "qwen2_vl"]:
         folder = model_folder(family)
         cases = goldens["families"][family]["modes"]["normalize"]
-        with vllm_render(folder, "normalize") as server:
+        with vllm_render(folder, "normalize", dtype=RECORDED_DTYPE) as server:
             print(f"{family}: vllm launch render ready in {server.started_in:.0f} s", flush=True)
             for case in SAMPLING_CASES:
                 cases[case] = {
@@ -229,7 +234,7 @@ def record_audio() -> None:
         sys.exit(reason)
     folder = make_model_folder(AUDIO_FOLDER, Path(tempfile.mkdtemp(prefix="mmprep-audio-")) / "gemma4-e4b")
     cases = {}
-    with vllm_render(folder, "default") as vllm:
+    with vllm_render(folder, "default", dtype=RECORDED_DTYPE) as vllm:
         for name, parts in audio_cases().items():
             if name in AUDIO_LOSSY or name in AUDIO_RESAMPLED_APART:
                 continue

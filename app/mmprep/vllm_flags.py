@@ -87,9 +87,10 @@ NOTES = {
     "--allowed-local-media-path": "several directories may be given",
     "--limit-mm-per-prompt": "image and video",
     "--mm-processor-kwargs": "the processor's defaults, a request's own over them, as vLLM merges them",
-    "--dtype": "with --model: the dtype of the floating tensors mmprep writes beside the pixels "
-    "(Qwen2.5-VL's second_per_grid_ts, which the engine reads into its positions), as vLLM's "
-    "processor casts them; auto as vLLM resolves it, a float32 config as bfloat16",
+    "--dtype": "with --model: the dtype of every floating tensor mmprep writes on vLLM's wire "
+    "(host-normalized pixels, audio features, Qwen2.5-VL's second_per_grid_ts, which the engine "
+    "reads into its positions), as vLLM's processor casts them; auto as vLLM resolves it, a "
+    "float32 config as bfloat16",
 }
 RENAMED = {
     "--api-server-count": "--processes",

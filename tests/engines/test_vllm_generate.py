@@ -331,7 +331,7 @@ def test_a_tiled_llama4_image_goes_as_an_image_item_per_tile(upstream, tmp_path)
     each item that tile's pixels (patches_per_image 1), each hash derived from the image's
     (the same image twice: the same keys, as vLLM keys a repeated item)."""
     from mmprep.decoders import decode_image
-    from mmprep.processors import load_processor
+    from mmprep.processors import load_processor, torch_name
     from mmprep.vllm.hashing import run_hash
     from mmprep.vllm.serde import decode_item
 
@@ -351,9 +351,11 @@ def test_a_tiled_llama4_image_goes_as_an_image_item_per_tile(upstream, tmp_path)
     assert all(set(ids[span["offset"] : span["offset"] + 144]) == {200092} for span in ranges)  # <|patch|>
     assert [len(tokens) for tokens in between] == [1, 1, 2]  # x, x, then y and <|image|>
     pixels = decode_image(base64.b64decode(url.partition(",")[2])).pixels
-    tiles = load_processor(folder).process_image(pixels).tensors["pixel_values"]
+    # in the model's dtype, as vLLM's processor casts them (`auto`: bfloat16)
+    tiles = load_processor(folder).in_dtype("bfloat16").process_image(pixels).tensors["pixel_values"]
     for tile, text in enumerate(features["kwargs_data"]["image"]):
         item = decode_item(text)
+        assert torch_name(item["pixel_values"].data) == "bfloat16"
         assert np.array_equal(item["pixel_values"].data, tiles[tile : tile + 1])
         assert int(item["patches_per_image"].data) == 1
     keys = features["mm_hashes"]["image"]
@@ -368,7 +370,7 @@ def test_a_gemma3_image_with_crops_goes_as_an_image_item_per_view(upstream, tmp_
     <image_soft_token>s, each item that view's pixels (num_patches 1), each hash derived from
     the image's."""
     from mmprep.decoders import decode_image
-    from mmprep.processors import load_processor
+    from mmprep.processors import load_processor, torch_name
     from mmprep.vllm.hashing import run_hash
     from mmprep.vllm.serde import decode_item
 
@@ -385,9 +387,11 @@ def test_a_gemma3_image_with_crops_goes_as_an_image_item_per_view(upstream, tmp_
     assert all(set(ids[span["offset"] : span["offset"] + 256]) == {262144} for span in ranges)
     assert all(ids[span["offset"] - 1] == 255999 for span in ranges)  # each after <start_of_image>
     pixels = decode_image(base64.b64decode(url.partition(",")[2])).pixels
-    views = load_processor(folder, do_pan_and_scan=True).process_image(pixels).tensors["pixel_values"]
+    processor = load_processor(folder, do_pan_and_scan=True).in_dtype("bfloat16")  # the model's, `auto`
+    views = processor.process_image(pixels).tensors["pixel_values"]
     for view, text in enumerate(features["kwargs_data"]["image"]):
         item = decode_item(text)
+        assert torch_name(item["pixel_values"].data) == "bfloat16"
         assert np.array_equal(item["pixel_values"].data, views[view : view + 1])
         assert int(item["num_patches"].data) == 1
     (image_hash,) = rendered.json()["features"]["mm_hashes"]["image"]  # the one item vLLM's render has

@@ -64,13 +64,15 @@ def processed(said: dict) -> tuple[int, str, int]:
 
 def library(folder, **keys) -> tuple[int, str]:
     """The same image through mmprep.processors with `keys` over the folder's configs (checked
-    against transformers to the bit in tests/processors)."""
-    made = load_processor(folder, **keys).process_image(PIXELS)
+    against transformers to the bit in tests/processors), in the model's dtype as vLLM casts
+    it (the folder's float32 config: bfloat16, vLLM's `auto`)."""
+    made = load_processor(folder, **keys).in_dtype("bfloat16").process_image(PIXELS)
     return made.num_tokens, xxhash.xxh3_64_hexdigest(made.tensors["pixel_values"].data)
 
 
 def test_the_servers_keys_make_the_processor_and_a_requests_own_win(folder):
-    # transformers' normalized float32 (not vLLM's uint8 patches): the fingerprints are the library's
+    # transformers' normalized pixels (not vLLM's uint8 patches) in the model's dtype: the
+    # fingerprints are the library's
     settings = dict(model=folder, mm_device_do_normalize=False)
     with LiveServer(mm_processor_kwargs={"max_pixels": 50000}, **settings) as server:
         client = openai_client(server)
@@ -135,7 +137,7 @@ def test_patch_layout_keys_are_refused_by_name_and_normalizing_as_vllm(folder, d
         account(client, extra_body={"mm_processor_kwargs": {"fps": 2, "do_sample_frames": True}})
         normalized = account(client, extra_body={"mm_processor_kwargs": {"do_normalize": False}})
         dtype = normalized["media"][0]["processed"]["tensors"]["pixel_values"]["dtype"]
-        assert dtype == ("uint8" if device else "float32")
+        assert dtype == ("uint8" if device else "bfloat16")  # the model's dtype, vLLM's `auto`
 
 
 def test_a_server_key_that_cannot_be_stops_the_start_naming_it(folder):

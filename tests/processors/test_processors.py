@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 
 from mmprep.processors import (
+    FAMILIES,
     ProcessorConfigError,
     ProcessorError,
     ProcessorInputError,
+    cast,
     load_processor,
     preset_models,
+    torch_name,
 )
 
 
@@ -318,6 +321,41 @@ def test_rescale_only_and_no_normalization():
         "qwen2_vl", do_normalize=False, do_rescale=False, size={"shortest_edge": 3136, "longest_edge": 3136}
     )
     assert raw.process_video(clip).tensors["pixel_values_videos"].dtype == np.uint8
+
+
+# -- the model's dtype (Processor.in_dtype) --
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_processor_in_a_dtype_gives_the_float32_tensors_cast_as_torch_casts(family, dtype):
+    """vLLM's processor casts transformers' floating outputs to the model's dtype: a processor
+    made in that dtype writes every such tensor (each layout's pixels, Gemma 4's audio
+    features) as the float32 processor's cast by `tensor.to(dtype)`, bit for bit, and leaves
+    the rest (grids, counts, positions, masks) as they are."""
+    float32, other = load_processor(family), load_processor(family).in_dtype(dtype)
+    outputs = [(float32.process_image(frames(1, 97, 131)[0]), other.process_image(frames(1, 97, 131)[0]))]
+    if float32.video_config.side().taken:
+        clip = frames(4, 64, 96, seed=1)
+        outputs.append((float32.process_video(clip), other.process_video(clip)))
+    if float32.audio_config is not None:
+        wave = np.random.default_rng(2).standard_normal(8000).astype(np.float32) * 0.1
+        outputs.append((float32.process_audio(wave), other.process_audio(wave)))
+    for ours, theirs in outputs:
+        assert ours.tensors.keys() == theirs.tensors.keys() and ours.num_tokens == theirs.num_tokens
+        for key, tensor in ours.tensors.items():
+            if tensor.dtype == np.float32:
+                assert torch_name(theirs.tensors[key]) == dtype, key
+                np.testing.assert_array_equal(theirs.tensors[key], cast(tensor, dtype))
+            else:
+                np.testing.assert_array_equal(theirs.tensors[key], tensor)
+
+
+def test_raw_pixels_stay_uint8_in_any_dtype():
+    processor = load_processor("qwen2_vl").with_raw_pixels().in_dtype("bfloat16")
+    assert processor.process_image(frames(1, 56, 56)[0]).tensors["pixel_values"].dtype == np.uint8
+    with pytest.raises(ProcessorConfigError, match="float32, float16, bfloat16"):
+        load_processor("qwen2_vl").in_dtype("int8")
 
 
 # -- bad input --

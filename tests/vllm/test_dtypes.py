@@ -1,5 +1,6 @@
-"""app/mmprep/vllm/dtypes.py: bfloat16 as torch rounds it, on vLLM's wire and back; the
-model dtype vLLM resolves; and Qwen2.5-VL's second_per_grid_ts in it (issue 45)."""
+"""mmprep.processors.dtypes: bfloat16 as torch rounds it, on vLLM's wire and back;
+mmprep.model.dtype: the model dtype vLLM resolves; and every floating tensor of vLLM's items
+in it (issue 45: Qwen2.5-VL's second_per_grid_ts; issue 59: the pixels too)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from mmprep.vllm.dtypes import BFLOAT16, cast, model_dtype, torch_name, values
+from mmprep.model.dtype import model_dtype
+from mmprep.processors import BFLOAT16, as_float32, cast, torch_name
 from mmprep.vllm.items import FieldElem, batched, kwargs_items
 from mmprep.vllm.request import generate_request
 from mmprep.vllm.serde import decode_item, encode_item
@@ -23,7 +25,16 @@ def test_bfloat16_rounds_to_nearest_even():
     rounded = cast(seconds, "bfloat16")
     assert rounded.dtype == BFLOAT16 and torch_name(rounded) == "bfloat16"
     # the issue's pairs (vLLM's render: 1.1016, 2.0312, 0.13379), and ties going to the even one
-    assert values(rounded).tolist() == [1.859375, 1.1015625, 2.03125, 0.1337890625, 1.0, 1.0, 1.015625, -2.5]
+    assert as_float32(rounded).tolist() == [
+        1.859375,
+        1.1015625,
+        2.03125,
+        0.1337890625,
+        1.0,
+        1.0,
+        1.015625,
+        -2.5,
+    ]
     assert cast(np.array(1.5, np.float32), "bfloat16").shape == ()  # a 0-d stays 0-d
     assert cast(seconds, "float16").dtype == np.float16
 
@@ -39,7 +50,7 @@ def test_bfloat16_is_torchs():
         cast(numbers, "bfloat16").view(np.uint16).tolist()
         == theirs.view(torch.int16).numpy().view(np.uint16).tolist()
     )
-    assert values(cast(numbers, "bfloat16")).tolist() == theirs.float().numpy().tolist()
+    assert as_float32(cast(numbers, "bfloat16")).tolist() == theirs.float().numpy().tolist()
 
 
 def test_a_bfloat16_tensor_goes_as_torchs_name_and_two_bytes_and_comes_back():
@@ -50,7 +61,7 @@ def test_a_bfloat16_tensor_goes_as_torchs_name_and_two_bytes_and_comes_back():
     assert (dtype, shape, code, raw) == ("bfloat16", [], 3, np.array(0x3FE9, "<u2").tobytes())
     back = decode_item(text)["second_per_grid_ts"].data
     assert isinstance(back, np.ndarray) and torch_name(back) == "bfloat16"
-    assert float(values(back)) == 1.8203125
+    assert float(as_float32(back)) == 1.8203125
 
 
 @pytest.mark.parametrize(
@@ -70,21 +81,44 @@ def test_the_model_dtype_is_vllms(setting, config, dtype):
     assert model_dtype(setting, config) == dtype
 
 
-def test_qwen2_5_vl_seconds_per_grid_go_in_the_models_dtype():
-    """vLLM's processor casts second_per_grid_ts to the model's dtype and its engine reads the
-    value into M-RoPE positions; the pixels and grids stay as they are, and Qwen3-VL's
-    timestamps (a list, no tensor) too."""
+def test_every_floating_tensor_goes_in_the_models_dtype():
+    """vLLM's processor casts every floating tensor it makes to the model's dtype, pixels and
+    second_per_grid_ts alike (its engine reads the seconds into M-RoPE positions); the grids
+    stay int64, and Qwen3-VL's timestamps (a list, no tensor) as they are. A processor made
+    in the dtype writes the pixels so already: they go as they are, not cast again."""
     case = build_case("qwen2_5_vl_two_videos")
     video = case.media[0]
+    assert video.processed is not None
+    pixels = video.processed.tensors["pixel_values_videos"]
     for dtype in ("float32", "bfloat16", "float16"):
         (item,) = kwargs_items([video], "qwen2_5_vl", 2, dtype=dtype)
         seconds = item["second_per_grid_ts"].data
         assert isinstance(seconds, np.ndarray) and torch_name(seconds) == dtype and seconds.shape == ()
-        assert item["pixel_values_videos"].data.dtype == np.float32
+        sent = item["pixel_values_videos"].data
+        assert isinstance(sent, np.ndarray) and torch_name(sent) == dtype
+        np.testing.assert_array_equal(sent, cast(pixels, dtype))
         assert item["video_grid_thw"].data.dtype == np.int64
+    made_so = replace(
+        video,
+        processed=replace(
+            video.processed,
+            tensors={**video.processed.tensors, "pixel_values_videos": cast(pixels, "bfloat16")},
+        ),
+    )
+    (item,) = kwargs_items([made_so], "qwen2_5_vl", 2, dtype="bfloat16")
+    assert item["pixel_values_videos"].data is made_so.processed.tensors["pixel_values_videos"]
     body = generate_request(case.prepared, replace(case.options, dtype="bfloat16"))
     for key in ("kwargs_data", "mm_metadata"):
         for text in body["features"][key]["video"]:
             assert torch_name(decode_item(text)["second_per_grid_ts"].data) == "bfloat16"
+    for text in body["features"]["kwargs_data"]["video"]:
+        assert torch_name(decode_item(text)["pixel_values_videos"].data) == "bfloat16"
     (item,) = kwargs_items(build_case("qwen3_vl_video").media, "qwen3_vl", 2, dtype="bfloat16")
     assert item["timestamps"].data == [0.25, 1.0]
+
+
+def test_a_bfloat16_tensor_is_cast_from_its_values():
+    """cast reads a bfloat16 tensor's values, not its bit patterns as numbers."""
+    halves = cast(np.array([1.5, -2.25], np.float32), "bfloat16")
+    assert cast(halves, "bfloat16") is halves
+    assert cast(halves, "float32").tolist() == cast(halves, "float16").tolist() == [1.5, -2.25]

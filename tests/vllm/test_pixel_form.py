@@ -21,7 +21,7 @@ from mmprep.core.lifespan import StartupError
 from mmprep.engines.vllm_generate import VllmGenerateEngine
 from mmprep.interface.engine import EngineHTTPError
 from mmprep.preprocess.vision import normalizes_on_device
-from mmprep.processors import load_processor
+from mmprep.processors import load_processor, torch_name
 from mmprep.processors.patches import normalized_patches
 from mmprep.vllm.serde import decode_item
 from tests.support.chat import chat, data_url, image, png_data_url, video
@@ -141,7 +141,8 @@ def test_the_render_route_sends_the_form_asked_for(folder, device):
     with LiveServer(settings) as server:
         picture = rendered_pixels(server, image(png_data_url(64, 48)))
         movie = rendered_pixels(server, video(data_url(clip, "video/webm"), num_frames=4))
-    assert picture.dtype == movie.dtype == (np.uint8 if device else np.float32)
+    # the normalized form in the model's dtype, as vLLM's processor casts it: `auto`, bfloat16
+    assert torch_name(picture) == torch_name(movie) == ("uint8" if device else "bfloat16")
     if device:  # the patches of the same pixels, normalized on the device, are the float form
         normalized = normalized_patches(movie, processor.video_config)
         assert normalized.min() < -1.5 and normalized.max() > 1.5  # a picture, not a flat field
@@ -230,7 +231,7 @@ def test_an_upstream_down_at_start_is_asked_before_the_first_pixels():
 def test_a_bfloat16_upstream_takes_normalized_pixels():
     """vLLM's render on a bfloat16 model in --no-mm-device-do-normalize writes its pixels in
     bfloat16 (its processor casts them): read, and known as the normalized form."""
-    from mmprep.vllm.dtypes import cast
+    from mmprep.processors import cast
     from mmprep.vllm.items import FieldElem, batched
     from mmprep.vllm.pixel_form import mismatch, rendered_dtype
     from mmprep.vllm.serde import encode_item

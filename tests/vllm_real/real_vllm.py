@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from mmprep.vllm.dtypes import torch_name
+from mmprep.processors import torch_name
 from mmprep.vllm.serde import decode_item
 from tests.support import tiny_model
 from tests.support.servers import ThreadServer, free_port
@@ -101,12 +101,19 @@ FPS = 2.0
 # vLLM's CPU build: the CPU platform, a small KV cache (GiB), no torch.compile.
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 # --trust-request-mm-kwargs: vLLM refuses a request's media_io_kwargs (the frames to sample) without it.
-# The engine's dtype, which mmprep is told too (its --dtype): vLLM's processor casts its floating
-# outputs to it, and Qwen2.5-VL's second_per_grid_ts goes to the engine so (issue 45).
-DTYPE = "float32"
+# The dtype: vLLM's own choice, as its docs start it (issue 59), no --dtype: `auto`, the folders'
+# float32 configs served in bfloat16 on this CPU; mmprep at its default, the same `auto`. vLLM's
+# processor casts every floating output to it (pixels, audio features, Qwen2.5-VL's
+# second_per_grid_ts), and so does mmprep. NAMED_DTYPES: the --dtype values also checked given.
+DTYPE = "auto"
+NAMED_DTYPES = ("float32", "float16")
+# The --dtype the recordings of tests/data/vllm_real (goldens.json, audio.json) were made in,
+# given to both sides by scripts/record_vllm_goldens.py and to mmprep by the tests that read
+# them, so they check a named dtype without vLLM; Qwen3.5's engine in bfloat16, the one dtype
+# vllm-cpu's Gated DeltaNet attention takes ("CPU GDN attention requires BF16").
+RECORDED_DTYPE = "float32"
+RECORDED_ENGINE_DTYPES = {"qwen3_5": "bfloat16"}
 COMMON_ARGS = [
-    "--dtype",
-    DTYPE,
     "--enforce-eager",
     "--max-model-len",
     "4096",
@@ -307,12 +314,11 @@ class VllmProcess:
         self.close()
 
 
-# vllm-cpu's Gated DeltaNet attention (Qwen3.5's linear layers) takes bfloat16 only ("CPU GDN
-# attention requires BF16"): that family's engine runs in it, both paths compared alike.
 # Llama 4's vision encoder compiled (no --enforce-eager): eager, a one-tile image kills the
 # engine (LLAMA4_ONE_TILE); compiled, it runs, and the whole model is compiled alike for both paths.
+# (vllm-cpu's Gated DeltaNet attention, Qwen3.5's linear layers, takes bfloat16 only, "CPU GDN
+# attention requires BF16": vLLM's `auto`, which every engine here runs in.)
 ENGINE_ARGS = {
-    "qwen3_5": ["--dtype", "bfloat16"],
     "llama4": ["--compilation-config", '{"compile_mm_encoder": true}'],
 }
 # Families whose engine runs without --enforce-eager (it turns compilation off)
@@ -320,26 +326,23 @@ COMPILED = ("llama4",)
 
 
 def vllm_serve(
-    folder: Path, mode: str, family: str | None = None, dtype: str | None = None, more: tuple[str, ...] = ()
+    folder: Path, mode: str, family: str | None = None, dtype: str = DTYPE, more: tuple[str, ...] = ()
 ) -> VllmProcess:
     """The engine, with its scale-out routes (/inference/v1/generate, .../render). `dtype`:
-    its --dtype instead of the family's ("auto": none given, vLLM's own choice). `more`: more
-    of its flags."""
+    its --dtype ("auto": none given, vLLM's own choice). `more`: more of its flags."""
     args = [*COMMON_ARGS, *(MODES | DEFAULT_MODE)[mode], *ENGINE_ARGS.get(family or "", [])]
     if family in COMPILED:
         args.remove("--enforce-eager")
-    if dtype is not None:
-        while "--dtype" in args:
-            at = args.index("--dtype")
-            del args[at : at + 2]
-        args += [] if dtype == "auto" else ["--dtype", dtype]
+    args += [] if dtype == "auto" else ["--dtype", dtype]
     return VllmProcess(VENV, ["serve"], folder, "--enable-scale-out", *args, *more)
 
 
-def vllm_render(folder: Path, mode: str, *args: str) -> VllmProcess:
-    """vLLM 0.33's GPU-less render server (`args`: more of its flags)."""
+def vllm_render(folder: Path, mode: str, *args: str, dtype: str = DTYPE) -> VllmProcess:
+    """vLLM 0.33's GPU-less render server (`args`: more of its flags; `dtype`: its --dtype,
+    "auto": none given, vLLM's own choice)."""
     modes = (MODES | DEFAULT_MODE)[mode]
-    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *modes, *args)
+    named = [] if dtype == "auto" else ["--dtype", dtype]
+    return VllmProcess(RENDER_VENV, ["launch", "render"], folder, *COMMON_ARGS, *named, *modes, *args)
 
 
 # -- asking -----------------------------------------------------------------------------------
@@ -407,10 +410,15 @@ class RecordingProxy(ThreadServer):
         super().__init__(app)
 
 
-def dtype_of(family: str | None) -> str:
-    """The --dtype vllm_serve gives `family`'s engine (ENGINE_ARGS, else DTYPE)."""
-    args = ENGINE_ARGS.get(family or "", [])
-    return args[args.index("--dtype") + 1] if "--dtype" in args else DTYPE
+def mmprep_settings(folder: Path, normalize: bool | None, model: str, dtype: str) -> dict[str, Any]:
+    """`mmprep serve --model folder`'s settings, served and keyed as `model`; `normalize` and
+    `dtype` given only where named (None, "auto": mmprep's defaults)."""
+    settings: dict[str, Any] = {"model": folder, "upstream_model_id": model, "served_model_name": [model]}
+    if dtype != "auto":
+        settings["dtype"] = dtype
+    if normalize is not None:
+        settings["mm_device_do_normalize"] = normalize
+    return settings
 
 
 @contextmanager
@@ -428,22 +436,15 @@ def mmprep_server(
     and keys the path it was given.
     `normalize`: mmprep's --mm-device-do-normalize / --no-mm-device-do-normalize (issue 31,
     point 1), passed when this mmprep has it; None leaves mmprep's default. `dtype`: mmprep's
-    --dtype, the engine's ("auto": mmprep's default). `engine`: the one in front of `upstream`
+    --dtype, the engine's ("auto": none given, mmprep's default). `engine`: the one in front of `upstream`
     (openai: `upstream` is then the OpenAI root, .../v1). `more`: other settings."""
     from mmprep.core.config import Settings
     from tests.support.servers import LiveServer
 
     model = model or str(folder)
-    settings: dict[str, Any] = {
-        "model": folder,
-        "upstream_model_id": model,
-        "served_model_name": [model],
-        "dtype": dtype,
-    }
+    settings = mmprep_settings(folder, normalize, model, dtype)
     if upstream:
         settings |= {"engine": engine, "upstream_url": upstream, "upstream_model": model}
-    if normalize is not None:
-        settings["mm_device_do_normalize"] = normalize
     with LiveServer(Settings(**settings, **more)) as live:
         yield live.url
 
@@ -492,14 +493,7 @@ def prepared_in_process(
     from mmprep.core.config import Settings
     from mmprep.service import Service
 
-    settings: dict[str, Any] = {
-        "model": folder,
-        "upstream_model_id": model,
-        "served_model_name": [model],
-        "dtype": dtype,
-    }
-    if normalize is not None:
-        settings["mm_device_do_normalize"] = normalize
+    settings = mmprep_settings(folder, normalize, model, dtype)
 
     async def run() -> tuple[Any, Any]:
         service = Service(Settings(**settings))
@@ -623,6 +617,38 @@ def render_fields(request: dict) -> dict:
         "mm_hashes": features["mm_hashes"],
         "tensors": tensors(request),
     }
+
+
+def tensor_dtypes(request: dict) -> list[str]:
+    """The torch dtypes of a GenerateRequest's tensors (every item, every key), each once:
+    what a request sent as one image item per run (a Qwen3-VL block, a Llama 4 tile) must
+    share with vLLM's render of the same chat, whose keys are the video's or the whole image's."""
+    return sorted(
+        {
+            entry["data"][0]
+            for items in tensors(request).values()
+            for item in items
+            for entry in item.values()
+            if isinstance(entry["data"][0], str)  # a tensor's [dtype, shape, digest]; a list's numbers
+        }
+    )
+
+
+def as_route_answers(fields: dict, folder: Path, family: str, kind: str) -> dict:
+    """vLLM's render fields (render_fields) as mmprep's render route answers the same chat of
+    `kind` ("image", "video", "text"): a BRACKETED or TILES family's image ranges narrowed to
+    their run of embeddings (as_generate_takes); InternVL's video context tokens as
+    transformers' processor (and so mmprep) writes them, <IMG_CONTEXT> where vLLM's prompt
+    update writes <video> (the engine puts the embeddings there alike)."""
+    from mmprep.model import ModelFolder
+
+    if kind == "image" and family in (*BRACKETED, *TILES):
+        return as_generate_takes(fields, folder, family)
+    if kind == "video" and family == "internvl":
+        ids = ModelFolder.load(folder).vision_token_ids
+        context, video = ids["image_token_id"], ids["video_token_id"]
+        return {**fields, "token_ids": [context if id_ == video else id_ for id_ in fields["token_ids"]]}
+    return fields
 
 
 def as_generate_takes(fields: dict, folder: Path, family: str) -> dict:
@@ -755,7 +781,7 @@ def with_seconds_per_grid(request: dict, dtype: str, seconds: float = SECONDS_EX
     """A render's GenerateRequest with each video's second_per_grid_ts `seconds` in `dtype`
     (through float32, as vLLM's processor casts it), in kwargs_data and mm_metadata, under
     hashes of its own (vLLM's caches key items by hash alone)."""
-    from mmprep.vllm.dtypes import cast
+    from mmprep.processors import cast
     from mmprep.vllm.serde import encode_item
 
     features = json.loads(json.dumps(request["features"]))
@@ -771,11 +797,11 @@ def with_seconds_per_grid(request: dict, dtype: str, seconds: float = SECONDS_EX
 
 def seconds_per_grid(request: dict) -> tuple[str, float, list[int]]:
     """A render's video: second_per_grid_ts's dtype and value, and its grid (t, h, w)."""
-    from mmprep.vllm.dtypes import torch_name, values
+    from mmprep.processors import as_float32, torch_name
 
     item = decode_item(request["features"]["kwargs_data"]["video"][0])
     seconds = np.asarray(item["second_per_grid_ts"].data)
-    return torch_name(seconds), float(values(seconds)), [int(n) for n in item["video_grid_thw"].data]
+    return torch_name(seconds), float(as_float32(seconds)), [int(n) for n in item["video_grid_thw"].data]
 
 
 def time_positions(seconds: float, blocks: int, tokens_per_second: float) -> list[int]:
@@ -1141,14 +1167,15 @@ def audios_encoded_anew(request: dict, shift: float = 0.0) -> dict:
     chat of the same audio left in its encoder cache. `shift`: added to the first audio's
     log-mel features, a perturbation that shows the check can tell (a scale would not: the
     tower's first convolution has no bias, and a LayerNorm follows it)."""
+    from mmprep.processors import as_float32, cast
     from mmprep.vllm.serde import encode_item
 
     features = json.loads(json.dumps(request["features"]))
     if shift:
         item = decode_item(features["kwargs_data"]["audio"][0])
         elem = item["input_features_padded"]
-        data = np.asarray(elem.data)
-        shifted = (data + np.float32(shift)).astype(data.dtype)
+        data = np.asarray(elem.data)  # in the model's dtype: shifted in float32, cast back
+        shifted = cast(as_float32(data) + np.float32(shift), torch_name(data))
         item["input_features_padded"] = type(elem)(shifted, elem.field)
         features["kwargs_data"]["audio"][0] = encode_item(item)
     suffix = f"shifted-{shift}" if shift else "anew"

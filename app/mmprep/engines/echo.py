@@ -18,6 +18,8 @@ from collections.abc import AsyncGenerator
 
 import xxhash
 
+from mmprep.processors import torch_name
+
 from ..core.config import Settings
 from ..interface.engine import EngineOutput, FinishReason, NothingToStart
 from ..interface.prepared import MediaItem, PreparedRequest
@@ -104,7 +106,7 @@ def _describe(item: MediaItem) -> dict:
 def _tensor_account(tensor) -> dict:
     return {
         "shape": list(tensor.shape),
-        "dtype": str(tensor.dtype),
+        "dtype": torch_name(tensor),  # bfloat16 by its name (mmprep.processors.dtypes)
         "xxh3": xxhash.xxh3_64_hexdigest(tensor.data),  # a fingerprint: 10x cheaper than crc32
     }
 

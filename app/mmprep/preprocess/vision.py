@@ -21,6 +21,7 @@ from mmprep.processors import ProcessedMedia, Processor, ProcessorConfigError, l
 from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
+from ..model.dtype import model_dtype
 from .loader_picks import LoaderPicks
 from .options import processing_layers
 
@@ -116,7 +117,12 @@ class VisionProcessing:
         made = self._for_requests.get(key)
         if made is None:
             processor = _made(
-                self._source, layers, self.vllm_frames, self.normalizes_on_device, "mm_processor_kwargs"
+                self._source,
+                layers,
+                self.vllm_frames,
+                self.normalizes_on_device,
+                "mm_processor_kwargs",
+                self.processor.dtype,
             )
             made = VisionProcessing(
                 processor,
@@ -139,13 +145,15 @@ class VisionProcessing:
     def cache_key(self) -> tuple:
         """All of this processing that changes its tensors, hashable: the family, its
         configs (the pixel form is their do_rescale and do_normalize; the audio's feature
-        extractor), the resize, and whether videos get vLLM's frames (loader_picks)."""
+        extractor), the floats' dtype, the resize, and whether videos get vLLM's frames
+        (loader_picks)."""
         processor = self.processor
         return (
             processor.family,
             processor.video_config,
             processor.image_config,
             processor.audio_config,
+            processor.dtype,
             self._ffmpeg_resize,
             self.vllm_frames,
         )
@@ -219,11 +227,17 @@ def processor_for(settings: Settings) -> tuple[Processor, str, dict[str, dict[st
     """The processor the settings name (--processor's, else the --model folder's) with
     --mm-processor-kwargs' processing keys over its configs, as vLLM makes its processor with
     them; with what it was made from (its source, those keys per modality) and whether the
-    model normalizes its pixels on the device. None without one; a ServiceError names a key
-    that cannot be."""
+    model normalizes its pixels on the device. Where mmprep speaks vLLM's wire, its floating
+    tensors are in the model's dtype (--dtype, resolved as vLLM resolves it), as vLLM's
+    processor casts them; else float32, transformers' own. None without one; a ServiceError
+    names a key that cannot be."""
+    dtype = "float32"
     if settings.model is not None:
-        family = load_model_folder(str(settings.model), settings.processor).family
+        folder = load_model_folder(str(settings.model), settings.processor)
+        family = folder.family
         source = settings.processor if settings.processor is not None else str(settings.model)
+        if speaks_vllm(settings):
+            dtype = model_dtype(settings.dtype, folder.config)
     elif settings.processor is not None:
         family = load_processor(settings.processor).family
         source = settings.processor
@@ -231,15 +245,21 @@ def processor_for(settings: Settings) -> tuple[Processor, str, dict[str, dict[st
         return None
     on_device = normalizes_on_device(settings, family)
     layers = processing_layers(settings.mm_processor_kwargs, family, on_device)
-    processor = _made(source, layers, speaks_vllm(settings), on_device, "--mm-processor-kwargs")
+    processor = _made(source, layers, speaks_vllm(settings), on_device, "--mm-processor-kwargs", dtype)
     return processor, source, layers, on_device
 
 
 def _made(
-    source: str, layers: dict[str, dict[str, Any]], vllm_renders: bool, on_device: bool, where: str
+    source: str,
+    layers: dict[str, dict[str, Any]],
+    vllm_renders: bool,
+    on_device: bool,
+    where: str,
+    dtype: str = "float32",
 ) -> Processor:
     """The processor `source` loads, `layers` over its configs, as vLLM's renderer runs it
-    (as_vllm_renders) and with raw pixels where the model normalizes them itself."""
+    (as_vllm_renders), with raw pixels where the model normalizes them itself, its floats in
+    `dtype`."""
     try:
         processor = load_processor(source, layers)
     except ProcessorConfigError as error:
@@ -249,4 +269,4 @@ def _made(
         processor = processor.as_vllm_renders()
     if on_device:
         processor = processor.with_raw_pixels()
-    return processor
+    return processor.in_dtype(dtype)

@@ -32,6 +32,12 @@ qwen2_5_vl.py, qwen3_vl.py):
 A family's items may also share keys (Side.vllm_shared_fields, from the model's token ids):
 a shared field kept on the CPU, every item the same 0-d int64.
 
+Every floating tensor goes in the model's dtype (`dtype`: vllm serve's --dtype, bfloat16 by
+default), as vLLM's processor casts transformers' outputs (context.py _postprocess_output,
+"as transformers.BatchFeature"): normalized pixels, Gemma 4's audio features, Qwen2.5-VL's
+second_per_grid_ts. A processor made for vLLM's wire (Processor.in_dtype) writes the pixels
+so already; what is not in it yet is cast here.
+
 Keys go in the order of the model's field config (vLLM's own order comes from a set, so
 it varies between its processes; its decoder reads a mapping, so order carries nothing).
 """
@@ -46,11 +52,10 @@ from typing import Any, Literal
 import numpy as np
 
 from mmprep import families
-from mmprep.processors import ProcessedMedia
+from mmprep.processors import ProcessedMedia, cast, is_float
 
 from ..interface.prepared import MediaItem
 from ..modalities import MODALITIES
-from .dtypes import cast
 
 FieldKind = Literal["batched", "flat", "shared"]
 
@@ -97,9 +102,9 @@ def kwargs_items(
 ) -> list[Item]:
     """The items of one modality's media, in prompt order (all images, or all videos),
     each processed (`MediaItem.processed`) by the `family`'s processor: its pixels and grid
-    under the family's tensor names, for a video the keys the family adds (their floating
-    tensors in the model's `dtype`, as vLLM casts them), and the keys the family's items
-    share (from the model's vision `token_ids`)."""
+    under the family's tensor names, for a video the keys the family adds, and the keys the
+    family's items share (from the model's vision `token_ids`); every floating tensor in the
+    model's `dtype`, as vLLM casts them."""
     if not media:
         return []
     kinds = {item.kind for item in media}
@@ -120,24 +125,23 @@ def kwargs_items(
         for kwargs, entry in zip(items, media, strict=True):
             video, tokens = entry.sampled_video(), _processed(entry).num_tokens
             for key, data in rules.vllm_video_fields(video, temporal_patch_size, tokens).items():
-                kwargs[key] = FieldElem(_as_model_dtype(data, dtype), batched(keep_on_cpu=True))
+                kwargs[key] = FieldElem(data, batched(keep_on_cpu=True))
     for key, value in side.vllm_shared_fields(token_ids or {}).items():
         shared = Field("shared", {"keep_on_cpu": True, "batch_size": len(items)})
         for kwargs in items:
             kwargs[key] = FieldElem(np.array(value, np.int64), shared)
-    return items
+    return [{key: _in_model_dtype(element, dtype) for key, element in item.items()} for item in items]
 
 
-def _as_model_dtype(
-    data: np.ndarray | list[float] | list[int], dtype: str
-) -> np.ndarray | list[float] | list[int]:
-    """A floating tensor in the model's dtype, as vLLM's processor casts every one it makes
-    (context.py _postprocess_output, "as transformers.BatchFeature"); a list (Qwen3-VL's
-    timestamps) is no tensor there and stays as it is. Only these CPU-side keys: the engine
-    reads them as values (Qwen2.5-VL's M-RoPE), where it casts pixels to its dtype itself."""
-    if isinstance(data, np.ndarray) and data.dtype.kind == "f":
-        return cast(data, dtype)
-    return data
+def _in_model_dtype(element: FieldElem, dtype: str) -> FieldElem:
+    """The element with a floating tensor in the model's dtype (cast: one already in it
+    stays as it is); a list (Qwen3-VL's timestamps) is no tensor to vLLM and stays too.
+    The engine reads some of these as values (Qwen2.5-VL's seconds into its M-RoPE
+    positions), so a value of another precision would place the video otherwise."""
+    data = element.data
+    if isinstance(data, np.ndarray) and is_float(data):
+        return FieldElem(cast(data, dtype), element.field)
+    return element
 
 
 def _items(media: Sequence[MediaItem], side: families.Side, pixels_key: str, grid_key: str) -> list[Item]:

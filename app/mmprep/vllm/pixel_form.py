@@ -21,7 +21,8 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from .dtypes import torch_name
+from mmprep.processors import torch_name
+
 from .serde import ItemFormatError, decode_item
 
 log = logging.getLogger("mmprep.vllm")

@@ -41,9 +41,9 @@ from ..interface.engine import EngineError, EngineHTTPError
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
 from ..modalities import modality_of
 from ..model import load_model_folder
+from ..model.dtype import model_dtype
 from ..preprocess.vision import normalizes_on_device
 from .content_parts import media_parts
-from .dtypes import model_dtype
 from .hashing import HashAlgorithm, mm_hash, run_hash
 from .items import Item, kwargs_items
 from .sampling import max_tokens_cap, sampling_defaults, sampling_params

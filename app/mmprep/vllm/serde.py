@@ -22,7 +22,8 @@ import msgpack
 import numpy as np
 import pybase64
 
-from .dtypes import BFLOAT16, torch_name
+from mmprep.processors import BFLOAT16, torch_name
+
 from .items import Field, FieldElem, Item
 
 RAW_VIEW = 3  # vLLM's CUSTOM_TYPE_RAW_VIEW: an array's bytes, inline

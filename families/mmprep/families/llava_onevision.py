@@ -216,12 +216,17 @@ def video_tokens(num_frames: int) -> int:
 
 def pad_batch(pixels: Sequence[np.ndarray]) -> list[np.ndarray]:
     """transformers' _pad_for_batching (do_pad): each image's tiles, (1, tiles, 3, H, W),
-    padded with zeros (after normalizing) to the most any image of the batch has."""
+    padded with zeros (after normalizing) to the most any image of the batch has. Written
+    into zeros of the tiles' own dtype, which np.concatenate would lose (a bfloat16's)."""
     most = max(tiles.shape[1] for tiles in pixels)
     padded = []
     for tiles in pixels:
-        extra = np.zeros((1, most - tiles.shape[1], *tiles.shape[2:]), tiles.dtype)
-        padded.append(np.concatenate([tiles, extra], axis=1) if extra.size else tiles)
+        if tiles.shape[1] == most:
+            padded.append(tiles)
+            continue
+        out = np.zeros((1, most, *tiles.shape[2:]), tiles.dtype)
+        out[:, : tiles.shape[1]] = tiles
+        padded.append(out)
     return padded
 
 

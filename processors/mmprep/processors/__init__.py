@@ -4,13 +4,16 @@ and sizing rule are its module's in mmprep.families. Knows numpy and Pillow, not
 or FFmpeg."""
 
 from .config import FAMILIES, IGNORED_KEYS, KNOWN_KEYS, ProcessorConfig
+from .dtypes import BFLOAT16, FLOAT_DTYPES, as_float32, cast, is_float, round_to_bfloat16, torch_name
 from .errors import ProcessorConfigError, ProcessorError, ProcessorInputError
 from .loading import PRESETS, load_processor, preset_models
-from .patches import ProcessedMedia, round_to_bfloat16
+from .patches import ProcessedMedia
 from .processor import Processor
 
 __all__ = [
+    "BFLOAT16",
     "FAMILIES",
+    "FLOAT_DTYPES",
     "IGNORED_KEYS",
     "KNOWN_KEYS",
     "PRESETS",
@@ -20,7 +23,11 @@ __all__ = [
     "ProcessorConfigError",
     "ProcessorError",
     "ProcessorInputError",
+    "as_float32",
+    "cast",
+    "is_float",
     "load_processor",
     "preset_models",
     "round_to_bfloat16",
+    "torch_name",
 ]

@@ -5,8 +5,8 @@ Output rows are patches ordered (temporal block, merge-block row, merge-block co
 within the merge block, column within it); each row holds (channel, frame within the
 temporal block, pixel row, pixel column). Each frame goes in one pass of resize.py's
 kernel: resized, and each value written where that order puts it, as its rescaled and
-normalized float (`Normalizer`'s table of the 256 levels) or as the uint8 level itself.
-`ProcessedMedia` is the finished output, as the processors return it.
+normalized float in the processor's dtype (`Normalizer`'s table of the 256 levels) or as the
+uint8 level itself. `ProcessedMedia` is the finished output, as the processors return it.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ import numpy as np
 import mmprep.families as families
 
 from .config import ProcessorConfig
+from .dtypes import cast, round_to_bfloat16
 from .resize import Scatter, resize_into
 
 
 @dataclass(frozen=True)
 class ProcessedMedia:
     """`tensors`: named, shaped, ordered and typed as transformers returns them
-    (`pixel_values_videos` + `video_grid_thw`, or `pixel_values` + `image_grid_thw`).
-    `num_tokens`: the placeholder tokens the language model sees for this item."""
+    (`pixel_values_videos` + `video_grid_thw`, or `pixel_values` + `image_grid_thw`), the
+    floating ones in the processor's dtype (Processor.in_dtype: as `BatchFeature.to(dtype)`
+    leaves them). `num_tokens`: the placeholder tokens the language model sees for this item."""
 
     tensors: dict[str, np.ndarray]
     num_tokens: int
@@ -34,11 +36,13 @@ class ProcessedMedia:
 
 class Normalizer:
     """uint8 pixels to what transformers' fused rescale-and-normalize makes of them, in the
-    same float32 operations, so the values are the same to the bit. A pixel's value
-    depends only on its level and channel, so the operations run once, on the 256 levels of
-    each channel (`table`), and the kernel looks each pixel up."""
+    same float32 operations, so the values are the same to the bit; then cast to `dtype`
+    (float32, float16 or bfloat16) as torch casts them. A pixel's value depends only on its
+    level and channel, so the operations (and the cast) run once, on the 256 levels of each
+    channel (`table`), and the kernel looks each pixel up: a 16-bit output costs nothing
+    more than a float32 one."""
 
-    def __init__(self, config: ProcessorConfig):
+    def __init__(self, config: ProcessorConfig, dtype: str = "float32"):
         shape = (3, 1)  # a (channel, level) table
         mean = np.array(config.image_mean, np.float32).reshape(shape)
         std = np.array(config.image_std, np.float32).reshape(shape)
@@ -66,7 +70,11 @@ class Normalizer:
         else:
             self._steps = []
             self.dtype = np.dtype(np.uint8)  # transformers leaves the pixels as they are
-        self.table = self._levels() if self._steps else None
+        self.table: np.ndarray | None = None
+        if self._steps:
+            self.table = cast(self._levels(), dtype)
+            self.table.flags.writeable = False
+            self.dtype = self.table.dtype  # BFLOAT16 for bfloat16 (dtypes.py)
 
     @property
     def keeps_pixels(self) -> bool:
@@ -85,17 +93,7 @@ class Normalizer:
             step(out, operand, out=out)
             if self._rounds:
                 round_to_bfloat16(out)
-        out.flags.writeable = False
         return out
-
-
-def round_to_bfloat16(values: np.ndarray) -> None:
-    """float32 `values` rounded, in place, to the nearest bfloat16 (ties to even), as torch
-    casts: the top 16 bits of each kept, so each is still a float32 of the same value."""
-    bits = values.view(np.uint32)
-    # every operand uint32: numpy 1.x would widen a 0-d array's shift by a Python int to int64
-    bits += np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    bits &= np.uint32(0xFFFF0000)
 
 
 def to_bfloat16(values: np.ndarray) -> np.ndarray:
@@ -123,9 +121,17 @@ class PatchWriter:
     `3 * temporal * patch * patch` values, filled frame by frame (threads may fill
     different frames at once: each writes only its own columns). Frames come at any size
     and are resized to (height, width) with the config's resample. `side`: the family's
-    side whose tensors these are (its tensor_names)."""
+    side whose tensors these are (its tensor_names); `dtype`: the floats' (Normalizer)."""
 
-    def __init__(self, config: ProcessorConfig, side: families.Side, grid_t: int, height: int, width: int):
+    def __init__(
+        self,
+        config: ProcessorConfig,
+        side: families.Side,
+        grid_t: int,
+        height: int,
+        width: int,
+        dtype: str = "float32",
+    ):
         self._names = side.tensor_names
         self.patch, self.merge, self.temporal = (
             config.patch_size,
@@ -134,7 +140,7 @@ class PatchWriter:
         )
         self.height, self.width, self._resample = height, width, config.resample
         self.grid_t, self.grid_h, self.grid_w = grid_t, height // self.patch, width // self.patch
-        self._normalize = Normalizer(config)
+        self._normalize = Normalizer(config, dtype)
         patch_dim = 3 * self.temporal * self.patch * self.patch
         self.output = np.empty((grid_t * self.grid_h * self.grid_w, patch_dim), self._normalize.dtype)
         # Where pixel (row i, column x) of a frame goes in its temporal block, less its

@@ -1,6 +1,7 @@
 """`Processor`: a model family's vision processor (resize to its grid, rescale, normalize,
 patchify) for videos and images, and its audio feature extractor where the family has one
-(audio_features.py), equal to transformers' output."""
+(audio_features.py), equal to transformers' output, its floating tensors in the processor's
+dtype (float32 unless made `in_dtype` another, as vLLM casts them: dtypes.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import mmprep.families as families
 from . import tiles
 from .audio_features import AudioConfig, log_mel
 from .config import ProcessorConfig
+from .dtypes import FLOAT_DTYPES, cast
 from .errors import ProcessorConfigError, ProcessorInputError
 from .patches import PatchWriter, ProcessedMedia
 from .streaming import VideoStream
@@ -27,14 +29,24 @@ def default_threads() -> int:
 class Processor:
     """One family's image and video processors, each from its own config (`image` may be
     None when a model folder has no image processor config), and its audio feature extractor
-    (`audio`: None for a family whose processor has none)."""
+    (`audio`: None for a family whose processor has none). `dtype`: the floating tensors'
+    (one of dtypes.FLOAT_DTYPES)."""
 
     def __init__(
-        self, video: ProcessorConfig, image: ProcessorConfig | None, audio: AudioConfig | None = None
+        self,
+        video: ProcessorConfig,
+        image: ProcessorConfig | None,
+        audio: AudioConfig | None = None,
+        dtype: str = "float32",
     ):
+        if dtype not in FLOAT_DTYPES:
+            raise ProcessorConfigError(
+                f"a processor's dtype is one of {', '.join(FLOAT_DTYPES)}, not {dtype!r}"
+            )
         self.video_config = video
         self.image_config = image
         self.audio_config = audio
+        self.dtype = dtype
         # each side's config under its modality's name
         self._configs = {config.kind: config for config in (image, video) if config is not None}
 
@@ -55,7 +67,14 @@ class Processor:
             return replace(config, do_rescale=False, do_normalize=False)
 
         image = raw(self.image_config) if self.image_config is not None else None
-        return Processor(video=raw(self.video_config), image=image, audio=self.audio_config)
+        return Processor(raw(self.video_config), image, self.audio_config, self.dtype)
+
+    def in_dtype(self, dtype: str) -> Processor:
+        """This processor with its floating tensors (normalized pixels, audio features) in
+        `dtype`, as vLLM's processor casts transformers' outputs to the model's dtype
+        (`BatchFeature.to(dtype)`: bfloat16 rounded to nearest, ties to even). The pixels are
+        written so straight away (patches.Normalizer), at no cost; uint8 pixels stay uint8."""
+        return Processor(self.video_config, self.image_config, self.audio_config, dtype)
 
     def as_vllm_renders(self) -> Processor:
         """This processor as vLLM's renderer runs it: where vLLM sends a family's video frames
@@ -73,7 +92,7 @@ class Processor:
             image_mean=image.image_mean,
             image_std=image.image_std,
         )
-        return Processor(video=video, image=image, audio=self.audio_config)
+        return Processor(video, image, self.audio_config, self.dtype)
 
     def tensor_names(self, kind: families.Kind) -> tuple[str, str | None]:
         """(the pixels' name, the grid's name) of this kind's tensors, as transformers names them."""
@@ -82,7 +101,7 @@ class Processor:
     def __repr__(self) -> str:
         return (
             f"Processor(family={self.family!r}, video={self.video_config}, image={self.image_config}, "
-            f"audio={self.audio_config})"
+            f"audio={self.audio_config}, dtype={self.dtype!r})"
         )
 
     # -- sizes and token counts, without any pixels: what a decoder can scale straight to --
@@ -160,19 +179,21 @@ class Processor:
         _check_pixels(image, 3, "image", "(H, W, 3)")
         resized_height, resized_width = self.image_size(*image.shape[:2])
         if self._tiled():
-            return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]))
-        writer = PatchWriter(config, self._family().image, 1, resized_height, resized_width)
+            return tiles.process_image(config, image, self.image_tokens(*image.shape[:2]), self.dtype)
+        writer = PatchWriter(config, self._family().image, 1, resized_height, resized_width, self.dtype)
         writer.write(image, 0, copies=writer.temporal)
         return writer.processed()
 
     def process_audio(self, waveform: np.ndarray) -> ProcessedMedia:
         """`waveform`: float32 (N,) mono at `audio_config.sampling_rate`. Its features as
         transformers' processor returns them for one item (input_features (1, frames, mels),
-        input_features_mask (1, frames)); num_tokens: the soft tokens it stands for."""
+        in the processor's dtype, input_features_mask (1, frames)); num_tokens: the soft
+        tokens it stands for."""
         config = self._audio()
         features, mask = log_mel(waveform, config.features)
         tokens = self._family().audio.soft_tokens(int(np.count_nonzero(mask)), config.seq_length)
-        return ProcessedMedia({"input_features": features[None], "input_features_mask": mask[None]}, tokens)
+        features = cast(features[None], self.dtype)
+        return ProcessedMedia({"input_features": features, "input_features_mask": mask[None]}, tokens)
 
     def _audio(self) -> AudioConfig:
         if self.audio_config is None:
@@ -185,9 +206,11 @@ class Processor:
         resized = self.video_size(num_frames, height, width)
         if self._tiled():
             count = self.video_tokens(num_frames, height, width)
-            return tiles.TileWriter(self.video_config, self._family().video, num_frames, *resized, count)
+            return tiles.TileWriter(
+                self.video_config, self._family().video, num_frames, *resized, count, self.dtype
+            )
         grid_t, _, _ = self.video_grid(num_frames, height, width)
-        return PatchWriter(self.video_config, self._family().video, grid_t, *resized)
+        return PatchWriter(self.video_config, self._family().video, grid_t, *resized, self.dtype)
 
     # -- helpers --
 

@@ -8,7 +8,8 @@ An image is cut from its family's views (`Family.image_views`): each view (the w
 image, or a crop of it) resized (resize.py: torchvision's antialiased bicubic, or bilinear
 where the side's resample says), pasted into zeros (transformers pads the
 uint8 pixels before it rescales them) and cut into tiles row by row. Every tile is then
-rescaled and normalized as the patches are (patches.Normalizer), to the same bits. A video's
+rescaled and normalized as the patches are (patches.Normalizer), to the same bits, in the
+processor's dtype. A video's
 frames are one tile each, resized to the family's video_size. Each view or frame goes
 through resize.py's kernel in one pass, written straight into its tiles.
 """
@@ -59,15 +60,18 @@ def write_view(
     resize_into(source, scatter, *view.size, resample)
 
 
-def process_image(config: ProcessorConfig, image: np.ndarray, num_tokens: int) -> ProcessedMedia:
-    """`image` uint8 (H, W, 3): its tiles under transformers' names (Side.tile_tensors)."""
+def process_image(
+    config: ProcessorConfig, image: np.ndarray, num_tokens: int, dtype: str = "float32"
+) -> ProcessedMedia:
+    """`image` uint8 (H, W, 3): its tiles under transformers' names (Side.tile_tensors), the
+    floats in `dtype`."""
     rules = families.get(config.family)
     height, width = image.shape[:2]
     views = rules.image_views(config, height, width)
     side_h, side_w = _tile_side(views[0])
     if any(_tile_side(view) != (side_h, side_w) for view in views):
         raise ValueError("the views of an image are cut into tiles of one size")
-    normalize = Normalizer(config)
+    normalize = Normalizer(config, dtype)
     pixels = np.empty((sum(_view_tiles(view) for view in views), 3, side_h, side_w), normalize.dtype)
     first = 0
     for view in views:
@@ -82,7 +86,7 @@ class TileWriter:
     """A clip's output in the tiles layout: frame `index` resized to the family's size, one
     (3, H, W) slot each (PatchWriter's interface, so the streaming video path takes either).
     Threads may fill different slots at once. `side`: the family's side whose tensors these
-    are (its tile_tensors)."""
+    are (its tile_tensors); `dtype`: the floats' (Normalizer)."""
 
     temporal = 1  # no temporal blocks: a frame is written once
 
@@ -94,11 +98,12 @@ class TileWriter:
         height: int,
         width: int,
         num_tokens: int,
+        dtype: str = "float32",
     ):
         self.grid_t = num_frames
         self._config = config
         self._side = side
-        self._normalize = Normalizer(config)
+        self._normalize = Normalizer(config, dtype)
         self._num_tokens = num_tokens
         self.output = np.empty((num_frames, 3, height, width), self._normalize.dtype)
         self._rows = np.arange(height, dtype=np.int64) * width

@@ -70,8 +70,9 @@ class EngineSettings(SettingsGroup):
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = Field(
         "auto",
         description="with --model (engine=vllm-generate, the render route): vllm serve's --dtype, the "
-        "dtype vLLM's processor casts its floating outputs to; vLLM's engine reads a Qwen2.5-VL video's "
-        "second_per_grid_ts as that value, so mmprep sends it so (auto: as vLLM resolves it, the folder's "
+        "dtype vLLM's processor casts its floating outputs to (host-normalized pixels, audio features), "
+        "and mmprep writes them in; vLLM's engine reads a Qwen2.5-VL video's second_per_grid_ts as that "
+        "value (auto: as vLLM resolves it, the folder's "
         "config dtype, float32 taken as bfloat16; give vllm serve's own where it has --dtype or runs on "
         "a GPU without bfloat16)",
     )

@@ -50,7 +50,7 @@ def test_the_audio_render_is_vllms(e4b, case):
     # mmprep's ranges are the embeddings' run (Gemma 4's <|audio> and <audio|> outside it),
     # what vLLM 0.33's generate takes; vLLM's render answers the bracketed range
     expected = as_generate_takes(render_fields(theirs), folder, "gemma4")
-    assert_audio_render(case, render_fields(render(mmprep, body)), expected)
+    assert_audio_render(case, render_fields(render(mmprep, body)), expected, live=True)
 
 
 def test_a_gemma4_without_an_audio_tower_refuses_audio_as_vllm(tmp_path):

@@ -31,7 +31,6 @@ from tests.vllm_real.real_vllm import (
     audio_cases,
     chat_logprobs,
     differences,
-    dtype_of,
     missing_audio,
     missing_venv,
     mmprep_server,
@@ -90,7 +89,7 @@ def setup(request):
         pytest.skip(reason)  # vllm serve decodes the chat's audio itself
     folder = model_folder(AUDIO_FOLDER if family == "gemma4" else family)
     with vllm_serve(folder, "default", family) as server, RecordingProxy(server.url) as proxy:
-        with mmprep_server(folder, proxy.url, normalize=None, dtype=dtype_of(family)) as mmprep:
+        with mmprep_server(folder, proxy.url, normalize=None) as mmprep:
             yield {"family": family, "folder": folder, "vllm": server.url, "proxy": proxy, "mmprep": mmprep}
 
 

@@ -57,7 +57,9 @@ def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_every
     status_line, _, body = answer.partition("\r\n\r\n")
     assert status_line.startswith("HTTP/1.1 400"), answer[:500]
     assert '"code":"media_too_large"' in body and "judged by its length" in body
-    assert len(health_seconds) > 20  # the body took a while to send, and /health was asked all along
+    # /health was asked all along: a probe each 15 ms or so, and a quiet machine sends the
+    # 300 MiB in a fifth of a second (10 probes seen), a loaded one in seconds
+    assert len(health_seconds) >= 5
     # The baseline, measured here and now: a parse of the body. Parsed on the event loop, the
     # body would hold some /health for all of it (longer, under the upload's load); taken apart
     # off the loop, no probe waits that long, and a typical one waits a small part of it. (A
@@ -79,7 +81,7 @@ def test_thousands_of_small_images_are_parsed_while_the_server_answers_everyone(
     status_line, _, body = answer.partition("\r\n\r\n")
     assert status_line.startswith("HTTP/1.1 404"), answer[:500]  # parsed and typed: a model not served
     assert '"code":"model_not_found"' in body
-    assert len(health_seconds) > 20
+    assert len(health_seconds) >= 5  # asked all along (above)
     part = b'{"type": "image_url", "image_url": {"url": "data:image/png;base64,' + b"A" * 16300 + b'"}}'
     stall = parse_seconds(b'{"content": [' + b",".join([part] * (BODY_MIB * 64)) + b"]}")
     said = _said(health_seconds, stall)

@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from mmprep.core.config import Settings
+from mmprep.processors import cast, torch_name
 from mmprep.vllm.serde import decode_item
 from tests.support.audio import encode_audio, tone
 from tests.support.chat import openai_client
@@ -111,7 +112,8 @@ def test_the_render_is_transformers(client, reference):
         assert set(span) == {audio_token}
         assert ids[run["offset"] - 1] != audio_token and ids[run["offset"] + run["length"]] != audio_token
         assert run["length"] == (int(mask.sum()) + 3) // 4  # the mask through two stride-2 convolutions
-    # vLLM's items: each audio's unmasked frames, as transformers computes them, to the bit
+    # vLLM's items: each audio's unmasked frames, as transformers computes them, cast to the
+    # dtype vLLM serves the float32 folder in at its defaults (bfloat16), to the bit
     for text, features, mask in zip(
         answer["features"]["kwargs_data"]["audio"],
         reference["input_features"],
@@ -119,7 +121,9 @@ def test_the_render_is_transformers(client, reference):
         strict=True,
     ):
         item = decode_item(text)
-        np.testing.assert_array_equal(item["input_features_padded"].data, features[mask])
+        sent = item["input_features_padded"].data
+        assert torch_name(sent) == "bfloat16"
+        np.testing.assert_array_equal(sent, cast(features[mask], "bfloat16"))
         assert item["input_features_mask"].data.all() and len(item["input_features_mask"].data) == mask.sum()
     hashes = answer["features"]["mm_hashes"]["audio"]
     assert len(set(hashes)) == 2 and all(len(digest) == 64 for digest in hashes)

@@ -74,19 +74,25 @@ def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_every
 
 def test_thousands_of_small_images_are_parsed_while_the_server_answers_everyone():
     """19,200 data URLs of 16 KiB, too short to stay bytes: read by one json.loads call, they
-    would hold the GIL for a whole parse of 300 MiB. The server parses each by itself instead."""
-    with AppProcess("serve", *FLAGS) as app:
-        health_seconds, answer = probe_while_sending(app.port, BODY_MIB, "parts")
+    would hold the GIL for a whole parse of 300 MiB. The server parses each by itself instead.
+    Asked twice at most: the worst probe is one request, which a busy neighbour on 2 cores
+    (the suite's other worker) can hold past the bound once; a parse in one call holds it
+    every time."""
+    part = b'{"type": "image_url", "image_url": {"url": "data:image/png;base64,' + b"A" * 16300 + b'"}}'
+    for _ in range(2):
+        with AppProcess("serve", *FLAGS) as app:
+            health_seconds, answer = probe_while_sending(app.port, BODY_MIB, "parts")
+        stall = parse_seconds(b'{"content": [' + b",".join([part] * (BODY_MIB * 64)) + b"]}")
+        # Read by one json.loads call, the worst probe waits for most of a parse measured here
+        # (its decode, then its scan: each a single C call, the scan two thirds of the parse);
+        # string by string, for a small part of it (an eighth, unloaded).
+        if max(health_seconds) < stall / 2:
+            break
 
     status_line, _, body = answer.partition("\r\n\r\n")
     assert status_line.startswith("HTTP/1.1 404"), answer[:500]  # parsed and typed: a model not served
     assert '"code":"model_not_found"' in body
     assert len(health_seconds) >= 5  # asked all along (above)
-    part = b'{"type": "image_url", "image_url": {"url": "data:image/png;base64,' + b"A" * 16300 + b'"}}'
-    stall = parse_seconds(b'{"content": [' + b",".join([part] * (BODY_MIB * 64)) + b"]}")
     said = _said(health_seconds, stall)
-    # Read by one json.loads call, the worst probe waits for most of a parse measured here
-    # (its decode, then its scan: each a single C call, the scan two thirds of the parse);
-    # string by string, for a small part of it (an eighth, unloaded).
     assert max(health_seconds) < stall / 2, said
     assert statistics.median(health_seconds) < stall / 10, said

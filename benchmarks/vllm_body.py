@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's
 from mmprep.interface.prepared import PreparedRequest, SamplingParams
 from mmprep.processors import load_processor
 from mmprep.vllm import request as vllm_request
-from mmprep.vllm.request import GenerateOptions, generate_request, generate_request_body
+from mmprep.vllm.options import GenerateOptions
+from mmprep.vllm.request import generate_request, generate_request_body
 from tests.support.vllm_cases import processed_item, qwen_prompt
 
 

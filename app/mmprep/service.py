@@ -31,7 +31,7 @@ from .model.hub import resolve_model
 from .preprocess import LocalPreprocessing, Preparer, Preprocessing
 from .preprocess.options import server_options
 from .preprocess.vision import processor_for
-from .vllm.request import generate_options
+from .vllm.options import generate_options
 from .vllm.sampling import sampling_defaults
 from .vllm.wire_cache import WireCache
 

@@ -24,7 +24,7 @@ from mmprep.interface.prepared import (
     TokenPrompt,
 )
 from mmprep.processors import load_processor
-from mmprep.vllm.request import GenerateOptions
+from mmprep.vllm.options import GenerateOptions
 
 DATA = Path(__file__).parents[1] / "data" / "vllm"
 

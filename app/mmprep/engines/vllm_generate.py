@@ -32,8 +32,9 @@ from ..core.lifespan import StartupError
 from ..interface.engine import EngineHTTPError, EngineOutput
 from ..interface.prepared import PreparedRequest
 from ..vllm import TESTED_VLLM_VERSIONS
+from ..vllm.options import GenerateOptions, generate_options
 from ..vllm.pixel_form import mismatch, upstream_pixel_dtype
-from ..vllm.request import GenerateOptions, generate_options, generate_request_body
+from ..vllm.request import generate_request_body
 from ..vllm.response import BadAnswer, choice_outputs, finish_reason, usage_counts, whole_answer
 from ..vllm.sampling import PENALTY_FIELDS, TOKEN_FIELDS, with_extra_fields
 from .upstream import (

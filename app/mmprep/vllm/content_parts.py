@@ -33,7 +33,7 @@ from ..modalities import modality_of
 from .hashing import mm_hash
 
 if TYPE_CHECKING:
-    from .request import GenerateOptions
+    from .options import GenerateOptions
 
 
 def media_parts(

@@ -73,3 +73,24 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if collection_path.name.startswith("test_") and SLOW_MODULE in collection_path.read_text():
         return True
     return None
+
+
+# Test files that never run beside one another on scripts/test.sh's two workers (`--dist
+# loadfile`): Ray's clusters keep every core busy for seconds, and the huge-body tests time
+# /health against a parse measured beside it, which a Ray cluster on the other worker turned
+# 0.3 s into 0.8 s. They go to one worker, one after another; every other file as loadfile.
+ONE_AT_A_TIME = ("tests/rayserve/", "tests/transport/test_huge_body.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-not-found]
+
+    class OneAtATime(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "one at a time" if file.startswith(ONE_AT_A_TIME) else file
+
+    return OneAtATime(config, log)

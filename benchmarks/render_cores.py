@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pybase64
-from render_server_speed import MODEL, camera_jpeg, children, free_port
+from render_server_speed import MODEL, camera_jpeg, free_port, tree_cpu_seconds
 
 LOAD_IMAGES, LOAD_RATE = 4, 35.0  # llm-d's load: images a request, requests a second
 
@@ -92,17 +92,6 @@ def client_process(port: int, threads: int, first: int, stride: int, deadline: f
         thread.join()
 
 
-def cpu_seconds(pid: int) -> float:
-    total = 0.0
-    for each in [pid, *children(pid)]:
-        try:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: float, log: Path) -> dict:
     count = len(cores)
     port = free_port()
@@ -146,9 +135,9 @@ def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: fl
         time.sleep(max(0.0, warm_until - time.time()))
         with done.get_lock():
             done.value = 0
-        start_cpu, start = cpu_seconds(server.pid), time.time()
+        start_cpu, start = tree_cpu_seconds(server.pid), time.time()
         time.sleep(max(0.0, deadline - time.time()))
-        finished, elapsed, cpu = done.value, time.time() - start, cpu_seconds(server.pid) - start_cpu
+        finished, elapsed, cpu = done.value, time.time() - start, tree_cpu_seconds(server.pid) - start_cpu
         for process in processes:
             process.join()
         return {"cores": count, "req_s": finished / elapsed, "cpu_ms": cpu / max(finished, 1) * 1e3}

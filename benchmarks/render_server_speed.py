@@ -135,14 +135,19 @@ class Server:
     def cpu_seconds(self) -> float:
         """User + system time of the server process and its children so far (/proc)."""
         assert self.process is not None
-        total = 0.0
-        for pid in [self.process.pid, *children(self.process.pid)]:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return tree_cpu_seconds(self.process.pid)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system time of process `pid` and its descendants so far (/proc)."""
+    total = 0.0
+    for each in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def children(pid: int) -> list[int]:

@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 
 from tests.data.media.make_fixtures import write_painted_clip
+from tests.support.alone import machine_share
 from tests.support.media import MEDIA
 from tests.support.media_store import MediaStore
+
+
+@pytest.fixture(autouse=True)
+def _share_the_machine(request):
+    """A test marked `alone` (it times something) runs with no test beside it on the other
+    worker (tests/support/alone.py)."""
+    with machine_share(request.config.rootpath, alone=request.node.get_closest_marker("alone") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -76,9 +85,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 # Test files that never run beside one another on scripts/test.sh's two workers (`--dist
-# loadfile`): Ray's clusters keep every core busy for seconds, and the huge-body tests time
-# /health against a parse measured beside it, which a Ray cluster on the other worker turned
-# 0.3 s into 0.8 s. They go to one worker, one after another; every other file as loadfile.
+# loadfile`): Ray's clusters keep every core busy for seconds, even between their module's
+# tests, and the huge-body tests time /health against a parse measured beside it, which a
+# Ray cluster on the other worker turned 0.3 s into 0.8 s. They go to one worker, one after
+# another (so the cluster is gone before they start); every other file as loadfile, and the
+# `alone` tests wait for the other worker's test to end (_share_the_machine).
 ONE_AT_A_TIME = ("tests/rayserve/", "tests/transport/test_huge_body.py")
 
 

@@ -47,6 +47,7 @@ def rss_mib(pid: int) -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
 
+@pytest.mark.alone
 def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_everyone(tmp_path):
     with AppProcess("serve", *FLAGS) as app, httpx.Client(base_url=app.url, timeout=10) as client:
         client.get("/health")
@@ -72,17 +73,20 @@ def test_a_huge_data_url_is_refused_by_its_length_while_the_server_answers_every
     assert after - before < 256, f"RSS went from {before:.0f} MiB to {after:.0f} MiB"
 
 
+@pytest.mark.alone
 def test_thousands_of_small_images_are_parsed_while_the_server_answers_everyone():
     """19,200 data URLs of 16 KiB, too short to stay bytes: read by one json.loads call, they
     would hold the GIL for a whole parse of 300 MiB. The server parses each by itself instead.
-    Asked twice at most: the worst probe is one request, which a busy neighbour on 2 cores
-    (the suite's other worker) can hold past the bound once; a parse in one call holds it
+    Asked twice at most: the worst probe is one request, which the machine (2 cores, the
+    sender and the server on them) can hold past the bound once; a parse in one call holds it
     every time."""
     part = b'{"type": "image_url", "image_url": {"url": "data:image/png;base64,' + b"A" * 16300 + b'"}}'
+    tries = []
     for _ in range(2):
         with AppProcess("serve", *FLAGS) as app:
             health_seconds, answer = probe_while_sending(app.port, BODY_MIB, "parts")
         stall = parse_seconds(b'{"content": [' + b",".join([part] * (BODY_MIB * 64)) + b"]}")
+        tries.append(_said(health_seconds, stall))
         # Read by one json.loads call, the worst probe waits for most of a parse measured here
         # (its decode, then its scan: each a single C call, the scan two thirds of the parse);
         # string by string, for a small part of it (an eighth, unloaded).
@@ -93,6 +97,6 @@ def test_thousands_of_small_images_are_parsed_while_the_server_answers_everyone(
     assert status_line.startswith("HTTP/1.1 404"), answer[:500]  # parsed and typed: a model not served
     assert '"code":"model_not_found"' in body
     assert len(health_seconds) >= 5  # asked all along (above)
-    said = _said(health_seconds, stall)
+    said = "; then ".join(tries)
     assert max(health_seconds) < stall / 2, said
     assert statistics.median(health_seconds) < stall / 10, said

@@ -239,6 +239,38 @@ def test_seeking_and_skipping_return_the_reference_frames(long_clips, clip, requ
     assert_matches_reference(long_clips[clip], request_, threads)
 
 
+def grab_loop_times(path) -> list[float]:
+    """Each frame's time in the order the decoder hands frames out from the start, as
+    OpenCV's grab loop counts them (seconds from the earliest frame's time)."""
+    with av.open(str(path)) as container:
+        stream = container.streams.best("video")
+        assert isinstance(stream, av.VideoStream)
+        pts = [frame.pts for frame in container.decode(stream)]
+        time_base = stream.time_base  # read before the container closes: the stream goes with it
+    return [float((p - min(pts)) * time_base) for p in pts]
+
+
+ALL_VIDEOS = sorted(
+    path.name
+    for path in MEDIA.iterdir()
+    if path.suffix in {".mp4", ".avi", ".mkv", ".webm"}
+    and path.name not in {"audio_only_opus.webm", "unknown_codec.avi"}
+)
+
+
+@pytest.mark.parametrize("name", ALL_VIDEOS)
+def test_picked_positions_are_the_frames_the_grab_loop_hands_out(name):
+    """A frame_picks rule (a model's own loader) names frames by their place in what the
+    decoder hands out from the start. Where that order is the timestamps', mmprep seeks to
+    them; where the two may part (packed B-frames in a real AVI, a real MP4 whose times
+    follow decode order), it counts the decoder's output: either way, the grab loop's frames."""
+    grabbed = grab_loop_times(MEDIA / name)
+    positions = list(range(0, len(grabbed), 3))
+    video = decode_video(MEDIA / name, frame_picks=lambda metadata: positions)
+    assert video.timestamps == pytest.approx([grabbed[i] for i in positions], abs=1e-6)
+    assert video.indices.tolist() == positions
+
+
 @pytest.mark.parametrize("clip", ["h264_bframes.mp4", "vp9.webm"])
 @pytest.mark.parametrize("threads", [1, 2], ids=["one decoder", "keyframe intervals side by side"])
 def test_on_frame_announces_every_returned_frame_in_its_place(long_clips, clip, threads):

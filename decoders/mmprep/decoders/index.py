@@ -31,6 +31,10 @@ class FrameIndex:
     end: int | None  # just past the last frame: its pts plus its duration
     packets: int  # packets with a payload, timestamps or not
     complete: bool  # every packet had a presentation time
+    # Every presentation time came after the one read before it: no frame is shown out of the
+    # order it is stored in, or the times were written in decode order (they then ignore any
+    # reordering the decoder does).
+    times_in_read_order: bool = True
 
     @property
     def has_times(self) -> bool:
@@ -133,4 +137,5 @@ def _build(
         end=end,
         packets=packets,
         complete=missing == 0 and packets > 0,
+        times_in_read_order=bool(np.all(np.diff(pts) > 0)),
     )

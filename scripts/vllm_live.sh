@@ -4,8 +4,9 @@
 # are kept in a cache outside the clone, under a key of that script's text, so they are
 # reused while its pins hold and made again when they change; then the live comparisons run:
 #
-#   - tests/vllm_real/test_vllm_serve_parity.py: `vllm serve` on each Qwen-VL family, and
-#     mmprep in front of it, on camera-like media (answers, prompt tokens, grids, pixels);
+#   - tests/vllm_real/test_vllm_serve_parity.py and ..._others.py: `vllm serve` at its defaults
+#     on every family with an engine here, and mmprep in front of it, on camera-like media
+#     and real-world cuts (answers, prompt tokens, grids, pixels, dtypes; issue 59, point 5);
 #   - tests/vllm_real/test_real_vllm_render_media.py: `vllm launch render` against mmprep's
 #     render route, every family, both pixel forms;
 #   - tests/vllm_real/test_real_vllm_audio.py: the same for Gemma 4's audio parts;
@@ -54,6 +55,7 @@ grep -qw avx512f /proc/cpuinfo && VLLM_VENVS_REQUIRED=render,engine
 # process importing torch at a time, so two start at once (pytest-xdist: the test extra's).
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m slow -n 2 --dist loadfile \
     tests/vllm_real/test_vllm_serve_parity.py \
+    tests/vllm_real/test_vllm_serve_parity_others.py \
     tests/vllm_real/test_real_vllm_render_media.py \
     tests/vllm_real/test_real_vllm_audio.py \
     tests/vllm_real/test_client_api_translations.py \

@@ -1,6 +1,7 @@
-"""What vLLM 0.33's own Qwen-VL video loaders take of each video fixture: for each file and
-each loader (`qwen2_vl`: Qwen2-VL and Qwen2.5-VL; `qwen3_vl`: Qwen3-VL and Qwen3.5), at
-2 fps (their default), the frame indices, transformers' metadata as the loader writes it,
+"""What vLLM 0.33's video loaders take of each video fixture: for each file and each loader
+(`qwen2_vl`: Qwen2-VL and Qwen2.5-VL; `qwen3_vl`: Qwen3-VL and Qwen3.5, at 2 fps, their
+default; `opencv`, its plain VideoBackend for the other families, at its 32 frames, what a
+request that asks nothing gets), the frame indices, transformers' metadata as the loader writes it,
 and a digest of each frame's RGB bytes; and what OpenCV's capture, opened as vLLM opens it,
 reports of each file (`opencv`: its frame count, its rate, and where it says it stands after
 the seek to the end that vLLM's cross-check makes). JSON on stdout. It runs in the vLLM venv (vLLM,
@@ -27,18 +28,23 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 logging.disable(logging.WARNING)  # vLLM's own notes on short reads: the answer says them
 
 import cv2  # noqa: E402
-from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend  # noqa: E402
+from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend, VideoBackend  # noqa: E402
 from vllm.multimodal.video_decoders.opencv import OpenCVVideoBackendMixin  # noqa: E402
 
 MEDIA = Path(__file__).resolve().parents[1] / "tests" / "data" / "media"
-LOADERS = {"qwen2_vl": Qwen2VLVideoBackend, "qwen3_vl": Qwen3VLVideoBackend}
 FPS = 2
+PLAIN_FRAMES = 32  # vLLM's VideoMediaIO default
+LOADERS = {
+    "qwen2_vl": (Qwen2VLVideoBackend, {"fps": FPS}),
+    "qwen3_vl": (Qwen3VLVideoBackend, {"fps": FPS}),
+    "opencv": (VideoBackend, {"num_frames": PLAIN_FRAMES}),
+}
 
 
-def loader_answer(loader, data: bytes) -> dict:
+def loader_answer(loader, kwargs: dict, data: bytes) -> dict:
     """One loader's frames of one file, or the error it raised."""
     try:
-        frames, metadata = loader.load_bytes(data, fps=FPS)
+        frames, metadata = loader.load_bytes(data, **kwargs)
     except Exception as error:  # a file OpenCV cannot open: what vLLM answers is an error too
         return {"error": f"{type(error).__name__}: {error}"}
     return {
@@ -68,12 +74,12 @@ def main(names: list[str]) -> None:
         path for path in MEDIA.iterdir() if path.suffix in (".mp4", ".webm", ".avi", ".mkv")
     )
     answers = {
-        path.name: {name: loader_answer(loader, path.read_bytes()) for name, loader in LOADERS.items()}
+        path.name: {name: loader_answer(*loader, path.read_bytes()) for name, loader in LOADERS.items()}
         for path in paths
     }
     opencv = {path.name: opencv_answer(path.read_bytes()) for path in paths}
     json.dump(
-        {"vllm": "0.33.0", "fps": FPS, "files": answers, "opencv": opencv},
+        {"vllm": "0.33.0", "fps": FPS, "plain_frames": PLAIN_FRAMES, "files": answers, "opencv": opencv},
         sys.stdout,
         indent=1,
         sort_keys=True,

@@ -229,19 +229,37 @@ VLLM_PICKS = [
 def test_the_qwen_vl_families_take_the_frames_vllms_loaders_take(video, qwen2, qwen3):
     total, source_fps, fps = video
     assert qwen2_vl_picks(total, total / source_fps, fps, 768) == qwen2
-    assert families.get("qwen2_vl").vllm_frame_picks(total, total / source_fps, fps, 768) == qwen2
-    assert families.get("qwen2_5_vl").vllm_frame_picks(total, total / source_fps, fps, 768) == qwen2
-    ours3 = families.get("qwen3_vl").vllm_frame_picks(total, total / source_fps, fps, 768)
+    asked = families.FramesAsked(fps, None, 768, 2.0)
+    assert families.get("qwen2_vl").vllm_frame_picks(total, total / source_fps, asked) == qwen2
+    assert families.get("qwen2_5_vl").vllm_frame_picks(total, total / source_fps, asked) == qwen2
+    ours3 = families.get("qwen3_vl").vllm_frame_picks(total, total / source_fps, asked)
     assert (len(ours3) if isinstance(qwen3, int) else ours3) == qwen3
     assert ours3 == qwen3_vl_picks(total, total / source_fps, fps, 768)
 
 
-def test_the_server_caps_bound_vllms_count_and_other_families_sample_as_asked():
+def test_the_server_caps_bound_vllms_count_and_other_families_take_the_plain_loaders():
     assert qwen2_vl_picks(1800, 60.0, 2, 32) == [int(k * 56.25) for k in range(32)]  # spread over it all
     assert len(qwen3_vl_picks(1800, 60.0, 2, 32)) == 32
     assert qwen2_vl_picks(1, 0.04, 2, 768) == [0]  # less than a block (vLLM divides by zero)
-    assert families.get("llava_onevision").vllm_frame_picks(48, 2.0, 2, 768) is None
-    assert families.get("internvl").vllm_frame_picks(48, 2.0, 2, 768) is None
+    # vLLM's plain VideoBackend: its 32 frames where nothing is asked, linspace truncated;
+    # num_frames as asked, at most duration * fps (index-based)
+    nothing = families.FramesAsked(None, None, 768, 2.0)
+    for family in ("llava_onevision", "internvl", "gemma4"):
+        assert families.get(family).vllm_frame_picks(48, 2.0, nothing) == [
+            int(k * 47 / 31) for k in range(32)
+        ]
+    assert families.get("internvl").vllm_frame_picks(20, 2.0, nothing) == list(range(20))
+    assert families.get("gemma4").vllm_frame_picks(48, 2.0, families.FramesAsked(2.0, None, 768, 2.0)) == [
+        0,
+        15,
+        31,
+        47,
+    ]
+    assert families.get("gemma4").vllm_frame_picks(48, 2.0, families.FramesAsked(None, 3, 768, 2.0)) == [
+        0,
+        23,
+        47,
+    ]
 
 
 def test_the_qwen2_vl_picks_are_torchs_float32_arange():

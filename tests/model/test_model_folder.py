@@ -139,7 +139,7 @@ def test_serve_model_renders_the_prompt_and_the_echo_counts_its_tokens(qwen3_fol
     decoded = decode_video(
         WEBM.read_bytes(),
         max_pixels=1920 * 1080,
-        frame_picks=LoaderPicks(family, 2.0, None, 768),
+        frame_picks=LoaderPicks(family, families.FramesAsked(2.0, None, 768, 2.0), 768),
     )
     assert len(decoded.frames) != 4
     item = video_item(decoded, load_processor(folder.path))

@@ -24,7 +24,14 @@ from tests.vllm_real.real_vllm import RENDER_VENV, REPO, missing_venv
 
 RECORDED_FILE = REPO / "tests" / "data" / "vllm_real" / "loader_picks.json"
 RECORDED = json.loads(RECORDED_FILE.read_text())
-CASES = [(name, loader) for name in sorted(RECORDED["files"]) for loader in ("qwen2_vl", "qwen3_vl")]
+# each loader, a family vLLM gives it, and what the recording asked of it: the Qwen-VL ones
+# 2 fps, the plain one nothing (its 32 frames)
+LOADERS = {
+    "qwen2_vl": ("qwen2_vl", families.FramesAsked(RECORDED["fps"], None, 768, RECORDED["fps"])),
+    "qwen3_vl": ("qwen3_vl", families.FramesAsked(RECORDED["fps"], None, 768, RECORDED["fps"])),
+    "opencv": ("internvl", families.FramesAsked(None, None, 768, RECORDED["fps"])),
+}
+CASES = [(name, loader) for name in sorted(RECORDED["files"]) for loader in LOADERS]
 # The same frames by index and metadata, other pixels, on purpose
 OTHER_PIXELS = {
     # OpenCV takes the file's first video stream (a 160x90 preview); mmprep FFmpeg's best
@@ -38,8 +45,9 @@ OTHER_PIXELS = {
 
 def mmprep_answer(name: str, loader: str) -> dict:
     """What mmprep takes of the file where the family's rule applies, in the loader's terms."""
-    picks = LoaderPicks(families.get(loader), float(RECORDED["fps"]), None, 768)
-    video = decode_video(MEDIA / name, fps=RECORDED["fps"], frame_picks=picks)
+    family, asked = LOADERS[loader]
+    picks = LoaderPicks(families.get(family), asked, 768)
+    video = decode_video(MEDIA / name, frame_picks=picks)
     metadata = picks.hf_metadata(video)
     return {
         "indices": video.indices.tolist(),
@@ -103,7 +111,7 @@ def test_a_header_that_claims_a_frame_that_does_not_play_is_picked_by_presentati
 def test_more_frames_than_the_server_allows_are_a_400_naming_the_limit():
     from mmprep.core.errors import ServiceError
 
-    picks = LoaderPicks(families.get("qwen2_vl"), 2.0, None, limit=4)
+    picks = LoaderPicks(families.get("qwen2_vl"), families.FramesAsked(2.0, None, 768, 2.0), limit=4)
     with pytest.raises(ServiceError, match="--max-frames 4") as refused:
         decode_video(MEDIA / "phone_jitter_h264.mp4", fps=2, frame_picks=picks)
     assert refused.value.code == "too_many_frames"
@@ -195,7 +203,7 @@ def test_a_real_file_whose_timestamps_disagree_with_the_decoder_gets_the_grab_lo
     decoder hands out frames in an order their timestamps do not, so the i-th frame by
     timestamp is not the i-th OpenCV grabs: mmprep counts as the grab loop does, and gets
     vLLM's frames, pixel for pixel (the parametrized test above checks each loader)."""
-    for loader in ("qwen2_vl", "qwen3_vl"):
+    for loader in LOADERS:
         theirs = RECORDED["files"][name][loader]
         ours = mmprep_answer(name, loader)
         assert ours["picks"] == f"vllm:{loader}"
@@ -210,7 +218,7 @@ def test_a_real_file_with_dropped_frames_is_picked_by_presentation_time_and_says
     OpenCV's seek to the end lands on 165, so vLLM's loaders count 165 frames, pick past the
     30 that play and hand the model fewer than their rule asks; mmprep picks over the 30."""
     name = "real_dropped_frames_cinepak.avi"
-    for loader in ("qwen2_vl", "qwen3_vl"):
+    for loader in LOADERS:
         theirs = RECORDED["files"][name][loader]
         assert theirs["total_num_frames"] == 165 and max(theirs["indices"]) <= 29
         ours = mmprep_answer(name, loader)

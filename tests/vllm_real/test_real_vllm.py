@@ -122,22 +122,11 @@ POINT_5 = (
 REFUSED_RENDER = "Mistral 3 takes no video: mmprep refuses it (400), and vLLM's render and chat refuse it"
 
 
-# InternVL's and Gemma 4's processors sample nothing, so vLLM's loader takes np.linspace(0,
-# total - 1, floor(duration * 2)) of the H.264 clip at 2 fps where mmprep takes the frame on
-# screen at k / 2 (its sampling contract): other frames. Their greedy ids are compared on the
-# frames both take when asked for 4 (linspace(0, 47, 4)): SAME_FRAMES.
-OTHER_FRAMES = {(family, "h264") for family in ("internvl", "gemma4")}
-SAME_FRAMES = {"num_frames": 4}
-
-
 def mark_refused(request, setup, case):
     """The render differences left, known (tests/vllm_real/README.md); strict, so the day one
     goes away the test says so."""
     if (setup["family"], case) in REFUSED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=REFUSED_RENDER))
-    if (setup["family"], case) in OTHER_FRAMES:
-        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 @pytest.fixture(scope="module", params=SETUPS)
@@ -176,8 +165,6 @@ def test_greedy_ids_through_mmprep_are_vllms_own(setup, case):
     if (setup["family"], case) in REFUSED:
         pytest.xfail(REFUSED_RENDER)
     body = body_for(setup, case)
-    if (setup["family"], case) in OTHER_FRAMES:
-        body["media_io_kwargs"] = {"video": SAME_FRAMES}
     expected, text = vllm_chat_ids(setup["vllm"], body)
     answered = mmprep_chat(setup["mmprep"], body)
     sent, answer = setup["proxy"].exchanges[-1]

@@ -61,10 +61,6 @@ SETUPS = [
     *((family, mode) for family in FAMILIES for mode in ("normalize", "no-normalize")),
     *((family, "default") for family in FLOAT_PIXELS),
 ]
-# Their processors sample nothing, so vLLM's loader takes np.linspace(0, total - 1,
-# floor(duration * 2)) of the H.264 clip at 2 fps where mmprep takes the frame on screen at
-# k / 2: other frames (tests/vllm_real/README.md). The VP9 clip's are the same.
-OTHER_FRAMES = {(family, "h264") for family in FLOAT_PIXELS}
 # Two 720p images are more tokens than the servers' --max-model-len 4096 (COMMON_ARGS) in their
 # tiles: InternVL's 4,625 with the prompt (vLLM refuses them), LLaVA-OneVision's 5,967 an image.
 TOO_LONG = {("internvl", "two 720p jpegs"), ("llava_onevision", "two 720p jpegs")}
@@ -100,9 +96,6 @@ def test_the_media_render_is_vllms(request, servers, case):
     vllm-generate lays them out per block: test_real_vllm_qwen3_video.py); Gemma 4's and
     InternVL's image ranges are the embeddings' run of vLLM's (as_route_answers)."""
     family, folder, vllm, mmprep, _ = servers
-    if (family, case) in OTHER_FRAMES:
-        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if (family, case) in TOO_LONG:
         pytest.skip("over the servers' --max-model-len (TOO_LONG)")
     if case == "png+vp9" and family in FLOAT_PIXELS:

@@ -128,7 +128,6 @@ def patch_runs(setup, recorded: dict) -> list[list[dict[str, int]]]:
 def mark_known(request, setup, case, route=None):
     """The differences left, each on purpose or known (tests/vllm_real/README.md); strict, so
     the day one goes away the test says so."""
-    video = case in MEDIA_CASES and MEDIA_CASES[case][0] == "video"
     engine_dtype = RECORDED_ENGINE_DTYPES.get(setup["family"], RECORDED_DTYPE)
     if engine_dtype != RECORDED_DTYPE and setup["mode"] == "no-normalize" and route == "serve_render":
         # Qwen3.5's engine was recorded in bfloat16 (RECORDED_ENGINE_DTYPES), and its own render
@@ -136,20 +135,6 @@ def mark_known(request, setup, case, route=None):
         # vllm launch render (float32 there) equals mmprep's; at vLLM's defaults both are
         # bfloat16 (test_real_vllm.py).
         reason = "a bfloat16 engine's render writes bfloat16 pixels, mmprep told float32 writes float32"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] in BRACKETED and video and case == "h264":
-        # vLLM's loader takes np.linspace(0, total - 1, floor(duration * 2)) for 2 fps here
-        # (neither processor samples), mmprep the frames on screen at k / 2: on this clip
-        # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
-        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if setup["family"] == "llava_onevision" and case == "h264":
-        reason = (
-            "other frames, as many: for a model whose processor does not sample (LLaVA-OneVision), "
-            "vLLM's loader takes linspace(0, total - 1, floor(duration * fps)) of the frames; mmprep "
-            "takes the frame on screen at k / fps (its sampling contract). Equal on the VP9 clip, and on "
-            "vLLM's frames (test_llava_onevision_h264_tensors_are_vllms_on_vllms_frames)"
-        )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
@@ -250,12 +235,6 @@ def test_bracketed_videos_are_vllms(request, setup, case):
         ids = ModelFolder.load(setup["folder"]).vision_token_ids
         context, video = ids["image_token_id"], ids["video_token_id"]
         assert ours.pop("token_ids") == [context if id_ == video else id_ for id_ in theirs.pop("token_ids")]
-    if case == "h264":
-        # vLLM's loader takes np.linspace(0, total - 1, floor(duration * 2)) for 2 fps here
-        # (neither processor samples), mmprep the frames on screen at k / 2: on this clip
-        # (B-frames, 4 frames) other frames than vLLM's; the same on the VP9 clip
-        reason = "vLLM's loader samples other frames of this clip at 2 fps than mmprep"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     assert differences(ours, theirs) == []
 
 

@@ -89,8 +89,8 @@ class Video(Modality[DecodedVideo]):
             merged.pop("num_frames", None)
         merged.update(own)
         fps, num_frames = merged.get("fps"), merged.get("num_frames")
-        if num_frames is None and fps is None:
-            fps = settings.default_fps
+        if num_frames is None and fps is None and not model_picks:
+            fps = settings.default_fps  # where vLLM's loader picks, it has defaults of its own
         # An explicit count is honoured up to the hard limit; only fps and the default are
         # capped. Where the model's rule picks, it counts (up to --max-frames, or a 400).
         cap = settings.max_frames if num_frames is not None or model_picks else settings.default_max_frames

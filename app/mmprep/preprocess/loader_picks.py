@@ -1,7 +1,8 @@
-"""The frames of a video where the model's own rule applies: where mmprep stands in for
-vLLM's renderer (preprocess/vision.py, `speaks_vllm`) and vLLM 0.33 has a loader of the
-model's own for it (the Qwen-VL line: `Family.vllm_video_loader`), a video gets the frames
-that loader takes, by its arithmetic over what it reads of the file (`families.vllm_source`:
+"""The frames of a video where vLLM's loader rule applies: where mmprep stands in for
+vLLM's renderer (preprocess/vision.py, `speaks_vllm`), a video gets the frames vLLM 0.33's
+loader for the model takes (the Qwen-VL line's own, else its plain one:
+`Family.vllm_video_loader`, `Family.vllm_frame_picks`), by its arithmetic over what it reads
+of the file (`families.vllm_source`:
 the header's frame count, its average rate, their quotient as the duration), as positions
 over the frames the decoder hands out, counted from the start as OpenCV's grab loop
 counts them (the decoder's order, not the timestamps': decoders' DecodePlan.in_output_order).
@@ -13,8 +14,8 @@ same rule over what plays (the count that decodes, the timestamps' span), and th
 so: `"picks": "presentation-time"` with the reason, in its metadata and the log.
 
 The server's limits stay: a video whose picks are more than `--max-frames` is a 400 naming
-it, never fewer frames. A request's own max_frames (mmprep's key) bounds the picks as the
-loader's max_frames would.
+it, never fewer frames. A request's own max_frames (mmprep's key) bounds the Qwen-VL
+loaders' picks as their max_frames would.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ class LoaderPicks:
     """decode_video's frame_picks rule for one video part, and what the item then says."""
 
     family: families.Family
-    fps: float  # the request's, else the server's default
-    max_frames: int | None  # the request's own max_frames; None: the loader's cap
+    asked: families.FramesAsked  # the request's fps, num_frames and max_frames (the loader's cap)
     limit: int  # --max-frames: picks beyond it are a 400
 
     def __call__(self, metadata: VideoMetadata) -> list[int]:
@@ -81,14 +81,12 @@ class LoaderPicks:
         return None, self._picks(metadata.num_frames, metadata.duration)
 
     def _picks(self, total: int, duration: float) -> list[int]:
-        most = self.max_frames if self.max_frames is not None else VLLM_MAX_FRAMES
-        picks = self.family.vllm_frame_picks(total, duration, self.fps, most)
-        assert picks is not None  # only families with a loader of their own get a LoaderPicks
+        picks = self.family.vllm_frame_picks(total, duration, self.asked)
         if len(set(picks)) > self.limit:
             raise ServiceError(
                 f"vLLM's {self.family.vllm_video_loader} loader takes {len(set(picks))} frames of this "
-                f"video at {self.fps:g} fps, more than the server's --max-frames {self.limit}: ask for "
-                "a lower fps (media_io_kwargs.video.fps) or a shorter video",
+                f"video, more than the server's --max-frames {self.limit}: ask for fewer "
+                "(media_io_kwargs.video.fps or num_frames) or send a shorter video",
                 "too_many_frames",
             )
         return picks

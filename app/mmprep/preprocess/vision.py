@@ -22,7 +22,7 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 from ..model.dtype import model_dtype
-from .loader_picks import LoaderPicks
+from .loader_picks import VLLM_MAX_FRAMES, LoaderPicks
 from .options import processing_layers
 
 # Processors made for requests' own processing keys, kept for the next request that sends
@@ -168,21 +168,21 @@ class VisionProcessing:
         return height, width
 
     def loader_picks(self, sampling: VideoSampling, default_fps: float, limit: int) -> LoaderPicks | None:
-        """decode_video's frame_picks rule where the model's own rule applies (mmprep speaks
-        vLLM's wire, and vLLM has a loader of the model's own: loader_picks.py): the frames
-        it takes, sampled at the request's fps, else `default_fps`, whatever num_frames says;
-        at most the request's own max_frames, and `limit` (--max-frames) or a 400. None
-        elsewhere: the sampling contract (docs/sampling.md, "The model's own rule")."""
+        """decode_video's frame_picks rule where vLLM's loader rule applies (mmprep speaks
+        vLLM's wire: loader_picks.py): the frames vLLM's loader for the model takes for the
+        request's fps and num_frames (a Qwen-VL loader: the fps, else `default_fps`); at most
+        the request's own max_frames, and `limit` (--max-frames) or a 400. None elsewhere:
+        the sampling contract (docs/sampling.md, "The model's own rule")."""
         if not self.picks_frames:
             return None
-        fps = sampling.fps if sampling.fps is not None else default_fps
-        return LoaderPicks(families.get(self.processor.family), fps, sampling.max_frames, limit)
+        most = sampling.max_frames if sampling.max_frames is not None else VLLM_MAX_FRAMES
+        asked = families.FramesAsked(sampling.fps, sampling.num_frames, most, default_fps)
+        return LoaderPicks(families.get(self.processor.family), asked, limit)
 
     @property
     def picks_frames(self) -> bool:
-        """Whether videos get the frames vLLM's own loader for the model takes (loader_picks)."""
-        family = families.find(self.processor.family)
-        return self.vllm_frames and family is not None and family.vllm_video_loader != "opencv"
+        """Whether videos get the frames vLLM's loader for the model takes (loader_picks)."""
+        return self.vllm_frames and families.find(self.processor.family) is not None
 
     def decoder_threads(self, threads: int) -> int:
         """FFmpeg threads for a video whose frames the processor takes as they come, out of

@@ -16,7 +16,7 @@ from .registry import (
     get,
 )
 from .sizing import SizeError
-from .video import LoaderSource, SampledVideo, vllm_source
+from .video import FramesAsked, LoaderSource, SampledVideo, vllm_source
 
 __all__ = [
     "AudioSide",
@@ -39,4 +39,5 @@ __all__ = [
     "for_processor_class",
     "get",
     "vllm_source",
+    "FramesAsked",
 ]

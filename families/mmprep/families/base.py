@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from .video import SampledVideo
+from .video import VLLM_PLAIN_FRAMES, FramesAsked, SampledVideo, plain_picks
 
 Kind = Literal["image", "video", "audio"]
 Encode = Callable[[str], list[int]]  # text -> token ids, no special tokens added
@@ -335,8 +335,8 @@ class Family:
     # are the image side's (Processor.as_vllm_renders)
     vllm_frames_as_images: bool = False
     # the video loader vLLM 0.33 picks for the model by its video processor's class: "opencv"
-    # (the plain one, which samples as the request says), or one with the model's own rule
-    # ("qwen2_vl", "qwen3_vl": vllm_frame_picks)
+    # (the plain one: num_frames or fps as asked, by index), or one with the model's own rule
+    # ("qwen2_vl", "qwen3_vl"); vllm_frame_picks is its rule
     vllm_video_loader: str = "opencv"
     # whether the transformers engine (app/mmprep/engines/transformers_engine.py) can feed its model
     # the tensors as the engine batches them
@@ -379,13 +379,14 @@ class Family:
         [] for most families."""
         return []
 
-    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+    def vllm_frame_picks(self, total: int, duration: float, asked: FramesAsked) -> list[int]:
         """The frames vLLM 0.33's video loader for this family takes of a video of `total`
-        frames lasting `duration` seconds, asked for `fps` frames a second (the request's,
-        else the default) and at most `max_frames`, as positions in presentation order; None
-        where that loader samples as the request says (vLLM's plain VideoBackend, which
-        honours num_frames), so mmprep's sampling contract applies."""
-        return None
+        frames lasting `duration` seconds, for what the request `asked`, as positions in the
+        decoder's output: here its plain VideoBackend's (num_frames and fps as asked, both
+        index-based; its 32 frames where nothing is asked)."""
+        if asked.fps is None and asked.num_frames is None:
+            return plain_picks(total, duration, VLLM_PLAIN_FRAMES, 0)
+        return plain_picks(total, duration, asked.num_frames or 0, asked.fps or 0)
 
     # -- the engines' inputs -------------------------------------------------------------
 

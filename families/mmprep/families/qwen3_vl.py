@@ -24,7 +24,7 @@ import numpy as np
 from .base import Encode, Side, SideConfig
 from .qwen_vl import COMMON, QwenVL, QwenVLVideo
 from .sizing import qwen3_video_size
-from .video import SampledVideo, block_times, qwen3_vl_picks
+from .video import FramesAsked, SampledVideo, block_times, qwen3_vl_picks
 
 # The class attributes of transformers' Qwen3VLVideoProcessor.
 QWEN3_VIDEO = COMMON | {
@@ -83,9 +83,9 @@ class Qwen3VL(QwenVL):
     video_metadata_in_hash = True  # vLLM's video_needs_metadata
     vllm_video_loader = "qwen3_vl"
 
-    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+    def vllm_frame_picks(self, total: int, duration: float, asked: FramesAsked) -> list[int]:
         """Qwen3VLVideoProcessor's loader: by fps too, its own count and linspace."""
-        return qwen3_vl_picks(total, duration, fps, max_frames)
+        return qwen3_vl_picks(total, duration, asked.rate, asked.max_frames)
 
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         # transformers refuses fewer frames than temporal_patch_size; we pad first (with the

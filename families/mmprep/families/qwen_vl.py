@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from .base import Encode, Family, ImageSide, Side, SideConfig, VideoSide
 from .sizing import image_size
-from .video import SampledVideo, qwen2_vl_picks
+from .video import FramesAsked, SampledVideo, qwen2_vl_picks
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -88,10 +88,10 @@ class QwenVL(Family):
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         return image_size(height, width, config.factor, config.min_pixels, _frame_cap(config, num_frames))
 
-    def vllm_frame_picks(self, total: int, duration: float, fps: float, max_frames: int) -> list[int] | None:
+    def vllm_frame_picks(self, total: int, duration: float, asked: FramesAsked) -> list[int]:
         """vLLM picks its loader by the video processor's class; Qwen2VLVideoProcessor's
         (Qwen2-VL's and Qwen2.5-VL's) samples by fps and ignores num_frames."""
-        return qwen2_vl_picks(total, duration, fps, max_frames)
+        return qwen2_vl_picks(total, duration, asked.rate, asked.max_frames)
 
 
 def _frame_cap(config: SideConfig, num_frames: int) -> int:

@@ -1,8 +1,8 @@
 """`SampledVideo`: what a family's rules read of a video whose frames were sampled
 beforehand (transformers' VideoMetadata, as the decoder fills it), the frame-time
 arithmetic the Qwen-VL processors share, what vLLM 0.33's video loader reads of a video
-(`vllm_source`) and the frames its Qwen-VL loaders take (`qwen2_vl_picks`,
-`qwen3_vl_picks`: they sample by fps whatever num_frames says)."""
+(`vllm_source`) and the frames its loaders take (`plain_picks`, and the Qwen-VL line's
+`qwen2_vl_picks`, `qwen3_vl_picks`: they sample by fps whatever num_frames says)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ DEFAULT_FPS = 24.0  # transformers' fallback where a video's rate is unknown
 VLLM_MAX_FRAMES = 768
 VLLM_MAX_FPS = 30.0
 VLLM_MIN_FRAMES = 4
+# vLLM's VideoMediaIO: the frames its plain loader takes where a request asks for none
+VLLM_PLAIN_FRAMES = 32
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,37 @@ def vllm_source(frames: int, header_frames: int, end_seek_frames: int, fps: floa
     if 0 < end_seek_frames < total - 1:
         total = end_seek_frames
     return LoaderSource(total, fps, total / fps if fps > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class FramesAsked:
+    """What a request asks of a video's frames, for a vLLM loader's rule: `fps` and
+    `num_frames` (None: not asked), at most `max_frames`; `default_fps`, the rate a loader
+    that samples by fps takes where none is asked (mmprep's --default-fps, 2 as vLLM's)."""
+
+    fps: float | None
+    num_frames: int | None
+    max_frames: int
+    default_fps: float
+
+    @property
+    def rate(self) -> float:
+        return self.fps if self.fps is not None else self.default_fps
+
+
+def plain_picks(total: int, duration: float, num_frames: int, fps: float) -> list[int]:
+    """The frames vLLM 0.33's plain loader (VideoBackend, for a model with no loader of its
+    own) takes of `total` frames lasting `duration` seconds, asked for `num_frames` and `fps`
+    (each <= 0: not asked): num_frames of them, at most duration * fps (floored) and the
+    video's, at least 1, at np.linspace(0, total - 1, n) truncated; all of them where n is
+    the video's count."""
+    count = min(num_frames, total) if num_frames > 0 else total
+    if fps > 0:
+        count = min(count, math.floor(duration * fps))
+    count = max(1, count)
+    if count == total:
+        return list(range(total))
+    return [int(index) for index in np.linspace(0, total - 1, count).astype(np.int64)]
 
 
 def qwen2_vl_picks(

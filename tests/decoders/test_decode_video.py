@@ -245,7 +245,10 @@ def grab_loop_times(path) -> list[float]:
     with av.open(str(path)) as container:
         stream = container.streams.best("video")
         assert isinstance(stream, av.VideoStream)
-        pts = [frame.pts for frame in container.decode(stream)]
+        pts = []
+        for frame in container.decode(stream):
+            assert frame.pts is not None, f"{path}: a frame without a time"
+            pts.append(frame.pts)
         time_base = stream.time_base  # read before the container closes: the stream goes with it
     return [float((p - min(pts)) * time_base) for p in pts]
 

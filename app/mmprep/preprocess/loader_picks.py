@@ -30,7 +30,6 @@ from mmprep.decoders import DecodedVideo, VideoMetadata
 from ..core.errors import ServiceError
 
 log = logging.getLogger("mmprep")
-VLLM_MAX_FRAMES = 768  # vLLM's Qwen-VL loaders' own cap
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class LoaderPicks:
     """decode_video's frame_picks rule for one video part, and what the item then says."""
 
     family: families.Family
-    asked: families.FramesAsked  # the request's fps, num_frames and max_frames (the loader's cap)
+    asked: families.FramesAsked  # the request's fps, num_frames and max_frames
     limit: int  # --max-frames: picks beyond it are a 400
 
     def __call__(self, metadata: VideoMetadata) -> list[int]:

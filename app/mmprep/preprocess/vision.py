@@ -22,7 +22,7 @@ from ..core.config import Settings
 from ..core.errors import ServiceError
 from ..model import load_model_folder
 from ..model.dtype import model_dtype
-from .loader_picks import VLLM_MAX_FRAMES, LoaderPicks
+from .loader_picks import LoaderPicks
 from .options import processing_layers
 
 # Processors made for requests' own processing keys, kept for the next request that sends
@@ -175,8 +175,7 @@ class VisionProcessing:
         the sampling contract (docs/sampling.md, "The model's own rule")."""
         if not self.picks_frames:
             return None
-        most = sampling.max_frames if sampling.max_frames is not None else VLLM_MAX_FRAMES
-        asked = families.FramesAsked(sampling.fps, sampling.num_frames, most, default_fps)
+        asked = families.FramesAsked(sampling.fps, sampling.num_frames, sampling.max_frames, default_fps)
         return LoaderPicks(families.get(self.processor.family), asked, limit)
 
     @property

@@ -85,7 +85,7 @@ class Qwen3VL(QwenVL):
 
     def vllm_frame_picks(self, total: int, duration: float, asked: FramesAsked) -> list[int]:
         """Qwen3VLVideoProcessor's loader: by fps too, its own count and linspace."""
-        return qwen3_vl_picks(total, duration, asked.rate, asked.max_frames)
+        return qwen3_vl_picks(total, duration, asked.rate, asked.cap)
 
     def video_size(self, config: SideConfig, num_frames: int, height: int, width: int) -> tuple[int, int]:
         # transformers refuses fewer frames than temporal_patch_size; we pad first (with the

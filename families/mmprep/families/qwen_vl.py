@@ -91,7 +91,7 @@ class QwenVL(Family):
     def vllm_frame_picks(self, total: int, duration: float, asked: FramesAsked) -> list[int]:
         """vLLM picks its loader by the video processor's class; Qwen2VLVideoProcessor's
         (Qwen2-VL's and Qwen2.5-VL's) samples by fps and ignores num_frames."""
-        return qwen2_vl_picks(total, duration, asked.rate, asked.max_frames)
+        return qwen2_vl_picks(total, duration, asked.rate, asked.cap)
 
 
 def _frame_cap(config: SideConfig, num_frames: int) -> int:

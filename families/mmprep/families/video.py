@@ -86,18 +86,23 @@ def vllm_source(frames: int, header_frames: int, end_seek_frames: int, fps: floa
 
 @dataclass(frozen=True)
 class FramesAsked:
-    """What a request asks of a video's frames, for a vLLM loader's rule: `fps` and
-    `num_frames` (None: not asked), at most `max_frames`; `default_fps`, the rate a loader
-    that samples by fps takes where none is asked (mmprep's --default-fps, 2 as vLLM's)."""
+    """What a request asks of a video's frames, for a vLLM loader's rule: `fps`,
+    `num_frames` and `max_frames` (None: not asked); `default_fps`, the rate a loader that
+    samples by fps takes where none is asked (mmprep's --default-fps, 2 as vLLM's)."""
 
     fps: float | None
     num_frames: int | None
-    max_frames: int
+    max_frames: int | None
     default_fps: float
 
     @property
     def rate(self) -> float:
         return self.fps if self.fps is not None else self.default_fps
+
+    @property
+    def cap(self) -> int:
+        """The most frames a Qwen-VL loader takes: the request's max_frames, else its own 768."""
+        return self.max_frames if self.max_frames is not None else VLLM_MAX_FRAMES
 
 
 def plain_picks(total: int, duration: float, num_frames: int, fps: float) -> list[int]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import multiprocessing
 import os
 import subprocess
@@ -30,33 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pybase64
-from render_server_speed import MODEL, camera_jpeg, free_port, tree_cpu_seconds
+from render_server_speed import MODEL, camera_jpeg, free_port, request_body, tree_cpu_seconds
 
-LOAD_IMAGES, LOAD_RATE = 4, 35.0  # llm-d's load: images a request, requests a second
-
-
-def unique_jpeg(data: bytes, number: int) -> bytes:
-    """`data` with a comment segment naming `number` after its SOI marker: other bytes, the same pixels."""
-    comment = f"mmprep bench {number}".encode()
-    return data[:2] + b"\xff\xfe" + (len(comment) + 2).to_bytes(2, "big") + comment + data[2:]
-
-
-def request_body(bases: list[bytes], number: int) -> bytes:
-    parts = [
-        {
-            "type": "image_url",
-            "image_url": {
-                "url": "data:image/jpeg;base64,"
-                + pybase64.b64encode(
-                    unique_jpeg(bases[(4 * number + i) % len(bases)], 4 * number + i)
-                ).decode()
-            },
-        }
-        for i in range(LOAD_IMAGES)
-    ]
-    parts.append({"type": "text", "text": "What changed between these pictures?"})
-    return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": parts}]}).encode()
+LOAD_RATE = 35.0  # llm-d's load: requests a second, of four images each (request_body)
 
 
 def client_process(port: int, threads: int, first: int, stride: int, deadline: float, done: Any):
@@ -180,7 +155,7 @@ def main() -> None:
         from tests.support.model_folder import make_model_folder
 
         folder = make_model_folder("qwen2_5_vl", work / MODEL)
-    print(f"{len(available)} cores; {LOAD_IMAGES} new 720p JPEGs a request; {args.seconds:.0f} s per point")
+    print(f"{len(available)} cores; four new 720p JPEGs a request; {args.seconds:.0f} s per point")
     print(f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}")
     first = None
     for count in args.cores:
@@ -197,7 +172,7 @@ def main() -> None:
         )
         best = row
     print(
-        f"llm-d's load ({LOAD_IMAGES} new 720p images x {LOAD_RATE:.0f} req/s): mmprep needs "
+        f"llm-d's load (four new 720p images x {LOAD_RATE:.0f} req/s): mmprep needs "
         f"{LOAD_RATE / (best['req_s'] / best['cores']):.1f} cores at its {best['cores']}-core rate"
         + (
             f"; vLLM's renderer, at {args.vllm_cpu_ms:.0f} CPU-ms a request, at least "

@@ -8,6 +8,7 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --before OTHER/.venv/bin/python   # a change, interleaved
     python benchmarks/render_server_speed.py --cases images --no-float --taskset 0 0,1   # 1 core vs 2
     python benchmarks/render_server_speed.py --cases images --concurrency 4   # a server kept busy
+    python benchmarks/render_server_speed.py --cases images pages --fill 250   # caches full first
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
 real Qwen vocabulary, no weights; tests/support/model_folder.py):
@@ -39,6 +40,11 @@ gives each server B batches in a row before the next one's turn (N requests kept
 meanwhile): a server serving a stream of requests, as in a deployment, rather than one
 request between two other servers' (which leaves its caches cold: on the 2-core dev VM an
 ~8k-word chat took mmprep 1.1 CPU-ms alone, 2.1 interleaved request by request).
+`--fill REQUESTS` first sends each server that many requests of four new images: a fresh
+server keeps every new image's tensors in memory it never had, which the kernel must fault in
+(about 0.6 ms a MB on the dev VM), until its media cache is full (mmprep's 1 GiB, vLLM's 4 GiB
+processor cache); from then on they take the place of evicted ones, as on a server that has run
+a while. 250 fills both.
 Every mmprep server runs with `--default-max-frames 256`, so a request that asks for fps
 gets as many frames as vLLM gives it (vLLM's Qwen-VL loaders take up to 768; mmprep's
 default caps them at 32).
@@ -79,6 +85,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+import pybase64
 from footage import camera_clip
 from PIL import Image, ImageDraw, ImageFont
 
@@ -179,6 +186,36 @@ def camera_jpeg(seed: int, width: int = 1280, height: int = 720, **options: obje
 def jpeg_url(seed: int) -> str:
     """A camera-like 1280x720 JPEG as a data URL."""
     return "data:image/jpeg;base64," + base64.b64encode(camera_jpeg(seed)).decode()
+
+
+def unique_jpeg(data: bytes, number: int) -> bytes:
+    """`data` with a comment segment naming `number` after its SOI marker: other bytes, the same pixels."""
+    comment = f"mmprep bench {number}".encode()
+    return data[:2] + b"\xff\xfe" + (len(comment) + 2).to_bytes(2, "big") + comment + data[2:]
+
+
+def request_body(bases: list[bytes], number: int) -> bytes:
+    """Four new 720p JPEGs without encoding four more: `bases`' files, made unique (unique_jpeg)."""
+    files = (unique_jpeg(bases[(4 * number + i) % len(bases)], 4 * number + i) for i in range(4))
+    urls = ("data:image/jpeg;base64," + pybase64.b64encode(data).decode() for data in files)
+    parts = [{"type": "image_url", "image_url": {"url": url}} for url in urls]
+    return json.dumps(chat(*parts, {"type": "text", "text": "What changed between these pictures?"})).encode()
+
+
+def fill_caches(client: Client, servers: list[Server], requests: int) -> None:
+    """`requests` of four new 720p images to each server, two at a time, so the media caches
+    that keep what new media make (mmprep's 1 GiB decode cache, vLLM's 4 GiB processor cache)
+    are full and a new image's tensors take the place of evicted ones, as on a server that has
+    run a while, rather than memory the process never had (docs/benchmarks.md)."""
+    bases = [camera_jpeg(seed) for seed in range(8)]
+    with ThreadPoolExecutor(2) as pool:
+        for server in servers:
+            bodies = (request_body(bases, 1_000_000 + number) for number in range(requests))
+            for status, answer in pool.map(client.render, [server.url] * requests, bodies):
+                if status != 200:
+                    raise SystemExit(
+                        f"{server.name} refused a request that fills its cache: {answer[:500]!r}"
+                    )
 
 
 def chat(*parts: dict, **extra: object) -> dict:
@@ -374,6 +411,13 @@ def main() -> None:
         metavar="BATCHES",
         help="batches of --concurrency requests a server gets before the next server's turn",
     )
+    parser.add_argument(
+        "--fill",
+        type=int,
+        default=0,
+        metavar="REQUESTS",
+        help="first send each server REQUESTS of four new images (250 fills both servers' caches)",
+    )
     parser.add_argument("--no-float", action="store_true", help="leave mmprep-float out")
     parser.add_argument("--before", type=Path, help="a Python with another mmprep installed: `mmprep-before`")
     parser.add_argument(
@@ -450,10 +494,13 @@ def main() -> None:
         for server in servers:
             server.start(work / f"{server.name}.log")
         client = Client()
+        if args.fill:
+            fill_caches(client, servers, args.fill)
         cores, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
         print(
             f"{cores} cores, load {load:.1f}; concurrency {args.concurrency}, turns of {args.turn}; "
             f"baseline {servers[0].name}"
+            + (f"; {args.fill} requests first, caches full" if args.fill else "")
         )
         print(f"{'case':<17}{'server':<14}{'req/s':>9}{'CPU-ms/req':>11}{'MB':>8}{'x req/s':>9}{'x CPU':>8}")
         for case in args.cases:

@@ -50,22 +50,6 @@ def release_memory() -> None:
         MALLOC_TRIM(0)
 
 
-def use_ordinary_pages() -> None:
-    """Keep the tensors this process makes in ordinary 4 KiB pages, as the decoders keep
-    videos' frames (docs/decisions/002-memory-a-decode-touches.md): numpy asks for transparent
-    huge pages for every array of 4 MiB or more (an image's patches, a page's pixels), and
-    where the host takes back a VM's free memory each fresh huge page costs about 2 ms to
-    fault in. With them, two new PNG pages took 128-155 CPU-ms a render here, without
-    87-104 (docs/benchmarks.md). An operator's own NUMPY_MADVISE_HUGEPAGE is kept."""
-    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
-        return
-    try:  # numpy reads the variable only at import: the switch it sets
-        from numpy._core.multiarray import _set_madvise_hugepage
-    except ImportError:  # numpy 1.x
-        from numpy.core.multiarray import _set_madvise_hugepage
-    _set_madvise_hugepage(False)
-
-
 def rerun_under_mimalloc() -> None:
     """Start this command again, the same way, under mimalloc, where this CPython has it
     (3.13 and later) and PYTHONMALLOC does not choose an allocator already: the allocator is

@@ -13,7 +13,6 @@ from typing import Protocol
 from mmprep.decoders import DecodeCancelledError
 
 from ..core.config import Settings
-from ..core.memory import use_ordinary_pages
 from ..core.metrics import Metrics
 from ..interface import PreparedRequest
 from ..media.fetch import FetchLimits, MediaFetcher
@@ -64,7 +63,6 @@ class LocalPreprocessing:
         self.preprocessor: Preprocessor | None = None  # made by start()
 
     async def start(self) -> None:
-        use_ordinary_pages()  # for the tensors the decodes make
         s = self.settings
         limits = FetchLimits(
             max_bytes=s.max_fetch_bytes,

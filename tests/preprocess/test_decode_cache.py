@@ -245,33 +245,40 @@ def render_lookups(server) -> dict:
 
 
 @pytest.mark.parametrize("decode_cache_bytes", [1024**3, 0], ids=["cached", "no-decode-cache"])
-def test_a_resent_video_is_not_hashed_again(tmp_path, decode_cache_bytes):
-    """The render answer for media sent again reuses the video's mm_hash (app/mmprep/vllm/
-    wire_cache.py) and writes the same answer, byte for byte; where the frames were not kept
-    (no decode cache) the hash went with them, and is made anew, the same."""
+def test_media_sent_again_is_neither_hashed_nor_encoded_again(tmp_path, decode_cache_bytes):
+    """The render answer for media sent again reuses the media's mm_hashes from the second time,
+    and each item's encoded form from the third (app/mmprep/vllm/wire_cache.py: a new item's
+    is not kept, the second time it is), and writes the same answer, byte for byte; where the
+    tensors were not kept (no decode cache) the hash went with them, and all is made anew, the
+    same."""
     folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
     body = chat(
         video(WEBM), image(png_data_url(64, 48, noise=True)), {"type": "text", "text": "?"}, model="m"
     )
     settings = {"model": folder, "served_model_name": ["m"], "decode_cache_bytes": decode_cache_bytes}
+    answers, seen = [], []
     with LiveServer(**settings) as live:
-        first = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
-        assert first.status_code == 200, first.text
-        assert render_lookups(live) == {"hit": 0, "miss": 1}  # the one video's hash
         kept = live.service.generate_options.wire_cache
-        second = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
-        counts, metrics = render_lookups(live), httpx.get(f"{live.url}/metrics").text
-        if decode_cache_bytes:
-            assert counts == {"hit": 1, "miss": 1}
-            assert metric(metrics, "mmprep_render_cache_items") == 1
-            assert metric(metrics, "mmprep_render_cache_bytes") == kept.bytes == 64  # a hex blake3
-        else:
-            assert counts == {"hit": 0, "miss": 2}
+        for _ in range(3):
+            answer = httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60)
+            assert answer.status_code == 200, answer.text
+            metrics = httpx.get(f"{live.url}/metrics").text
+            seen.append((render_lookups(live), metric(metrics, "mmprep_render_cache_items")))
+            answers.append(answer.json())
+        if decode_cache_bytes:  # the two media's hashes, then each item the answer writes
+            items = int(seen[0][0]["miss"]) - 2
+            assert items >= 2
+            assert seen == [
+                ({"hit": 0, "miss": 2 + items}, 2),  # only the hashes kept: the items are new
+                ({"hit": 2, "miss": 2 + 2 * items}, 2 + items),  # sent again: the items kept now
+                ({"hit": 4 + items, "miss": 2 + 2 * items}, 2 + items),
+            ]
+            assert metric(metrics, "mmprep_render_cache_bytes") == kept.bytes > 128  # 2 hex hashes, more
+        else:  # the hashes went with the tensors; no item was kept the first time
+            assert [counts["hit"] for counts, _ in seen[:2]] == [0, 0]
     strip = {"request_id"}
-    ours, again = first.json(), second.json()
-    assert {k: v for k, v in again.items() if k not in strip} == {
-        k: v for k, v in ours.items() if k not in strip
-    }
+    first = {k: v for k, v in answers[0].items() if k not in strip}
+    assert all({k: v for k, v in again.items() if k not in strip} == first for again in answers[1:])
 
 
 def test_the_render_cache_stays_in_its_bytes_and_can_be_turned_off(tmp_path):
@@ -283,8 +290,8 @@ def test_the_render_cache_stays_in_its_bytes_and_can_be_turned_off(tmp_path):
                 httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
             )
         kept = live.service.generate_options.wire_cache
-        assert kept.bytes == 0  # a hash is 64 bytes: none fits
-        assert render_lookups(live) == {"hit": 0, "miss": 2}
+        assert kept.bytes == 0  # a hash is 64 bytes, an item more: none fits
+        assert render_lookups(live)["hit"] == 0
     with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=0) as live:
         assert httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
         assert live.service.generate_options.wire_cache is None

@@ -179,7 +179,8 @@ def test_rays_own_serve_run_of_a_layout_it_cannot_place_stops_at_once_naming_wha
             preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
         )
         try:
-            returncode = command.wait(timeout=240)  # a hang is a failure, not a slow start: Ray starts in 5-10 s
+            # a hang is a failure here, not a slow start: Ray starts in 5-10 s
+            returncode = command.wait(timeout=240)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(command.pid, signal.SIGKILL)

@@ -81,18 +81,20 @@ class Metrics:
             "Items dropped from the media cache to stay in its bytes",
             registry=r,
         )
-        # The vLLM wire's video hashes written before (app/mmprep/vllm/wire_cache.py)
+        # The vLLM wire's video hashes and items sent again, as written before (vllm/wire_cache.py)
         self.render_cache = Counter(
             "mmprep_render_cache_lookups",
-            "Lookups of video hashes for vLLM's wire, by result",
+            "Lookups of video hashes and encoded items for vLLM's wire, by result",
             ["result"],
             registry=r,
         )
         self.render_cache_bytes = Gauge(
-            "mmprep_render_cache_bytes", "Bytes of video hashes kept for vLLM's wire", registry=r
+            "mmprep_render_cache_bytes",
+            "Bytes of video hashes and encoded items kept for vLLM's wire",
+            registry=r,
         )
         self.render_cache_items = Gauge(
-            "mmprep_render_cache_items", "Video hashes kept for vLLM's wire", registry=r
+            "mmprep_render_cache_items", "Video hashes and encoded items kept for vLLM's wire", registry=r
         )
         self.render_cache_evictions = Counter(
             "mmprep_render_cache_evictions",

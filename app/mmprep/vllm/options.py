@@ -38,7 +38,7 @@ class GenerateOptions:
     # vllm serve's max_model_len (Settings.max_model_len): max_tokens defaults to what the
     # prompt leaves of it; None: max_tokens is left out unless the client gives it
     max_model_len: int | None = None
-    # Videos' hashes written before (wire_cache.py); None: none kept
+    # Videos' hashes and items sent again, as written before (wire_cache.py); None: none kept
     wire_cache: WireCache | None = field(default=None, compare=False)
     # Written for vLLM's generate endpoint (the engine): an item whose embeddings text splits
     # goes as one image item per run where its family says how (Family.vllm_image_runs), and

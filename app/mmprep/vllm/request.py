@@ -24,6 +24,7 @@ them); the render route answers such an item whole, as vLLM's render does.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -38,13 +39,13 @@ from mmprep.processors import ProcessedMedia
 
 from ..interface.engine import EngineError, EngineHTTPError
 from ..interface.prepared import MediaItem, Placeholder, PreparedRequest, TokenPrompt
-from ..modalities import modality_of
 from .content_parts import media_parts
 from .hashing import mm_hash, run_hash
 from .items import Item, kwargs_items
 from .options import GenerateOptions
 from .sampling import sampling_params
 from .serde import encode_item, encode_item_pieces
+from .wire_cache import item_parts
 
 
 def generate_request_body(
@@ -60,11 +61,12 @@ def generate_request_body(
     nonce = uuid.uuid4().hex
 
     def placeholder(item: Item) -> str:
-        # Encoded anew each time, not kept: base64 of the tensors costs 0.04 ms a MB, where a
-        # kept copy of a new item is fresh memory the kernel zeroes page by page (0.3 ms a
-        # MB, with the faults: 7.5 MB a 720p image); the tensors themselves are the decode
-        # cache's.
-        items.append(encode_item_pieces(item))
+        if options.wire_cache is None:
+            items.append(encode_item_pieces(item))
+        else:  # an item sent again: its pieces as written the last time (kept from the second)
+            parts = ["item", *item_parts(item)]
+            encode = functools.partial(encode_item_pieces, item)
+            items.append(options.wire_cache.get_or_make(parts, encode, _pieces_bytes, keep_first=False))
         return f"{nonce}:{len(items) - 1}"
 
     body = {**_generate_request(request, options, placeholder), **(changes or {})}
@@ -458,8 +460,8 @@ def _runs_of(span: np.ndarray, token: int | None) -> list[tuple[int, int]]:
 
 def _hashes(group: list[_Entry], request: PreparedRequest, options: GenerateOptions) -> list[str]:
     """One hash per entry: its item's, or for one run of an item sent as several the run's,
-    derived from the item's (run_hash); the same media twice is hashed once; a video hashed
-    before (the same cached frames, the same metadata and options) not again (wire_cache.py)."""
+    derived from the item's (run_hash); the same media twice is hashed once; media hashed
+    before (the same cached tensors, the same metadata and options) not again (wire_cache.py)."""
     done: dict[int, str] = {}
     for item in (entry.source for entry in group):
         if id(item.tensor) not in done:
@@ -473,7 +475,7 @@ def _hashes(group: list[_Entry], request: PreparedRequest, options: GenerateOpti
                     options.family,
                 )
 
-            if options.wire_cache is None or not modality_of(item).timed:
+            if options.wire_cache is None:
                 done[id(item.tensor)] = digest()
             else:
                 factors = (
@@ -490,6 +492,10 @@ def _hashes(group: list[_Entry], request: PreparedRequest, options: GenerateOpti
         else run_hash(done[id(entry.source.tensor)], entry.run, options.hash_algorithm)
         for entry in group
     ]
+
+
+def _pieces_bytes(pieces: list[bytes]) -> int:
+    return sum(len(piece) for piece in pieces)
 
 
 def _on_cpu(item: Item) -> Item:

@@ -1,7 +1,10 @@
-"""What the render answer wrote of a video it wrote before: its mm_hash, kept beside the
-decode cache's frames, so a multi-turn chat that resends its video does not hash its 88 MB
-of frames again (issue 29). An item's encoded wire form is not kept: base64 of its tensors
-is cheaper to make again than a kept copy of every new item is to hold (request.py).
+"""What the render answer wrote of an item it wrote before, kept beside the decode cache's
+tensors (issue 29): a video's mm_hash, so a multi-turn chat that resends its video does not
+hash its 88 MB of frames again; and an item's encoded wire form (the base64 msgpack of its
+MultiModalKwargsItem) once the item is sent a second time, so a chat that resends its images
+does not encode their 30 MB of tensors again. Not the first time: a kept copy of every new
+item would be fresh memory for the kernel to fault in (7.5 MB a 720p image), where base64
+costs 0.04 ms a MB to make again (issue 58).
 
 An entry is keyed by the identity of the arrays it was made from (the decode cache's
 read-only tensors, which a repeated request gets back as the same objects) and everything
@@ -16,7 +19,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,9 @@ import numpy as np
 # Arrays up to this size are keyed by their bytes (a grid, a 0-d field: often made anew per
 # request), bigger ones by identity (the cached tensors).
 BY_VALUE_BYTES = 4096
+# Keys asked for once whose values were not kept (keep_first=False), remembered so that the
+# second ask keeps its value; the oldest forgotten first.
+SEEN_ONCE = 4096
 
 
 class WireCache:
@@ -36,6 +42,7 @@ class WireCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._seen_once: OrderedDict[Hashable, None] = OrderedDict()
         self._lock = threading.Lock()  # encoding runs in worker threads
         self._on_lookup = on_lookup or (lambda hit: None)
         self._on_evict = on_evict or (lambda: None)
@@ -44,10 +51,14 @@ class WireCache:
         return len(self._entries)
 
     def get_or_make(
-        self, parts: Iterable[Any], make: Callable[[], Any], size_of: Callable[[Any], int]
+        self,
+        parts: Iterable[Any],
+        make: Callable[[], Any],
+        size_of: Callable[[Any], int],
+        keep_first: bool = True,
     ) -> Any:
         """The value kept for `parts` (arrays and hashable values, in order), else make()'s,
-        kept if it fits."""
+        kept if it fits; with `keep_first` False, only from the second time it is asked for."""
         arrays: list[np.ndarray] = []
         key = tuple(_key_part(part, arrays) for part in parts)
         if _UNKEYED in key:  # made of an array that may still change: not kept
@@ -60,8 +71,21 @@ class WireCache:
         if found is not None:
             return found[0]
         value = make()
-        self._put(key, value, size_of(value), arrays)
+        if keep_first or self._asked_before(key):
+            self._put(key, value, size_of(value), arrays)
         return value
+
+    def _asked_before(self, key: Hashable) -> bool:
+        """Whether `key` was asked for since it was last forgotten; it is remembered if not. A
+        key remembered for an array since freed may be taken for a new one with its id: the
+        new array's value is then kept the first time, which costs memory, never a wrong value."""
+        with self._lock:
+            if self._seen_once.pop(key, False) is None:
+                return True
+            self._seen_once[key] = None
+            if len(self._seen_once) > SEEN_ONCE:
+                self._seen_once.popitem(last=False)
+            return False
 
     def _put(self, key: Hashable, value: Any, size: int, arrays: list[np.ndarray]) -> None:
         if size > self.max_bytes:
@@ -86,6 +110,16 @@ class WireCache:
 
 
 _UNKEYED = ("unkeyed",)
+
+
+def item_parts(item: Mapping[str, Any]) -> list[Any]:
+    """What keys an encoded MultiModalKwargsItem (app/mmprep/vllm/items.py): each key, its data
+    (arrays, or a list of floats) and its field's kind and keywords."""
+    parts: list[Any] = []
+    for name, elem in item.items():
+        data = elem.data if isinstance(elem.data, np.ndarray) else ("list", tuple(elem.data))
+        parts += [name, data, elem.field.kind, repr(elem.field.keywords)]
+    return parts
 
 
 def _key_part(part: Any, arrays: list[np.ndarray]) -> Hashable:

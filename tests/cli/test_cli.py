@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sysconfig
-from pathlib import Path
-
 import httpx
 import pytest
 
@@ -149,27 +146,6 @@ def test_serve_starts_answers_and_stops_on_sigterm():
         assert server.stop() in (0, -15)
         log = server.log()
     assert "Finished server process" in log and '"level": "error"' not in log
-
-
-def environment_of(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
-    return dict(entry.partition("=")[::2] for entry in entries if entry)
-
-
-@pytest.mark.parametrize("command,ready_path", [("serve", "/ready"), ("worker", "/health")])
-@pytest.mark.parametrize("chosen", [None, "pymalloc"])
-def test_servers_run_under_mimalloc_where_cpython_has_it_unless_told_otherwise(command, ready_path, chosen):
-    """pymalloc keeps what 2048 streams used while their connections stay open; mimalloc gives
-    most of it back (core/memory.py). A PYTHONMALLOC the operator set is kept."""
-    env = {} if chosen is None else {"PYTHONMALLOC": chosen}
-    with AppProcess(command, ready_path=ready_path, env=env) as server:
-        assert server.process is not None
-        environment = environment_of(server.process.pid)
-        assert httpx.get(f"{server.url}{ready_path}").status_code == 200  # the started-again process
-    ours = chosen is None and bool(sysconfig.get_config_var("WITH_MIMALLOC"))
-    assert environment.get("PYTHONMALLOC") == ("mimalloc" if ours else chosen)
-    # and it returns freed pages at once, not at its next allocation (an idle server has none)
-    assert environment.get("MIMALLOC_PURGE_DELAY") == ("0" if ours else None)
 
 
 def test_list_flags_take_vllms_form_several_values_after_one_flag():

@@ -11,8 +11,9 @@ Freed is not returned, though, while a few live objects sit among the freed ones
 own allocator (pymalloc) gives a 1 MiB arena back only when every block in it is free, and
 after 2048 streams the connections a client keeps open (about 6 KB each, made during the
 burst) sit in every arena the burst filled, so none goes back (+76 MiB kept). CPython 3.13's
-mimalloc returns memory by 64 KiB pages: the same load keeps +31 MiB, at about the same CPU
-per token (docs/benchmarks.md). So the servers run under it where CPython has it.
+mimalloc (PYTHONMALLOC=mimalloc) returns memory by 64 KiB pages (+31 MiB), but costs a
+render request of new media about 36% more CPU, so it is the operator's choice, not the
+default (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ import ctypes
 import ctypes.util
 import gc
 import logging
-import os
-import sys
-import sysconfig
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("mmprep.memory")
@@ -48,24 +46,6 @@ def release_memory() -> None:
     gc.collect()
     if MALLOC_TRIM is not None:
         MALLOC_TRIM(0)
-
-
-def rerun_under_mimalloc() -> None:
-    """Start this command again, the same way, under mimalloc, where this CPython has it
-    (3.13 and later) and PYTHONMALLOC does not choose an allocator already: the allocator is
-    chosen before the interpreter starts, so it takes a new one. Returns only if not."""
-    if "PYTHONMALLOC" in os.environ or not sysconfig.get_config_var("WITH_MIMALLOC"):
-        return
-    os.environ["PYTHONMALLOC"] = "mimalloc"
-    # mimalloc returns a freed page 10 ms after it is freed, but only when it next runs: an
-    # idle server would keep the last burst's pages (+33 MiB with the connections closed,
-    # against +11). At 0 it returns them as they are freed, at the same CPU per token; a
-    # large buffer is then faulted in again when next used (about 9 ms per 30 MB of render
-    # answer), so an operator's own MIMALLOC_PURGE_DELAY is kept.
-    os.environ.setdefault("MIMALLOC_PURGE_DELAY", "0")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, sys.orig_argv)
 
 
 class ReleaseWhenIdle:

@@ -40,6 +40,10 @@ from ..interface.prepared import MediaItem
 from ..modalities import modality_of
 
 HashAlgorithm = Literal["blake3", "sha256", "sha512"]
+# blake3 spreads larger inputs over its thread pool, whose idle threads spin for a while after
+# each hash: that halves a 20 MB video's wall time for the same CPU, but doubles the CPU of a
+# 200 kB image's (benchmarks/image_stages.py's hash stage). Below this many bytes, one thread.
+BLAKE3_THREADS_FROM = 8 << 20
 # vLLM's _HF_MODALITY_PROCESSOR_KWARGS: processor options scoped to one modality.
 # Every modality's scope of mm_processor_kwargs vLLM knows.
 VLLM_SCOPES = ("images_kwargs", "videos_kwargs", "audio_kwargs")
@@ -120,18 +124,19 @@ class FileBytes:
 
 def hash_kwargs(algorithm: HashAlgorithm, kwargs: Mapping[str, Any]) -> str:
     """MultiModalHasher.hash_kwargs."""
-    hasher = _hasher(algorithm)
-    for key in sorted(kwargs):
-        for chunk in _item(key, kwargs[key]):
-            hasher.update(chunk)
+    chunks = [chunk for key in sorted(kwargs) for chunk in _item(key, kwargs[key])]
+    hasher = _hasher(algorithm, sum(_nbytes(chunk) for chunk in chunks))
+    for chunk in chunks:
+        hasher.update(chunk)
     return hasher.hexdigest()
 
 
-def _hasher(algorithm: HashAlgorithm) -> Any:
+def _hasher(algorithm: HashAlgorithm, size: int) -> Any:
     if algorithm == "blake3":
         from blake3 import blake3
 
-        return blake3(max_threads=blake3.AUTO)  # the digest does not depend on the threads
+        # the digest does not depend on the threads
+        return blake3(max_threads=blake3.AUTO if size >= BLAKE3_THREADS_FROM else 1)
     factories: dict[str, Callable[[], Any]] = {"sha256": hashlib.sha256, "sha512": hashlib.sha512}
     if algorithm not in factories:
         raise ValueError(f"unknown mm hash algorithm {algorithm!r}: blake3, sha256 or sha512")
@@ -142,8 +147,12 @@ def _length(value: int) -> bytes:
     return value.to_bytes(8, "little")
 
 
+def _nbytes(chunk: bytes | memoryview) -> int:
+    return chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+
+
 def _framed(chunk: bytes | memoryview) -> Iterator[bytes | memoryview]:
-    yield _length(chunk.nbytes if isinstance(chunk, memoryview) else len(chunk))
+    yield _length(_nbytes(chunk))
     yield chunk
 
 

@@ -38,6 +38,7 @@ from render_server_speed import (  # puts the repository's root on sys.path
     MODEL,
     Client,
     Server,
+    canned_server,
     fill_caches,
     jpeg_url,
 )
@@ -181,8 +182,7 @@ def http_floor(answer_bytes: int, rounds: int, work: Path) -> float:
     """The HTTP stage's floor: the CPU per request of a server that does nothing but read the
     same requests and write an answer of the same size (canned_server.py), over loopback TCP
     as the whole's server. The send side of a 7.5 MB answer is most of it."""
-    canned = Path(__file__).with_name("canned_server.py")
-    server = Server("canned", [sys.executable, str(canned), "--bytes", str(answer_bytes)])
+    server = canned_server(answer_bytes)
     server.start(work / "canned.log")
     try:
         client = Client()

@@ -147,6 +147,12 @@ class Server:
         return tree_cpu_seconds(self.process.pid)
 
 
+def canned_server(answer_bytes: int) -> Server:
+    """canned_server.py: reads each request, answers `answer_bytes` at once, does nothing else."""
+    canned = Path(__file__).with_name("canned_server.py")
+    return Server("canned", [sys.executable, str(canned), "--bytes", str(answer_bytes)])
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """User + system time of process `pid` and its descendants so far (/proc)."""
     total = 0.0
@@ -463,8 +469,7 @@ def main() -> None:
     if args.before:
         servers.insert(0, Server("mmprep-before", [str(args.before), *mmprep[1:]]))
     if args.canned:
-        canned = Path(__file__).with_name("canned_server.py")
-        servers.append(Server("canned", [sys.executable, str(canned), "--bytes", str(args.canned)]))
+        servers.append(canned_server(args.canned))
     if args.vllm:
         vllm = Server(
             "vllm",

@@ -44,7 +44,7 @@ from render_server_speed import (  # puts the repository's root on sys.path
 )
 
 from mmprep.decoders import decode_image
-from mmprep.processors import load_processor
+from mmprep.processors import ProcessedMedia, Processor, load_processor
 from mmprep.vllm.hashing import FileBytes, hash_kwargs
 from mmprep.vllm.items import FieldElem, batched, flat
 from mmprep.vllm.serde import encode_item_pieces
@@ -133,12 +133,7 @@ def ours(request: bytes, data: bytes, folder: Path, repeats: int) -> dict[str, f
     processor = load_processor(str(folder)).with_raw_pixels()
     url = json.loads(request)["messages"][0]["content"][0]["image_url"]["url"]
     image = decode_image(data)
-    processed = processor.process_image(image.pixels)
-    pixels, grid = processed.tensors["pixel_values"], processed.tensors["image_grid_thw"]
-    item = {
-        "pixel_values": FieldElem(pixels, flat([len(pixels)])),
-        "image_grid_thw": FieldElem(grid[0], batched(keep_on_cpu=True)),
-    }
+    item = wire_item(processor.process_image(image.pixels))
     factors = {"model_id": str(folder), "image": FileBytes(data, None)}
     return {
         "body parse": cpu_ms(lambda: _loads(bytearray(request), []), repeats),
@@ -148,6 +143,23 @@ def ours(request: bytes, data: bytes, folder: Path, repeats: int) -> dict[str, f
         "hash": cpu_ms(lambda: hash_kwargs("blake3", factors), repeats),
         "answer encoding": cpu_ms(lambda: encode_item_pieces(item), repeats),
     }
+
+
+def wire_item(processed: ProcessedMedia) -> dict[str, FieldElem]:
+    """A processed Qwen2.5-VL image as the render answer's item (its base64 msgpack)."""
+    pixels, grid = processed.tensors["pixel_values"], processed.tensors["image_grid_thw"]
+    return {
+        "pixel_values": FieldElem(pixels, flat([len(pixels)])),
+        "image_grid_thw": FieldElem(grid[0], batched(keep_on_cpu=True)),
+    }
+
+
+def new_image_alone(processor: Processor, data: bytes, model_id: str) -> None:
+    """A new image's work without the server around it: decode, resize into patches, hash,
+    encode the answer's item (render_cores.py's baseline)."""
+    processed = processor.process_image(decode_image(data).pixels)
+    hash_kwargs("blake3", {"model_id": model_id, "image": FileBytes(data, None)})
+    encode_item_pieces(wire_item(processed))
 
 
 def cpu_per_request(client: Client, server: Server, first_seed: int, rounds: int) -> float:

@@ -5,6 +5,7 @@ needs (llm-d's: 4 new 720p images a request at 35 requests/s).
 
     python benchmarks/render_cores.py                          # N = 1, 2, 4, 8, 16 (as the machine has)
     python benchmarks/render_cores.py --cores 1 2 --seconds 20 --folder MODEL_FOLDER
+    python benchmarks/render_cores.py --serve-arg=--decode-workers --serve-arg=1
 
 "New" images without encoding thousands of JPEGs: 32 camera-like JPEGs, each request's four
 made unique by a JPEG comment segment with a counter after the file's start (the pixels are
@@ -13,6 +14,12 @@ processes, hashes and encodes each anew). Clients: processes of keep-alive http.
 threads, `2 N` requests in flight, pinned to the cores the server does not use (shared with
 it where the machine has no spare ones: said in the output). Per N: completed requests per
 second over the window, per core, against N = 1's, and the server's CPU per request.
+
+Beside each N, what the machine itself allows: N processes, one pinned to each of the same
+cores, doing nothing but a new image's work in a loop (decode, resize into patches, hash,
+encode the answer's item; image_stages.new_image_alone), their images a second against N = 1's.
+Cores that share a last-level cache, the memory bus and a power budget slow each other even
+with no server in between; where the kernels alone fall short of N x, so can the server.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from image_stages import new_image_alone
 from render_server_speed import MODEL, camera_jpeg, free_port, request_body, tree_cpu_seconds
+
+from mmprep.processors import load_processor
 
 LOAD_RATE = 35.0  # llm-d's load: requests a second, of four images each (request_body)
 
@@ -72,7 +82,40 @@ def client_process(port: int, threads: int, first: int, stride: int, deadline: f
         thread.join()
 
 
-def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: float, log: Path) -> dict:
+def kernels_process(folder: Path, start: float, deadline: float, done: Any) -> None:
+    """New images' work alone, one after another, counted from `start` to `deadline`."""
+    processor = load_processor(str(folder)).with_raw_pixels()
+    bases = [camera_jpeg(seed) for seed in range(32)]
+    number = 0
+    while time.time() < deadline:
+        new_image_alone(processor, bases[number % len(bases)], str(folder))
+        number += 1
+        if start <= time.time() < deadline:
+            with done.get_lock():
+                done.value += 1
+
+
+def kernels_alone(folder: Path, cores: list[int], seconds: float) -> float:
+    """Images a second of len(cores) processes, one pinned to each core, doing a new image's
+    work and nothing else."""
+    done = multiprocessing.Value("i", 0)
+    start = time.time() + 3  # each process loads the processor and warms up first
+    processes = [
+        multiprocessing.Process(target=kernels_process, args=(folder, start, start + seconds, done))
+        for _ in cores
+    ]
+    for process, core in zip(processes, cores, strict=True):
+        process.start()
+        assert process.pid is not None
+        os.sched_setaffinity(process.pid, [core])
+    for process in processes:
+        process.join()
+    return done.value / seconds
+
+
+def measure(
+    folder: Path, cores: list[int], client_cores: list[int], seconds: float, log: Path, serve_args: list[str]
+) -> dict:
     count = len(cores)
     port = free_port()
     command = [
@@ -91,6 +134,7 @@ def measure(folder: Path, cores: list[int], client_cores: list[int], seconds: fl
         str(count),
         "--log-level",
         "warning",
+        *serve_args,
     ]
     with log.open("w") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -152,6 +196,12 @@ def main() -> None:
     parser.add_argument(
         "--vllm-cpu-ms", type=float, help="vLLM's CPU-ms per such request, for the cores it needs"
     )
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="one more argument for `mmprep serve` (repeat it: --serve-arg=--decode-workers --serve-arg=1)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="render-cores-"))
     folder = args.folder
@@ -161,18 +211,22 @@ def main() -> None:
 
         folder = make_model_folder("qwen2_5_vl", work / MODEL)
     print(f"{len(available)} cores; four new 720p JPEGs a request; {args.seconds:.0f} s per point")
-    print(f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}")
-    first = None
+    print(
+        f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}"
+        f"{'kernels alone: img/s':>22}{'x N=1':>8}"
+    )
+    first = first_alone = None
     for count in args.cores:
         cores = available[:count]
         spare = available[count:] or available  # no spare core: the clients share the server's
-        row = measure(folder, cores, spare, args.seconds, work / f"mmprep-{count}.log")
-        first = first or row
+        row = measure(folder, cores, spare, args.seconds, work / f"mmprep-{count}.log", args.serve_arg)
+        alone = kernels_alone(folder, cores, args.seconds)
+        first, first_alone = first or row, first_alone or alone
         scaling = row["req_s"] / first["req_s"]
         shared = "" if available[count:] else " (shared)"
         print(
             f"{count:>3}{len(spare):>13}{shared[:1]:>1}{row['req_s']:>9.2f}{row['req_s'] / count:>10.2f}"
-            f"{scaling:>8.2f}{row['cpu_ms']:>12.1f}",
+            f"{scaling:>8.2f}{row['cpu_ms']:>12.1f}{alone:>22.1f}{alone / first_alone:>8.2f}",
             flush=True,
         )
         best = row

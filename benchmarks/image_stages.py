@@ -154,12 +154,13 @@ def wire_item(processed: ProcessedMedia) -> dict[str, FieldElem]:
     }
 
 
-def new_image_alone(processor: Processor, data: bytes, model_id: str) -> None:
+def new_image_alone(processor: Processor, data: bytes, model_id: str) -> tuple[ProcessedMedia, list[bytes]]:
     """A new image's work without the server around it: decode, resize into patches, hash,
-    encode the answer's item (render_cores.py's baseline)."""
+    encode the answer's item (render_cores.py's baseline). Returns what a server holds
+    until the answer is sent: the tensors and the answer's pieces."""
     processed = processor.process_image(decode_image(data).pixels)
     hash_kwargs("blake3", {"model_id": model_id, "image": FileBytes(data, None)})
-    encode_item_pieces(wire_item(processed))
+    return processed, encode_item_pieces(wire_item(processed))
 
 
 def cpu_per_request(client: Client, server: Server, first_seed: int, rounds: int) -> float:

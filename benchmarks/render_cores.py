@@ -16,10 +16,11 @@ it where the machine has no spare ones: said in the output). Per N: completed re
 second over the window, per core, against N = 1's, and the server's CPU per request.
 
 Beside each N, what the machine itself allows: N processes, one pinned to each of the same
-cores, doing nothing but a new image's work in a loop (decode, resize into patches, hash,
-encode the answer's item; image_stages.new_image_alone), their images a second against N = 1's.
-Cores that share a last-level cache, the memory bus and a power budget slow each other even
-with no server in between; where the kernels alone fall short of N x, so can the server.
+cores, doing nothing but a request's work in a loop (four new images decoded, resized into
+patches, hashed and encoded as the answer's items, image_stages.new_image_alone, all four
+held until the last is done), their requests a second against N = 1's. Cores that share a
+last-level cache, the memory bus and a power budget slow each other even with no server in
+between; where the kernels alone fall short of N x, so can the server.
 """
 
 from __future__ import annotations
@@ -83,21 +84,24 @@ def client_process(port: int, threads: int, first: int, stride: int, deadline: f
 
 
 def kernels_process(folder: Path, start: float, deadline: float, done: Any) -> None:
-    """New images' work alone, one after another, counted from `start` to `deadline`."""
+    """A request's images' work alone, four at a time, each request's results held until its
+    four are done (as a server holds them until the answer is sent: some 60 MB, so the
+    memory moved through the caches is a request's), counted from `start` to `deadline`."""
     processor = load_processor(str(folder)).with_raw_pixels()
     bases = [camera_jpeg(seed) for seed in range(32)]
     number = 0
     while time.time() < deadline:
-        new_image_alone(processor, bases[number % len(bases)], str(folder))
-        number += 1
+        held = [new_image_alone(processor, bases[(number + i) % len(bases)], str(folder)) for i in range(4)]
+        number += len(held)
+        del held
         if start <= time.time() < deadline:
             with done.get_lock():
                 done.value += 1
 
 
 def kernels_alone(folder: Path, cores: list[int], seconds: float) -> float:
-    """Images a second of len(cores) processes, one pinned to each core, doing a new image's
-    work and nothing else."""
+    """Requests' worth of work a second of len(cores) processes, one pinned to each core,
+    doing four new images' work and nothing else."""
     done = multiprocessing.Value("i", 0)
     start = time.time() + 3  # each process loads the processor and warms up first
     processes = [
@@ -213,7 +217,7 @@ def main() -> None:
     print(f"{len(available)} cores; four new 720p JPEGs a request; {args.seconds:.0f} s per point")
     print(
         f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}"
-        f"{'kernels alone: img/s':>22}{'x N=1':>8}"
+        f"{'kernels alone: req/s':>22}{'x N=1':>8}"
     )
     first = first_alone = None
     for count in args.cores:

@@ -45,9 +45,10 @@ from mmprep.processors import load_processor
 LOAD_RATE = 35.0  # llm-d's load: requests a second, of four images each (request_body)
 
 
-def client_process(port: int, threads: int, first: int, stride: int, deadline: float, done: Any):
+def client_process(
+    port: int, bases: list[bytes], threads: int, first: int, stride: int, deadline: float, done: Any
+):
     """Requests numbered first, first + stride, ... until `deadline`, `threads` at a time."""
-    bases = [camera_jpeg(seed) for seed in range(32)]
     lock = threading.Lock()
     counter = [first]
 
@@ -83,29 +84,31 @@ def client_process(port: int, threads: int, first: int, stride: int, deadline: f
         thread.join()
 
 
-def kernels_process(folder: Path, start: float, deadline: float, done: Any) -> None:
+def kernels_process(folder: Path, bases: list[bytes], seconds: float, ready: Any, done: Any) -> None:
     """A request's images' work alone, four at a time, each request's results held until its
     four are done (as a server holds them until the answer is sent: some 60 MB, so the
-    memory moved through the caches is a request's), counted from `start` to `deadline`."""
+    memory moved through the caches is a request's), for `seconds` from when every process
+    is warm (`ready`), counting the requests done within them."""
     processor = load_processor(str(folder)).with_raw_pixels()
-    bases = [camera_jpeg(seed) for seed in range(32)]
+    new_image_alone(processor, bases[0], str(folder))  # warm: the processor's tables
+    ready.wait()
+    deadline = time.time() + seconds
     number = 0
     while time.time() < deadline:
         held = [new_image_alone(processor, bases[(number + i) % len(bases)], str(folder)) for i in range(4)]
         number += len(held)
-        del held
-        if start <= time.time() < deadline:
+        del held  # before the next four are made: one request's memory at a time, as a server's
+        if time.time() < deadline:
             with done.get_lock():
                 done.value += 1
 
 
-def kernels_alone(folder: Path, cores: list[int], seconds: float) -> float:
+def kernels_alone(folder: Path, bases: list[bytes], cores: list[int], seconds: float) -> float:
     """Requests' worth of work a second of len(cores) processes, one pinned to each core,
     doing four new images' work and nothing else."""
-    done = multiprocessing.Value("i", 0)
-    start = time.time() + 3  # each process loads the processor and warms up first
+    done, ready = multiprocessing.Value("i", 0), multiprocessing.Barrier(len(cores))
     processes = [
-        multiprocessing.Process(target=kernels_process, args=(folder, start, start + seconds, done))
+        multiprocessing.Process(target=kernels_process, args=(folder, bases, seconds, ready, done))
         for _ in cores
     ]
     for process, core in zip(processes, cores, strict=True):
@@ -114,11 +117,19 @@ def kernels_alone(folder: Path, cores: list[int], seconds: float) -> float:
         os.sched_setaffinity(process.pid, [core])
     for process in processes:
         process.join()
+    if any(process.exitcode for process in processes):
+        raise SystemExit("a process running the kernels alone failed (its error is above)")
     return done.value / seconds
 
 
 def measure(
-    folder: Path, cores: list[int], client_cores: list[int], seconds: float, log: Path, serve_args: list[str]
+    folder: Path,
+    bases: list[bytes],
+    cores: list[int],
+    client_cores: list[int],
+    seconds: float,
+    log: Path,
+    serve_args: list[str],
 ) -> dict:
     count = len(cores)
     port = free_port()
@@ -154,7 +165,7 @@ def measure(
         for index in range(clients):
             process = multiprocessing.Process(
                 target=client_process,
-                args=(port, max(1, in_flight // clients), index, clients, deadline, done),
+                args=(port, bases, max(1, in_flight // clients), index, clients, deadline, done),
             )
             process.start()
             assert process.pid is not None
@@ -219,12 +230,13 @@ def main() -> None:
         f"{'N':>3}{'client cores':>14}{'req/s':>9}{'per core':>10}{'x N=1':>8}{'CPU-ms/req':>12}"
         f"{'kernels alone: req/s':>22}{'x N=1':>8}"
     )
+    bases = [camera_jpeg(seed) for seed in range(32)]  # once: each process would take seconds
     first = first_alone = None
     for count in args.cores:
         cores = available[:count]
         spare = available[count:] or available  # no spare core: the clients share the server's
-        row = measure(folder, cores, spare, args.seconds, work / f"mmprep-{count}.log", args.serve_arg)
-        alone = kernels_alone(folder, cores, args.seconds)
+        row = measure(folder, bases, cores, spare, args.seconds, work / f"mmprep-{count}.log", args.serve_arg)
+        alone = kernels_alone(folder, bases, cores, args.seconds)
         first, first_alone = first or row, first_alone or alone
         scaling = row["req_s"] / first["req_s"]
         shared = "" if available[count:] else " (shared)"
